@@ -1,0 +1,157 @@
+// Package fs is the provider seam every file tool goes through, and its local
+// implementation over a workspace root.
+//
+// The seam owns resolution and confinement, metadata, raw reads of regular
+// files, and atomic, optionally guarded mutation. It knows nothing of HTTP,
+// sessions or the model-facing window: another backend (remote, sandboxed)
+// can replace Local without touching policy, render or handlers.
+package fs
+
+import (
+	"context"
+	"io"
+)
+
+// FileSystem is the provider seam. Every method honours ctx cancellation at
+// its syscall boundaries and returns *Error for anything a caller can act on.
+type FileSystem interface {
+	// Resolve turns path (absolute, or relative to cwd; cwd absolute, or
+	// relative to the root; "" means the root) into a Target. It refuses paths
+	// that leave the workspace root with CodeSandboxDenied, using op ("read",
+	// "write", "edit", "search", ...) in the message. A missing target
+	// resolves fine: its Key is the real path of its nearest existing
+	// ancestor plus the missing suffix.
+	Resolve(ctx context.Context, op, path, cwd string) (Target, error)
+
+	// Stat reports what the target is now, following symlinks. A missing
+	// target is Info{Type: TypeMissing} and a nil error.
+	Stat(ctx context.Context, t Target) (Info, error)
+
+	// OpenText opens a regular file for reading and reports the Info of the
+	// opened file (so the version describes the bytes being read). FIFOs,
+	// sockets and devices are never opened for reading: they are
+	// CodeNotRegularFile. The bytes are raw: text checks are the reader's.
+	OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, error)
+
+	// WriteText atomically creates or replaces the target with content under
+	// the target's lock. A nil intent is unconditional.
+	WriteText(ctx context.Context, t Target, content []byte, intent *WriteIntent) (WriteOutcome, error)
+
+	// EditText applies a literal edit under the target's lock. A non-nil
+	// expected version is checked before matching; a missing target is always
+	// CodeStaleVersion.
+	EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error)
+
+	// ListDir lists the direct children of a folder in name order.
+	ListDir(ctx context.Context, t Target) ([]DirEntry, error)
+}
+
+// TargetKey identifies a file independently of the path used to reach it:
+// the local provider uses the real path. Callers must not parse it.
+type TargetKey string
+
+// Version is an opaque freshness token. The local provider derives it from
+// dev:ino:size:mtime_ns:ctime_ns of the followed target. Callers only compare
+// versions for equality.
+type Version string
+
+// Target is a resolved path: Key for identity (locks, observations) and
+// Display for every model-facing text.
+type Target struct {
+	Key     TargetKey
+	Display string
+}
+
+// FileType is what a path names now.
+type FileType int
+
+// The file types Stat reports.
+const (
+	TypeMissing FileType = iota
+	TypeFile
+	TypeDirectory
+	TypeOther // FIFO, socket, device, or anything else that is not text
+)
+
+func (t FileType) String() string {
+	switch t {
+	case TypeFile:
+		return "file"
+	case TypeDirectory:
+		return "directory"
+	case TypeOther:
+		return "other"
+	}
+	return "missing"
+}
+
+// Info is metadata only. Size is -1 when unknown; Version is empty for a
+// missing target.
+type Info struct {
+	Type    FileType
+	Size    int64
+	Version Version
+}
+
+// IntentKind is the precondition of a guarded write.
+type IntentKind int
+
+// The write preconditions the policy can ask for.
+const (
+	// CreateIfAbsent publishes without ever replacing an existing entry.
+	CreateIfAbsent IntentKind = iota + 1
+	// ReplaceIfVersion replaces only while the target is still at Version.
+	ReplaceIfVersion
+)
+
+// WriteIntent is the precondition of a write. A nil *WriteIntent means
+// unconditional (the lock and atomicity remain).
+type WriteIntent struct {
+	Kind    IntentKind
+	Version Version // for ReplaceIfVersion
+}
+
+// Operation says whether a write created or replaced its target.
+type Operation string
+
+// The two write operations.
+const (
+	OpCreate Operation = "create"
+	OpUpdate Operation = "update"
+)
+
+// WriteOutcome is a successful write. Before is the previous content as an
+// LF-normalized diff basis, nil for a create or when the provider declines a
+// basis (not UTF-8, or either side at or above the diff-basis limit). After
+// is the LF-normalized new content, set only when Before is.
+type WriteOutcome struct {
+	Operation Operation
+	Version   Version
+	Before    *string
+	After     string
+}
+
+// EditRequest is a literal replacement. OldString is non-empty and differs
+// from NewString (the caller validates arguments).
+type EditRequest struct {
+	OldString  string
+	NewString  string
+	ReplaceAll bool
+}
+
+// EditOutcome is a successful edit. Before and After are LF-normalized diff
+// bases, nil when the file is at or above the diff-basis limit.
+type EditOutcome struct {
+	Version      Version
+	Replacements int
+	Before       *string
+	After        *string
+}
+
+// DirEntry is one child of a folder.
+type DirEntry struct {
+	Name   string
+	Type   FileType
+	Target Target
+	Size   int64 // -1 unless a file
+}
