@@ -1,0 +1,71 @@
+// Package policy is the read-before-write gate: per-session observed state
+// and the decisions it implies for every write and edit (SPEC §5).
+//
+// The gate performs no filesystem I/O. It only turns what a session has seen
+// into a precondition (a *fs.WriteIntent or an expected *fs.Version) that the
+// provider checks under the target's lock, so every decision fails closed:
+// forgetting an observation can only turn an allowed mutation into
+// FS_NOT_OBSERVED, never authorize one.
+package policy
+
+import "github.com/toolfs/toolfs-api/internal/fs"
+
+// Gate decides the intent of every write and edit and records observations.
+// An empty session id owns no state: it records nothing and is decided as
+// unseen. Implementations are safe for concurrent use.
+type Gate interface {
+	// WriteIntent is the precondition of a write: ReplaceIfVersion when the
+	// session saw the target present, else CreateIfAbsent. Nil means
+	// unconditional (Off only).
+	WriteIntent(session string, t fs.Target) *fs.WriteIntent
+	// EditGuard is the version an edit must still find. An unseen target is
+	// CodeNotObserved, one seen absent is CodeNotFound. Nil, nil means
+	// unconditional (Off only).
+	EditGuard(session string, t fs.Target) (*fs.Version, error)
+	// ObservePresent records that the session saw key at version v.
+	ObservePresent(session string, key fs.TargetKey, v fs.Version)
+	// ObserveAbsent records that the session confirmed key does not exist.
+	ObserveAbsent(session string, key fs.TargetKey)
+	// Touch counts as use of the session: any request carrying the session
+	// header calls it.
+	Touch(session string)
+	// Forget drops the session's state (DELETE /sessions/{id}) and reports
+	// whether it existed.
+	Forget(session string) bool
+}
+
+// Off is the bare provider: no state, nil intents and nil guards, so writes
+// and edits are unconditional (the provider's lock and atomicity remain).
+// Forget always reports false.
+type Off struct{}
+
+var _ Gate = Off{}
+
+// WriteIntent returns nil: unconditional.
+func (Off) WriteIntent(string, fs.Target) *fs.WriteIntent { return nil }
+
+// EditGuard returns nil, nil: unconditional.
+func (Off) EditGuard(string, fs.Target) (*fs.Version, error) { return nil, nil }
+
+// ObservePresent records nothing.
+func (Off) ObservePresent(string, fs.TargetKey, fs.Version) {}
+
+// ObserveAbsent records nothing.
+func (Off) ObserveAbsent(string, fs.TargetKey) {}
+
+// Touch does nothing.
+func (Off) Touch(string) {}
+
+// Forget reports false: Off holds no sessions.
+func (Off) Forget(string) bool { return false }
+
+// notObserved is the model-facing refusal of an edit the session never read
+// (the HTTP layer appends the remedy).
+func notObserved(t fs.Target) error {
+	return fs.NewError(fs.CodeNotObserved, `edit requires reading "`+t.Display+`" first`)
+}
+
+// confirmedAbsent is the refusal of an edit after a read confirmed absence.
+func confirmedAbsent(t fs.Target) error {
+	return fs.NewError(fs.CodeNotFound, `cannot edit "`+t.Display+`": not found`)
+}
