@@ -1,0 +1,232 @@
+package render
+
+import "strings"
+
+// Diff is one hunk of a write or edit: its lines before and after, context
+// included, joined with "\n". OldText is nil for an insertion into empty
+// content.
+type Diff struct {
+	Path    string  `json:"path"`
+	OldText *string `json:"oldText"`
+	NewText string  `json:"newText"`
+}
+
+// diffContext is the number of unchanged lines shown around a change.
+const diffContext = 3
+
+// Bounds on the line diff's search: beyond them the changed region is
+// reported as one hunk, so a pathological pair of 10 MiB texts costs well
+// under a second.
+const (
+	maxDiffEdits = 2000     // edit distance, in lines
+	maxDiffWork  = 50 << 20 // diagonal steps and line comparisons
+)
+
+// Diffs returns one Diff per hunk between before and after (LF-normalized
+// texts), with 3 lines of context on both sides, in file order. Lines keep
+// their newline for comparison, so "a" and "a\n" differ, but no
+// "\ No newline at end of file" marker is shown. It returns an empty,
+// non-nil slice when nothing changed. The diff is minimal up to an edit
+// distance of 2000 lines; past that (or past its work budget) the region
+// between the common head and tail becomes one hunk.
+func Diffs(path, before, after string) []Diff {
+	out := []Diff{}
+	if before == after {
+		return out
+	}
+	a, b := splitKeepNewline(before), splitKeepNewline(after)
+	blocks := changedBlocks(a, b)
+	for i := 0; i < len(blocks); {
+		// Merge blocks whose gap of unchanged lines fits both contexts.
+		j := i
+		for j+1 < len(blocks) && blocks[j+1].a0-blocks[j].a1 <= 2*diffContext {
+			j++
+		}
+		first, last := blocks[i], blocks[j]
+		lead := min(diffContext, first.a0)
+		trail := min(diffContext, len(a)-last.a1)
+		d := Diff{Path: path, NewText: joinLines(b[first.b0-lead : last.b1+trail])}
+		if oldLines := a[first.a0-lead : last.a1+trail]; len(oldLines) > 0 {
+			s := joinLines(oldLines)
+			d.OldText = &s
+		}
+		out = append(out, d)
+		i = j + 1
+	}
+	return out
+}
+
+// block is a maximal run of changed lines: a[a0:a1] became b[b0:b1].
+type block struct{ a0, a1, b0, b1 int }
+
+// splitKeepNewline splits s into lines that keep their "\n"; a final line
+// without one is kept too, and "" has no lines.
+func splitKeepNewline(s string) []string {
+	lines := make([]string, 0, strings.Count(s, "\n")+1)
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n') + 1
+		if i == 0 {
+			i = len(s)
+		}
+		lines = append(lines, s[:i])
+		s = s[i:]
+	}
+	return lines
+}
+
+// joinLines joins lines that keep their newlines, dropping the last newline.
+func joinLines(lines []string) string {
+	s := strings.Join(lines, "")
+	return strings.TrimSuffix(s, "\n")
+}
+
+// changedBlocks lists the changed runs between a and b in order.
+func changedBlocks(a, b []string) []block {
+	head := 0
+	for head < len(a) && head < len(b) && a[head] == b[head] {
+		head++
+	}
+	tail := 0
+	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+		tail++
+	}
+	am, bm := a[head:len(a)-tail], b[head:len(b)-tail]
+	whole := []block{{head, head + len(am), head, head + len(bm)}}
+	if len(am) == 0 || len(bm) == 0 {
+		return whole
+	}
+	x, y := internLines(am, bm)
+	ops, ok := myers(x, y)
+	if !ok {
+		return whole
+	}
+	var blocks []block
+	i, j := 0, 0
+	for k := 0; k < len(ops); {
+		if ops[k] == opEqual {
+			i, j, k = i+1, j+1, k+1
+			continue
+		}
+		blk := block{a0: head + i, b0: head + j}
+		for ; k < len(ops) && ops[k] != opEqual; k++ {
+			if ops[k] == opDelete {
+				i++
+			} else {
+				j++
+			}
+		}
+		blk.a1, blk.b1 = head+i, head+j
+		blocks = append(blocks, blk)
+	}
+	return blocks
+}
+
+// internLines maps equal lines to equal small integers.
+func internLines(a, b []string) ([]int32, []int32) {
+	ids := make(map[string]int32, len(a))
+	conv := func(lines []string) []int32 {
+		out := make([]int32, len(lines))
+		for i, l := range lines {
+			id, ok := ids[l]
+			if !ok {
+				id = int32(len(ids))
+				ids[l] = id
+			}
+			out[i] = id
+		}
+		return out
+	}
+	return conv(a), conv(b)
+}
+
+type op byte
+
+const (
+	opEqual op = iota
+	opDelete
+	opInsert
+)
+
+// myers returns a shortest edit script from a to b (Myers' greedy O(ND)
+// algorithm), or false when it would exceed maxDiffEdits or maxDiffWork.
+func myers(a, b []int32) ([]op, bool) {
+	n, m := len(a), len(b)
+	limit := min(n+m, maxDiffEdits)
+	// v[k+off] is the furthest x on diagonal k; trace[d] keeps v[-d..d]
+	// after step d for the walk back.
+	off := limit + 1
+	v := make([]int, 2*limit+3)
+	var trace [][]int32
+	work := 0
+	for d := 0; d <= limit; d++ {
+		for k := -d; k <= d; k += 2 {
+			var x int
+			if k == -d || (k != d && v[k-1+off] < v[k+1+off]) {
+				x = v[k+1+off]
+			} else {
+				x = v[k-1+off] + 1
+			}
+			y := x - k
+			start := x
+			for x < n && y < m && a[x] == b[y] {
+				x, y = x+1, y+1
+			}
+			work += x - start + 1
+			v[k+off] = x
+			if x >= n && y >= m {
+				trace = append(trace, snapshot(v, d, off))
+				return backtrack(trace, n, m), true
+			}
+		}
+		if work > maxDiffWork {
+			return nil, false
+		}
+		trace = append(trace, snapshot(v, d, off))
+	}
+	return nil, false
+}
+
+func snapshot(v []int, d, off int) []int32 {
+	s := make([]int32, 2*d+1)
+	for k := -d; k <= d; k++ {
+		s[k+d] = int32(v[k+off])
+	}
+	return s
+}
+
+// backtrack walks the trace from (n, m) back to (0, 0) and returns the ops
+// in forward order.
+func backtrack(trace [][]int32, n, m int) []op {
+	ops := make([]op, 0, n+m)
+	x, y := n, m
+	for d := len(trace) - 1; d > 0; d-- {
+		prev := trace[d-1] // v[-(d-1)..d-1] after step d-1
+		at := func(k int) int { return int(prev[k+d-1]) }
+		k := x - y
+		var pk int
+		if k == -d || (k != d && at(k-1) < at(k+1)) {
+			pk = k + 1
+		} else {
+			pk = k - 1
+		}
+		px := at(pk)
+		py := px - pk
+		for x > px && y > py {
+			ops = append(ops, opEqual)
+			x, y = x-1, y-1
+		}
+		if x == px {
+			ops = append(ops, opInsert)
+		} else {
+			ops = append(ops, opDelete)
+		}
+		x, y = px, py
+	}
+	for ; x > 0; x-- {
+		ops = append(ops, opEqual) // the snake of step 0
+	}
+	for i, j := 0, len(ops)-1; i < j; i, j = i+1, j-1 {
+		ops[i], ops[j] = ops[j], ops[i]
+	}
+	return ops
+}

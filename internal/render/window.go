@@ -1,0 +1,390 @@
+// Package render turns raw file bytes into the read window and produces every
+// text the model sees: read, write and edit outputs, error texts, remedies,
+// diffs and the tool catalog. It is pure: no I/O, no HTTP, and it imports
+// nothing else of this module.
+package render
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Caps are the read caps: Limit is the default and maximum number of lines
+// of one window, MaxLineLength the code points kept per line, MaxBytes the
+// byte budget of the shown lines' texts.
+type Caps struct{ Limit, MaxLineLength, MaxBytes int }
+
+// DefaultCaps returns the original's read caps: 2000 lines, 2000 code points
+// per line, 51200 bytes.
+func DefaultCaps() Caps { return Caps{Limit: 2000, MaxLineLength: 2000, MaxBytes: 51200} }
+
+// Line is one shown line: its 1-based number in the file and its text
+// (without the line ending, possibly truncated).
+type Line struct {
+	Number int    `json:"number"`
+	Text   string `json:"text"`
+}
+
+// Footer says what ended a read window.
+type Footer int
+
+// The three footers. FooterEOF also covers a window whose limit ends exactly
+// at the last line.
+const (
+	FooterEOF    Footer = iota // the window reaches the end of the file
+	FooterLimit                // the line limit ended it; more lines follow
+	FooterCapped               // the byte cap ended it; more lines follow
+)
+
+// String returns "eof", "limit" or "capped" (the metrics label values).
+func (f Footer) String() string {
+	switch f {
+	case FooterLimit:
+		return "limit"
+	case FooterCapped:
+		return "capped"
+	}
+	return "eof"
+}
+
+// Window is a finished read window. Offset is the requested first line;
+// Lines start there; TotalLines counts every line of the file.
+type Window struct {
+	Offset     int
+	Lines      []Line
+	TotalLines int
+	Footer     Footer
+}
+
+// BinarySample is how many leading bytes are searched for a NUL byte.
+const BinarySample = 8192
+
+// ErrBinary reports a NUL byte in the first BinarySample bytes. It wins over
+// ErrInvalidUTF8 when both apply.
+var ErrBinary = errors.New("render: binary file (NUL byte in the first 8192 bytes)")
+
+// ErrInvalidUTF8 reports invalid UTF-8 anywhere in the file, including a
+// sequence cut short by the end of the file.
+var ErrInvalidUTF8 = errors.New("render: invalid UTF-8 text")
+
+// errClosed is returned by Write after Close.
+var errClosed = errors.New("render: write after close")
+
+// OffsetOutOfRangeError reports an offset past the last line. Offset 1 on an
+// empty file is not an error.
+type OffsetOutOfRangeError struct{ Offset, Total int }
+
+func (e *OffsetOutOfRangeError) Error() string {
+	return "render: offset " + strconv.Itoa(e.Offset) + " is out of range (" + strconv.Itoa(e.Total) + " lines)"
+}
+
+var bom = []byte{0xEF, 0xBB, 0xBF}
+
+// Windower builds one read window from the raw bytes of a file, fed through
+// Write in chunks of any size; chunk boundaries never change the result. It
+// checks the text as it goes (NUL in the first 8192 bytes, UTF-8 validity)
+// and counts every line, so TotalLines is exact. Memory is bounded by the
+// window: the selected lines plus at most 4*MaxLineLength bytes of the line
+// being read. A Windower is not safe for concurrent use.
+type Windower struct {
+	offset, limit, maxLine, maxBytes int
+	hold                             int    // bytes of a candidate line worth keeping
+	suffix                           string // truncation suffix
+
+	pos     int64  // raw bytes seen
+	carry   []byte // incomplete UTF-8 sequence at the end of the last chunk
+	invalid bool   // invalid UTF-8 seen; reported once the NUL sample is done
+	err     error  // sticky result error
+	closed  bool
+	started bool // the first text byte has been seen (BOM handled)
+
+	lineNo    int  // complete lines so far
+	partial   bool // bytes seen after the last newline
+	selecting bool
+	cur       []byte // held prefix of the candidate line
+	curLen    int    // full byte length of the candidate line so far
+	curCR     bool   // the candidate line's last byte so far is '\r'
+	outBytes  int    // byte-cap cost of the selected lines
+	sel       []Line
+	taken     int // lines already handed out by Ready
+
+	win Window
+}
+
+// NewWindower starts a window at the 1-based line offset with at most limit
+// lines. Values below 1 (offset, limit, and each cap) count as 1; Caps.Limit
+// is not used here (the caller validates limit against it).
+func NewWindower(offset, limit int, caps Caps) *Windower {
+	offset, limit = max(offset, 1), max(limit, 1)
+	maxLine, maxBytes := max(caps.MaxLineLength, 1), max(caps.MaxBytes, 1)
+	hold := math.MaxInt
+	if maxLine <= math.MaxInt/4 {
+		hold = 4 * maxLine // a code point is at most 4 bytes
+	}
+	return &Windower{
+		offset:    offset,
+		limit:     limit,
+		maxLine:   maxLine,
+		maxBytes:  maxBytes,
+		hold:      hold,
+		suffix:    "... (line truncated to " + strconv.Itoa(maxLine) + " chars)",
+		selecting: true,
+	}
+}
+
+// Write feeds the next bytes of the file. It returns ErrBinary or
+// ErrInvalidUTF8 as soon as the outcome is certain (invalid UTF-8 inside the
+// NUL sample waits for the sample to end), and keeps returning it. p is not
+// retained.
+func (w *Windower) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.closed {
+		return 0, errClosed
+	}
+	if w.pos < BinarySample {
+		sample := p[:min(int64(len(p)), BinarySample-w.pos)]
+		if bytes.IndexByte(sample, 0) >= 0 {
+			w.err = ErrBinary
+			return 0, w.err
+		}
+	}
+	w.pos += int64(len(p))
+	if !w.invalid {
+		w.text(p)
+	}
+	if w.invalid && w.pos >= BinarySample {
+		w.err = ErrInvalidUTF8
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+// text validates p as the continuation of a UTF-8 stream and hands whole
+// characters on to lines. An incomplete sequence at the end of p is carried.
+func (w *Windower) text(p []byte) {
+	if len(w.carry) > 0 {
+		need := seqLen(w.carry[0]) - len(w.carry)
+		take := min(need, len(p))
+		w.carry = append(w.carry, p[:take]...)
+		p = p[take:]
+		if take < need {
+			return
+		}
+		if !utf8.Valid(w.carry) {
+			w.invalid = true
+			return
+		}
+		w.lines(w.carry)
+		w.carry = w.carry[:0]
+	}
+	cut := incompleteTail(p)
+	if !utf8.Valid(p[:cut]) {
+		w.invalid = true
+		return
+	}
+	w.lines(p[:cut])
+	w.carry = append(w.carry, p[cut:]...)
+}
+
+// seqLen is the length a UTF-8 sequence with lead byte b claims; invalid
+// leads claim 1 so that utf8.Valid rejects them.
+func seqLen(b byte) int {
+	switch {
+	case b >= 0xF0 && b < 0xF8:
+		return 4
+	case b >= 0xE0 && b < 0xF0:
+		return 3
+	case b >= 0xC0 && b < 0xE0:
+		return 2
+	}
+	return 1
+}
+
+// incompleteTail returns where a sequence that p ends in the middle of
+// begins, or len(p).
+func incompleteTail(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-3; i-- {
+		if utf8.RuneStart(p[i]) {
+			if seqLen(p[i]) > len(p)-i {
+				return i
+			}
+			break
+		}
+	}
+	return len(p)
+}
+
+// lines consumes validated text that ends on a character boundary.
+func (w *Windower) lines(s []byte) {
+	if !w.started && len(s) > 0 {
+		w.started = true
+		s = bytes.TrimPrefix(s, bom)
+	}
+	if len(s) == 0 {
+		return
+	}
+	w.partial = s[len(s)-1] != '\n'
+	for len(s) > 0 {
+		switch {
+		case !w.selecting:
+			w.lineNo += bytes.Count(s, []byte{'\n'})
+			return
+		case w.lineNo+1 < w.offset:
+			need := w.offset - 1 - w.lineNo
+			if c := bytes.Count(s, []byte{'\n'}); c < need {
+				w.lineNo += c
+				return
+			}
+			for ; need > 0; need-- {
+				s = s[bytes.IndexByte(s, '\n')+1:]
+				w.lineNo++
+			}
+		default:
+			i := bytes.IndexByte(s, '\n')
+			if i < 0 {
+				w.keep(s)
+				return
+			}
+			if w.curLen == 0 {
+				w.finish(s[:i], i, i > 0 && s[i-1] == '\r')
+			} else {
+				w.keep(s[:i])
+				w.finish(w.cur, w.curLen, w.curCR)
+			}
+			s = s[i+1:]
+		}
+	}
+}
+
+// keep appends part of the candidate line, holding only what could be shown.
+func (w *Windower) keep(seg []byte) {
+	if len(seg) == 0 {
+		return
+	}
+	w.curLen += len(seg)
+	w.curCR = seg[len(seg)-1] == '\r'
+	if room := w.hold - len(w.cur); room > 0 {
+		w.cur = append(w.cur, seg[:min(room, len(seg))]...)
+	}
+}
+
+// finish ends the candidate line: stored is its held prefix, n its full
+// length, cr whether it ends in '\r' (not shown).
+func (w *Windower) finish(stored []byte, n int, cr bool) {
+	if cr {
+		n--
+	}
+	if len(stored) > n {
+		stored = stored[:n]
+	}
+	w.lineNo++
+	text := w.shown(stored, n)
+	w.cur, w.curLen, w.curCR = w.cur[:0], 0, false
+
+	cost := len(text)
+	if len(w.sel) > 0 {
+		cost++ // the joining newline
+		if w.outBytes+cost > w.maxBytes {
+			w.selecting = false
+			return
+		}
+	}
+	w.outBytes += cost
+	w.sel = append(w.sel, Line{Number: w.lineNo, Text: text})
+	// Any further line costs at least its joining newline.
+	if len(w.sel) >= w.limit || w.outBytes >= w.maxBytes {
+		w.selecting = false
+	}
+}
+
+// shown is the text of a line of n bytes whose held prefix is b: the line
+// itself, or its first maxLine code points and the truncation suffix.
+func (w *Windower) shown(b []byte, n int) string {
+	if n <= w.maxLine {
+		return string(b)
+	}
+	// b holds at least maxLine whole code points whenever the line is longer
+	// than maxLine, so the walk never reaches a cut character.
+	i := 0
+	for runes := 0; runes < w.maxLine && i < len(b); runes++ {
+		if b[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, size := utf8.DecodeRune(b[i:])
+			i += size
+		}
+	}
+	if i >= n {
+		return string(b)
+	}
+	return string(b[:i]) + w.suffix
+}
+
+// Ready returns the selected lines not yet returned that may be released:
+// none until the NUL sample has passed (or Close), then each line once; after
+// a successful Close, the remainder. It returns nil after an error. The
+// slice must not be modified.
+func (w *Windower) Ready() []Line {
+	if w.err != nil || w.invalid || (!w.closed && w.pos < BinarySample) {
+		return nil
+	}
+	out := w.sel[w.taken:len(w.sel):len(w.sel)]
+	w.taken = len(w.sel)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Selecting reports whether more lines can still join the window. It turns
+// false once the limit is reached or the byte cap is hit (counting goes on),
+// and after an error or Close.
+func (w *Windower) Selecting() bool {
+	return w.selecting && w.err == nil && !w.invalid && !w.closed
+}
+
+// Close ends the input and returns the finished Window, or ErrBinary,
+// ErrInvalidUTF8 or *OffsetOutOfRangeError. Calling it again returns the
+// same result.
+func (w *Windower) Close() (Window, error) {
+	if w.closed {
+		return w.win, w.err
+	}
+	w.closed = true
+	if w.err == nil && (w.invalid || len(w.carry) > 0) {
+		w.err = ErrInvalidUTF8
+	}
+	if w.err != nil {
+		return Window{}, w.err
+	}
+	if w.partial {
+		if w.selecting && w.lineNo+1 >= w.offset {
+			w.finish(w.cur, w.curLen, w.curCR)
+		} else {
+			w.lineNo++
+		}
+	}
+	total := w.lineNo
+	if w.offset > total && !(total == 0 && w.offset == 1) {
+		w.err = &OffsetOutOfRangeError{Offset: w.offset, Total: total}
+		return Window{}, w.err
+	}
+	footer := FooterEOF
+	if n := len(w.sel); n > 0 && w.sel[n-1].Number < total {
+		// More lines follow: below the limit only the byte cap stops a window.
+		footer = FooterLimit
+		if n < w.limit {
+			footer = FooterCapped
+		}
+	}
+	if w.sel == nil {
+		w.sel = []Line{} // metadata shows "lines": [], never null
+	}
+	w.win = Window{Offset: w.offset, Lines: w.sel, TotalLines: total, Footer: footer}
+	return w.win, nil
+}
