@@ -1,0 +1,569 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// target's Display deliberately differs from its Key: messages must name the
+// Display path.
+var (
+	target = fs.Target{Key: "/real/a.txt", Display: "/ws/link/a.txt"}
+	other  = fs.Target{Key: "/real/b.txt", Display: "/ws/b.txt"}
+)
+
+const (
+	msgNotObserved = `edit requires reading "/ws/link/a.txt" first`
+	msgNotFound    = `cannot edit "/ws/link/a.txt": not found`
+)
+
+// fakeClock is a manual clock for TTL tests (single goroutine only).
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) Now() time.Time          { return c.t }
+func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+// decision is what a session gets for target: the write intent and either
+// the edit guard's version or its error code and message.
+type decision struct {
+	write   fs.WriteIntent
+	edit    fs.Version
+	code    fs.Code
+	message string
+}
+
+var (
+	unseen = unseenAt(target)
+	absent = decision{write: fs.WriteIntent{Kind: fs.CreateIfAbsent}, code: fs.CodeNotFound, message: msgNotFound}
+)
+
+func unseenAt(tg fs.Target) decision {
+	return decision{
+		write:   fs.WriteIntent{Kind: fs.CreateIfAbsent},
+		code:    fs.CodeNotObserved,
+		message: `edit requires reading "` + tg.Display + `" first`,
+	}
+}
+
+func present(v fs.Version) decision {
+	return decision{write: fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: v}, edit: v}
+}
+
+func decide(t *testing.T, g Gate, session string, tg fs.Target) decision {
+	t.Helper()
+	var d decision
+	w := g.WriteIntent(session, tg)
+	require.NotNil(t, w)
+	d.write = *w
+	v, err := g.EditGuard(session, tg)
+	if err != nil {
+		require.Nil(t, v)
+		var fe *fs.Error
+		require.True(t, errors.As(err, &fe), "error %T is not *fs.Error", err)
+		d.code, d.message = fe.Code, fe.Message
+		return d
+	}
+	require.NotNil(t, v)
+	d.edit = *v
+	return d
+}
+
+// checkInvariants verifies the Store's internal bookkeeping: maps and lists
+// agree in both directions, counts and caps hold.
+func checkInvariants(t *testing.T, s *Store) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.LessOrEqual(t, len(s.sessions), s.maxSessions)
+	assert.LessOrEqual(t, s.observations, s.maxObservations)
+	total, n := 0, 0
+	var prev *session
+	for ss := s.recent.front; ss != nil; ss = ss.lk.next {
+		n++
+		assert.Same(t, prev, ss.lk.prev)
+		assert.Same(t, ss, s.sessions[ss.id])
+		assert.LessOrEqual(t, len(ss.paths), s.maxPaths)
+		m := 0
+		var prevO *observation
+		for o := ss.recent.front; o != nil; o = o.lk.next {
+			m++
+			assert.Same(t, prevO, o.lk.prev)
+			assert.Same(t, o, ss.paths[o.key])
+			prevO = o
+		}
+		assert.Same(t, prevO, ss.recent.back)
+		assert.Equal(t, len(ss.paths), m)
+		total += m
+		prev = ss
+	}
+	assert.Same(t, prev, s.recent.back)
+	assert.Equal(t, len(s.sessions), n)
+	assert.Equal(t, total, s.observations)
+}
+
+func TestDecisions(t *testing.T) {
+	tests := []struct {
+		name      string
+		steps     func(s *Store)
+		anonymous bool // decide with an empty session id, else "s1"
+		want      decision
+	}{
+		{name: "unseen", steps: func(*Store) {}, want: unseen},
+		{name: "touched but unseen", steps: func(s *Store) { s.Touch("s1") }, want: unseen},
+		{
+			name:  "seen present",
+			steps: func(s *Store) { s.ObservePresent("s1", target.Key, "v1") },
+			want:  present("v1"),
+		},
+		{
+			name:  "seen absent",
+			steps: func(s *Store) { s.ObserveAbsent("s1", target.Key) },
+			want:  absent,
+		},
+		{
+			name: "last present wins",
+			steps: func(s *Store) {
+				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "v2")
+			},
+			want: present("v2"),
+		},
+		{
+			name: "present then absent",
+			steps: func(s *Store) {
+				s.ObservePresent("s1", target.Key, "v1")
+				s.ObserveAbsent("s1", target.Key)
+			},
+			want: absent,
+		},
+		{
+			name: "absent then present",
+			steps: func(s *Store) {
+				s.ObserveAbsent("s1", target.Key)
+				s.ObservePresent("s1", target.Key, "v2")
+			},
+			want: present("v2"),
+		},
+		{
+			name: "present then absent then present",
+			steps: func(s *Store) {
+				s.ObservePresent("s1", target.Key, "v1")
+				s.ObserveAbsent("s1", target.Key)
+				s.ObservePresent("s1", target.Key, "v3")
+			},
+			want: present("v3"),
+		},
+		{
+			name:  "another path seen",
+			steps: func(s *Store) { s.ObservePresent("s1", other.Key, "v1") },
+			want:  unseen,
+		},
+		{
+			name: "present with empty version is no evidence",
+			steps: func(s *Store) {
+				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "")
+			},
+			want: unseen,
+		},
+		{
+			name:      "empty session id records nothing",
+			steps:     func(s *Store) { s.ObservePresent("", target.Key, "v1"); s.Touch("") },
+			anonymous: true,
+			want:      unseen,
+		},
+		{
+			name: "empty session id never sees another's state",
+			steps: func(s *Store) {
+				s.ObservePresent("s1", target.Key, "v1")
+				s.ObserveAbsent("", target.Key)
+			},
+			anonymous: true,
+			want:      unseen,
+		},
+		{
+			name: "forgotten session",
+			steps: func(s *Store) {
+				s.ObservePresent("s1", target.Key, "v1")
+				s.Forget("s1")
+			},
+			want: unseen,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(Config{})
+			tt.steps(s)
+			session := "s1"
+			if tt.anonymous {
+				session = ""
+			}
+			assert.Equal(t, tt.want, decide(t, s, session, target))
+			checkInvariants(t, s)
+		})
+	}
+}
+
+func TestEditGuardErrorsAreTyped(t *testing.T) {
+	s := NewStore(Config{})
+	_, err := s.EditGuard("s1", target)
+	assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+	assert.EqualError(t, err, msgNotObserved)
+
+	s.ObserveAbsent("s1", target.Key)
+	_, err = s.EditGuard("s1", target)
+	assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+	assert.EqualError(t, err, msgNotFound)
+}
+
+func TestDisplayIsNotEscaped(t *testing.T) {
+	// The original interpolates the path raw; %q would escape these.
+	tg := fs.Target{Key: "/real/q", Display: "/ws/a \"b\"\tü.txt"}
+	_, err := NewStore(Config{}).EditGuard("s1", tg)
+	assert.EqualError(t, err, "edit requires reading \"/ws/a \"b\"\tü.txt\" first")
+}
+
+func TestSessionIsolation(t *testing.T) {
+	s := NewStore(Config{})
+	s.ObservePresent("A", target.Key, "vA")
+	s.ObserveAbsent("A", other.Key)
+	s.ObservePresent("B", other.Key, "vB")
+
+	assert.Equal(t, present("vA"), decide(t, s, "A", target))
+	assert.Equal(t, unseen, decide(t, s, "B", target), "A's read must not authorize B")
+	assert.Equal(t, present("vB"), decide(t, s, "B", other), "A's absence must not reach B")
+	assert.Equal(t, unseen, decide(t, s, "a", target), "session ids are case-sensitive")
+
+	assert.True(t, s.Forget("A"))
+	assert.Equal(t, present("vB"), decide(t, s, "B", other), "forgetting A keeps B")
+	checkInvariants(t, s)
+}
+
+func TestEmptySessionID(t *testing.T) {
+	s := NewStore(Config{})
+	s.Touch("")
+	s.ObservePresent("", target.Key, "v1")
+	s.ObserveAbsent("", other.Key)
+	assert.Equal(t, unseen, decide(t, s, "", target))
+	assert.Equal(t, unseenAt(other), decide(t, s, "", other))
+	assert.False(t, s.Forget(""))
+	sessions, observations := s.Stats()
+	assert.Zero(t, sessions)
+	assert.Zero(t, observations)
+}
+
+func TestTTL(t *testing.T) {
+	const ttl = 10 * time.Minute
+	tests := []struct {
+		name   string
+		idle   []time.Duration // gaps between uses (each use is touch, step)
+		use    func(s *Store)
+		alive  bool
+		forget bool // Forget's answer at the end
+	}{
+		{name: "idle exactly TTL", idle: []time.Duration{ttl}, alive: true},
+		{name: "idle past TTL", idle: []time.Duration{ttl + time.Nanosecond}, alive: false},
+		{name: "touch keeps alive", idle: []time.Duration{ttl, ttl}, use: func(s *Store) { s.Touch("s1") }, alive: true},
+		{
+			name: "decision keeps alive", idle: []time.Duration{ttl, ttl},
+			use: func(s *Store) { s.WriteIntent("s1", other) }, alive: true,
+		},
+		{
+			name: "edit guard keeps alive", idle: []time.Duration{ttl, ttl},
+			use: func(s *Store) { _, _ = s.EditGuard("s1", other) }, alive: true,
+		},
+		{
+			name: "observation keeps alive", idle: []time.Duration{ttl, ttl},
+			use: func(s *Store) { s.ObserveAbsent("s1", other.Key) }, alive: true,
+		},
+		{
+			name: "use after expiry does not revive", idle: []time.Duration{ttl + 1, ttl},
+			use: func(s *Store) { s.Touch("s1") }, alive: false,
+		},
+		{
+			name: "another session's use does not keep alive", idle: []time.Duration{ttl, ttl},
+			use: func(s *Store) { s.Touch("s2") }, alive: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			s := NewStore(Config{TTL: ttl, Now: clk.Now})
+			s.ObservePresent("s1", target.Key, "v1")
+			for i, d := range tt.idle {
+				clk.Advance(d)
+				if i < len(tt.idle)-1 && tt.use != nil {
+					tt.use(s)
+				}
+			}
+			want := unseen
+			if tt.alive {
+				want = present("v1")
+			}
+			assert.Equal(t, want, decide(t, s, "s1", target))
+			checkInvariants(t, s)
+		})
+	}
+}
+
+func TestExpiredSessionsAreSwept(t *testing.T) {
+	clk := newClock()
+	s := NewStore(Config{TTL: time.Minute, Now: clk.Now})
+	for i := range 3 * sweepBatch {
+		s.ObservePresent(fmt.Sprint("old", i), target.Key, "v1")
+	}
+	clk.Advance(time.Minute + 1)
+
+	// One call sweeps a bounded batch from the idle end, never the lot.
+	s.Touch("new")
+	s.mu.Lock()
+	left := len(s.sessions)
+	s.mu.Unlock()
+	assert.Equal(t, 3*sweepBatch+1-sweepBatch, left)
+
+	// An expired session is gone on access even before the sweep reaches it.
+	assert.False(t, s.Forget("old40"))
+	checkInvariants(t, s)
+
+	sessions, observations := s.Stats()
+	assert.Equal(t, 1, sessions)
+	assert.Zero(t, observations)
+	checkInvariants(t, s)
+}
+
+func TestSessionLRU(t *testing.T) {
+	tests := []struct {
+		name    string
+		use     func(s *Store) // between observing A, B and C
+		evicted []string
+	}{
+		{name: "least recently created goes first", use: func(*Store) {}, evicted: []string{"A"}},
+		{name: "touch counts as use", use: func(s *Store) { s.Touch("A") }, evicted: []string{"B"}},
+		{name: "write decision counts as use", use: func(s *Store) { s.WriteIntent("A", other) }, evicted: []string{"B"}},
+		{name: "edit guard counts as use", use: func(s *Store) { _, _ = s.EditGuard("A", other) }, evicted: []string{"B"}},
+		{name: "observation counts as use", use: func(s *Store) { s.ObserveAbsent("A", other.Key) }, evicted: []string{"B"}},
+		{name: "decision on an unknown session creates none", use: func(s *Store) { s.WriteIntent("X", other) }, evicted: []string{"A"}},
+		{name: "touch creates a session", use: func(s *Store) { s.Touch("T") }, evicted: []string{"A", "B"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(Config{MaxSessions: 2})
+			s.ObservePresent("A", target.Key, "vA")
+			s.ObservePresent("B", target.Key, "vB")
+			tt.use(s)
+			s.ObservePresent("C", target.Key, "vC")
+			for _, id := range []string{"A", "B", "C"} {
+				want := present("v" + fs.Version(id))
+				if slices.Contains(tt.evicted, id) {
+					want = unseen
+				}
+				assert.Equal(t, want, decide(t, s, id, target), id)
+			}
+			sessions, _ := s.Stats()
+			assert.Equal(t, 2, sessions)
+			checkInvariants(t, s)
+		})
+	}
+}
+
+func TestPathLRU(t *testing.T) {
+	keys := []fs.TargetKey{"/k1", "/k2", "/k3"}
+	tests := []struct {
+		name    string
+		use     func(s *Store)
+		evicted fs.TargetKey
+		absent  fs.TargetKey
+	}{
+		{name: "least recently observed goes first", use: func(*Store) {}, evicted: "/k1"},
+		{name: "write decision refreshes", use: func(s *Store) { s.WriteIntent("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
+		{name: "edit guard refreshes", use: func(s *Store) { _, _ = s.EditGuard("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
+		{name: "re-observation refreshes", use: func(s *Store) { s.ObservePresent("s1", "/k1", "v/k1") }, evicted: "/k2"},
+		{name: "absence counts as an entry", use: func(s *Store) { s.ObserveAbsent("s1", "/k1") }, evicted: "/k2", absent: "/k1"},
+		{name: "a decision on an unseen path changes nothing", use: func(s *Store) { s.WriteIntent("s1", fs.Target{Key: "/k9"}) }, evicted: "/k1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(Config{MaxPathsPerSession: 2})
+			s.ObservePresent("s1", keys[0], "v/k1")
+			s.ObservePresent("s1", keys[1], "v/k2")
+			tt.use(s)
+			s.ObservePresent("s1", keys[2], "v/k3")
+			for _, k := range keys {
+				_, err := s.EditGuard("s1", fs.Target{Key: k})
+				switch k {
+				case tt.evicted:
+					assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), k)
+				case tt.absent:
+					assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err), k)
+				default:
+					assert.NoError(t, err, k)
+				}
+			}
+			sessions, observations := s.Stats()
+			assert.Equal(t, 1, sessions)
+			assert.Equal(t, 2, observations)
+			checkInvariants(t, s)
+		})
+	}
+}
+
+func TestMaxObservations(t *testing.T) {
+	s := NewStore(Config{MaxObservations: 3})
+	s.Touch("empty")
+	s.ObservePresent("A", "/a1", "v")
+	s.ObservePresent("A", "/a2", "v")
+	s.ObservePresent("B", "/b1", "v")
+	sessions, observations := s.Stats()
+	assert.Equal(t, 3, sessions)
+	assert.Equal(t, 3, observations)
+
+	// Over the cap: the idle empty session goes, then A's oldest path.
+	s.ObservePresent("B", "/b2", "v")
+	_, err := s.EditGuard("A", fs.Target{Key: "/a1"})
+	assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+	for _, c := range []struct {
+		session string
+		key     fs.TargetKey
+	}{{"A", "/a2"}, {"B", "/b1"}, {"B", "/b2"}} {
+		_, err := s.EditGuard(c.session, fs.Target{Key: c.key})
+		assert.NoError(t, err, c.key)
+	}
+	assert.False(t, s.Forget("empty"))
+	checkInvariants(t, s)
+
+	// A session that is alone gives up its own oldest path, never its newest.
+	s.Forget("A")
+	s.ObservePresent("B", "/b3", "v")
+	s.ObservePresent("B", "/b4", "v")
+	for k, want := range map[fs.TargetKey]fs.Code{"/b1": fs.CodeNotObserved, "/b2": "", "/b3": "", "/b4": ""} {
+		_, err := s.EditGuard("B", fs.Target{Key: k})
+		assert.Equal(t, want, fs.CodeOf(err), k)
+	}
+	checkInvariants(t, s)
+}
+
+func TestForget(t *testing.T) {
+	s := NewStore(Config{})
+	s.ObservePresent("s1", target.Key, "v1")
+	s.Touch("t")
+
+	assert.True(t, s.Forget("s1"))
+	assert.False(t, s.Forget("s1"), "already forgotten")
+	assert.True(t, s.Forget("t"), "a touched session exists")
+	assert.False(t, s.Forget("never"))
+	assert.Equal(t, unseen, decide(t, s, "s1", target))
+
+	// A decision alone does not create a session.
+	assert.False(t, s.Forget("s1"))
+	sessions, observations := s.Stats()
+	assert.Zero(t, sessions)
+	assert.Zero(t, observations)
+	checkInvariants(t, s)
+}
+
+func TestStats(t *testing.T) {
+	s := NewStore(Config{})
+	s.ObservePresent("A", "/1", "v")
+	s.ObservePresent("A", "/1", "w")
+	s.ObserveAbsent("A", "/2")
+	s.ObservePresent("B", "/1", "v")
+	s.Touch("C")
+	sessions, observations := s.Stats()
+	assert.Equal(t, 3, sessions)
+	assert.Equal(t, 3, observations)
+
+	s.ObservePresent("A", "/2", "") // no evidence: dropped
+	_, observations = s.Stats()
+	assert.Equal(t, 2, observations)
+	checkInvariants(t, s)
+}
+
+func TestConfigDefaults(t *testing.T) {
+	for _, cfg := range []Config{{}, {TTL: -1, MaxSessions: -1, MaxPathsPerSession: -1, MaxObservations: -1}} {
+		s := NewStore(cfg)
+		assert.Equal(t, int64(DefaultTTL), s.ttl)
+		assert.Equal(t, DefaultMaxSessions, s.maxSessions)
+		assert.Equal(t, DefaultMaxPathsPerSession, s.maxPaths)
+		assert.Equal(t, DefaultMaxObservations, s.maxObservations)
+	}
+}
+
+func TestOff(t *testing.T) {
+	var g Gate = Off{}
+	g.Touch("s1")
+	g.ObservePresent("s1", target.Key, "v1")
+	g.ObserveAbsent("s1", other.Key)
+	for _, session := range []string{"s1", ""} {
+		for _, tg := range []fs.Target{target, other} {
+			assert.Nil(t, g.WriteIntent(session, tg), "write is unconditional")
+			v, err := g.EditGuard(session, tg)
+			assert.Nil(t, v, "edit is unconditional")
+			assert.NoError(t, err)
+		}
+	}
+	assert.False(t, g.Forget("s1"))
+}
+
+// TestConcurrentUse hammers one small Store from many goroutines (run it
+// under -race). Every version a session is handed back must be one that
+// session recorded for that key.
+func TestConcurrentUse(t *testing.T) {
+	s := NewStore(Config{MaxSessions: 8, MaxPathsPerSession: 4, MaxObservations: 20, TTL: time.Hour})
+	const workers, rounds, keys = 16, 2000, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			session := fmt.Sprint("g", w%12) // some sessions are shared by two workers
+			for i := range rounds {
+				key := fs.TargetKey(fmt.Sprint("/k", i%keys))
+				tg := fs.Target{Key: key, Display: string(key)}
+				switch i % 7 {
+				case 0, 1:
+					s.ObservePresent(session, key, fs.Version(fmt.Sprint(session, key, ":", i)))
+				case 2:
+					s.ObserveAbsent(session, key)
+				case 3:
+					if wi := s.WriteIntent(session, tg); wi.Kind == fs.ReplaceIfVersion && !ownVersion(session, key, wi.Version) {
+						errs <- fmt.Errorf("%s got %q for %s", session, wi.Version, key)
+						return
+					}
+				case 4:
+					if v, err := s.EditGuard(session, tg); err == nil && !ownVersion(session, key, *v) {
+						errs <- fmt.Errorf("%s got %q for %s", session, *v, key)
+						return
+					}
+				case 5:
+					s.Touch(session)
+				case 6:
+					if i%5 == 0 {
+						s.Forget(session)
+					} else {
+						s.Stats()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checkInvariants(t, s)
+}
+
+func ownVersion(session string, key fs.TargetKey, v fs.Version) bool {
+	p := session + string(key) + ":"
+	return len(v) > len(p) && string(v[:len(p)]) == p
+}
