@@ -1,0 +1,172 @@
+// Typed client for toolfs-api. Every call goes through openapi-fetch with the
+// types generated from api/openapi.yaml (src/schema.d.ts, `npm run generate`);
+// the only hand-written parts are the streamed read and the error type.
+import createClient, { type Client } from "openapi-fetch";
+import type { components, paths } from "./schema";
+
+export type { components, paths } from "./schema";
+
+type Schemas = components["schemas"];
+/** ReadRequest is the body of POST /tools/read. */
+export type ReadRequest = Schemas["ReadRequest"];
+/** ReadResult is the JSON answer of a read. */
+export type ReadResult = Schemas["ReadResult"];
+/** WriteRequest is the body of POST /tools/write. */
+export type WriteRequest = Schemas["WriteRequest"];
+/** WriteResult is the answer of a write. */
+export type WriteResult = Schemas["WriteResult"];
+/** EditRequest is the body of POST /tools/edit. */
+export type EditRequest = Schemas["EditRequest"];
+/** EditResult is the answer of an edit. */
+export type EditResult = Schemas["EditResult"];
+/** Diff is one hunk of a write or edit, with 3 lines of context. */
+export type Diff = Schemas["Diff"];
+/** Problem is the RFC 9457 error body with the stable `code` and model text `output`. */
+export type Problem = Schemas["Problem"];
+
+/** ToolfsOptions configures createToolfsClient. */
+export interface ToolfsOptions {
+  /** baseUrl is the server's origin, e.g. "http://127.0.0.1:8080". */
+  baseUrl: string;
+  /** token is sent as `Authorization: Bearer <token>` when set. */
+  token?: string;
+  /** sessionId is sent as X-Session-ID (1–128 of A-Za-z0-9._:-); write and edit need it while the policy is on. */
+  sessionId?: string;
+  /** sessionCwd is sent as X-Session-Cwd: the folder relative paths resolve against. */
+  sessionCwd?: string;
+  /** fetch replaces globalThis.fetch (tests, proxies). */
+  fetch?: typeof globalThis.fetch;
+}
+
+/** CallOptions are per-call options. */
+export interface CallOptions {
+  /** signal aborts the request (and a streamed read's transfer). */
+  signal?: AbortSignal;
+}
+
+/**
+ * ToolError is a failed tool call: the server's problem body, or a
+ * synthesized one (code "HTTP_ERROR") when the body is not a problem.
+ */
+export class ToolError extends Error {
+  /** code is the stable error code, e.g. "FS_STALE_VERSION". */
+  readonly code: string;
+  /** status is the HTTP status. */
+  readonly status: number;
+  /** output is the exact model text, "Error: <message>". */
+  readonly output: string;
+
+  constructor(code: string, status: number, output: string) {
+    super(output.replace(/^Error: /, ""));
+    this.name = "ToolError";
+    this.code = code;
+    this.status = status;
+    this.output = output;
+  }
+}
+
+/** toolError turns a non-2xx answer into a ToolError. */
+export function toolError(body: unknown, response: Response): ToolError {
+  if (body !== null && typeof body === "object") {
+    const { code, output } = body as Partial<Problem>;
+    if (typeof code === "string" && typeof output === "string") {
+      return new ToolError(code, response.status, output);
+    }
+  }
+  const text = typeof body === "string" && body !== "" ? `: ${body.slice(0, 200)}` : "";
+  return new ToolError("HTTP_ERROR", response.status, `Error: HTTP ${response.status}${text}`);
+}
+
+/** ToolfsClient is what createToolfsClient returns. */
+export interface ToolfsClient {
+  /** api is the raw typed openapi-fetch client, for the endpoints without a helper. */
+  readonly api: Client<paths>;
+  /** read returns the JSON read window; it throws ToolError on failure. */
+  read(body: ReadRequest, opts?: CallOptions): Promise<ReadResult>;
+  /**
+   * readLines streams the read output (`Accept: text/plain`) line by line,
+   * without the line terminators. A transfer the server aborts mid-way
+   * rejects with the fetch error, never ends as a short success. Leaving the
+   * loop early cancels the transfer.
+   */
+  readLines(body: ReadRequest, opts?: CallOptions): AsyncGenerator<string, void, undefined>;
+  /** write creates or replaces a file; it throws ToolError on failure. */
+  write(body: WriteRequest, opts?: CallOptions): Promise<WriteResult>;
+  /** edit replaces literal text in a file; it throws ToolError on failure. */
+  edit(body: EditRequest, opts?: CallOptions): Promise<EditResult>;
+}
+
+/** createToolfsClient returns a client that sends the token and session headers on every call. */
+export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
+  const headers: Record<string, string> = {};
+  if (o.token !== undefined) headers["Authorization"] = `Bearer ${o.token}`;
+  if (o.sessionId !== undefined) headers["X-Session-ID"] = o.sessionId;
+  if (o.sessionCwd !== undefined) headers["X-Session-Cwd"] = o.sessionCwd;
+  const api = createClient<paths>({ baseUrl: o.baseUrl, headers, fetch: o.fetch });
+
+  // unwrap returns the body of a 2xx answer or throws its ToolError.
+  const unwrap = <T>(r: { data?: T; error?: unknown; response: Response }): T => {
+    if (!r.response.ok || r.data === undefined) throw toolError(r.error, r.response);
+    return r.data;
+  };
+
+  return {
+    api,
+    async read(body, opts) {
+      const r = await api.POST("/tools/read", { body, signal: opts?.signal });
+      const data = unwrap(r);
+      // The 200 also lists text/plain (the streamed form); JSON was asked for.
+      if (typeof data === "string") throw new ToolError("HTTP_ERROR", r.response.status, "Error: expected a JSON body");
+      return data;
+    },
+    write: async (body, opts) => unwrap(await api.POST("/tools/write", { body, signal: opts?.signal })),
+    edit: async (body, opts) => unwrap(await api.POST("/tools/edit", { body, signal: opts?.signal })),
+    async *readLines(body, opts) {
+      const r = await api.POST("/tools/read", {
+        body,
+        headers: { Accept: "text/plain" },
+        parseAs: "stream",
+        signal: opts?.signal,
+      });
+      if (!r.response.ok || !r.data) throw toolError(r.error, r.response);
+      const type = r.response.headers.get("Content-Type") ?? "";
+      if (!type.startsWith("text/plain")) {
+        await r.data.cancel();
+        throw new ToolError("HTTP_ERROR", r.response.status, `Error: expected text/plain, got "${type}"`);
+      }
+      yield* lines(r.data);
+    },
+  };
+}
+
+/**
+ * lines yields the UTF-8 text of stream split on "\n", without the "\n";
+ * a final "\n" starts no extra line. Invalid UTF-8 rejects. Returning early
+ * cancels the stream.
+ */
+export async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string, void, undefined> {
+  const reader = stream
+    .pipeThrough(new TextDecoderStream("utf-8", { fatal: true }) as TransformStream<Uint8Array, string>)
+    .getReader();
+  let rest = "";
+  let done = false;
+  try {
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      const text = rest + chunk.value;
+      let start = 0;
+      for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", start)) {
+        yield text.slice(start, nl);
+        start = nl + 1;
+      }
+      rest = text.slice(start);
+    }
+    done = true;
+    if (rest !== "") yield rest;
+  } finally {
+    // Cancelling tells the server to stop; after a clean end it is a no-op.
+    if (!done) await reader.cancel().catch(() => {});
+    reader.releaseLock();
+  }
+}
