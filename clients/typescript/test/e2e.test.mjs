@@ -1,0 +1,287 @@
+// End-to-end: the real server (built from ../../cmd/toolfs-api) on one
+// loopback port, the page (e2e/index.html + dist/page.js) served from
+// another, driven in Debian's headless Chromium through playwright-core. The
+// page uses the client with a bearer token and a session; the test changes
+// files on disk between steps and asserts on the page's DOM.
+// Needs `npm run build` first. Artifacts: artifacts/e2e.png, artifacts/server.log.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFile } from "node:child_process";
+import { once } from "node:events";
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const pkg = path.resolve(here, "..");
+const repo = path.resolve(pkg, "../..");
+const artifacts = path.join(pkg, "artifacts");
+const TOKEN = "e2e-token-7f3a";
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+let tmp, root, server, serverExit, apiOrigin, pageOrigin, thirdOrigin, ctx, page;
+const statics = [];
+const pageErrors = [];
+
+// freePort asks the kernel for an unused loopback port.
+async function freePort() {
+  const s = net.createServer().listen(0, "127.0.0.1");
+  await once(s, "listening");
+  const { port } = s.address();
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+// serveStatic serves the e2e page on its own origin.
+async function serveStatic() {
+  const files = {
+    "/": ["e2e/index.html", "text/html; charset=utf-8"],
+    "/page.js": ["dist/page.js", "text/javascript; charset=utf-8"],
+    "/page.js.map": ["dist/page.js.map", "application/json"],
+  };
+  const s = http.createServer((req, res) => {
+    const f = files[new URL(req.url, "http://x").pathname];
+    if (!f) { res.writeHead(404).end(); return; }
+    res.writeHead(200, { "Content-Type": f[1], "Cache-Control": "no-store" });
+    fs.createReadStream(path.join(pkg, f[0])).pipe(res);
+  }).listen(0, "127.0.0.1");
+  await once(s, "listening");
+  statics.push(s);
+  return `http://127.0.0.1:${s.address().port}`;
+}
+
+async function waitHealthy(url, ms) {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (serverExit) throw new Error(`server exited (${serverExit}) before it was healthy:\n${serverLog()}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) return;
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server not healthy after ${ms} ms:\n${serverLog()}`);
+}
+
+const serverLog = () => (tmp ? fs.readFileSync(path.join(tmp, "server.log"), "utf8").slice(-4000) : "");
+const write = (name, text) => fs.writeFileSync(path.join(root, name), text);
+const read = (name) => fs.readFileSync(path.join(root, name), "utf8");
+const call = (fn, ...args) => page.evaluate(([f, a]) => window.toolfs[f](...a), [fn, args]);
+const text = (sel) => page.locator(sel).innerText();
+const textContent = (sel) => page.locator(sel).evaluate((e) => e.textContent);
+
+function killServer() {
+  if (server && server.exitCode === null && server.signalCode === null) server.kill("SIGKILL");
+}
+process.on("exit", killServer);
+// A runner killed by a timeout still takes the server and browser with it.
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.once(sig, () => {
+    killServer();
+    setTimeout(() => process.exit(1), 5_000).unref();
+    (ctx ? ctx.close() : Promise.resolve()).catch(() => {}).finally(() => process.exit(1));
+  });
+}
+
+before(async () => {
+  fs.mkdirSync(artifacts, { recursive: true });
+  // realpath: the server shows paths as given, and /tmp may be a link.
+  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-e2e-")));
+  root = path.join(tmp, "root");
+  fs.mkdirSync(root);
+  fs.writeFileSync(path.join(tmp, "server.log"), "");
+
+  let bin = process.env.TOOLFS_BIN;
+  if (!bin) {
+    bin = path.join(tmp, "toolfs-api");
+    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
+      cwd: repo,
+      timeout: 300_000,
+      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
+    });
+  }
+
+  pageOrigin = await serveStatic();
+  thirdOrigin = await serveStatic();
+  const port = await freePort();
+  apiOrigin = `http://127.0.0.1:${port}`;
+  const log = fs.openSync(path.join(tmp, "server.log"), "a");
+  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", TOKEN, "--cors-origins", pageOrigin], {
+    stdio: ["ignore", log, log],
+  });
+  server.on("exit", (code, sig) => { serverExit = sig ?? `code ${code}`; });
+  await waitHealthy(apiOrigin, 15_000);
+
+  ctx = await chromium.launchPersistentContext(path.join(tmp, "profile"), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 900, height: 1000 },
+    timeout: 60_000,
+  });
+  page = ctx.pages()[0] ?? (await ctx.newPage());
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+  await page.goto(`${pageOrigin}/?api=${encodeURIComponent(apiOrigin)}&token=${TOKEN}`);
+  await page.waitForFunction(() => window.toolfs !== undefined, null, { timeout: 10_000 });
+}, { timeout: 600_000 });
+
+after(async () => {
+  try {
+    if (page) await page.screenshot({ path: path.join(artifacts, "e2e.png"), fullPage: true });
+  } finally {
+    await ctx?.close().catch(() => {});
+    if (server && !serverExit) {
+      server.kill("SIGTERM");
+      const t = setTimeout(killServer, 5_000);
+      await once(server, "exit").catch(() => {});
+      clearTimeout(t);
+    }
+    for (const s of statics) { s.closeAllConnections(); s.close(); }
+    if (tmp) {
+      fs.copyFileSync(path.join(tmp, "server.log"), path.join(artifacts, "server.log"));
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+}, { timeout: 30_000 });
+
+test("the README usage example runs in the page", async () => {
+  write("notes.txt", "# Notes\nstatus: draft\nowner: ada\n");
+  write("todo.txt", "a\n");
+  const out = await call("usage");
+  const p = path.join(root, "notes.txt");
+  const readOut = `<path>${p}</path>\n<type>file</type>\n<content>\n1: # Notes\n2: status: draft\n3: owner: ada\n\n(End of file - total 3 lines)\n</content>`;
+  const want =
+    `${readOut}\n` + // JSON read
+    `${readOut}\n` + // the same text, streamed line by line
+    `The file ${p} has been updated successfully.\n` +
+    "- # Notes\nstatus: draft\nowner: ada\n+ # Notes\nstatus: final\nowner: ada\n" +
+    `409 FS_NOT_OBSERVED Error: edit requires reading "${path.join(root, "todo.txt")}" first — read the file, then retry\n`;
+  assert.deepEqual(out, { ok: true, output: want });
+  assert.equal(await textContent("#usage"), want);
+  assert.equal(read("notes.txt"), "# Notes\nstatus: final\nowner: ada\n");
+  assert.equal(read("todo.txt"), "a\n");
+});
+
+const app = "const a = 1;\nconst b = 2;\nconst c = 3;\nconst d = 4;\nconst e = 5;\nconst f = 6;\nconst g = 7;\nconst h = 8;\n";
+const appOut = (text) => {
+  const body = text.split("\n").slice(0, -1).map((l, i) => `${i + 1}: ${l}`).join("\n");
+  const n = text.split("\n").length - 1;
+  return `<path>${path.join(root, "app.ts")}</path>\n<type>file</type>\n<content>\n${body}\n\n(End of file - total ${n} lines)\n</content>`;
+};
+
+test("read as JSON and streamed give the same text", async () => {
+  write("app.ts", app);
+  assert.deepEqual(await call("read", "app.ts"), { ok: true, output: appOut(app) });
+  assert.equal(await textContent("#read-json"), appOut(app));
+  assert.deepEqual(await call("stream", "app.ts"), { ok: true, output: appOut(app) });
+  assert.equal(await textContent("#read-stream"), `${appOut(app)}\n`);
+});
+
+test("an edit renders its diff as a card", async () => {
+  const out = await call("edit", "app.ts", "const e = 5;", "const e = 50; // tuned");
+  assert.deepEqual(out, { ok: true, output: `The file ${path.join(root, "app.ts")} has been updated successfully.` });
+  assert.equal(read("app.ts"), app.replace("const e = 5;", "const e = 50; // tuned"));
+  const card = page.locator("#diffs .card").last();
+  assert.equal(await card.locator("header").innerText(), "app.ts");
+  assert.deepEqual(await card.locator(".del").allInnerTexts(), ["- const e = 5;"]);
+  assert.deepEqual(await card.locator(".add").allInnerTexts(), ["+ const e = 50; // tuned"]);
+  // 3 lines of context on each side, as the original's hunks.
+  assert.deepEqual(await card.locator(".ctx").allInnerTexts(), [
+    "  const b = 2;", "  const c = 3;", "  const d = 4;", "  const f = 6;", "  const g = 7;", "  const h = 8;",
+  ]);
+  assert.ok(await card.isVisible());
+});
+
+test("a change on disk after the read gives FS_STALE_VERSION, a re-read recovers", async () => {
+  const edited = app.replace("const e = 5;", "const e = 50; // tuned");
+  const changed = edited.replace("const a = 1;", "const a = 100;");
+  write("app.ts", changed);
+  const p = path.join(root, "app.ts");
+  const want = `Error: cannot edit "${p}": file changed since it was read — re-read the file, then retry`;
+  assert.deepEqual(await call("edit", "app.ts", "const h = 8;", "const h = 80;"), {
+    ok: false, code: "FS_STALE_VERSION", status: 409, output: want,
+  });
+  assert.equal(read("app.ts"), changed);
+  assert.equal(await text("#errors .card:last-child header"), "edit app.ts: 409 FS_STALE_VERSION");
+  assert.equal(await textContent("#errors .card:last-child pre"), want);
+
+  assert.equal((await call("read", "app.ts")).ok, true);
+  assert.deepEqual(await call("edit", "app.ts", "const h = 8;", "const h = 80;"), {
+    ok: true, output: `The file ${p} has been updated successfully.`,
+  });
+  assert.equal(read("app.ts"), changed.replace("const h = 8;", "const h = 80;"));
+});
+
+test("an edit of a file never read gives FS_NOT_OBSERVED", async () => {
+  write("never-read.txt", "one\ntwo\n");
+  const want = `Error: edit requires reading "${path.join(root, "never-read.txt")}" first — read the file, then retry`;
+  assert.deepEqual(await call("edit", "never-read.txt", "one", "uno"), {
+    ok: false, code: "FS_NOT_OBSERVED", status: 409, output: want,
+  });
+  assert.equal(read("never-read.txt"), "one\ntwo\n");
+  assert.equal(await text("#errors .card:last-child header"), "edit never-read.txt: 409 FS_NOT_OBSERVED");
+  assert.equal(await textContent("#errors .card:last-child pre"), want);
+});
+
+test("a wrong token gets a problem the page can read", async () => {
+  const out = await call("readWithToken", "app.ts", "wrong-token");
+  assert.equal(out.ok, false);
+  assert.equal(out.code, "UNAUTHORIZED", JSON.stringify(out));
+  assert.equal(out.status, 401);
+  assert.match(out.output, /^Error: /);
+});
+
+test("CORS preflight answers the configured origin only", async (t) => {
+  const cases = [
+    { name: "configured origin", origin: () => pageOrigin, allowed: true },
+    { name: "third origin", origin: () => thirdOrigin, allowed: false },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, async () => {
+      const res = await fetch(`${apiOrigin}/tools/edit`, {
+        method: "OPTIONS",
+        headers: {
+          Origin: c.origin(),
+          "Access-Control-Request-Method": "POST",
+          "Access-Control-Request-Headers": "authorization,content-type,x-session-id,x-session-cwd,accept",
+        },
+      });
+      const allow = res.headers.get("access-control-allow-origin");
+      if (!c.allowed) {
+        assert.equal(allow, null);
+        return;
+      }
+      assert.ok(res.status >= 200 && res.status < 300, `preflight status ${res.status}`);
+      assert.equal(allow, c.origin());
+      const headers = (res.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+      for (const h of ["authorization", "content-type", "x-session-id", "x-session-cwd", "accept"]) {
+        assert.ok(headers.includes(h), `allow-headers ${headers} lacks ${h}`);
+      }
+      assert.match(res.headers.get("access-control-allow-methods") ?? "", /POST/);
+    });
+  }
+});
+
+test("a page on a third origin is blocked, the configured one is not", async () => {
+  assert.deepEqual(await page.evaluate(() => window.toolfs.probe()), { healthz: "ok", read: "ok" });
+  const other = await ctx.newPage();
+  try {
+    await other.goto(`${thirdOrigin}/?api=${encodeURIComponent(apiOrigin)}&token=${TOKEN}`);
+    await other.waitForFunction(() => window.toolfs !== undefined, null, { timeout: 10_000 });
+    assert.deepEqual(await other.evaluate(() => window.toolfs.probe()), {
+      healthz: "blocked: TypeError",
+      read: "blocked: TypeError",
+    });
+  } finally {
+    await other.close();
+  }
+});
+
+test("the page raised no errors", () => {
+  assert.deepEqual(pageErrors, []);
+});
