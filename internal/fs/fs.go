@@ -5,6 +5,13 @@
 // files, and atomic, optionally guarded mutation. It knows nothing of HTTP,
 // sessions or the model-facing window: another backend (remote, sandboxed)
 // can replace Local without touching policy, render or handlers.
+//
+// OpenText hands back raw bytes: the NUL and UTF-8 checks of a read are not
+// done here but by internal/render, fused with windowing in a single pass.
+// EditText does its own checks over the whole file, since it must refuse
+// before writing anything.
+//
+// Local is Linux-only (openat, O_PATH, renameat2, flock).
 package fs
 
 import (

@@ -1,0 +1,339 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// maxSymlinkHops bounds the symlinks followed in one resolution (Linux's
+	// own limit is 40).
+	maxSymlinkHops = 40
+	// maxWalkSteps bounds the components processed in one resolution, so a
+	// hostile chain of links full of ".." cannot make a walk arbitrarily long.
+	maxWalkSteps = 4096
+)
+
+var (
+	errEscape = errors.New("path leaves the workspace root")
+	errLoop   = errors.New("too many symbolic links or path components")
+	errNotDir = errors.New("a parent path segment is not a directory")
+)
+
+// Resolve turns path into a Target; see FileSystem.Resolve. A relative cwd
+// is relative to the root. Display is made absolute and cleaned lexically
+// (as Node's path.resolve); the walk then follows symlinks component by
+// component through the root descriptor, so only the kernel's view decides.
+func (l *Local) Resolve(ctx context.Context, op, path, cwd string) (Target, error) {
+	if err := ctx.Err(); err != nil {
+		return Target{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
+	}
+	if strings.TrimSpace(path) == "" {
+		return Target{}, NewError(CodeNotFound, "file_path must be a non-empty string")
+	}
+	display := l.display(path, cwd)
+	if strings.IndexByte(path, 0) >= 0 || strings.IndexByte(cwd, 0) >= 0 {
+		return Target{}, NewError(CodeNotFound, fmt.Sprintf(`cannot resolve "%s": invalid path`, strings.ReplaceAll(display, "\x00", `\x00`)))
+	}
+	rel, ok := l.relOfAbs(display)
+	if !ok {
+		return Target{}, l.fail(op, display, errEscape)
+	}
+	w, err := l.walk(rel, false)
+	if err != nil {
+		return Target{}, l.fail(op, display, err)
+	}
+	w.close(l)
+	if err := ctx.Err(); err != nil {
+		return Target{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
+	}
+	return Target{Key: l.keyFor(w.rel), Display: display}, nil
+}
+
+// display is the absolute, lexically cleaned path the model sees.
+func (l *Local) display(path, cwd string) string {
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path)
+	}
+	base := l.rootAbs
+	switch {
+	case filepath.IsAbs(cwd):
+		base = cwd
+	case cwd != "":
+		base = filepath.Join(l.rootAbs, cwd)
+	}
+	return filepath.Join(base, path)
+}
+
+// relOfAbs returns the root-relative form of a clean absolute path that is
+// lexically inside the root, as given or canonical.
+func (l *Local) relOfAbs(p string) (string, bool) {
+	if rel, ok := within(l.rootAbs, p); ok {
+		return rel, true
+	}
+	return within(l.rootReal, p)
+}
+
+// within reports p relative to base when p is base or below it.
+func within(base, p string) (string, bool) {
+	if p == base {
+		return "", true
+	}
+	prefix := base
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	rel, ok := strings.CutPrefix(p, prefix)
+	return rel, ok
+}
+
+// keyFor is the Key of a real root-relative path.
+func (l *Local) keyFor(rel string) TargetKey {
+	return TargetKey(joinRel(l.rootReal, rel))
+}
+
+func joinRel(dir, name string) string {
+	if name == "" {
+		return dir
+	}
+	if dir == "" {
+		return name
+	}
+	return filepath.Join(dir, name)
+}
+
+// walkTarget walks the real path held in t.Key again, now: whatever changed
+// since Resolve (a folder swapped for a symlink, say) is judged afresh.
+func (l *Local) walkTarget(t Target, create bool) (walked, error) {
+	rel, ok := within(l.rootReal, string(t.Key))
+	if !ok || (rel != "" && filepath.Clean("/"+rel) != "/"+rel) {
+		return walked{dir: -1}, errEscape // not a Key this provider made
+	}
+	return l.walk(rel, create)
+}
+
+// walkKind says what a walk found at its end.
+type walkKind int
+
+const (
+	walkFound    walkKind = iota // st describes the (followed) entry
+	walkMissing                  // the entry (or an ancestor) does not exist
+	walkDangling                 // the final component is a symlink to nothing
+)
+
+// walked is the end of a walk. When found, or missing with an existing
+// parent, dir is an open descriptor of the parent folder and name a single
+// component in it, so callers act with *at syscalls and never re-resolve a
+// path string. The root itself is dir = root, name ".".
+type walked struct {
+	kind walkKind
+	rel  string // real root-relative path; for dangling, the link's own path
+	dir  int    // -1 when none
+	name string
+	st   unix.Stat_t
+}
+
+func (w *walked) close(l *Local) {
+	if w.dir >= 0 && w.dir != l.rootFd {
+		unix.Close(w.dir)
+	}
+	w.dir = -1
+}
+
+// walk resolves a root-relative path from the root descriptor, one
+// component at a time: lstat, then follow symlinks by reading them (an
+// absolute target must land inside the root), open folders with O_NOFOLLOW,
+// and handle ".." by reopening the shortened path from the root (as os.Root
+// does, since an open folder may have moved). With create, missing parent
+// folders are made (mode 0777, less the umask) on the way.
+func (l *Local) walk(rel string, create bool) (w walked, err error) {
+	w.dir = -1
+	parts := splitPath(rel)
+	var resolved []string
+	dir := l.rootFd
+	defer func() {
+		if err != nil {
+			l.closeDir(dir)
+		}
+	}()
+	var link []string // the path's own final symlink, for dangling reports
+	hops, steps := 0, 0
+	for len(parts) > 0 {
+		if steps++; steps > maxWalkSteps {
+			return w, errLoop
+		}
+		c := parts[0]
+		parts = parts[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(resolved) == 0 {
+				return w, errEscape
+			}
+			resolved = resolved[:len(resolved)-1]
+			nd, err := l.openDirs(resolved)
+			if err != nil {
+				return w, err
+			}
+			l.closeDir(dir)
+			dir = nd
+			continue
+		}
+		var st unix.Stat_t
+		err := unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.ENOENT {
+			if create && len(parts) > 0 {
+				if err := unix.Mkdirat(dir, c, 0o777); err != nil && err != unix.EEXIST {
+					return w, err
+				}
+				parts = append([]string{c}, parts...)
+				continue
+			}
+			return l.missing(dir, resolved, c, parts, link)
+		}
+		if err != nil {
+			return w, err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			if hops++; hops > maxSymlinkHops {
+				return w, errLoop
+			}
+			target, err := readlinkat(dir, c)
+			if err != nil {
+				return w, err
+			}
+			if len(parts) == 0 && link == nil {
+				link = append(append([]string{}, resolved...), c)
+			}
+			if filepath.IsAbs(target) {
+				r, ok := l.relOfAbs(filepath.Clean(target))
+				if !ok {
+					return w, errEscape
+				}
+				l.closeDir(dir)
+				dir = l.rootFd
+				resolved = resolved[:0:0]
+				target = r
+			}
+			parts = append(splitPath(target), parts...)
+		case unix.S_IFDIR:
+			if len(parts) == 0 {
+				return l.found(dir, resolved, c, st), nil
+			}
+			fd, err := unix.Openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			switch err {
+			case nil:
+			case unix.ELOOP, unix.ENOTDIR, unix.ENOENT: // changed since the lstat: look again
+				parts = append([]string{c}, parts...)
+				continue
+			default:
+				return w, err
+			}
+			l.closeDir(dir)
+			dir = fd
+			resolved = append(resolved, c)
+		default:
+			if len(parts) > 0 {
+				return w, errNotDir
+			}
+			return l.found(dir, resolved, c, st), nil
+		}
+	}
+	// The path ended on a folder already entered: the root, or a ".." or
+	// symlink that ended on a folder. Describe it from its parent.
+	l.closeDir(dir)
+	dir = l.rootFd
+	name := "."
+	if n := len(resolved); n > 0 {
+		if dir, err = l.openDirs(resolved[:n-1]); err != nil {
+			return w, err
+		}
+		name = resolved[n-1]
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return w, err
+	}
+	if name == "." {
+		return walked{kind: walkFound, rel: "", dir: dir, name: name, st: st}, nil
+	}
+	return l.found(dir, resolved[:len(resolved)-1], name, st), nil
+}
+
+func (l *Local) found(dir int, resolved []string, name string, st unix.Stat_t) walked {
+	return walked{kind: walkFound, rel: filepath.Join(append(resolved, name)...), dir: dir, name: name, st: st}
+}
+
+// missing ends a walk at a component that does not exist. The Key is the
+// real path of the deepest existing folder plus the rest, cleaned lexically
+// (which must stay inside the root); a dangling final symlink is reported
+// as itself.
+func (l *Local) missing(dir int, resolved []string, c string, rest, link []string) (walked, error) {
+	rel := filepath.Clean(filepath.Join(append(append(append([]string{}, resolved...), c), rest...)...))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return walked{dir: -1}, errEscape
+	}
+	if link != nil {
+		l.closeDir(dir)
+		return walked{kind: walkDangling, rel: filepath.Join(link...), dir: -1}, nil
+	}
+	if len(rest) > 0 {
+		l.closeDir(dir)
+		dir = -1
+	}
+	return walked{kind: walkMissing, rel: rel, dir: dir, name: c}, nil
+}
+
+// openDirs opens the real folder path names from the root, refusing any
+// component that is not a folder.
+func (l *Local) openDirs(names []string) (int, error) {
+	dir := l.rootFd
+	for _, name := range names {
+		fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		l.closeDir(dir)
+		if err != nil {
+			return -1, err
+		}
+		dir = fd
+	}
+	return dir, nil
+}
+
+func (l *Local) closeDir(fd int) {
+	if fd >= 0 && fd != l.rootFd {
+		unix.Close(fd)
+	}
+}
+
+// readlinkat reads a symlink's target, growing the buffer as needed.
+func readlinkat(dir int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+		if size >= 1<<16 {
+			return "", unix.ENAMETOOLONG
+		}
+	}
+}
+
+// splitPath splits on "/" without cleaning: ".." must be applied to the
+// folders actually reached, not lexically.
+func splitPath(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}

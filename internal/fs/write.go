@@ -1,0 +1,344 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// WriteText atomically creates or replaces the target with content; see
+// FileSystem.WriteText. It holds the target's lock (and, with a LockDir, its
+// cross-process lock) while it checks the file type, then the intent, then
+// publishes through an exclusive temporary file beside the real target.
+func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent *WriteIntent) (WriteOutcome, error) {
+	unlock, err := l.lockTarget(ctx, t.Key)
+	if err != nil {
+		return WriteOutcome{}, l.lockErr("write", t.Display, err)
+	}
+	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return WriteOutcome{}, aborted("write", err)
+	}
+
+	w, err := l.walkTarget(t, false)
+	if err != nil {
+		return WriteOutcome{}, l.fail("write", t.Display, err)
+	}
+	defer func() { w.close(l) }()
+	exists := w.kind == walkFound
+	if w.kind == walkDangling || exists && !isRegular(&w.st) {
+		return WriteOutcome{}, notRegular("write", t.Display)
+	}
+	var version Version
+	if exists {
+		version = versionOf(&w.st)
+	}
+	if intent != nil {
+		switch intent.Kind {
+		case ReplaceIfVersion:
+			if !exists {
+				return WriteOutcome{}, NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, t.Display))
+			}
+			if version != intent.Version {
+				return WriteOutcome{}, staleWrite(t.Display)
+			}
+		case CreateIfAbsent:
+			if exists {
+				return WriteOutcome{}, notObserved(t.Display)
+			}
+		default:
+			return WriteOutcome{}, fmt.Errorf("fs: unknown write intent %d", intent.Kind)
+		}
+	}
+
+	out := WriteOutcome{Operation: OpCreate}
+	if exists {
+		out.Operation = OpUpdate
+		if old := l.diffBasis(w.dir, w.name, &w.st, int64(len(content))); old != nil {
+			out.Before = old
+			out.After = string(lfNormalize(content))
+		}
+	}
+
+	if w.dir < 0 { // missing parent folders: make them, then stand in the parent
+		w.close(l)
+		if w, err = l.walkTarget(t, true); err != nil {
+			return WriteOutcome{}, l.fail("write", t.Display, err)
+		}
+		if w.kind != walkMissing || w.dir < 0 { // something appeared meanwhile
+			return WriteOutcome{}, l.fail("write", t.Display, unix.EAGAIN)
+		}
+	}
+
+	mode := l.newMode
+	var owner *unix.Stat_t
+	if exists {
+		mode, owner = keptMode(&w.st), &w.st
+	}
+	tmp, err := l.stage(w.dir, w.name, mode, owner, func(f io.Writer) error {
+		_, err := f.Write(content)
+		return err
+	})
+	if err != nil {
+		return WriteOutcome{}, l.fail("write", t.Display, err)
+	}
+	defer tmp.discard()
+	if l.hooks.beforePublish != nil {
+		l.hooks.beforePublish()
+	}
+	if err := ctx.Err(); err != nil {
+		return WriteOutcome{}, aborted("write", err)
+	}
+	switch {
+	case intent != nil && intent.Kind == CreateIfAbsent:
+		err = tmp.publishNew(l.hooks.linkOnly)
+		if errors.Is(err, unix.EEXIST) {
+			return WriteOutcome{}, l.competitor(w.dir, w.name, t)
+		}
+	case intent != nil && intent.Kind == ReplaceIfVersion:
+		// The rename below replaces whatever the name holds now; a
+		// writer outside our lock may have been quicker.
+		if cur, ok := statAt(w.dir, w.name); !ok || versionOf(&cur) != version {
+			return WriteOutcome{}, staleWrite(t.Display)
+		}
+		err = tmp.publish()
+	default:
+		err = tmp.publish()
+	}
+	if err != nil {
+		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) {
+			return WriteOutcome{}, notRegular("write", t.Display)
+		}
+		return WriteOutcome{}, l.fail("write", t.Display, err)
+	}
+	if out.Version, err = tmp.commit(); err != nil {
+		return WriteOutcome{}, l.fail("write", t.Display, err)
+	}
+	return out, nil
+}
+
+// competitor explains a create-only publication that found an entry: a
+// regular file (followed) was someone else's create; anything else is not a
+// regular file.
+func (l *Local) competitor(dir int, name string, t Target) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		w, werr := l.walkTarget(t, false)
+		if werr == nil {
+			w.close(l)
+			if w.kind == walkFound {
+				st = w.st
+			}
+		}
+	}
+	if err == nil && !isRegular(&st) {
+		return notRegular("write", t.Display)
+	}
+	return notObserved(t.Display) // a regular file, or one already gone again
+}
+
+// diffBasis reads the existing file for the diff when both sides are below
+// the limit and the old bytes are UTF-8 text without NUL; else nil.
+func (l *Local) diffBasis(dir int, name string, st *unix.Stat_t, newSize int64) *string {
+	if newSize >= l.diffMax || st.Size >= l.diffMax {
+		return nil
+	}
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var fst unix.Stat_t
+	if unix.Fstat(fd, &fst) != nil || !isRegular(&fst) || fst.Size >= l.diffMax {
+		return nil
+	}
+	buf := make([]byte, fst.Size+1)
+	n, err := io.ReadFull(f, buf)
+	if int64(n) != fst.Size || err != io.ErrUnexpectedEOF {
+		return nil // changed size while we read
+	}
+	old := buf[:n]
+	if bytes.IndexByte(old, 0) >= 0 || !utf8.Valid(old) {
+		return nil
+	}
+	s := string(lfNormalize(old))
+	return &s
+}
+
+// lfNormalize turns CRLF into LF (a lone CR stays).
+func lfNormalize(b []byte) []byte {
+	if bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	return bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+}
+
+// keptMode is the permission bits a replaced file keeps. Setuid, setgid and
+// sticky are dropped, as the kernel drops setuid/setgid when a file is
+// written by anyone but a privileged process.
+func keptMode(st *unix.Stat_t) uint32 { return st.Mode & 0o777 }
+
+// staged is a temporary file beside its target: written, synced and given
+// its final mode, not yet published.
+type staged struct {
+	f         *os.File
+	dir       int
+	tmp, name string
+	published bool
+}
+
+// stage creates an exclusive temporary file named .<name>.toolfs-<random>.tmp
+// in dir (a name no user file plausibly has, created O_EXCL so it never
+// replaces one), fills it, sets its owner (best effort) and mode, and syncs
+// it.
+func (l *Local) stage(dir int, name string, mode uint32, owner *unix.Stat_t, fill func(io.Writer) error) (*staged, error) {
+	var fd int
+	var tmp string
+	for range 8 {
+		tmp = tempName(name)
+		var err error
+		fd, err = unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+		if err == nil {
+			break
+		}
+		if err != unix.EEXIST {
+			return nil, err
+		}
+		fd = -1
+	}
+	if fd < 0 {
+		return nil, unix.EEXIST
+	}
+	s := &staged{f: os.NewFile(uintptr(fd), tmp), dir: dir, tmp: tmp, name: name}
+	err := fill(s.f)
+	if err == nil && owner != nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && (st.Uid != owner.Uid || st.Gid != owner.Gid) {
+			_ = unix.Fchown(fd, int(owner.Uid), int(owner.Gid)) // keeps the group when allowed
+		}
+	}
+	if err == nil {
+		err = unix.Fchmod(fd, mode)
+	}
+	if err == nil {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		s.discard()
+		return nil, err
+	}
+	return s, nil
+}
+
+// tempName keeps the target's name recognizable but short enough that the
+// temporary name never exceeds NAME_MAX.
+func tempName(name string) string {
+	const keep = 200
+	if len(name) > keep {
+		cut := keep
+		for cut > 0 && !utf8.RuneStart(name[cut]) {
+			cut--
+		}
+		name = name[:cut]
+	}
+	return "." + name + ".toolfs-" + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
+}
+
+// publish renames the temporary file over the target.
+func (s *staged) publish() error {
+	if err := unix.Renameat(s.dir, s.tmp, s.dir, s.name); err != nil {
+		return err
+	}
+	s.published = true
+	return nil
+}
+
+// publishNew publishes without ever replacing an entry (EEXIST if one is
+// there): renameat2(RENAME_NOREPLACE), or link+unlink where the filesystem
+// lacks it.
+func (s *staged) publishNew(linkOnly bool) error {
+	var err error = unix.EINVAL
+	if !linkOnly {
+		err = unix.Renameat2(s.dir, s.tmp, s.dir, s.name, unix.RENAME_NOREPLACE)
+	}
+	if err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
+		if err = unix.Linkat(s.dir, s.tmp, s.dir, s.name, 0); err == nil {
+			s.published = true
+			_ = unix.Unlinkat(s.dir, s.tmp, 0) // the target is safe; a leftover temp is only clutter
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.published = true
+	return nil
+}
+
+// commit reports the published file's version and syncs the folder so the
+// rename itself is durable.
+func (s *staged) commit() (Version, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
+		return "", err
+	}
+	dfd, err := unix.Openat(s.dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	err = unix.Fsync(dfd)
+	unix.Close(dfd)
+	if err != nil && err != unix.EINVAL { // EINVAL: the filesystem cannot sync folders
+		return "", err
+	}
+	return versionOf(&st), nil
+}
+
+// discard closes the file and, unless it was published, removes it.
+func (s *staged) discard() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
+	if !s.published {
+		_ = unix.Unlinkat(s.dir, s.tmp, 0)
+		s.published = true // removed: nothing left to discard
+	}
+}
+
+// statAt lstats one entry of dir.
+func statAt(dir int, name string) (unix.Stat_t, bool) {
+	var st unix.Stat_t
+	err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, err == nil
+}
+
+func aborted(op string, err error) *Error {
+	return &Error{Code: CodeAborted, Message: op + " aborted", Err: err}
+}
+
+func staleWrite(display string) *Error {
+	return NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file changed since it was read`, display))
+}
+
+func notObserved(display string) *Error {
+	return NewError(CodeNotObserved, fmt.Sprintf(`cannot overwrite existing "%s" without reading it first`, display))
+}
+
+// lockErr maps a failure to take a lock: cancellation, or the lock file.
+func (l *Local) lockErr(op, display string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return aborted(op, err)
+	}
+	return l.fail(op, display, err)
+}
