@@ -1,0 +1,209 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewLocal(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	tests := []struct {
+		name, root string
+		opts       LocalOptions
+		wantErr    string
+	}{
+		{name: "folder", root: dir},
+		{name: "missing", root: filepath.Join(dir, "nope"), wantErr: "no such file or directory"},
+		{name: "file", root: file, wantErr: "is not a directory"},
+		{name: "negative diff limit", root: dir, opts: LocalOptions{DiffBasisMaxBytes: -1}, wantErr: "must not be negative"},
+		{name: "lock folder writable by others", root: dir, opts: LocalOptions{LockDir: worldWritable(t)}, wantErr: "writable by it alone"},
+		{name: "lock folder", root: dir, opts: LocalOptions{LockDir: filepath.Join(dir, "locks")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := NewLocal(tt.root, tt.opts)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.EqualValues(t, DefaultDiffBasisMaxBytes, l.diffMax)
+			require.NoError(t, l.Close())
+		})
+	}
+}
+
+func worldWritable(t *testing.T) string {
+	d := filepath.Join(t.TempDir(), "shared")
+	require.NoError(t, os.Mkdir(d, 0o777))
+	require.NoError(t, os.Chmod(d, 0o777))
+	return d
+}
+
+func TestDefaultLockDir(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	require.NoError(t, os.Symlink(root, filepath.Join(base, "alias")))
+
+	d := DefaultLockDir(root)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	assert.Equal(t, filepath.Join(os.TempDir(), "toolfs-locks"), filepath.Dir(d))
+	assert.Equal(t, d, DefaultLockDir(filepath.Join(base, "alias")), "an alias of the root shares its locks")
+	assert.NotEqual(t, d, DefaultLockDir(base))
+	fi, err := os.Stat(d)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	l, err := NewLocal(root, LocalOptions{LockDir: d})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}
+
+func TestResolve(t *testing.T) {
+	tree := []string{
+		"a/f.txt",
+		"a/sub/",
+		"alias => a",
+		"abs => $ROOT/a/f.txt",
+		"absdir => $ROOT/a",
+		"esc => $OUT/secret.txt",
+		"escrel => ../out/secret.txt",
+		"escdir => ../out",
+		"dangout => ../out/missing.txt",
+		"dangabs => /nonexistent/toolfs/missing",
+		"dang => nothing.txt",
+		"c1 => c2",
+		"c2 => a/c3",
+		"a/c3 => ../../out",
+		"loop1 => loop2",
+		"loop2 => loop1",
+		"a/up => ..",
+		"a/upup => ../..",
+		"trick => missing/../../out/x",
+	}
+	long := strings.Repeat("n", 300)
+	tests := []struct {
+		name, op, cwd, path string
+		wantDisplay         string // root-relative; "" = same as want key unless error
+		wantKey             string // root-relative real path
+		wantCode            Code
+		wantMsg             string // $ROOT / $BASE expand
+	}{
+		{name: "relative file", path: "a/f.txt", wantKey: "a/f.txt"},
+		{name: "absolute inside", path: "$ROOT/a/f.txt", wantKey: "a/f.txt"},
+		{name: "root itself", path: ".", wantDisplay: "", wantKey: ""},
+		{name: "dotdot that stays inside", path: "a/sub/../f.txt", wantDisplay: "a/f.txt", wantKey: "a/f.txt"},
+		{name: "missing with missing parents", path: "new/dir/x.txt", wantKey: "new/dir/x.txt"},
+		{name: "relative cwd", cwd: "a", path: "f.txt", wantKey: "a/f.txt"},
+		{name: "absolute cwd", cwd: "$ROOT/a/sub", path: "../f.txt", wantDisplay: "a/f.txt", wantKey: "a/f.txt"},
+		{name: "symlinked folder keeps display", path: "alias/f.txt", wantDisplay: "alias/f.txt", wantKey: "a/f.txt"},
+		{name: "missing below symlinked folder", path: "alias/new.txt", wantDisplay: "alias/new.txt", wantKey: "a/new.txt"},
+		{name: "absolute symlink inside", path: "abs", wantDisplay: "abs", wantKey: "a/f.txt"},
+		{name: "absolute symlinked folder inside", path: "absdir/sub", wantDisplay: "absdir/sub", wantKey: "a/sub"},
+		{name: "symlink to dotdot inside", path: "a/up/a/f.txt", wantDisplay: "a/up/a/f.txt", wantKey: "a/f.txt"},
+		{name: "dangling symlink inside is itself", path: "dang", wantDisplay: "dang", wantKey: "dang"},
+
+		{name: "dotdot out", path: "../out/secret.txt", wantCode: CodeSandboxDenied,
+			wantMsg: `cannot read "$BASE/out/secret.txt": outside the workspace root`},
+		{name: "cwd dotdot out", cwd: "..", path: "x", wantCode: CodeSandboxDenied,
+			wantMsg: `cannot read "$BASE/x": outside the workspace root`},
+		{name: "absolute outside", op: "write", path: "/etc/passwd", wantCode: CodeSandboxDenied,
+			wantMsg: `cannot write "/etc/passwd": outside the workspace root`},
+		{name: "absolute symlink outside", path: "esc", wantCode: CodeSandboxDenied,
+			wantMsg: `cannot read "$ROOT/esc": outside the workspace root`},
+		{name: "relative symlink outside", path: "escrel", wantCode: CodeSandboxDenied},
+		{name: "symlinked folder outside", path: "escdir/secret.txt", wantCode: CodeSandboxDenied},
+		{name: "missing below symlinked folder outside", path: "escdir/new.txt", wantCode: CodeSandboxDenied},
+		{name: "dangling symlink outside", path: "dangout", wantCode: CodeSandboxDenied},
+		{name: "dangling absolute symlink outside", path: "dangabs", wantCode: CodeSandboxDenied},
+		{name: "symlink chain escaping", path: "c1/secret.txt", wantCode: CodeSandboxDenied},
+		{name: "symlink to the root's parent", path: "a/upup", wantCode: CodeSandboxDenied},
+		{name: "dotdot after a missing link target", path: "trick", wantCode: CodeSandboxDenied},
+		{name: "symlink loop", path: "loop1", wantCode: CodeNotFound,
+			wantMsg: `cannot resolve "$ROOT/loop1": too many levels of symbolic links`},
+		{name: "file used as a folder", path: "a/f.txt/b", wantCode: CodeNotFound,
+			wantMsg: `cannot resolve "$ROOT/a/f.txt/b": a parent path segment is not a directory`},
+		{name: "blank path", path: " \t", wantCode: CodeNotFound, wantMsg: "file_path must be a non-empty string"},
+		{name: "empty path", path: "", wantCode: CodeNotFound, wantMsg: "file_path must be a non-empty string"},
+		{name: "NUL byte", path: "a\x00b", wantCode: CodeNotFound, wantMsg: `cannot resolve "$ROOT/a\x00b": invalid path`},
+		{name: "NUL byte in cwd", cwd: "a\x00", path: "b", wantCode: CodeNotFound},
+		{name: "name too long", path: long, wantCode: CodeNotFound,
+			wantMsg: `cannot resolve "$ROOT/` + long + `": file name too long`},
+	}
+	f := newFixture(t, tree...)
+	expand := strings.NewReplacer("$ROOT", f.root, "$BASE", f.base)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := tt.op
+			if op == "" {
+				op = "read"
+			}
+			tg, err := f.l.Resolve(context.Background(), op, expand.Replace(tt.path), expand.Replace(tt.cwd))
+			if tt.wantCode != "" {
+				requireCode(t, err, tt.wantCode, expand.Replace(tt.wantMsg))
+				return
+			}
+			require.NoError(t, err)
+			display := tt.wantDisplay
+			if display == "" && tt.name != "root itself" {
+				display = tt.wantKey
+			}
+			assert.Equal(t, filepath.Join(f.root, display), tg.Display)
+			assert.Equal(t, TargetKey(filepath.Join(f.root, tt.wantKey)), tg.Key)
+		})
+	}
+	f.assertClean(t)
+}
+
+func TestResolveKeyStableAcrossCreation(t *testing.T) {
+	f := newFixture(t, "alias => a", "a/")
+	before := f.resolve(t, "write", "alias/new/deep/x.txt")
+	require.NoError(t, os.MkdirAll(f.path("a/new/deep"), 0o755))
+	after := f.resolve(t, "write", "alias/new/deep/x.txt")
+	assert.Equal(t, before, after)
+	direct := f.resolve(t, "write", "a/new/deep/x.txt")
+	assert.Equal(t, before.Key, direct.Key, "aliases share a key")
+}
+
+func TestResolveRootGivenThroughSymlink(t *testing.T) {
+	f := newFixture(t, "f.txt")
+	alias := filepath.Join(f.base, "alias")
+	require.NoError(t, os.Symlink(f.root, alias))
+	l, err := NewLocal(alias, LocalOptions{})
+	require.NoError(t, err)
+	defer l.Close()
+
+	tg, err := l.Resolve(context.Background(), "read", "f.txt", "")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(alias, "f.txt"), tg.Display, "display keeps the root as given")
+	assert.Equal(t, TargetKey(f.path("f.txt")), tg.Key, "key is the canonical path")
+
+	tg2, err := l.Resolve(context.Background(), "read", f.path("f.txt"), "")
+	require.NoError(t, err, "the canonical spelling of the root is inside too")
+	assert.Equal(t, tg.Key, tg2.Key)
+}
+
+func TestResolveCancelled(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.l.Resolve(ctx, "read", "x", "")
+	requireCode(t, err, CodeAborted, "resolve aborted")
+}
+
+// A Key this provider did not make is refused rather than trusted.
+func TestForeignKeyRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, key := range []string{f.out + "/secret.txt", f.root + "/../out/secret.txt", f.root + "x/y"} {
+		_, err := f.l.Stat(context.Background(), Target{Key: TargetKey(key), Display: "/x"})
+		requireCode(t, err, CodeSandboxDenied, `cannot read "/x": outside the workspace root`)
+	}
+}
