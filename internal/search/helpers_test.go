@@ -1,0 +1,156 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// requireRg skips a test that needs the real ripgrep when it is absent.
+func requireRg(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("rg"); err != nil {
+		t.Skip("ripgrep (rg) is not on PATH; install it (apt-get install -y ripgrep) to run the search tests")
+	}
+}
+
+// localFS is a minimal confining Resolve over a real root, standing in for
+// fs.Local until that lands: the real path of the nearest existing ancestor
+// plus the missing suffix, refused when it leaves the root.
+type localFS struct {
+	fs.FileSystem // other methods are not used by search
+	root          string
+}
+
+func (l localFS) Resolve(_ context.Context, op, path, cwd string) (fs.Target, error) {
+	if cwd == "" {
+		cwd = l.root
+	} else if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(l.root, cwd)
+	}
+	display := path
+	if !filepath.IsAbs(path) {
+		display = filepath.Join(cwd, path)
+	}
+	display = filepath.Clean(display)
+	real, suffix := display, ""
+	for {
+		r, err := filepath.EvalSymlinks(real)
+		if err == nil {
+			real = filepath.Join(r, suffix)
+			break
+		}
+		parent := filepath.Dir(real)
+		if parent == real {
+			break
+		}
+		suffix = filepath.Join(filepath.Base(real), suffix)
+		real = parent
+	}
+	if real != l.root && !strings.HasPrefix(real, l.root+"/") {
+		return fs.Target{}, fs.NewError(fs.CodeSandboxDenied, `cannot `+op+` "`+display+`": outside the workspace root`)
+	}
+	return fs.Target{Key: fs.TargetKey(real), Display: display}, nil
+}
+
+// workspace is a real temp tree: root is its real path.
+type workspace struct {
+	t    testing.TB
+	root string
+	fsys fs.FileSystem
+}
+
+func newWorkspace(t testing.TB) *workspace {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	return &workspace{t: t, root: root, fsys: localFS{root: root}}
+}
+
+// write creates root/rel with content, and its parents.
+func (w *workspace) write(rel, content string) string {
+	w.t.Helper()
+	p := filepath.Join(w.root, rel)
+	require.NoError(w.t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(w.t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+// age sets the mtime of root/rel to n hours after 2000-01-01: a larger n
+// is newer.
+func (w *workspace) age(rel string, n int) {
+	w.t.Helper()
+	when := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Hour)
+	require.NoError(w.t, os.Chtimes(filepath.Join(w.root, rel), when, when))
+}
+
+// cwd is the session cwd target for root/rel, as the caller resolves it.
+func (w *workspace) cwd(rel string) fs.Target {
+	w.t.Helper()
+	t, err := w.fsys.Resolve(context.Background(), "search", rel, "")
+	require.NoError(w.t, err)
+	return t
+}
+
+func ptr(s string) *string { return &s }
+
+// requireCode asserts err is a *Error with code, and returns it.
+func requireCode(t testing.TB, err error, code string) *Error {
+	t.Helper()
+	var se *Error
+	require.Truef(t, errors.As(err, &se), "want *search.Error %s, got %T %v", code, err, err)
+	require.Equal(t, code, se.Code, se.Message)
+	return se
+}
+
+// requireGroupGone asserts no live process of the group led by pid is left.
+// Zombies do not count: an orphan is reaped by init, which may be slow (or
+// absent) in a container.
+func requireGroupGone(t testing.TB, pid int) {
+	t.Helper()
+	require.NotZero(t, pid, "rg was never started")
+	require.Eventually(t, func() bool { return len(liveGroupMembers(t, pid)) == 0 },
+		5*time.Second, 10*time.Millisecond, "process group %d still has live members", pid)
+}
+
+// liveGroupMembers lists the pids in process group pgid that are not zombies.
+func liveGroupMembers(t testing.TB, pgid int) []int {
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var live []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) >= 3 && fields[2] == strconv.Itoa(pgid) && fields[0] != "Z" {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// fakeRg writes an executable shell script standing in for rg, for failure
+// modes the real binary cannot be made to show (signals, stragglers).
+func fakeRg(t testing.TB, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "rg")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return p
+}

@@ -1,0 +1,198 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// errOverflow marks rg's stdout passing the raw budget.
+var errOverflow = errors.New("raw output over budget")
+
+// invalidPattern is how rg's stderr names a bad regex or glob. Beyond the
+// original's two phrases, a literal newline in a regex ("the literal '"\n"'
+// is not allowed in a regex") is the caller's pattern too, not a failure.
+var invalidPattern = regexp.MustCompile(`(?i)regex parse error|error parsing glob|is not allowed in a regex`)
+
+// budgetReader fails with errOverflow once more than max bytes were read, so
+// a runaway search is cut off instead of buffered.
+type budgetReader struct {
+	r    io.Reader
+	n    int64
+	max  int64
+	over bool
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.over {
+		return 0, errOverflow
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if b.n > b.max {
+		b.over = true
+		return n, errOverflow
+	}
+	return n, err
+}
+
+// stderrTail keeps the first max bytes of rg's stderr and drains the rest,
+// so rg never blocks on a full stderr pipe.
+type stderrTail struct {
+	buf   bytes.Buffer
+	max   int
+	lossy bool
+}
+
+func (t *stderrTail) fill(r io.Reader) {
+	_, _ = io.Copy(&t.buf, io.LimitReader(r, int64(t.max)))
+	if n, _ := io.Copy(io.Discard, r); n > 0 {
+		t.lossy = true
+	}
+}
+
+// run executes rg with args in dir, never through a shell, and hands its
+// stdout (bounded by the raw budget) to consume, which reads it as a stream.
+// It returns rg's exit code (0, or 1 for an empty search) or a *Error. rg
+// runs in its own process group with stdin on /dev/null; on cancellation,
+// timeout, overflow or malformed output the whole group is killed, and the
+// child is always reaped before run returns.
+func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, consume func(io.Reader) error) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, abortedError(tool, err)
+	}
+	if s.rg == "" {
+		return 0, launchError(tool, exec.ErrNotFound)
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+		return 0, abortedError(tool, ctx.Err())
+	}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return 0, launchError(tool, err)
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return 0, launchError(tool, err)
+	}
+	defer errR.Close()
+
+	cmd := &exec.Cmd{
+		Path:        s.rg,
+		Args:        append([]string{"rg", "--no-config"}, args...),
+		Dir:         dir,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, abortedError(tool, ctx.Err())
+		}
+		return 0, launchError(tool, err)
+	}
+	pid := cmd.Process.Pid
+	if s.onStart != nil {
+		s.onStart(pid)
+	}
+
+	// exited closes when rg has exited but is not yet reaped: its pid, and
+	// so its process group id, cannot be reused while we signal the group.
+	exited := make(chan struct{})
+	go func() {
+		waitExited(pid)
+		close(exited)
+	}()
+	// The supervisor kills the group on cancellation (SIGTERM, then SIGKILL
+	// after a grace), and in any case once rg has exited: a straggler left
+	// in the group must not hold the pipes open. rg's output is already in
+	// the pipe by then, so nothing is lost.
+	supervised := make(chan struct{})
+	go func() {
+		defer close(supervised)
+		select {
+		case <-ctx.Done():
+			signalGroup(pid, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(killGrace):
+			}
+		case <-exited:
+		}
+		signalGroup(pid, syscall.SIGKILL)
+	}()
+	stderr := stderrTail{max: StderrMaxBytes}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		stderr.fill(errR)
+	}()
+
+	consumeErr := consume(&budgetReader{r: outR, max: s.rawMax})
+	if consumeErr != nil {
+		signalGroup(pid, syscall.SIGKILL)
+	}
+	outR.Close()
+	<-supervised // rg has exited and its group was killed; rg is not yet reaped
+	<-stderrDone
+	waitErr := cmd.Wait()
+
+	switch {
+	case errors.Is(consumeErr, errOverflow):
+		return 0, &Error{Code: CodeRawOutputOverflow, Message: tool + " produced more raw output than the subprocess seam retained within the " +
+			strconv.FormatInt(s.rawMax, 10) + "-byte cap; narrow pattern, path, or include and retry"}
+	case ctx.Err() != nil:
+		return 0, abortedError(tool, ctx.Err())
+	case consumeErr != nil:
+		return 0, consumeErr
+	}
+	if cmd.ProcessState == nil {
+		return 0, &Error{Code: CodeFailed, Message: tool + " search command produced no collected output streams", Err: waitErr}
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 0, &Error{Code: CodeFailed, Message: tool + " search command was killed by signal " + signalName(ws.Signal())}
+	}
+	code := cmd.ProcessState.ExitCode()
+	if code == 0 || code == 1 {
+		return code, nil
+	}
+	text := strings.TrimSpace(stderr.buf.String())
+	if code == 2 && strings.HasPrefix(text, "No files were searched") {
+		// rg 13 exits 2 when filters (include) leave nothing to search: that
+		// is an empty result, not a failure.
+		return 1, nil
+	}
+	if invalidPattern.MatchString(text) {
+		return 0, &Error{Code: CodeInvalidPattern, Message: tool + " pattern rejected by ripgrep: " + text}
+	}
+	msg := tool + " search failed (exit " + strconv.Itoa(code) + ")"
+	if text != "" {
+		msg += ": " + text
+		if stderr.lossy {
+			msg += " [stderr truncated]"
+		}
+	}
+	return 0, &Error{Code: CodeFailed, Message: msg, Err: waitErr}
+}
+
+func launchError(tool string, cause error) *Error {
+	return &Error{Code: CodeFailed, Message: tool + " could not start its search command (ripgrep launch failed)", Err: cause}
+}

@@ -1,0 +1,308 @@
+// Package search implements the discovery tools glob and grep on top of the
+// real ripgrep binary, run as a confined child process.
+//
+// Search deliberately does not extend the fs provider seam (as the original
+// did not): it borrows only Resolve from it, to confine the optional path
+// argument to the workspace root, and runs rg in the session cwd. Results are
+// the model-facing text plus JSON-ready card metadata.
+package search
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// The error codes a search can fail with. Filesystem errors from Resolve
+// (FS_SANDBOX_DENIED and friends) are returned as *fs.Error, unchanged.
+const (
+	CodeInvalidArgument   = "INVALID_ARGUMENT"
+	CodeInvalidPattern    = "SEARCH_INVALID_PATTERN"
+	CodeFailed            = "SEARCH_FAILED"
+	CodeRawOutputOverflow = "SEARCH_RAW_OUTPUT_OVERFLOW"
+	CodeAborted           = "SEARCH_ABORTED"
+)
+
+// The caps of the original (DH tool-fs-search defaults).
+const (
+	// GlobMaxResults is how many paths glob shows.
+	GlobMaxResults = 100
+	// GrepMaxMatches is how many matches grep shows.
+	GrepMaxMatches = 250
+	// GrepMaxLineBytes bounds one grep line preview, in UTF-8 bytes.
+	GrepMaxLineBytes = 2000
+	// MetaMaxBytes bounds the serialized card metadata.
+	MetaMaxBytes = 64 << 10
+	// RawOutputMaxBytes is the budget of rg's stdout; past it the search fails.
+	RawOutputMaxBytes = 20_000_000
+	// StderrMaxBytes is how much of rg's stderr is kept for messages.
+	StderrMaxBytes = 64 << 10
+)
+
+const (
+	defaultTimeout       = 30 * time.Second
+	defaultMaxConcurrent = 4
+	// killGrace is how long a cancelled rg gets between SIGTERM and SIGKILL.
+	killGrace = 500 * time.Millisecond
+)
+
+// Config configures a Searcher. Zero values take the defaults.
+type Config struct {
+	// RgPath is the ripgrep binary; "" looks up "rg" on PATH once, at New.
+	RgPath string
+	// Timeout bounds one call, including the wait for a free slot; default 30s.
+	Timeout time.Duration
+	// MaxConcurrent bounds how many rg processes run at once (default 4), so
+	// a burst of calls cannot fork-bomb the host; excess callers wait,
+	// honouring their context.
+	MaxConcurrent int
+}
+
+// Searcher runs glob and grep. It is safe for concurrent use.
+type Searcher struct {
+	rg      string // absolute path of rg, "" when not found
+	timeout time.Duration
+	sem     chan struct{}
+
+	// Limits, fixed at New; tests in this package shrink them.
+	globMax, grepMax, lineMax, metaMax int
+	rawMax                             int64
+
+	onStart func(pid int) // test hook: called with rg's pid (= its process group)
+}
+
+// New returns a Searcher. It never fails: when ripgrep cannot be found,
+// Available reports false and every search fails with SEARCH_FAILED.
+func New(cfg Config) *Searcher {
+	s := &Searcher{
+		timeout: cfg.Timeout,
+		globMax: GlobMaxResults,
+		grepMax: GrepMaxMatches,
+		lineMax: GrepMaxLineBytes,
+		metaMax: MetaMaxBytes,
+		rawMax:  RawOutputMaxBytes,
+	}
+	if s.timeout <= 0 {
+		s.timeout = defaultTimeout
+	}
+	n := cfg.MaxConcurrent
+	if n <= 0 {
+		n = defaultMaxConcurrent
+	}
+	s.sem = make(chan struct{}, n)
+	name := cfg.RgPath
+	if name == "" {
+		name = "rg"
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			s.rg = abs
+		}
+	}
+	return s
+}
+
+// Available reports whether ripgrep was found at New.
+func (s *Searcher) Available() bool { return s.rg != "" }
+
+// Result is a successful search: Output is the exact model-facing text and
+// Metadata is a PathsMeta (glob) or MatchesMeta (grep), ready for JSON.
+type Result struct {
+	Output   string
+	Metadata any
+}
+
+// PathsMeta is glob's card metadata. Paths are the paths shown; Truncated
+// says the cap cut the result; Total counts every path rg found. Trailing
+// paths are dropped to keep the JSON within 64 KiB.
+type PathsMeta struct {
+	Shape     string   `json:"shape"` // "paths"
+	Paths     []string `json:"paths"`
+	Truncated bool     `json:"truncated"`
+	Total     int      `json:"total"`
+}
+
+// MatchesMeta is grep's card metadata. Files hold the matches shown, grouped
+// by file in first-seen order; Truncated says the cap cut the result; Total
+// counts every match rg reported. Trailing files are dropped to keep the
+// JSON within 64 KiB (a single oversized file is kept).
+type MatchesMeta struct {
+	Shape     string        `json:"shape"` // "matches"
+	Files     []FileMatches `json:"files"`
+	Truncated bool          `json:"truncated"`
+	Total     int           `json:"total"`
+}
+
+// FileMatches is the matches shown for one file, Path relative to the
+// session cwd.
+type FileMatches struct {
+	Path    string  `json:"path"`
+	Matches []Match `json:"matches"`
+}
+
+// Match is one matching line: its 1-based number and its preview (line
+// ending stripped, cut to 2000 bytes).
+type Match struct {
+	LineNumber int    `json:"lineNumber"`
+	Line       string `json:"line"`
+}
+
+// Error is every search failure that is not a filesystem error. Message is
+// model-facing contract text; Err is the internal cause, for logs only.
+type Error struct {
+	Code    string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func argError(msg string) *Error { return &Error{Code: CodeInvalidArgument, Message: msg} }
+
+func abortedError(tool string, cause error) *Error {
+	return &Error{Code: CodeAborted, Message: tool + " was aborted before completion (tool timeout or caller cancellation)", Err: cause}
+}
+
+// Argument messages, verbatim from the original.
+const (
+	msgPattern         = "pattern must be a non-empty string"
+	msgPath            = "path must be a non-empty string when given"
+	msgInclude         = "include must be a non-empty glob when given"
+	msgIncludeNegation = `include must be a positive glob filter; negated patterns ("!…") are not supported`
+	msgIncludeList     = "include must be one glob, not a comma-separated list (use {a,b} alternation instead)"
+)
+
+// validatePath checks the optional path argument. A NUL byte can never reach
+// rg's argv, so it is an argument error rather than a launch failure.
+func validatePath(path *string) error {
+	if path == nil {
+		return nil
+	}
+	if strings.TrimSpace(*path) == "" {
+		return argError(msgPath)
+	}
+	if strings.IndexByte(*path, 0) >= 0 {
+		return argError("path must not contain a NUL byte")
+	}
+	return nil
+}
+
+func validatePattern(pattern string) error {
+	if pattern == "" {
+		return argError(msgPattern)
+	}
+	if strings.IndexByte(pattern, 0) >= 0 {
+		return argError("pattern must not contain a NUL byte")
+	}
+	return nil
+}
+
+// validateInclude checks grep's include filter and returns it trimmed.
+func validateInclude(include *string) (string, error) {
+	if include == nil {
+		return "", nil
+	}
+	g := strings.TrimSpace(*include)
+	switch {
+	case g == "":
+		return "", argError(msgInclude)
+	case strings.IndexByte(g, 0) >= 0:
+		return "", argError("include must not contain a NUL byte")
+	case g[0] == '!':
+		return "", argError(msgIncludeNegation)
+	case hasTopLevelComma(g):
+		return "", argError(msgIncludeList)
+	}
+	return g, nil
+}
+
+// hasTopLevelComma reports a comma outside {} alternation, [] classes and
+// backslash escapes: rg would read it as a literal, which is never what a
+// model writing "*.ts,*.js" meant.
+func hasTopLevelComma(g string) bool {
+	depth := 0
+	for i := 0; i < len(g); i++ {
+		switch g[i] {
+		case '\\':
+			i++
+		case '[':
+			// Skip the class; a ']' right after '[' or '[!' is literal.
+			j := i + 1
+			if j < len(g) && (g[j] == '!' || g[j] == '^') {
+				j++
+			}
+			if j < len(g) && g[j] == ']' {
+				j++
+			}
+			for j < len(g) && g[j] != ']' {
+				j++
+			}
+			if j < len(g) {
+				i = j
+			}
+		case '{':
+			depth++
+		case '}':
+			if depth > 0 {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// searchRoot resolves the optional path through the provider (confinement)
+// and returns the rg argument for it: relative to the cwd so rg prints
+// cwd-relative paths, "" when it is the cwd itself (no argument, so rg
+// prints "a.txt", not "./a.txt").
+func searchRoot(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, path *string) (string, error) {
+	if path == nil {
+		return "", nil
+	}
+	ref := cwd.Display
+	if ref == "" {
+		ref = string(cwd.Key)
+	}
+	t, err := fsys.Resolve(ctx, "search", *path, ref)
+	if err != nil {
+		return "", err
+	}
+	target := string(t.Key)
+	rel, err := filepath.Rel(string(cwd.Key), target)
+	if err != nil {
+		return target, nil
+	}
+	if rel == "." {
+		return "", nil
+	}
+	return rel, nil
+}
+
+// cwdRelative makes an absolute path inside cwd relative to it (cwd itself
+// becomes "."); anything else is returned unchanged, as the original did.
+func cwdRelative(p, cwd string) string {
+	if !filepath.IsAbs(p) {
+		return p
+	}
+	if p == cwd {
+		return "."
+	}
+	prefix := cwd
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if rest, ok := strings.CutPrefix(p, prefix); ok {
+		return rest
+	}
+	return p
+}
