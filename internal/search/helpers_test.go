@@ -25,45 +25,6 @@ func requireRg(t testing.TB) {
 	}
 }
 
-// localFS is a minimal confining Resolve over a real root, standing in for
-// fs.Local until that lands: the real path of the nearest existing ancestor
-// plus the missing suffix, refused when it leaves the root.
-type localFS struct {
-	fs.FileSystem // other methods are not used by search
-	root          string
-}
-
-func (l localFS) Resolve(_ context.Context, op, path, cwd string) (fs.Target, error) {
-	if cwd == "" {
-		cwd = l.root
-	} else if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(l.root, cwd)
-	}
-	display := path
-	if !filepath.IsAbs(path) {
-		display = filepath.Join(cwd, path)
-	}
-	display = filepath.Clean(display)
-	real, suffix := display, ""
-	for {
-		r, err := filepath.EvalSymlinks(real)
-		if err == nil {
-			real = filepath.Join(r, suffix)
-			break
-		}
-		parent := filepath.Dir(real)
-		if parent == real {
-			break
-		}
-		suffix = filepath.Join(filepath.Base(real), suffix)
-		real = parent
-	}
-	if real != l.root && !strings.HasPrefix(real, l.root+"/") {
-		return fs.Target{}, fs.NewError(fs.CodeSandboxDenied, `cannot `+op+` "`+display+`": outside the workspace root`)
-	}
-	return fs.Target{Key: fs.TargetKey(real), Display: display}, nil
-}
-
 // workspace is a real temp tree: root is its real path.
 type workspace struct {
 	t    testing.TB
@@ -74,7 +35,9 @@ type workspace struct {
 func newWorkspace(t testing.TB) *workspace {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	return &workspace{t: t, root: root, fsys: localFS{root: root}}
+	fsys, err := fs.NewLocal(root, fs.LocalOptions{})
+	require.NoError(t, err)
+	return &workspace{t: t, root: root, fsys: fsys}
 }
 
 // write creates root/rel with content, and its parents.
@@ -94,9 +57,13 @@ func (w *workspace) age(rel string, n int) {
 	require.NoError(w.t, os.Chtimes(filepath.Join(w.root, rel), when, when))
 }
 
-// cwd is the session cwd target for root/rel, as the caller resolves it.
+// cwd is the session cwd target for root/rel ("" = the root), as the
+// caller resolves it.
 func (w *workspace) cwd(rel string) fs.Target {
 	w.t.Helper()
+	if rel == "" {
+		rel = "."
+	}
 	t, err := w.fsys.Resolve(context.Background(), "search", rel, "")
 	require.NoError(w.t, err)
 	return t
