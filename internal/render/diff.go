@@ -96,7 +96,7 @@ func changedBlocks(a, b []string) []block {
 		return whole
 	}
 	x, y := internLines(am, bm)
-	ops, ok := myers(x, y)
+	ops, ok := myers(x, y, maxDiffEdits, maxDiffWork)
 	if !ok {
 		return whole
 	}
@@ -148,10 +148,10 @@ const (
 )
 
 // myers returns a shortest edit script from a to b (Myers' greedy O(ND)
-// algorithm), or false when it would exceed maxDiffEdits or maxDiffWork.
-func myers(a, b []int32) ([]op, bool) {
+// algorithm), or false when it would exceed maxEdits edits or maxWork steps.
+func myers(a, b []int32, maxEdits, maxWork int) ([]op, bool) {
 	n, m := len(a), len(b)
-	limit := min(n+m, maxDiffEdits)
+	limit := min(n+m, maxEdits)
 	// v[k+off] is the furthest x on diagonal k; trace[d] keeps v[-d..d]
 	// after step d for the walk back.
 	off := limit + 1
@@ -172,14 +172,14 @@ func myers(a, b []int32) ([]op, bool) {
 				x, y = x+1, y+1
 			}
 			work += x - start + 1
+			if work > maxWork {
+				return nil, false
+			}
 			v[k+off] = x
 			if x >= n && y >= m {
 				trace = append(trace, snapshot(v, d, off))
 				return backtrack(trace, n, m), true
 			}
-		}
-		if work > maxDiffWork {
-			return nil, false
 		}
 		trace = append(trace, snapshot(v, d, off))
 	}
