@@ -75,10 +75,16 @@ func ReadTail(w Window) string {
 
 // ReadOutput is the whole read output: ReadHeader, each LineText, ReadTail.
 func ReadOutput(display string, w Window) string {
-	var b strings.Builder
-	b.WriteString(ReadHeader(display))
+	size := len(display) + 160 // header, footer and tail
 	for _, l := range w.Lines {
-		b.WriteString(strconv.Itoa(l.Number))
+		size += len(l.Text) + 12 // number, ": ", newline
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(ReadHeader(display))
+	var num [20]byte
+	for _, l := range w.Lines {
+		b.Write(strconv.AppendInt(num[:0], int64(l.Number), 10))
 		b.WriteString(": ")
 		b.WriteString(l.Text)
 		b.WriteByte('\n')

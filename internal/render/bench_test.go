@@ -1,0 +1,122 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+)
+
+const benchChunk = 256 << 10
+
+var (
+	bigOnce sync.Once
+	bigFile []byte
+)
+
+// sourceLike returns about size bytes of source-like text: varied line
+// lengths, mostly ASCII with some multi-byte characters.
+func sourceLike(size int) []byte {
+	var b bytes.Buffer
+	b.Grow(size + 256)
+	for i := 0; b.Len() < size; i++ {
+		switch i % 7 {
+		case 0:
+			fmt.Fprintf(&b, "func handler%d(w http.ResponseWriter, r *http.Request) {\n", i)
+		case 1:
+			fmt.Fprintf(&b, "\t// Résumé of step %d — naïve café\n", i)
+		case 2:
+			fmt.Fprintf(&b, "\tif err := process(ctx, %d); err != nil {\n", i)
+		case 3:
+			b.WriteString("\t\treturn fmt.Errorf(\"process: %w\", err)\n")
+		case 4:
+			b.WriteString("\t}\n")
+		case 5:
+			fmt.Fprintf(&b, "\tlog.Printf(\"done %%d 😀\", %d)\n", i)
+		default:
+			b.WriteString("}\n\n")
+		}
+	}
+	return b.Bytes()
+}
+
+func big() []byte {
+	bigOnce.Do(func() { bigFile = sourceLike(100 << 20) })
+	return bigFile
+}
+
+// BenchmarkWindow100MiB windows a 100 MiB file at offset 1 with the default
+// caps, fed in 256 KiB chunks. Compare with BenchmarkBaseline100MiB.
+func BenchmarkWindow100MiB(b *testing.B) {
+	data := big()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for b.Loop() {
+		w := NewWindower(1, 2000, DefaultCaps())
+		for p := data; len(p) > 0; {
+			n := min(benchChunk, len(p))
+			if _, err := w.Write(p[:n]); err != nil {
+				b.Fatal(err)
+			}
+			p = p[n:]
+		}
+		win, err := w.Close()
+		if err != nil || win.Footer != FooterCapped {
+			b.Fatal(err, win.Footer)
+		}
+	}
+}
+
+// BenchmarkBaseline100MiB is the floor: bytes.Count(data, "\n") plus
+// utf8.Valid(data) over the same bytes.
+func BenchmarkBaseline100MiB(b *testing.B) {
+	data := big()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for b.Loop() {
+		if bytes.Count(data, []byte{'\n'}) == 0 || !utf8.Valid(data) {
+			b.Fatal("bad bench data")
+		}
+	}
+}
+
+// BenchmarkWindowSourceFile windows a typical 2,000-line source file
+// (about 70 KiB, so the byte cap ends the window) at offset 1 with the default caps, in one chunk.
+func BenchmarkWindowSourceFile(b *testing.B) {
+	src := sourceLike(256 << 10)
+	src = src[:nthNewline(src, 2000)+1]
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		w := NewWindower(1, 2000, DefaultCaps())
+		if _, err := w.Write(src); err != nil {
+			b.Fatal(err)
+		}
+		win, err := w.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = ReadOutput("/w/main.go", win)
+	}
+}
+
+func nthNewline(p []byte, n int) int {
+	i := -1
+	for range n {
+		i += bytes.IndexByte(p[i+1:], '\n') + 1
+	}
+	return i
+}
+
+func BenchmarkDiffsEdit(b *testing.B) {
+	before := string(sourceLike(1 << 20))
+	after := strings.Replace(before, "handler700(", "handlerSeven(", 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Diffs("f.go", before, after)) != 1 {
+			b.Fatal("want one hunk")
+		}
+	}
+}
