@@ -99,7 +99,10 @@ type rgText struct {
 	Bytes *string `json:"bytes"`
 }
 
-var matchType = []byte(`"match"`)
+var (
+	matchType  = []byte(`"match"`)
+	typePrefix = []byte(`{"type":"`)
+)
 
 func malformed(detail string) *Error {
 	return &Error{Code: CodeFailed, Message: "grep received malformed ripgrep --json output (" + detail + ")"}
@@ -121,6 +124,11 @@ func (a *matchAccumulator) consume(r io.Reader) error {
 func (a *matchAccumulator) record(line []byte) error {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
+		return nil
+	}
+	// rg writes "type" first: begin, end and context records (two thirds
+	// of the stream) are skipped without decoding.
+	if kind, ok := leadingType(line); ok && kind != "match" && line[len(line)-1] == '}' {
 		return nil
 	}
 	var rec rgRecord
@@ -171,6 +179,20 @@ func (a *matchAccumulator) record(line []byte) error {
 	}
 	a.files[i].Matches = append(a.files[i].Matches, Match{LineNumber: n, Line: preview})
 	return nil
+}
+
+// leadingType reads the record type from a line that starts with
+// {"type":"<name>", without decoding the rest.
+func leadingType(line []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(line, typePrefix)
+	if !ok {
+		return "", false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:end]), true
 }
 
 // pathText is a path as rg reported it; a non-UTF-8 name (base64 bytes) is

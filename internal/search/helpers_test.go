@@ -35,6 +35,11 @@ type workspace struct {
 func newWorkspace(t testing.TB) *workspace {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
+	return workspaceAt(t, root)
+}
+
+// workspaceAt serves an existing real folder through fs.Local.
+func workspaceAt(t testing.TB, root string) *workspace {
 	fsys, err := fs.NewLocal(root, fs.LocalOptions{})
 	require.NoError(t, err)
 	return &workspace{t: t, root: root, fsys: fsys}

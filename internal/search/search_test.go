@@ -361,6 +361,11 @@ func TestPathOutsideTheRoot(t *testing.T) {
 			assert.Equal(t, want, err.Error())
 		})
 	}
+	t.Run("other resolve errors come back as is", func(t *testing.T) {
+		_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", ptr("sub/a.txt/deeper"), nil)
+		require.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+		assert.Equal(t, `cannot resolve "`+filepath.Join(w.root, "sub/a.txt/deeper")+`": a parent path segment is not a directory`, err.Error())
+	})
 	t.Run("symlinks inside the tree are not followed", func(t *testing.T) {
 		res, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "secret", nil, nil)
 		require.NoError(t, err)
@@ -635,6 +640,7 @@ func TestMalformedJSON(t *testing.T) {
 		name, line, detail string
 	}{
 		{"not JSON", `{"type":`, "a line is not JSON"},
+		{"truncated non-match record", `{"type":"end","data":{"path":`, "a line is not JSON"},
 		{"not an object", `[1,2]`, "a record is not an object"},
 		{"no data", `{"type":"match"}`, "a match record has no data"},
 		{"null data", `{"type":"match","data":null}`, "a match record has no data"},

@@ -1,0 +1,111 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The benchmarks grep a generated tree of 20,000 files (200 folders of 100,
+// one file in ten holding the needle: 2,000 matches, over the 250 cap) and
+// compare Searcher.Grep with running rg directly with the same arguments.
+// Baseline: BenchmarkGrepRgDirect; the overhead ratio is
+// BenchmarkGrep / BenchmarkGrepRgDirect (see docs/search.md).
+//
+//	go test -run '^$' -bench 'Grep' -benchtime 20x ./internal/search
+
+var (
+	benchTreeOnce sync.Once
+	benchTreeDir  string
+	benchTreeErr  error
+)
+
+// benchTree builds the tree once per process, outside any timing.
+func benchTree(b *testing.B) string {
+	benchTreeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "search-bench-")
+		if err != nil {
+			benchTreeErr = err
+			return
+		}
+		benchTreeDir, benchTreeErr = filepath.EvalSymlinks(dir)
+		body := strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing elit\n", 20)
+		for d := range 200 {
+			sub := filepath.Join(benchTreeDir, fmt.Sprintf("pkg%03d", d))
+			if benchTreeErr = os.MkdirAll(sub, 0o755); benchTreeErr != nil {
+				return
+			}
+			for f := range 100 {
+				content := body
+				if f%10 == 0 {
+					content += "func needle() {}\n"
+				}
+				name := filepath.Join(sub, fmt.Sprintf("file%03d.go", f))
+				if benchTreeErr = os.WriteFile(name, []byte(content), 0o644); benchTreeErr != nil {
+					return
+				}
+			}
+		}
+	})
+	require.NoError(b, benchTreeErr)
+	return benchTreeDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchTreeDir != "" {
+		os.RemoveAll(benchTreeDir)
+	}
+	os.Exit(code)
+}
+
+func BenchmarkGrep(b *testing.B) {
+	requireRg(b)
+	root := benchTree(b)
+	w := workspaceAt(b, root)
+	s := New(Config{})
+	cwd := w.cwd("")
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := s.Grep(context.Background(), w.fsys, cwd, "needle", nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !strings.HasPrefix(res.Output, "Found 250 of 2000 matches") {
+			b.Fatalf("unexpected output %.80q", res.Output)
+		}
+	}
+}
+
+func BenchmarkGrepRgDirect(b *testing.B) {
+	requireRg(b)
+	root := benchTree(b)
+	rg, err := exec.LookPath("rg")
+	require.NoError(b, err)
+	b.ResetTimer()
+	for b.Loop() {
+		cmd := exec.Command(rg, append([]string{"--no-config"}, grepArgs("needle", "", "")...)...)
+		cmd.Dir = root
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, out); err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
