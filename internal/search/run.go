@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,6 +72,10 @@ func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, con
 	}
 	if s.rg == "" {
 		return 0, launchError(tool, exec.ErrNotFound)
+	}
+	if !filepath.IsAbs(dir) {
+		// An empty Dir would search the server's own working directory.
+		return 0, launchError(tool, errors.New("search: cwd is not an absolute path"))
 	}
 	select {
 	case s.sem <- struct{}{}:

@@ -398,10 +398,20 @@ func TestRgMissing(t *testing.T) {
 func TestUnusableCwd(t *testing.T) {
 	requireRg(t)
 	w := newWorkspace(t)
-	cwd := fs.Target{Key: fs.TargetKey(filepath.Join(w.root, "gone")), Display: filepath.Join(w.root, "gone")}
-	_, err := New(Config{}).Grep(context.Background(), w.fsys, cwd, "x", nil, nil)
-	se := requireCode(t, err, CodeFailed)
-	assert.Equal(t, "grep could not start its search command (ripgrep launch failed)", se.Message)
+	tests := []struct {
+		name string
+		cwd  fs.Target
+	}{
+		{"deleted folder", fs.Target{Key: fs.TargetKey(filepath.Join(w.root, "gone")), Display: filepath.Join(w.root, "gone")}},
+		{"zero target (never the server's own cwd)", fs.Target{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(Config{}).Grep(context.Background(), w.fsys, tt.cwd, "x", nil, nil)
+			se := requireCode(t, err, CodeFailed)
+			assert.Equal(t, "grep could not start its search command (ripgrep launch failed)", se.Message)
+		})
+	}
 }
 
 // fifoWorkspace holds a FIFO that rg blocks on when asked to search it.
