@@ -228,6 +228,34 @@ func TestGrep(t *testing.T) {
 	}
 }
 
+// rg applies .gitignore only inside a git work tree (a .git folder at or
+// above the search), but .ignore files always.
+func TestGrepIgnoreFiles(t *testing.T) {
+	requireRg(t)
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"gitignore without .git is not applied", map[string]string{".gitignore": "a.txt\n"}, "Found 1 match\n\na.txt\nLine 1: hit"},
+		{"gitignore inside a git tree", map[string]string{".gitignore": "a.txt\n", ".git/HEAD": ""}, "No matches found"},
+		{"nested gitignore inside a git tree", map[string]string{"sub/.gitignore": "b.txt\n", "sub/b.txt": "hit\n", ".git/HEAD": "", ".gitignore": "a.txt\n"}, "No matches found"},
+		{".ignore always", map[string]string{".ignore": "a.txt\n"}, "No matches found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorkspace(t)
+			w.write("a.txt", "hit\n")
+			for rel, content := range tt.files {
+				w.write(rel, content)
+			}
+			res, err := New(Config{}).Grep(context.Background(), w.fsys, w.cwd(""), "hit", nil, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, res.Output)
+		})
+	}
+}
+
 func TestGrepGroupsFilesInRgOrder(t *testing.T) {
 	requireRg(t)
 	w := newWorkspace(t)
