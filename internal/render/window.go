@@ -77,6 +77,8 @@ var errClosed = errors.New("render: write after close")
 // empty file is not an error.
 type OffsetOutOfRangeError struct{ Offset, Total int }
 
+// Error describes the error without the path; MsgOffsetOutOfRange is the
+// model-facing text.
 func (e *OffsetOutOfRangeError) Error() string {
 	return "render: offset " + strconv.Itoa(e.Offset) + " is out of range (" + strconv.Itoa(e.Total) + " lines)"
 }
