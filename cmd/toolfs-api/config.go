@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// config is every setting of the server, from flags and their TOOLFS_*
+// environment twins (a flag on the command line wins).
+type config struct {
+	root              string
+	addr              string
+	token             string
+	corsOrigins       string
+	readLimit         int
+	readMaxLineLength int
+	readMaxBytes      int
+	readStreamMinSize int64
+	policy            bool
+	sessionTTL        time.Duration
+	maxSessions       int
+	maxPaths          int
+	maxBodyBytes      int64
+	logFormat         string
+	allowNoToken      bool
+	rgPath            string
+	searchTimeout     time.Duration
+	maxSearches       int
+	lockDir           string
+	shutdownGrace     time.Duration
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fl := flag.NewFlagSet("toolfs-api", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.StringVar(&c.root, "root", ".", "workspace root: the folder the tools may reach")
+	fl.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
+	fl.StringVar(&c.token, "token", "", "bearer token required on every endpoint but /healthz")
+	fl.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated browser origins allowed by CORS")
+	fl.IntVar(&c.readLimit, "read-limit", 2000, "default and maximum lines per read")
+	fl.IntVar(&c.readMaxLineLength, "read-max-line-length", 2000, "characters kept per line before truncation")
+	fl.IntVar(&c.readMaxBytes, "read-max-bytes", 51200, "byte cap on one read window")
+	fl.Int64Var(&c.readStreamMinSize, "read-stream-min-size", 10<<20, "files at or above this size are read in chunks")
+	fl.BoolVar(&c.policy, "policy", true, "read-before-write policy (false = bare provider)")
+	fl.DurationVar(&c.sessionTTL, "session-ttl", 30*time.Minute, "idle time after which a session's observations are forgotten")
+	fl.IntVar(&c.maxSessions, "max-sessions", 10000, "sessions kept at once (least recently used go first)")
+	fl.IntVar(&c.maxPaths, "max-paths-per-session", 4096, "observations kept per session (least recently used go first)")
+	fl.Int64Var(&c.maxBodyBytes, "max-body-bytes", 32<<20, "request bodies above this get 413")
+	fl.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fl.BoolVar(&c.allowNoToken, "allow-no-token", false, "allow a non-loopback --addr without --token")
+	fl.StringVar(&c.rgPath, "rg-path", "", "ripgrep binary for glob and grep (default: rg on PATH)")
+	fl.DurationVar(&c.searchTimeout, "search-timeout", 30*time.Second, "glob and grep time limit")
+	fl.IntVar(&c.maxSearches, "max-searches", 4, "glob and grep calls running at once")
+	fl.StringVar(&c.lockDir, "lock-dir", "", "folder of the cross-process lock files (default: a per-root folder under the temp dir; \"off\" = in-process locks only)")
+	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+
+	if err := fl.Parse(args); err != nil {
+		return c, err
+	}
+	if fl.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (flags only; see --help)", fl.Arg(0))
+	}
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fl.VisitAll(func(f *flag.Flag) {
+		env := "TOOLFS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v := getenv(env)
+		if set[f.Name] || v == "" {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s (--%s): %v", v, env, f.Name, err))
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"read-limit", int64(c.readLimit)},
+		{"read-max-line-length", int64(c.readMaxLineLength)},
+		{"read-max-bytes", int64(c.readMaxBytes)},
+		{"read-stream-min-size", c.readStreamMinSize},
+		{"max-sessions", int64(c.maxSessions)},
+		{"max-paths-per-session", int64(c.maxPaths)},
+		{"max-body-bytes", c.maxBodyBytes},
+		{"max-searches", int64(c.maxSearches)},
+		{"session-ttl", int64(c.sessionTTL)},
+		{"search-timeout", int64(c.searchTimeout)},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("--%s must be positive", p.name)
+		}
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %v", c.addr, err)
+	}
+	if !isLoopback(host) && c.token == "" && !c.allowNoToken {
+		return fmt.Errorf("--addr %q is not a loopback address: set --token (or --allow-no-token to serve without auth)", c.addr)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+func (c config) origins() []string {
+	var out []string
+	for _, o := range strings.Split(c.corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/policy"
+	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/search"
+)
+
+// run starts the server and blocks until ctx is done, then drains in-flight
+// requests. It takes the process's fundamentals as arguments so tests can
+// run the whole server in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.logFormat, stderr)
+
+	lockDir := cfg.lockDir
+	switch lockDir {
+	case "off":
+		lockDir = ""
+	case "":
+		lockDir = fs.DefaultLockDir(cfg.root)
+	}
+	local, err := fs.NewLocal(cfg.root, fs.LocalOptions{LockDir: lockDir})
+	if err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	defer local.Close()
+
+	var gate policy.Gate = policy.Off{}
+	if cfg.policy {
+		gate = policy.NewStore(policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths})
+	}
+	searcher := search.New(search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches})
+	if !searcher.Available() {
+		log.Warn("ripgrep not found: glob and grep are unavailable", "rg-path", cfg.rgPath)
+	}
+
+	handler, err := handlers.NewServer(handlers.Config{
+		Caps:              render.Caps{Limit: cfg.readLimit, MaxLineLength: cfg.readMaxLineLength, MaxBytes: cfg.readMaxBytes},
+		StreamMinSize:     cfg.readStreamMinSize,
+		Token:             cfg.token,
+		CORSOrigins:       cfg.origins(),
+		MaxBodyBytes:      cfg.maxBodyBytes,
+		StreamWriteWindow: 30 * time.Second,
+		PolicyOn:          cfg.policy,
+	}, handlers.Deps{FS: local, Gate: gate, Search: searcher, Metrics: handlers.NewMetrics(), Logger: log})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	// Request contexts derive from base, so streams stop when the grace ends.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", local.Root(), ln.Addr())
+	log.Info("listening", "addr", ln.Addr().String(), "root", local.Root(), "policy", cfg.policy, "auth", cfg.token != "")
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests", "grace", cfg.shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		cancelBase()
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}

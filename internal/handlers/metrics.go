@@ -1,0 +1,59 @@
+package handlers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the service's Prometheus series (SPEC §8), on a registry of
+// their own so that several servers can live in one process (tests). No label
+// carries a path or a session id.
+type Metrics struct {
+	Registry      *prometheus.Registry
+	statCalls     prometheus.Counter
+	staleVersions *prometheus.CounterVec
+	readFooters   *prometheus.CounterVec
+	toolCalls     *prometheus.CounterVec
+	toolDuration  *prometheus.HistogramVec
+}
+
+// NewMetrics registers every series, with the Go and process collectors, on a
+// new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		statCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_fs_stat_calls_total",
+			Help: "Stat calls made by the tool executor: one per read, none per write or edit.",
+		}),
+		staleVersions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_stale_versions_total",
+			Help: "Mutations refused because the file changed since the session read it.",
+		}, []string{"tool"}),
+		readFooters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_read_footers_total",
+			Help: "Successful reads by the footer that ended the window.",
+		}, []string{"footer"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_tool_calls_total",
+			Help: "Tool calls by tool and outcome (ok or the error code).",
+		}, []string{"tool", "code"}),
+		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "toolfs_tool_duration_seconds",
+			Help:    "Tool call latency.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"tool"}),
+	}
+	m.Registry.MustRegister(
+		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	for _, f := range []string{"capped", "limit", "eof"} {
+		m.readFooters.WithLabelValues(f)
+	}
+	for _, t := range []string{"write", "edit"} {
+		m.staleVersions.WithLabelValues(t)
+	}
+	return m
+}
