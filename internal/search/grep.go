@@ -127,9 +127,16 @@ func (a *matchAccumulator) record(line []byte) error {
 		return nil
 	}
 	// rg writes "type" first: begin, end and context records (two thirds
-	// of the stream) are skipped without decoding.
-	if kind, ok := leadingType(line); ok && kind != "match" && line[len(line)-1] == '}' {
-		return nil
+	// of the stream) are skipped without decoding, and matches past the cap
+	// are only counted.
+	if kind, ok := leadingType(line); ok && line[len(line)-1] == '}' {
+		if kind != "match" {
+			return nil
+		}
+		if a.kept >= a.max {
+			a.seen++
+			return nil
+		}
 	}
 	var rec rgRecord
 	if err := json.Unmarshal(line, &rec); err != nil {
