@@ -179,7 +179,8 @@ func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, con
 	if code == 0 || code == 1 {
 		return code, nil
 	}
-	text := strings.TrimSpace(stderr.buf.String())
+	// The cap may split a character; messages must stay valid UTF-8.
+	text := strings.ToValidUTF8(strings.TrimSpace(stderr.buf.String()), "\uFFFD")
 	if code == 2 && strings.HasPrefix(text, "No files were searched") {
 		// rg 13 exits 2 when filters (include) leave nothing to search: that
 		// is an empty result, not a failure.

@@ -159,8 +159,10 @@ type Error struct {
 	Err     error
 }
 
+// Error returns the model-facing message.
 func (e *Error) Error() string { return e.Message }
 
+// Unwrap returns the internal cause, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
 func argError(msg string) *Error { return &Error{Code: CodeInvalidArgument, Message: msg} }

@@ -647,6 +647,8 @@ func TestFakeRgFailures(t *testing.T) {
 		{"other exit without stderr", "exit 4", CodeFailed, "grep search failed (exit 4)"},
 		{"stderr over its cap", "head -c 70000 /dev/zero | tr '\\0' e >&2; exit 2", CodeFailed,
 			"grep search failed (exit 2): " + strings.Repeat("e", StderrMaxBytes) + " [stderr truncated]"},
+		{"stderr cut inside a character", "head -c 65535 /dev/zero | tr '\\0' e >&2; printf '\\303\\251' >&2; exit 2", CodeFailed,
+			"grep search failed (exit 2): " + strings.Repeat("e", StderrMaxBytes-1) + "\uFFFD [stderr truncated]"},
 		{"malformed output", "echo '{\"type\":\"match\"}'", CodeFailed, "grep received malformed ripgrep --json output (a match record has no data)"},
 	}
 	for _, tt := range tests {
