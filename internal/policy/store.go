@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
@@ -17,17 +16,9 @@ const (
 	DefaultMaxObservations    = 1 << 20
 )
 
-const (
-	// sweepBatch bounds how many expired sessions one call removes, so no
-	// single request pays for a mass expiry; the rest go on later calls or
-	// on access.
-	sweepBatch = 16
-	// maxShards and minShardSessions size the sharding: only a store big
-	// enough that each shard keeps at least minShardSessions sessions (and
-	// room for one full session's paths) is split, so small caps stay exact.
-	maxShards        = 16
-	minShardSessions = 64
-)
+// sweepBatch bounds how many expired sessions one call removes, so no single
+// request pays for a mass expiry; the rest go on later calls or on access.
+const sweepBatch = 16
 
 // Config bounds a Store. A zero or negative field gets its default.
 type Config struct {
@@ -40,39 +31,26 @@ type Config struct {
 
 // Store is the in-memory Gate: per-session observations with LRU and TTL
 // bounds. It is safe for concurrent use. Every operation is O(1) (amortized,
-// counting expiry) under a short per-shard mutex; no goroutine runs in the
-// background, so a Store needs no Close.
+// counting expiry) under one short mutex (sharding by session measured no
+// faster); no goroutine runs in the background, so a Store needs no Close.
 //
 // Memory is bounded by MaxObservations entries (each about 100 bytes plus
 // its key and version strings) and MaxSessions sessions. Evicting an entry
 // or a session only ever fails closed: the session must read again.
-//
-// A large Store is split into up to 16 shards by session id, each with an
-// equal share of MaxSessions and MaxObservations and its own LRU order, so
-// eviction picks the least recently used session of the new session's shard
-// and can begin a little before the total reaches the cap.
 type Store struct {
-	seed   maphash.Seed
-	clock  func() int64 // nanoseconds since the Store was made
-	shards []shard
-}
-
-var _ Gate = (*Store)(nil)
-
-// shard is an independent part of a Store: its own lock, caps and LRU.
-type shard struct {
 	ttl             int64 // nanoseconds
 	maxSessions     int
 	maxPaths        int
 	maxObservations int
+	clock           func() int64 // nanoseconds since the Store was made
 
 	mu           sync.Mutex
 	sessions     map[string]*session
 	recent       recency[session, *session]
 	observations int
-
-	_ [64]byte // keeps neighbouring shards' hot fields off one cache line
 }
+
+var _ Gate = (*Store)(nil)
 
 // session is one session's observations, most recently used first.
 type session struct {
@@ -96,24 +74,12 @@ func (o *observation) links() *links[observation] { return &o.lk }
 
 // NewStore returns an empty Store bounded by cfg.
 func NewStore(cfg Config) *Store {
-	ttl := positiveOr(cfg.TTL, DefaultTTL)
-	maxSessions := positiveOr(cfg.MaxSessions, DefaultMaxSessions)
-	maxPaths := positiveOr(cfg.MaxPathsPerSession, DefaultMaxPathsPerSession)
-	maxObservations := positiveOr(cfg.MaxObservations, DefaultMaxObservations)
-
-	n := 1
-	for n < maxShards && maxSessions/(2*n) >= minShardSessions && maxObservations/(2*n) >= maxPaths {
-		n *= 2
-	}
-	s := &Store{seed: maphash.MakeSeed(), shards: make([]shard, n)}
-	for i := range s.shards {
-		s.shards[i] = shard{
-			ttl:             int64(ttl),
-			maxSessions:     maxSessions / n,
-			maxPaths:        maxPaths,
-			maxObservations: maxObservations / n,
-			sessions:        make(map[string]*session),
-		}
+	s := &Store{
+		ttl:             int64(positiveOr(cfg.TTL, DefaultTTL)),
+		maxSessions:     positiveOr(cfg.MaxSessions, DefaultMaxSessions),
+		maxPaths:        positiveOr(cfg.MaxPathsPerSession, DefaultMaxPathsPerSession),
+		maxObservations: positiveOr(cfg.MaxObservations, DefaultMaxObservations),
+		sessions:        make(map[string]*session),
 	}
 	if now := cfg.Now; now != nil {
 		epoch := now()
@@ -134,20 +100,12 @@ func positiveOr[T int | time.Duration](v, def T) T {
 	return def
 }
 
-// lock returns the session's shard, locked, and the time of this use.
-// Callers unlock it.
-func (s *Store) lock(session string) (*shard, int64) {
-	sh := s.shardOf(session)
+// lock takes the mutex and returns the time of this use. The clock is read
+// first, to keep it out of the critical section; callers unlock.
+func (s *Store) lock() int64 {
 	now := s.clock()
-	sh.mu.Lock()
-	return sh, now
-}
-
-func (s *Store) shardOf(session string) *shard {
-	if len(s.shards) == 1 {
-		return &s.shards[0]
-	}
-	return &s.shards[maphash.String(s.seed, session)&uint64(len(s.shards)-1)]
+	s.mu.Lock()
+	return now
 }
 
 // WriteIntent is ReplaceIfVersion at the version the session last saw
@@ -191,9 +149,9 @@ func (s *Store) Touch(session string) {
 	if session == "" {
 		return
 	}
-	sh, now := s.lock(session)
-	defer sh.mu.Unlock()
-	sh.use(session, now, true)
+	now := s.lock()
+	defer s.mu.Unlock()
+	s.use(session, now, true)
 }
 
 // Forget drops the session and reports whether it existed (an expired
@@ -202,31 +160,25 @@ func (s *Store) Forget(session string) bool {
 	if session == "" {
 		return false
 	}
-	sh, now := s.lock(session)
-	defer sh.mu.Unlock()
-	sh.sweep(now, sweepBatch)
-	ss := sh.sessions[session]
+	now := s.lock()
+	defer s.mu.Unlock()
+	s.sweep(now, sweepBatch)
+	ss := s.sessions[session]
 	if ss == nil {
 		return false
 	}
-	sh.drop(ss)
-	return !sh.expired(ss, now)
+	s.drop(ss)
+	return !s.expired(ss, now)
 }
 
 // Stats reports the live sessions and the observations they hold. It first
 // removes every expired session, so it costs O(expired); call it at
 // metrics-scrape rates, not per request.
 func (s *Store) Stats() (sessions, observations int) {
-	now := s.clock()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.sweep(now, len(sh.sessions))
-		sessions += len(sh.sessions)
-		observations += sh.observations
-		sh.mu.Unlock()
-	}
-	return sessions, observations
+	now := s.lock()
+	defer s.mu.Unlock()
+	s.sweep(now, len(s.sessions))
+	return len(s.sessions), s.observations
 }
 
 // lookup returns what the session saw of key, marking both used.
@@ -234,9 +186,9 @@ func (s *Store) lookup(session string, key fs.TargetKey) (v fs.Version, seen boo
 	if session == "" {
 		return "", false
 	}
-	sh, now := s.lock(session)
-	defer sh.mu.Unlock()
-	ss := sh.use(session, now, false)
+	now := s.lock()
+	defer s.mu.Unlock()
+	ss := s.use(session, now, false)
 	if ss == nil {
 		return "", false
 	}
@@ -254,14 +206,14 @@ func (s *Store) observe(session string, key fs.TargetKey, v fs.Version, unset bo
 	if session == "" {
 		return
 	}
-	sh, now := s.lock(session)
-	defer sh.mu.Unlock()
-	ss := sh.use(session, now, true)
+	now := s.lock()
+	defer s.mu.Unlock()
+	ss := s.use(session, now, true)
 	o := ss.paths[key]
 	switch {
 	case unset:
 		if o != nil {
-			sh.removePath(ss, o)
+			s.removePath(ss, o)
 		}
 		return
 	case o != nil:
@@ -274,9 +226,9 @@ func (s *Store) observe(session string, key fs.TargetKey, v fs.Version, unset bo
 	if ss.paths == nil {
 		ss.paths = make(map[fs.TargetKey]*observation)
 	}
-	if len(ss.paths) >= sh.maxPaths {
+	if len(ss.paths) >= s.maxPaths {
 		o = ss.recent.back
-		sh.removePath(ss, o)
+		s.removePath(ss, o)
 	} else {
 		o = new(observation)
 	}
@@ -284,31 +236,31 @@ func (s *Store) observe(session string, key fs.TargetKey, v fs.Version, unset bo
 	*o = observation{key: fs.TargetKey(strings.Clone(string(key))), version: fs.Version(strings.Clone(string(v)))}
 	ss.paths[o.key] = o
 	ss.recent.pushFront(o)
-	sh.observations++
-	sh.capObservations()
+	s.observations++
+	s.capObservations()
 }
 
 // use returns the live session, marked used at now, creating it if asked
 // (evicting the least recently used session at the cap); else nil.
-func (sh *shard) use(id string, now int64, create bool) *session {
-	sh.sweep(now, sweepBatch)
-	ss := sh.sessions[id]
-	if ss != nil && sh.expired(ss, now) {
-		sh.drop(ss)
+func (s *Store) use(id string, now int64, create bool) *session {
+	s.sweep(now, sweepBatch)
+	ss := s.sessions[id]
+	if ss != nil && s.expired(ss, now) {
+		s.drop(ss)
 		ss = nil
 	}
 	switch {
 	case ss != nil:
-		sh.recent.moveToFront(ss)
+		s.recent.moveToFront(ss)
 	case !create:
 		return nil
 	default:
-		if len(sh.sessions) >= sh.maxSessions {
-			sh.drop(sh.recent.back)
+		if len(s.sessions) >= s.maxSessions {
+			s.drop(s.recent.back)
 		}
 		ss = &session{id: strings.Clone(id), lastUsed: now}
-		sh.sessions[ss.id] = ss
-		sh.recent.pushFront(ss)
+		s.sessions[ss.id] = ss
+		s.recent.pushFront(ss)
 	}
 	// max: concurrent callers read the clock before taking the lock.
 	ss.lastUsed = max(ss.lastUsed, now)
@@ -318,34 +270,34 @@ func (sh *shard) use(id string, now int64, create bool) *session {
 // capObservations evicts the least recently used paths of the least recently
 // used sessions until the total is within bounds. The session just used is
 // at the front and its newest path survives, since maxObservations >= 1.
-func (sh *shard) capObservations() {
-	for sh.observations > sh.maxObservations {
-		victim := sh.recent.back
+func (s *Store) capObservations() {
+	for s.observations > s.maxObservations {
+		victim := s.recent.back
 		if len(victim.paths) == 0 {
-			sh.drop(victim)
+			s.drop(victim)
 			continue
 		}
-		sh.removePath(victim, victim.recent.back)
+		s.removePath(victim, victim.recent.back)
 	}
 }
 
 // sweep drops up to limit expired sessions from the idle end.
-func (sh *shard) sweep(now int64, limit int) {
-	for ; limit > 0 && sh.recent.back != nil && sh.expired(sh.recent.back, now); limit-- {
-		sh.drop(sh.recent.back)
+func (s *Store) sweep(now int64, limit int) {
+	for ; limit > 0 && s.recent.back != nil && s.expired(s.recent.back, now); limit-- {
+		s.drop(s.recent.back)
 	}
 }
 
-func (sh *shard) expired(ss *session, now int64) bool { return now-ss.lastUsed > sh.ttl }
+func (s *Store) expired(ss *session, now int64) bool { return now-ss.lastUsed > s.ttl }
 
-func (sh *shard) drop(ss *session) {
-	delete(sh.sessions, ss.id)
-	sh.recent.remove(ss)
-	sh.observations -= len(ss.paths)
+func (s *Store) drop(ss *session) {
+	delete(s.sessions, ss.id)
+	s.recent.remove(ss)
+	s.observations -= len(ss.paths)
 }
 
-func (sh *shard) removePath(ss *session, o *observation) {
+func (s *Store) removePath(ss *session, o *observation) {
 	delete(ss.paths, o.key)
 	ss.recent.remove(o)
-	sh.observations--
+	s.observations--
 }

@@ -82,37 +82,33 @@ func decide(t *testing.T, g Gate, session string, tg fs.Target) decision {
 // agree in both directions, counts and caps hold.
 func checkInvariants(t *testing.T, s *Store) {
 	t.Helper()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		assert.LessOrEqual(t, len(sh.sessions), sh.maxSessions)
-		assert.LessOrEqual(t, sh.observations, sh.maxObservations)
-		total, n := 0, 0
-		var prev *session
-		for ss := sh.recent.front; ss != nil; ss = ss.lk.next {
-			n++
-			assert.Same(t, prev, ss.lk.prev)
-			assert.Same(t, ss, sh.sessions[ss.id])
-			assert.Same(t, sh, s.shardOf(ss.id), "session %s in the wrong shard", ss.id)
-			assert.LessOrEqual(t, len(ss.paths), sh.maxPaths)
-			m := 0
-			var prevO *observation
-			for o := ss.recent.front; o != nil; o = o.lk.next {
-				m++
-				assert.Same(t, prevO, o.lk.prev)
-				assert.Same(t, o, ss.paths[o.key])
-				prevO = o
-			}
-			assert.Same(t, prevO, ss.recent.back)
-			assert.Equal(t, len(ss.paths), m)
-			total += m
-			prev = ss
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.LessOrEqual(t, len(s.sessions), s.maxSessions)
+	assert.LessOrEqual(t, s.observations, s.maxObservations)
+	total, n := 0, 0
+	var prev *session
+	for ss := s.recent.front; ss != nil; ss = ss.lk.next {
+		n++
+		assert.Same(t, prev, ss.lk.prev)
+		assert.Same(t, ss, s.sessions[ss.id])
+		assert.LessOrEqual(t, len(ss.paths), s.maxPaths)
+		m := 0
+		var prevO *observation
+		for o := ss.recent.front; o != nil; o = o.lk.next {
+			m++
+			assert.Same(t, prevO, o.lk.prev)
+			assert.Same(t, o, ss.paths[o.key])
+			prevO = o
 		}
-		assert.Same(t, prev, sh.recent.back)
-		assert.Equal(t, len(sh.sessions), n)
-		assert.Equal(t, total, sh.observations)
-		sh.mu.Unlock()
+		assert.Same(t, prevO, ss.recent.back)
+		assert.Equal(t, len(ss.paths), m)
+		total += m
+		prev = ss
 	}
+	assert.Same(t, prev, s.recent.back)
+	assert.Equal(t, len(s.sessions), n)
+	assert.Equal(t, total, s.observations)
 }
 
 func TestDecisions(t *testing.T) {
@@ -322,7 +318,7 @@ func TestTTL(t *testing.T) {
 
 func TestExpiredSessionsAreSwept(t *testing.T) {
 	clk := newClock()
-	s := NewStore(Config{TTL: time.Minute, MaxSessions: minShardSessions, Now: clk.Now})
+	s := NewStore(Config{TTL: time.Minute, Now: clk.Now})
 	for i := range 3 * sweepBatch {
 		s.ObservePresent(fmt.Sprint("old", i), target.Key, "v1")
 	}
@@ -330,10 +326,9 @@ func TestExpiredSessionsAreSwept(t *testing.T) {
 
 	// One call sweeps a bounded batch from the idle end, never the lot.
 	s.Touch("new")
-	require.Len(t, s.shards, 1)
-	s.shards[0].mu.Lock()
-	left := len(s.shards[0].sessions)
-	s.shards[0].mu.Unlock()
+	s.mu.Lock()
+	left := len(s.sessions)
+	s.mu.Unlock()
 	assert.Equal(t, 3*sweepBatch+1-sweepBatch, left)
 
 	// An expired session is gone on access even before the sweep reaches it.
@@ -496,53 +491,11 @@ func TestStats(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	for _, cfg := range []Config{{}, {TTL: -1, MaxSessions: -1, MaxPathsPerSession: -1, MaxObservations: -1}} {
 		s := NewStore(cfg)
-		require.Len(t, s.shards, maxShards)
-		for i := range s.shards {
-			sh := &s.shards[i]
-			assert.Equal(t, int64(DefaultTTL), sh.ttl)
-			assert.Equal(t, DefaultMaxSessions/maxShards, sh.maxSessions)
-			assert.Equal(t, DefaultMaxPathsPerSession, sh.maxPaths)
-			assert.Equal(t, DefaultMaxObservations/maxShards, sh.maxObservations)
-		}
+		assert.Equal(t, int64(DefaultTTL), s.ttl)
+		assert.Equal(t, DefaultMaxSessions, s.maxSessions)
+		assert.Equal(t, DefaultMaxPathsPerSession, s.maxPaths)
+		assert.Equal(t, DefaultMaxObservations, s.maxObservations)
 	}
-}
-
-func TestSharding(t *testing.T) {
-	tests := []struct {
-		name   string
-		cfg    Config
-		shards int
-	}{
-		{name: "defaults", cfg: Config{}, shards: maxShards},
-		{name: "few sessions stay exact", cfg: Config{MaxSessions: 2*minShardSessions - 1}, shards: 1},
-		{name: "two shards", cfg: Config{MaxSessions: 2 * minShardSessions}, shards: 2},
-		{name: "observations must fit a full session per shard", cfg: Config{MaxPathsPerSession: 100, MaxObservations: 399}, shards: 2},
-		{name: "tiny observation cap", cfg: Config{MaxObservations: 3}, shards: 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Len(t, NewStore(tt.cfg).shards, tt.shards)
-		})
-	}
-}
-
-func TestShardedStoreStaysBounded(t *testing.T) {
-	const maxSessions, maxObservations = 4 * minShardSessions, 4 * 64
-	s := NewStore(Config{MaxSessions: maxSessions, MaxPathsPerSession: 8, MaxObservations: maxObservations})
-	require.Len(t, s.shards, 4)
-	for i := range 10 * maxSessions {
-		id := fmt.Sprint("s", i)
-		for k := range 3 {
-			s.ObservePresent(id, fs.TargetKey(fmt.Sprint("/k", k)), fs.Version(id))
-		}
-		// The session just used always survives, whatever its shard.
-		assert.Equal(t, present(fs.Version(id)), decide(t, s, id, fs.Target{Key: "/k2", Display: "/k2"}))
-	}
-	sessions, observations := s.Stats()
-	assert.LessOrEqual(t, sessions, maxSessions)
-	assert.LessOrEqual(t, observations, maxObservations)
-	assert.Greater(t, observations, maxObservations/2, "every shard should fill up")
-	checkInvariants(t, s)
 }
 
 func TestOff(t *testing.T) {
@@ -569,8 +522,8 @@ func TestConcurrentUse(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{name: "one small shard", cfg: Config{MaxSessions: 8, MaxPathsPerSession: 4, MaxObservations: 20}},
-		{name: "sharded", cfg: Config{}},
+		{name: "small caps, constant eviction", cfg: Config{MaxSessions: 8, MaxPathsPerSession: 4, MaxObservations: 20}},
+		{name: "defaults", cfg: Config{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { hammer(t, NewStore(tt.cfg)) })
