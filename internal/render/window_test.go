@@ -2,6 +2,8 @@ package render
 
 import (
 	"bytes"
+	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,12 +16,16 @@ import (
 const display = "/w/a.txt"
 
 // window feeds input in chunks of size chunk (0: all at once) and closes.
+// It also checks the Ready contract: nothing leaves before the NUL sample
+// has passed, and the lines released, in order, are exactly Window.Lines.
 func window(input string, offset, limit int, caps Caps, chunk int) (Window, error) {
 	w := NewWindower(offset, limit, caps)
 	data := []byte(input)
 	if chunk <= 0 {
 		chunk = len(data) + 1
 	}
+	var released []Line
+	fed := 0
 	for len(data) > 0 {
 		n := min(chunk, len(data))
 		if _, err := w.Write(data[:n]); err != nil {
@@ -29,9 +35,22 @@ func window(input string, offset, limit int, caps Caps, chunk int) (Window, erro
 			}
 			return Window{}, err
 		}
-		data = data[n:]
+		data, fed = data[n:], fed+n
+		ready := w.Ready()
+		if len(ready) > 0 && fed < BinarySample {
+			return Window{}, errors.New("lines released inside the NUL sample")
+		}
+		released = append(released, ready...)
 	}
-	return w.Close()
+	win, err := w.Close()
+	if err != nil {
+		return win, err
+	}
+	released = append(released, w.Ready()...)
+	if len(released) != len(win.Lines) || (len(released) > 0 && !reflect.DeepEqual(released, win.Lines)) {
+		return Window{}, errors.New("released lines differ from Window.Lines")
+	}
+	return win, nil
 }
 
 func TestReadOutputGolden(t *testing.T) {
