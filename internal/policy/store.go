@@ -13,7 +13,7 @@ const (
 	DefaultTTL                = 30 * time.Minute
 	DefaultMaxSessions        = 10000
 	DefaultMaxPathsPerSession = 4096
-	DefaultMaxObservations    = 1 << 20
+	DefaultMaxObservations    = 1 << 18 // about 56 MB at 215 bytes per entry
 )
 
 // sweepBatch bounds how many expired sessions one call removes, so no single
@@ -21,11 +21,14 @@ const (
 const sweepBatch = 16
 
 // Config bounds a Store. A zero or negative field gets its default.
+// MaxObservations is what actually bounds memory: MaxSessions times
+// MaxPathsPerSession would allow 40 million entries. Over it, the least
+// recently used session gives up its least recently used path.
 type Config struct {
 	TTL                time.Duration    // idle sessions expire (default 30m)
 	MaxSessions        int              // LRU cap on sessions (default 10000)
 	MaxPathsPerSession int              // LRU cap per session (default 4096)
-	MaxObservations    int              // cap on observations across all sessions (default 1<<20)
+	MaxObservations    int              // cap on (session, path) entries in all (default 1<<18)
 	Now                func() time.Time // injectable clock; nil = time.Now
 }
 
@@ -35,7 +38,8 @@ type Config struct {
 // faster); no goroutine runs in the background, so a Store needs no Close.
 //
 // Memory is bounded by MaxObservations entries (each about 100 bytes plus
-// its key and version strings) and MaxSessions sessions. Evicting an entry
+// copies of its key and version: 215 bytes for a 50-byte path) and
+// MaxSessions sessions. Evicting an entry
 // or a session only ever fails closed: the session must read again.
 type Store struct {
 	ttl             int64 // nanoseconds
