@@ -248,7 +248,8 @@ test("CORS preflight answers the configured origin only", async (t) => {
         headers: {
           Origin: c.origin(),
           "Access-Control-Request-Method": "POST",
-          "Access-Control-Request-Headers": "authorization,content-type,x-session-id,x-session-cwd,accept",
+          // As browsers send it: lowercase, sorted, no spaces (rs/cors 1.11 denies other forms).
+          "Access-Control-Request-Headers": "accept,authorization,content-type,x-session-cwd,x-session-id",
         },
       });
       const allow = res.headers.get("access-control-allow-origin");
