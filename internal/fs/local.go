@@ -57,6 +57,7 @@ type Local struct {
 // testHooks let tests reach the windows that only races reach otherwise.
 type testHooks struct {
 	beforePublish func() // after the temporary file is staged
+	beforeRename  func() // after the last check, just before publication
 	linkOnly      bool   // publish create-only by link+unlink, as without renameat2
 }
 

@@ -195,6 +195,7 @@ type staged struct {
 	dir       int
 	tmp, name string
 	published bool
+	hook      func() // testHooks.beforeRename
 }
 
 // stage creates an exclusive temporary file named .<name>.toolfs-<random>.tmp
@@ -219,7 +220,7 @@ func (l *Local) stage(dir int, name string, mode uint32, owner *unix.Stat_t, fil
 	if fd < 0 {
 		return nil, unix.EEXIST
 	}
-	s := &staged{f: os.NewFile(uintptr(fd), tmp), dir: dir, tmp: tmp, name: name}
+	s := &staged{f: os.NewFile(uintptr(fd), tmp), dir: dir, tmp: tmp, name: name, hook: l.hooks.beforeRename}
 	err := fill(s.f)
 	if err == nil && owner != nil {
 		var st unix.Stat_t
@@ -256,6 +257,9 @@ func tempName(name string) string {
 
 // publish renames the temporary file over the target.
 func (s *staged) publish() error {
+	if s.hook != nil {
+		s.hook()
+	}
 	if err := unix.Renameat(s.dir, s.tmp, s.dir, s.name); err != nil {
 		return err
 	}
@@ -267,6 +271,9 @@ func (s *staged) publish() error {
 // there): renameat2(RENAME_NOREPLACE), or link+unlink where the filesystem
 // lacks it.
 func (s *staged) publishNew(linkOnly bool) error {
+	if s.hook != nil {
+		s.hook()
+	}
 	var err error = unix.EINVAL
 	if !linkOnly {
 		err = unix.Renameat2(s.dir, s.tmp, s.dir, s.name, unix.RENAME_NOREPLACE)
