@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strconv"
@@ -137,9 +138,16 @@ func TestWindowFields(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Window{Offset: 1, Lines: []Line{{1, "aaaa"}, {2, "bbbb"}}, TotalLines: 3, Footer: FooterCapped}, win)
 
+	js, err := json.Marshal(win.Lines)
+	require.NoError(t, err)
+	assert.Equal(t, `[{"number":1,"text":"aaaa"},{"number":2,"text":"bbbb"}]`, string(js))
+
 	win, err = window("", 1, 10, DefaultCaps(), 0)
 	require.NoError(t, err)
 	assert.Equal(t, Window{Offset: 1, Lines: []Line{}, TotalLines: 0, Footer: FooterEOF}, win)
+	js, err = json.Marshal(win.Lines)
+	require.NoError(t, err)
+	assert.Equal(t, `[]`, string(js), "metadata shows an empty list, never null")
 
 	win, err = window("a\nb\nc", 1, 2, DefaultCaps(), 0)
 	require.NoError(t, err)
