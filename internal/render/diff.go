@@ -34,7 +34,26 @@ func Diffs(path, before, after string) []Diff {
 	if before == after {
 		return out
 	}
-	a, b := splitKeepNewline(before), splitKeepNewline(after)
+	// Only the changed middle, widened by the context lines, is split into
+	// lines: an edit in a 10 MiB file costs two fast scans, not two line
+	// arrays. head and the tail start on line boundaries in both texts.
+	head := commonPrefix(before, after)
+	head = strings.LastIndexByte(before[:head], '\n') + 1
+	tail := commonSuffix(before[head:], after[head:])
+	if k := strings.IndexByte(before[len(before)-tail:], '\n'); k >= 0 {
+		tail -= k + 1
+	} else {
+		tail = 0
+	}
+	start := linesBack(before, head, diffContext)
+	endA := linesForward(before, len(before)-tail, diffContext)
+	endB := len(after) - (len(before) - endA)
+	return hunks(path, splitKeepNewline(before[start:endA]), splitKeepNewline(after[start:endB]))
+}
+
+// hunks groups the changes between the lines a and b into Diffs.
+func hunks(path string, a, b []string) []Diff {
+	out := []Diff{}
 	blocks := changedBlocks(a, b)
 	for i := 0; i < len(blocks); {
 		// Merge blocks whose gap of unchanged lines fits both contexts.
@@ -58,6 +77,50 @@ func Diffs(path, before, after string) []Diff {
 
 // block is a maximal run of changed lines: a[a0:a1] became b[b0:b1].
 type block struct{ a0, a1, b0, b1 int }
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n, i := min(len(a), len(b)), 0
+	for i+4096 <= n && a[i:i+4096] == b[i:i+4096] {
+		i += 4096
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// commonSuffix is the length of the longest common suffix of a and b.
+func commonSuffix(a, b string) int {
+	n, i := min(len(a), len(b)), 0
+	for i+4096 <= n && a[len(a)-i-4096:len(a)-i] == b[len(b)-i-4096:len(b)-i] {
+		i += 4096
+	}
+	for i < n && a[len(a)-1-i] == b[len(b)-1-i] {
+		i++
+	}
+	return i
+}
+
+// linesBack moves the line start i back by up to n lines.
+func linesBack(s string, i, n int) int {
+	for ; n > 0 && i > 0; n-- {
+		i = strings.LastIndexByte(s[:i-1], '\n') + 1
+	}
+	return i
+}
+
+// linesForward moves the line start i forward by up to n lines.
+func linesForward(s string, i, n int) int {
+	for ; n > 0 && i < len(s); n-- {
+		k := strings.IndexByte(s[i:], '\n')
+		if k < 0 {
+			return len(s)
+		}
+		i += k + 1
+	}
+	return i
+}
 
 // splitKeepNewline splits s into lines that keep their "\n"; a final line
 // without one is kept too, and "" has no lines.

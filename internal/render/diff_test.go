@@ -175,6 +175,32 @@ func TestDiffsRebuildAfter(t *testing.T) {
 	}
 }
 
+// TestDiffsWindowMatchesWholeFile checks that splitting only the changed
+// middle (plus context) gives the hunks of a diff over every line.
+func TestDiffsWindowMatchesWholeFile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	gen := func() string {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = "ab\n"[rng.IntN(3)]
+		}
+		return string(b)
+	}
+	for iter := range 20000 {
+		before, after := gen(), gen()
+		if rng.IntN(2) == 0 { // mostly-equal pairs: a small edit
+			k := rng.IntN(len(before) + 1)
+			ins := gen()
+			after = before[:k] + ins[:min(len(ins), rng.IntN(3))] + before[min(len(before), k+rng.IntN(3)):]
+		}
+		want := []Diff{}
+		if before != after {
+			want = hunks("f", splitKeepNewline(before), splitKeepNewline(after))
+		}
+		require.Equal(t, want, Diffs("f", before, after), "iter %d: %q -> %q", iter, before, after)
+	}
+}
+
 func TestDiffsBoundedOnPathologicalInput(t *testing.T) {
 	var before, after strings.Builder
 	for i := range 100_000 { // ~1.2 MiB each, every line different
