@@ -82,12 +82,12 @@ const toolfs = {
       el("read-json").textContent = r.output;
       return r.output;
     }),
-  stream: (file_path: string) =>
+  stream: (file_path: string, limit?: number) =>
     settle(`stream ${file_path}`, async () => {
       const out = el("read-stream");
       out.textContent = "";
       const got: string[] = [];
-      for await (const line of fs.readLines({ file_path })) {
+      for await (const line of fs.readLines({ file_path, limit })) {
         got.push(line);
         out.append(line + "\n");
       }

@@ -83,7 +83,10 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
   process.once(sig, () => {
     killServer();
     setTimeout(() => process.exit(1), 5_000).unref();
-    (ctx ? ctx.close() : Promise.resolve()).catch(() => {}).finally(() => process.exit(1));
+    (ctx ? ctx.close() : Promise.resolve()).catch(() => {}).finally(() => {
+      if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+      process.exit(1);
+    });
   });
 }
 
@@ -165,6 +168,21 @@ test("the README usage example runs in the page", async () => {
   assert.equal(await textContent("#usage"), want);
   assert.equal(read("notes.txt"), "# Notes\nstatus: final\nowner: ada\n");
   assert.equal(read("todo.txt"), "a\n");
+});
+
+test("a streamed read the server aborts rejects in the page, never ends short", async () => {
+  // Above --read-stream-min-size (10 MiB), so the window streams before the
+  // count reaches the invalid byte at the end.
+  const line = "x".repeat(99) + "\n";
+  fs.writeFileSync(path.join(root, "big.txt"), Buffer.concat([Buffer.from(line.repeat(110_000)), Buffer.from([0xff, 0x0a])]));
+  const out = await call("stream", "big.txt", 3);
+  assert.equal(out.ok, false, JSON.stringify(out).slice(0, 300));
+  assert.match(out.error ?? "", /^TypeError/, JSON.stringify(out).slice(0, 300));
+  const shown = await textContent("#read-stream");
+  assert.ok(shown.includes(`\n3: ${"x".repeat(99)}\n`), `window lines arrive first: ${shown.slice(0, 300)}`);
+  assert.ok(!shown.includes("(End of file"), shown.slice(-300));
+  assert.ok(!shown.includes("</content>"), shown.slice(-300));
+  fs.rmSync(path.join(root, "big.txt"));
 });
 
 const app = "const a = 1;\nconst b = 2;\nconst c = 3;\nconst d = 4;\nconst e = 5;\nconst f = 6;\nconst g = 7;\nconst h = 8;\n";
