@@ -1,6 +1,9 @@
 package render
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+)
 
 // Diff is one hunk of a write or edit: its lines before and after, context
 // included, joined with "\n". OldText is nil for an insertion into empty
@@ -30,9 +33,8 @@ const (
 // distance of 2000 lines; past that (or past its work budget) the region
 // between the common head and tail becomes one hunk.
 func Diffs(path, before, after string) []Diff {
-	out := []Diff{}
 	if before == after {
-		return out
+		return []Diff{}
 	}
 	// Only the changed middle, widened by the context lines, is split into
 	// lines: an edit in a 10 MiB file costs two fast scans, not two line
@@ -158,8 +160,7 @@ func changedBlocks(a, b []string) []block {
 	if len(am) == 0 || len(bm) == 0 {
 		return whole
 	}
-	x, y := internLines(am, bm)
-	ops, ok := myers(x, y, maxDiffEdits, maxDiffWork)
+	ops, ok := myers(newLineSeqs(am, bm), maxDiffEdits, maxDiffWork)
 	if !ok {
 		return whole
 	}
@@ -184,23 +185,26 @@ func changedBlocks(a, b []string) []block {
 	return blocks
 }
 
-// internLines maps equal lines to equal small integers.
-func internLines(a, b []string) ([]int32, []int32) {
-	ids := make(map[string]int32, len(a))
-	conv := func(lines []string) []int32 {
-		out := make([]int32, len(lines))
+// lineSeqs are the two line sequences Myers compares: by hash first, then
+// by text, so a hash collision can never hide a change.
+type lineSeqs struct {
+	a, b   []string
+	ha, hb []uint64
+}
+
+func newLineSeqs(a, b []string) lineSeqs {
+	seed := maphash.MakeSeed()
+	hash := func(lines []string) []uint64 {
+		out := make([]uint64, len(lines))
 		for i, l := range lines {
-			id, ok := ids[l]
-			if !ok {
-				id = int32(len(ids))
-				ids[l] = id
-			}
-			out[i] = id
+			out[i] = maphash.String(seed, l)
 		}
 		return out
 	}
-	return conv(a), conv(b)
+	return lineSeqs{a: a, b: b, ha: hash(a), hb: hash(b)}
 }
+
+func (s lineSeqs) equal(x, y int) bool { return s.ha[x] == s.hb[y] && s.a[x] == s.b[y] }
 
 type op byte
 
@@ -212,8 +216,8 @@ const (
 
 // myers returns a shortest edit script from a to b (Myers' greedy O(ND)
 // algorithm), or false when it would exceed maxEdits edits or maxWork steps.
-func myers(a, b []int32, maxEdits, maxWork int) ([]op, bool) {
-	n, m := len(a), len(b)
+func myers(s lineSeqs, maxEdits, maxWork int) ([]op, bool) {
+	n, m := len(s.a), len(s.b)
 	limit := min(n+m, maxEdits)
 	// v[k+off] is the furthest x on diagonal k; trace[d] keeps v[-d..d]
 	// after step d for the walk back.
@@ -231,7 +235,7 @@ func myers(a, b []int32, maxEdits, maxWork int) ([]op, bool) {
 			}
 			y := x - k
 			start := x
-			for x < n && y < m && a[x] == b[y] {
+			for x < n && y < m && s.equal(x, y) {
 				x, y = x+1, y+1
 			}
 			work += x - start + 1

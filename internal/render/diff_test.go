@@ -108,8 +108,7 @@ func TestMyersIsMinimalAndCorrect(t *testing.T) {
 			return out
 		}
 		a, b := gen(), gen()
-		x, y := internLines(a, b)
-		ops, ok := myers(x, y, maxDiffEdits, maxDiffWork)
+		ops, ok := myers(newLineSeqs(a, b), maxDiffEdits, maxDiffWork)
 		require.True(t, ok)
 		var got []string
 		i, j, equal := 0, 0, 0
@@ -217,12 +216,12 @@ func TestDiffsBoundedOnPathologicalInput(t *testing.T) {
 }
 
 func TestMyersGivesUpPastItsBudget(t *testing.T) {
-	a, b := internLines(strings.Split("a b c d e f", " "), strings.Split("a x c y e z", " "))
-	_, ok := myers(a, b, 6, 1000)
+	s := newLineSeqs(strings.Split("a b c d e f", " "), strings.Split("a x c y e z", " "))
+	_, ok := myers(s, 6, 1000)
 	assert.True(t, ok, "6 edits fit")
-	_, ok = myers(a, b, 5, 1000)
+	_, ok = myers(s, 5, 1000)
 	assert.False(t, ok, "6 edits exceed an edit limit of 5")
-	_, ok = myers(a, b, 100, 3)
+	_, ok = myers(s, 100, 3)
 	assert.False(t, ok, "the work budget runs out")
 }
 
