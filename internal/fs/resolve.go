@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -152,6 +153,9 @@ func (w *walked) close(l *Local) {
 // does, since an open folder may have moved). With create, missing parent
 // folders are made (mode 0777, less the umask) on the way.
 func (l *Local) walk(rel string, create bool) (w walked, err error) {
+	if w, ok := l.walkFast(rel); ok {
+		return w, nil
+	}
 	w.dir = -1
 	parts := splitPath(rel)
 	var resolved []string
@@ -265,6 +269,44 @@ func (l *Local) walk(rel string, create bool) (w walked, err error) {
 		return walked{kind: walkFound, rel: "", dir: dir, name: name, st: st}, nil
 	}
 	return l.found(dir, resolved[:len(resolved)-1], name, st), nil
+}
+
+// noOpenat2 is set once openat2 turns out to be missing (Linux < 5.6).
+var noOpenat2 atomic.Bool
+
+// walkFast is the common case in three syscalls: the parent folder opened
+// by openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (the kernel refuses
+// any symlink or escape on the way), then an lstat of the final name. It
+// declines (ok false) whenever a symlink, an error or anything unusual is
+// met, leaving it to the full walk.
+func (l *Local) walkFast(rel string) (walked, bool) {
+	if rel == "" || noOpenat2.Load() {
+		return walked{}, false
+	}
+	dir, name := l.rootFd, rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		fd, err := unix.Openat2(l.rootFd, rel[:i], &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			if err == unix.ENOSYS {
+				noOpenat2.Store(true)
+			}
+			return walked{}, false
+		}
+		dir, name = fd, rel[i+1:]
+	}
+	var st unix.Stat_t
+	err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case err == nil && st.Mode&unix.S_IFMT != unix.S_IFLNK:
+		return walked{kind: walkFound, rel: rel, dir: dir, name: name, st: st}, true
+	case err == unix.ENOENT && name != ".." && name != ".":
+		return walked{kind: walkMissing, rel: rel, dir: dir, name: name}, true
+	}
+	l.closeDir(dir)
+	return walked{}, false
 }
 
 func (l *Local) found(dir int, resolved []string, name string, st unix.Stat_t) walked {

@@ -207,3 +207,42 @@ func TestForeignKeyRefused(t *testing.T) {
 		requireCode(t, err, CodeSandboxDenied, `cannot read "/x": outside the workspace root`)
 	}
 }
+
+// The openat2 fast path and the full walk agree wherever the fast path
+// answers, and it declines on every symlink.
+func TestWalkFastAgreesWithFullWalk(t *testing.T) {
+	f := newFixture(t, "a/b/f.txt", "a/link => b", "top.txt", "a/b/pipe |")
+	paths := []struct {
+		rel      string
+		wantFast bool
+	}{
+		{"a/b/f.txt", true},
+		{"top.txt", true},
+		{"a/b", true},
+		{"a/b/pipe", true},
+		{"a/b/missing", true},
+		{"a/missing/x", false},
+		{"a/link/f.txt", false},
+		{"a/link", false},
+		{"top.txt/x", false},
+	}
+	for _, p := range paths {
+		t.Run(p.rel, func(t *testing.T) {
+			fast, ok := f.l.walkFast(p.rel)
+			defer fast.close(f.l)
+			require.Equal(t, p.wantFast, ok)
+			if !ok {
+				return
+			}
+			noOpenat2.Store(true)
+			full, err := f.l.walk(p.rel, false)
+			noOpenat2.Store(false)
+			require.NoError(t, err)
+			defer full.close(f.l)
+			assert.Equal(t, full.kind, fast.kind)
+			assert.Equal(t, full.rel, fast.rel)
+			assert.Equal(t, full.name, fast.name)
+			assert.Equal(t, full.st, fast.st)
+		})
+	}
+}
