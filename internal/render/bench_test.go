@@ -52,7 +52,6 @@ func big() []byte {
 func BenchmarkWindow100MiB(b *testing.B) {
 	data := big()
 	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
 	for b.Loop() {
 		w := NewWindower(1, 2000, DefaultCaps())
 		for p := data; len(p) > 0; {
@@ -74,7 +73,6 @@ func BenchmarkWindow100MiB(b *testing.B) {
 func BenchmarkBaseline100MiB(b *testing.B) {
 	data := big()
 	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
 	for b.Loop() {
 		if bytes.Count(data, []byte{'\n'}) == 0 || !utf8.Valid(data) {
 			b.Fatal("bad bench data")
@@ -83,7 +81,8 @@ func BenchmarkBaseline100MiB(b *testing.B) {
 }
 
 // BenchmarkWindowSourceFile windows a typical 2,000-line source file
-// (about 70 KiB, so the byte cap ends the window) at offset 1 with the default caps, in one chunk.
+// (about 55 KiB, so the byte cap ends the window at line 1833) at offset 1
+// with the default caps, in one chunk, and renders the output.
 func BenchmarkWindowSourceFile(b *testing.B) {
 	src := sourceLike(256 << 10)
 	src = src[:nthNewline(src, 2000)+1]
@@ -110,12 +109,29 @@ func nthNewline(p []byte, n int) int {
 	return i
 }
 
+// BenchmarkDiffsEdit diffs a one-line edit in a 1 MiB file.
 func BenchmarkDiffsEdit(b *testing.B) {
 	before := string(sourceLike(1 << 20))
 	after := strings.Replace(before, "handler700(", "handlerSeven(", 1)
 	b.ReportAllocs()
 	for b.Loop() {
 		if len(Diffs("f.go", before, after)) != 1 {
+			b.Fatal("want one hunk")
+		}
+	}
+}
+
+// BenchmarkDiffsWorstCase diffs two 10 MiB texts whose lines all differ:
+// the search gives up at its bound and reports one hunk.
+func BenchmarkDiffsWorstCase(b *testing.B) {
+	var before, after strings.Builder
+	for i := 0; before.Len() < 10<<20; i++ {
+		fmt.Fprintf(&before, "old line %d\n", i)
+		fmt.Fprintf(&after, "new line %d\n", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Diffs("f", before.String(), after.String())) != 1 {
 			b.Fatal("want one hunk")
 		}
 	}
