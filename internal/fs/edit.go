@@ -285,24 +285,30 @@ func (m *matcher) feed(p []byte, final bool, emit func([]byte) error) error {
 	return nil
 }
 
-// utf8Stream validates UTF-8 split at arbitrary chunk boundaries.
+// utf8Stream validates UTF-8 split at arbitrary chunk boundaries. Once
+// invalid, it stays invalid.
 type utf8Stream struct {
 	tail [utf8.UTFMax]byte
 	n    int
+	bad  bool
 }
 
-// write reports whether p continues valid UTF-8.
+// write reports whether the stream so far, p included, is valid UTF-8.
 func (v *utf8Stream) write(p []byte) bool {
+	if v.bad {
+		return false
+	}
 	for v.n > 0 && len(p) > 0 { // complete the rune split by the last boundary
 		v.tail[v.n] = p[0]
 		v.n++
 		p = p[1:]
 		if utf8.FullRune(v.tail[:v.n]) {
 			r, size := utf8.DecodeRune(v.tail[:v.n])
+			v.n = 0
 			if r == utf8.RuneError && size == 1 {
+				v.bad = true
 				return false
 			}
-			v.n = 0
 		}
 	}
 	if len(p) == 0 {
@@ -318,8 +324,10 @@ func (v *utf8Stream) write(p []byte) bool {
 			break
 		}
 	}
-	return utf8.Valid(p)
+	v.bad = !utf8.Valid(p)
+	return !v.bad
 }
 
-// close reports whether the stream did not end inside a rune.
-func (v *utf8Stream) close() bool { return v.n == 0 }
+// close reports whether the whole stream was valid and did not end inside a
+// rune.
+func (v *utf8Stream) close() bool { return !v.bad && v.n == 0 }

@@ -73,8 +73,13 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 		if w, err = l.walkTarget(t, true); err != nil {
 			return WriteOutcome{}, l.fail("write", t.Display, err)
 		}
-		if w.kind != walkMissing || w.dir < 0 { // something appeared meanwhile
-			return WriteOutcome{}, l.fail("write", t.Display, unix.EAGAIN)
+		switch { // what if something appeared meanwhile?
+		case w.kind == walkMissing && w.dir >= 0:
+		case w.kind == walkFound && isRegular(&w.st) && intent == nil: // replaced like any file
+		case w.kind == walkFound && isRegular(&w.st):
+			return WriteOutcome{}, notObserved(t.Display)
+		default:
+			return WriteOutcome{}, notRegular("write", t.Display)
 		}
 	}
 
