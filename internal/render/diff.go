@@ -50,11 +50,11 @@ func Diffs(path, before, after string) []Diff {
 	start := linesBack(before, head, diffContext)
 	endA := linesForward(before, len(before)-tail, diffContext)
 	endB := len(after) - (len(before) - endA)
-	return hunks(path, splitKeepNewline(before[start:endA]), splitKeepNewline(after[start:endB]))
+	return hunks(path, splitLines(before[start:endA]), splitLines(after[start:endB]))
 }
 
 // hunks groups the changes between the lines a and b into Diffs.
-func hunks(path string, a, b []string) []Diff {
+func hunks(path string, a, b lines) []Diff {
 	out := []Diff{}
 	blocks := changedBlocks(a, b)
 	for i := 0; i < len(blocks); {
@@ -65,10 +65,10 @@ func hunks(path string, a, b []string) []Diff {
 		}
 		first, last := blocks[i], blocks[j]
 		lead := min(diffContext, first.a0)
-		trail := min(diffContext, len(a)-last.a1)
-		d := Diff{Path: path, NewText: joinLines(b[first.b0-lead : last.b1+trail])}
-		if oldLines := a[first.a0-lead : last.a1+trail]; len(oldLines) > 0 {
-			s := joinLines(oldLines)
+		trail := min(diffContext, a.len()-last.a1)
+		d := Diff{Path: path, NewText: b.text(first.b0-lead, last.b1+trail)}
+		if a0, a1 := first.a0-lead, last.a1+trail; a0 < a1 {
+			s := a.text(a0, a1)
 			d.OldText = &s
 		}
 		out = append(out, d)
@@ -124,40 +124,55 @@ func linesForward(s string, i, n int) int {
 	return i
 }
 
-// splitKeepNewline splits s into lines that keep their "\n"; a final line
-// without one is kept too, and "" has no lines.
-func splitKeepNewline(s string) []string {
-	lines := make([]string, 0, strings.Count(s, "\n")+1)
-	for len(s) > 0 {
-		i := strings.IndexByte(s, '\n') + 1
-		if i == 0 {
-			i = len(s)
-		}
-		lines = append(lines, s[:i])
-		s = s[i:]
-	}
-	return lines
+// lines is a text split into lines that keep their "\n" (a last line
+// without one included; "" has none): line i is s[off[i]:off[i+1]]. Offsets
+// cost half of what strings would, and any run of lines is a substring of
+// s, so a hunk's text is never copied.
+type lines struct {
+	s   string
+	off []int
 }
 
-// joinLines joins lines that keep their newlines, dropping the last newline.
-func joinLines(lines []string) string {
-	s := strings.Join(lines, "")
-	return strings.TrimSuffix(s, "\n")
+func splitLines(s string) lines {
+	off := make([]int, 1, strings.Count(s, "\n")+2)
+	for i := 0; i < len(s); {
+		k := strings.IndexByte(s[i:], '\n')
+		if k < 0 {
+			i = len(s)
+		} else {
+			i += k + 1
+		}
+		off = append(off, i)
+	}
+	return lines{s: s, off: off}
+}
+
+func (l lines) len() int { return len(l.off) - 1 }
+
+func (l lines) line(i int) string { return l.s[l.off[i]:l.off[i+1]] }
+
+// sub is lines i to j-1.
+func (l lines) sub(i, j int) lines { return lines{s: l.s, off: l.off[i : j+1]} }
+
+// text is lines i to j-1 joined, without the last newline.
+func (l lines) text(i, j int) string {
+	return strings.TrimSuffix(l.s[l.off[i]:l.off[j]], "\n")
 }
 
 // changedBlocks lists the changed runs between a and b in order.
-func changedBlocks(a, b []string) []block {
+func changedBlocks(a, b lines) []block {
+	n, m := a.len(), b.len()
 	head := 0
-	for head < len(a) && head < len(b) && a[head] == b[head] {
+	for head < n && head < m && a.line(head) == b.line(head) {
 		head++
 	}
 	tail := 0
-	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+	for tail < n-head && tail < m-head && a.line(n-1-tail) == b.line(m-1-tail) {
 		tail++
 	}
-	am, bm := a[head:len(a)-tail], b[head:len(b)-tail]
-	whole := []block{{head, head + len(am), head, head + len(bm)}}
-	if len(am) == 0 || len(bm) == 0 {
+	am, bm := a.sub(head, n-tail), b.sub(head, m-tail)
+	whole := []block{{head, n - tail, head, m - tail}}
+	if am.len() == 0 || bm.len() == 0 {
 		return whole
 	}
 	ops, ok := myers(newLineSeqs(am, bm), maxDiffEdits, maxDiffWork)
@@ -188,23 +203,25 @@ func changedBlocks(a, b []string) []block {
 // lineSeqs are the two line sequences Myers compares: by hash first, then
 // by text, so a hash collision can never hide a change.
 type lineSeqs struct {
-	a, b   []string
+	a, b   lines
 	ha, hb []uint64
 }
 
-func newLineSeqs(a, b []string) lineSeqs {
+func newLineSeqs(a, b lines) lineSeqs {
 	seed := maphash.MakeSeed()
-	hash := func(lines []string) []uint64 {
-		out := make([]uint64, len(lines))
-		for i, l := range lines {
-			out[i] = maphash.String(seed, l)
+	hash := func(l lines) []uint64 {
+		out := make([]uint64, l.len())
+		for i := range out {
+			out[i] = maphash.String(seed, l.line(i))
 		}
 		return out
 	}
 	return lineSeqs{a: a, b: b, ha: hash(a), hb: hash(b)}
 }
 
-func (s lineSeqs) equal(x, y int) bool { return s.ha[x] == s.hb[y] && s.a[x] == s.b[y] }
+func (s lineSeqs) equal(x, y int) bool {
+	return s.ha[x] == s.hb[y] && s.a.line(x) == s.b.line(y)
+}
 
 type op byte
 
@@ -217,7 +234,7 @@ const (
 // myers returns a shortest edit script from a to b (Myers' greedy O(ND)
 // algorithm), or false when it would exceed maxEdits edits or maxWork steps.
 func myers(s lineSeqs, maxEdits, maxWork int) ([]op, bool) {
-	n, m := len(s.a), len(s.b)
+	n, m := s.a.len(), s.b.len()
 	limit := min(n+m, maxEdits)
 	// v[k+off] is the furthest x on diagonal k; trace[d] keeps v[-d..d]
 	// after step d for the walk back.

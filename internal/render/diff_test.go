@@ -96,6 +96,41 @@ func lcsLen(a, b []string) int {
 	return prev[len(b)]
 }
 
+// linesOf makes each string one line.
+func linesOf(ss []string) lines {
+	var b strings.Builder
+	for _, s := range ss {
+		b.WriteString(s + "\n")
+	}
+	return splitLines(b.String())
+}
+
+func TestSplitLines(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"\n", []string{"\n"}},
+		{"a\n\n", []string{"a\n", "\n"}},
+		{"a\nb", []string{"a\n", "b"}},
+		{"a\r\nb\n", []string{"a\r\n", "b\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			l := splitLines(tt.in)
+			var got []string
+			for i := range l.len() {
+				got = append(got, l.line(i))
+			}
+			assert.Equal(t, tt.want, got)
+			if l.len() > 0 {
+				assert.Equal(t, strings.TrimSuffix(tt.in, "\n"), l.text(0, l.len()))
+			}
+		})
+	}
+}
+
 func TestMyersIsMinimalAndCorrect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := range 2000 {
@@ -108,7 +143,7 @@ func TestMyersIsMinimalAndCorrect(t *testing.T) {
 			return out
 		}
 		a, b := gen(), gen()
-		ops, ok := myers(newLineSeqs(a, b), maxDiffEdits, maxDiffWork)
+		ops, ok := myers(newLineSeqs(linesOf(a), linesOf(b)), maxDiffEdits, maxDiffWork)
 		require.True(t, ok)
 		var got []string
 		i, j, equal := 0, 0, 0
@@ -194,7 +229,7 @@ func TestDiffsWindowMatchesWholeFile(t *testing.T) {
 		}
 		want := []Diff{}
 		if before != after {
-			want = hunks("f", splitKeepNewline(before), splitKeepNewline(after))
+			want = hunks("f", splitLines(before), splitLines(after))
 		}
 		require.Equal(t, want, Diffs("f", before, after), "iter %d: %q -> %q", iter, before, after)
 	}
@@ -216,7 +251,7 @@ func TestDiffsBoundedOnPathologicalInput(t *testing.T) {
 }
 
 func TestMyersGivesUpPastItsBudget(t *testing.T) {
-	s := newLineSeqs(strings.Split("a b c d e f", " "), strings.Split("a x c y e z", " "))
+	s := newLineSeqs(linesOf(strings.Fields("a b c d e f")), linesOf(strings.Fields("a x c y e z")))
 	_, ok := myers(s, 6, 1000)
 	assert.True(t, ok, "6 edits fit")
 	_, ok = myers(s, 5, 1000)
