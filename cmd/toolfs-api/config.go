@@ -120,6 +120,12 @@ func (c config) validate() error {
 	return nil
 }
 
+// loopback reports whether --addr is a loopback address.
+func (c config) loopback() bool {
+	host, _, err := net.SplitHostPort(c.addr)
+	return err == nil && isLoopback(host)
+}
+
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true

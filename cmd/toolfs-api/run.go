@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxBodyBytes:      cfg.maxBodyBytes,
 		StreamWriteWindow: 30 * time.Second,
 		PolicyOn:          cfg.policy,
+		LoopbackHosts:     cfg.token == "" && cfg.loopback(),
 	}, handlers.Deps{FS: local, Gate: gate, Search: searcher, Metrics: handlers.NewMetrics(), Logger: log})
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ const (
 	codeNotFound         = "NOT_FOUND"
 	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	codeInternal         = "INTERNAL"
+	codeForbiddenHost    = "FORBIDDEN_HOST"
 )
 
 // statusByCode is the one table that maps a stable code to its HTTP status
@@ -31,6 +32,7 @@ var statusByCode = map[string]int{
 	codeUnauthorized:              http.StatusUnauthorized,
 	string(fs.CodeSandboxDenied):  http.StatusForbidden,
 	string(fs.CodePermission):     http.StatusForbidden,
+	codeForbiddenHost:             http.StatusForbidden,
 	string(fs.CodeNotFound):       http.StatusNotFound,
 	codeNotFound:                  http.StatusNotFound,
 	codeMethodNotAllowed:          http.StatusMethodNotAllowed,

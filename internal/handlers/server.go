@@ -9,7 +9,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +38,10 @@ type Config struct {
 	MaxBodyBytes      int64         // request bodies above this get 413
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this
 	PolicyOn          bool          // false = bare provider: no session required on write/edit
+	// LoopbackHosts refuses requests whose Host is not a loopback name. Set
+	// it when serving on loopback without a token: it stops DNS rebinding,
+	// where a web page points its own name at 127.0.0.1 and calls the API.
+	LoopbackHosts bool
 }
 
 // Deps are the layers the server calls; every one is required but Search.
@@ -66,6 +72,9 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "X-Session-ID", "X-Session-Cwd"},
 			MaxAge:         300,
 		}).Handler)
+	}
+	if cfg.LoopbackHosts {
+		r.Use(loopbackHosts)
 	}
 	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes), sessionHeaders(deps.Gate))
 	r.Use(nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
@@ -147,6 +156,24 @@ func bearerAuth(token string) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// loopbackHosts refuses a request whose Host header names anything but
+// localhost or a loopback address.
+func loopbackHosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.ToLower(host), ".")
+		ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		if host != "localhost" && !strings.HasSuffix(host, ".localhost") && (err != nil || !ip.IsLoopback()) {
+			writeProblem(w, codeForbiddenHost, "host "+quote(r.Host)+" is not served: without --token this server answers only to localhost and loopback addresses")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func isPreflight(r *http.Request) bool {

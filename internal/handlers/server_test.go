@@ -533,3 +533,26 @@ func TestMetricsMove(t *testing.T) {
 		assert.Contains(t, m, want)
 	}
 }
+
+func TestLoopbackHostsStopsDNSRebinding(t *testing.T) {
+	root := t.TempDir()
+	local, err := fs.NewLocal(root, fs.LocalOptions{})
+	require.NoError(t, err)
+	defer local.Close()
+	h, err := handlers.NewServer(handlers.Config{Caps: render.DefaultCaps(), MaxBodyBytes: 1 << 20, LoopbackHosts: true},
+		handlers.Deps{FS: local, Gate: policy.Off{}, Metrics: handlers.NewMetrics(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for host, want := range map[string]int{
+		"127.0.0.1:8080": 200, "localhost:8080": 200, "[::1]:8080": 200, "app.localhost": 200,
+		"rebind.attacker.example:8080": 403, "10.0.0.1": 403,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/tools", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, host)
+	}
+}
