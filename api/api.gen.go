@@ -57,6 +57,9 @@ func (e WriteMetadataOperation) Valid() bool {
 // Catalog defines model for Catalog.
 type Catalog struct {
 	Tools []CatalogTool `json:"tools"`
+
+	// Unavailable Tools this server has but cannot run now (glob and grep without ripgrep), with the reason.
+	Unavailable *[]UnavailableTool `json:"unavailable,omitempty"`
 }
 
 // CatalogTool defines model for CatalogTool.
@@ -192,6 +195,12 @@ type SearchResult struct {
 	// Metadata {shape: "paths", paths, truncated, total} for glob; {shape: "matches", files: [{path, matches: [{lineNumber, line}]}], truncated, total} for grep.
 	Metadata map[string]interface{} `json:"metadata"`
 	Output   string                 `json:"output"`
+}
+
+// UnavailableTool defines model for UnavailableTool.
+type UnavailableTool struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // WriteMetadata defines model for WriteMetadata.
@@ -1531,53 +1540,54 @@ func (sh *strictHandler) WriteTool(w http.ResponseWriter, r *http.Request, param
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fr/c9s2sv9Xdvg6U7uPku2kb14qz/3gS5w2nXwb273eXeSLIWIpIQYBFlhaVj36328WICXSomy3cXs3",
-	"+Y0iQexi97PLz+7qJslsUVqDhnwyuklK4USBhC78OkXvlTXP55J/SfSZUyUpa5JRcjZD8PH51x7m1l0q",
-	"MwWpHGZk3SIFMfFWV4RgHTjUgtQVAlmgGYKzlg5BmLHBa+WJ38ytluhAGa8krhYN4aR5NVcaoRQ08+DQ",
-	"W32FIKZCGU+gaDg2SZooVmyGQqJL0sSIApNR8vdBfYwBnyNNfDbDQvCBaFHyAk9OmWmyXKbNgV+92Dzv",
-	"W1GgD3rVpwaaCQI7Nx7sxKO7QgmeBOEIDgYHT55BNhNOZGxLsPnYHA3+KQa/7g++G34cDWAI78LOQoM1",
-	"4FBI2DG23knwE1B80Mw6iXJs5opmtuKj7h6Cw18q5VDyq3OnCEEYCSgVwXzGZmI1S6tVtuBdrHmQeV69",
-	"6FinFETo+JV/fejofn5zkB48ebb8Kkk3TLhME4e+tMZjQNB7ZycaC77MrCE0xJeiLLXKwin3yrjifz95",
-	"NvNNS4GvHObJKPmfvTVE9+JTv9fsGyR2HXVk4OTlc/ju2//7f6g3B7Ze9B2JiUa4yKzEi2A1vltYiRoI",
-	"rwkubEVlRRfDgIdaHGvzXJDQdhos42yJjlQ8Ilmrw4UiLPx9itfbnFmrk+XKfsI5sUii9aJrk9GHeufz",
-	"1So7+YQZ8WvtXTYU6phjA+VpMq2UFCbD/phmoV978AtPWAxKZ4uSoHkl2Gi46fcGTT3SuhlFSKki7N+3",
-	"dCZXYbpdlx9P370FZcqKIJoxBbwWGekFCN9yoEf0nAuS2xZLk+vB1A7qm4y04YmYv0HvxRQ3zB6O0lWn",
-	"c4yWBft880Ll+aZp3xmEWWUuIxSfglYGOS9ACItrOgypjaOV89zH8EN48GjCeboeNjg/w2vqtbfVsnlm",
-	"Kq0Z7o2Be3xDs/5E2LZHWLXeOF2J7zv9sVT0BklIQaIHmirPHx4rwZL3BUnccpsqJ/hLhZ42NVlZedNV",
-	"79n2ZEM+TZtvjYTJIkCNX4zBARORXaKR/fGA84/1rw0BrxWhExocllpkWKChGFjwk+dUDliUtID4Omsi",
-	"USPFrF4Iyma9Eq2W90oMKY5sI3kIbypPcc8mpHr3rtd/FFpvbn4SH4LQOm6FfggvMBeVJs/ScqE9HsJ8",
-	"hiZep7BWFgpWQZQlCrcKa2sybCkysVajMBu+Xzuxc/yO9bcjw1e6BxhFC7x3gbMDdDZ/+G7cH031unQt",
-	"qE/D77WdbMVuP2xfNNSLTe5RuGwGynQ90aYvTNl8KTI8BLEmaCHx1Jj3bYKV9OePSBFu68LqQ/2U5UaE",
-	"tRhcs/EODqdDGCfffLP3zZD8ONntEbSZj4LUXrs5LLfaTZlMVxL7k/OUVc6VJnSQW8dEqlbZtwy60jco",
-	"m4arm08+/eSvl/3Kp1vc9ZKNYd2aMa+l/Gd8doLTSocYLF3DcFfnZovsOFVOHZbgF4bE9Wd66gcUOtql",
-	"6ySm0FW4QlMVIWIuWxtskVS/1SfotTK4KcZUxQRdK1yVIZyiC9+b/m/rbZoQd6iX90lukd9bpr7NTyWS",
-	"UNrXPHVuAa8JTfBBgSzGb5IAprCbW59GgovOWQe8JIUA2ZenH0/Pjl4ff/zb8cnpq3dve7ER1ejnhUVk",
-	"S9AUIgzLcXLMckYwTqB0mKvr/i/TKjVubhsyfouAp61Nq/39p1ktN/zAcdIrYI2ZHmcq0v3MNN64rdSR",
-	"nouFBzGxFY0mWpjLw2BHpmatCkJJNKRyhe7+MAhPG01W2qbRgyvz9CHoBIXczqa0iN/6jZMFcvlgmhUC",
-	"ZINmpYnNc4/Ub9X+nMYOffHq9P3ro3/EpLTTNAFaPCp3tugktWwuU/CLQitz6cFYWq3tz6dkSejXzRFv",
-	"67aFvMazNKbpbLLN8J/DHbmg/93cUatC9YTLG3GtiqqAmHi4dohFRBBHlbv1refiVnnImFpJEFTb3F2h",
-	"+9rDYMAqDoIo2Hmyv78fjJ1bVwhKRom01SSgtVCGpSajg5WmdebrQKSr6sFgIjz7WjlPQc1tWh78Zqlb",
-	"OeB2P34e0+sE4cPT2SAXWeDv/SXz76KFp+Fr/JADPbzQvvEzUSLn8EDNmNWEixTIVSYThDKFEC7LQAOY",
-	"KB3C+q2a8vN7Ad8j+HDDG6RNMcA3GAJvgwPTAIfl+fJ8qwCH5WYN/+gU+2enCP/YUjVNeEfRdGIaQpM5",
-	"FMQor0rJF/eym/Uu6R31bjjQ1qTVar/dIqKV1vDT2cvBs1ge1gs5OENvsTdFPSAFhpd/Zw68o85rznGH",
-	"BT4v3Lu4eGTYMVnBrHKKFqcsL6o2QeHQHVV95jxp9XrxCt0C0MjSKkMwqQj2ZoFH/wo7nO+fvzs5DUxM",
-	"q+mM/G6sudeJH1xlapY5GJC9RDNser6hzg56rN0xIypji1WZ3G7hhe1cFyq80Lasv4C3utM7TcdVKp/Z",
-	"cJqwemxC+cVPOfp3gZ/BD2dn7/d+PH33Nl03cGOCjX2MTuMvBTE2E1sZiTL20+fKSDtPw64i3BpMMLcO",
-	"B1ErL3KkRd0nH47N2ByvNAJh/Bydh4ubce3YWO41vh0nywt2ia+yDL2PQtad57FpqP3EykVbfXKi4fRN",
-	"G3oncsrdsEnTgB6bnYvtRPgibVljzZ53WaVcKF05jD1/rTI0PvDcuuH/5tVZixeHJnPuB6JUSZpcofPR",
-	"tfvDg+F+ncEMPxwlT4f7w6dJ5H4Btg32+HoaacAqU72Syaiu8X5Nbg0Fnuzv3zEQ+G2DgLqM7JkDnK1R",
-	"rzxU5bATfcnow3ma+KoohFuEDtkVGvT+EAyiZBoKq/ggMfWdNOyTc95rr0ByKuMz8a/aUsOFKHR9q6a4",
-	"fu9GyWWMH42Em5Z6Ee7Xk5huu3n04SZObuoEWLtRyaSdfuKX/TOnN+cbjvr2zsFfaFdbN7VEaGBHaG9j",
-	"xlEEc+GhMpfGzs3uMBaXgfVtc+hKcGu203bQS+umSCBaQ8fu2K3tqcbutZ9WI5pelL5Wns7Cij8Qp834",
-	"qAeoxyKbNaMOdm4Krefp5vQjpIn++cxjGLoZvEAWVU5D6gztqVlI3xZETDlti9ezqrW59zjhByRa32P0",
-	"Y6mC0Tex3qfzesneekS7TB+6+PlcJhHcgRz91crFozm2PWVYdikBx+TyD8RUq429Jf+F7zFHIjsD5WPA",
-	"g4WGGUUzuG9RxyBusqjHC/xQtwYPd8OFCcB2uHyv7eSLgEu7sf8nw6VTPPYA5g2Xa+y08IF/lJytjKxb",
-	"6POZ9U3zP04DRGy5N1OCpru8ew9MHJZ3wMRh+WXApDXH+G+FSew+TZ2tyljesacfAzan9cyBs0l9pLpo",
-	"EdDMINzGtOJu3PA3rI2b7pl+5s0vjrIMSxqFZLVXaqHMRWDZsRZYNYBFgRBJOnhyKAqUIDyXH9msMpco",
-	"4aK9AxcAKeS68rO4MNpNOITSWVllKIdw1LD2sRE5oat3ZjNPcCoMiIl1FBUgJ4zP0UWC3w2AExTyiwiA",
-	"dgP2Tw6AVs9wWU+Doi8Pw1+6PNJfKsoHz7o79vwTavN73KpLHyNQWFMQG19gZmmx1xqwNoidU5RNMN0d",
-	"KaE43p5iQ3vki4BYp1/2J2Os3am6j7uxQ4gr0c8HzPPQeQTrIK+0bogabmKoFyLd8rnbtvpwzm6qX1n1",
-	"GuKr7O76xqowa91rldXL8+W/AwAA//8=",
+	"3Fr/c9s2sv9Xdvg6U7uPku2kb14qz/3gS5w2nXwb273eXeSLV8RSQgwCLABaVj36328WICXSomy3cXs3",
+	"+Y3iF+xi97OLz+7qJslMURpN2rtkdJOUaLEgTzb8OiXnpNHP54J/CXKZlaWXRiej5GxG4OLzrx3Mjb2U",
+	"egpCWsq8sYsUcOKMqjyBsWBJoZdXBN6AnxFYY/whoB5rupbO85e5UYIsSO2koNVLQzhpPs2lIijRzxxY",
+	"ckZdEeAUpXYepB+OdZImkhWbEQqySZpoLCgZJX8f1NsY8D7SxGUzKpA35Bclv+C8lXqaLJdps+FXLzb3",
+	"+xYLckGvetfgZ+jBzLUDM3Fkr0iA8+hpBAeDgyfPIJuhxYxtCSYf66PBP3Hw6/7gu+HH0QCG8C6sjAqM",
+	"BksoYEebeiXkJyB5o5mxgsRYz6WfmYq3unsIln6ppCXBn86t9ASoBZCQHuYzNhOrWRolswWvYvSDzPPq",
+	"Rcc6JXpPlj/514eO7uc3B+nBk2fLr5J0w4TLNLHkSqMdBQS9t2aiqODLzGhP2vMllqWSWdjlXhnf+N9P",
+	"js1801LgK0t5Mkr+Z28N0b341O016waJXUcdaTh5+Ry++/b//h/qxYGtF33ncaIILjIj6CJYje8WRpAC",
+	"T9ceLkzly8pfDAMeanGszXP0qMw0WMaakqyXcYveGBUupKfC3ad4vcyZMSpZruyH1uKCf1car1AqVrIn",
+	"5FgS+Jl0EPBmYYYOJpWHDLU2HmylQZs57EyVmYTdTS2V0GDHypJ/76Zre1hCZ/SQwfEQ7X9aq9e/g+D/",
+	"CM5k9KG2zfnqLTP5RJnnz9p22DBpZ9sbcZom00oK1Bn1ZyUW+rUDt3CeikFpTVF6aD4JXh5uIreJhx5p",
+	"3ZyIQsgYuO9bOntbUbpdlx9P370FqcvKQzRlCnSNmVcLQNeCoCNynM2S2xZLk+vB1AzqmxwrwxOcvyHn",
+	"cEobZg9b6arT2UbLgn2+eSHzfNO07zTBrNKXETxPQUlNnNkgBPa1PwzJmfMNZ+qP4QcyUnXYT9fDmuZn",
+	"dO177W2UaJ7pStWxEA3c4xs/60/lbXuEt9YLpyvxfbs/FtK/IY8CPfZAU+b5w6M9WPK+IIlLblPlhH6p",
+	"yPlNTVZW3nTVe7a9N+FESJvTUsBkEaDGH8bggAlml6RFfzzQ/GP9a0PAa+nJogJLpcKMCtI+Bhb85Pgw",
+	"AipKv4D4OWsiSJGP51KBPpv1SjRK3CsxJGlvGslDeFM5H9dsQqp37fr9j6jU5uIn8SGgUnEpckN4QTlW",
+	"yjuWlqNydAjzGel4ncJaWShYBSxLQrsKa6MzaikyMUYR6g3fr53Y2X7H+tuR4SrVA4yiBd67wNkBOps/",
+	"nHz3R1P9XroW1Kfh98pMtmK3H7YvGvLIJneENpuB1F1PtAkYk05XYkaHgGuKGRJPjXnXpohJf/6IJOe2",
+	"Lqw+1E9ZbkRYi4M2C+/QcDqEcfLNN3vfDL0bJ7s9gjbzUZDaazdL5Va7SZ2pSlB/cg6Hfi6VJwu5sUwF",
+	"a5Vdy6ArfYOyabi6+eTST+562a98usVdL9kYxq45/1rKf8ZnJzStVIjB0jYcfbVvtshOzYDALbTH68/0",
+	"1A+EKtql6yQuAqpwRboqQsRcthbYIqn+qk/Qa6lpU4yuignZVrhK7WlKNpw3/WfrbZoQV6hf75Pcou+3",
+	"TH2bYQvyKJWrmeXcAF170sEHBbEYt0kCmIRvLn0aKTpZayzwKykEyL48/Xh6dvT6+OPfjk9OX71724uN",
+	"qEY/LywiW1rRYYblODlmOSMYJ1BayuV1/8m0So2by4aM3yoh0tai1f7+06yWG37QOOkVsMZMjzOlV/3M",
+	"NN64rdSRmuPCAU5M5UcThfryMNiRqVmrBpKCtJe5JHt/GISnjSYrbdPowZV5+hB0Qii2symF8azf2Fkg",
+	"lw+mWSFAeqopk+eOfL9V+3MaO/TFq9P3r4/+EZPSTtPGaPGo3Jqik9SyuUjBLQol9aWDUInV7/bnU288",
+	"qtfNFm/rtoW8xr00puksss3wn8MdLaH43dxRyUL2hMsbvJZFVUBMPFw7xCIiiPOVvXXWcwErHWRMrQSg",
+	"r23Ole/XDgYDVnEQRMHOk/39/WDs3NgCfTJKhKkmAa2F1Cw1GR2sNK0zXwciXVUPBhN07GtpnQ9qbtPy",
+	"4DdL3coBt/vx85heJwgfns4GOWaBv/eXzL+LFp6G0/ghG3p4oX3jZlgS5/BAzZjVhIsUvK10hp5ECiFc",
+	"loEGMFE6hPVXNeXn7wK+R/DhhhdIm2KAbzAE3gYHpgEOy/Pl+VYBlsrNGv7RKfbtbswmRdjW0ohtnwcw",
+	"hNhIqF/v0+FnKz39seVymvCK2HSDGlKVWULP2lWl4It7GdZ6lfSOmjtsaGvibDUxb5HhSin46ezl4Fks",
+	"UesXOUGEDm1vmnxAGg4f/848fEet2ezjDgt8Xsrp4uKRoc+EibLKSr84ZXlRtQmhJXtU9ZnzpNUxpyuy",
+	"CyAtSiO1D/3TvVng8r/CDp85z9+dnAY2qOR05t1urPvXhw/YStdMdzDw5pJCAzXsPNT6QY+1O2bel7FR",
+	"LXVutnDTdr4NVWZondan8K0e/07TtxbSZSbsJrw91p2+7y7wM/jh7Oz93o+n79622r4xycdeSqf5mAKO",
+	"9cRUWpCIU4m51MLM07AqhluDCeXG0iBq5TAnv6inDcOxHuvjlUaA2s3JOri4GdeOjSVn49txsrxgl7gq",
+	"y8i5KGTdvx/rpryYGLFoq+8tNnVF08zfibx2NyzStPHHeudiOxm/SFvWWDP4XVYpR6kqS3FyomRG2tE6",
+	"pyZvXp21uHlodOdugKVM0uSKrIuu3R8eDPfrDKb54Sh5OtwfPk0i/wywbbDH19NIRVaZ6pVIRnWd+Wty",
+	"a7TyZH//jrHKbxun1KVszzTlbI166aAqh53oS0YfztPEVUWBdhG6dFekyblD0ESCqTCs4sPj1HXSsEvO",
+	"ea29gryVGe+Jf9WWGi6wUPWtmma7vRspljF+FHnatNSLcL+eZ3Vb3qMPN3H+VSfA2o1SJO30E9nFZ87A",
+	"zjcc9e2d49PQMjd2arwnDTuonIkZR3qYo4NKX2oz17vDWOAG5rnNoSvBrQlZ20EvjZ2SB2yNbrvDy7an",
+	"GrvXfloNunpR+lo6HwZUfyROmyFcD1CPMZs14xZ2bgqt5+nmBCakif4Z0WMYuhn+QBZVTkPqDC2yWUjf",
+	"BjCmnLbF63nZ2tx7nPADEo3rMfqxkMHom1jv03n9yt560L1MH/ry87lIIrgDOfqrEYtHc2x70rHsUgKO",
+	"yeUfiKlWK31L/gvnMUciO4PEY8CDhYY5SfP3hxZ1DOImi3rEwQ9Va/hxN1yYAGyHy/fKTL4IuLSHC38y",
+	"XDoFbA9g3nDJyE4LB/yj5GypRd3Gn8+MawYQcSKBse3fTCqaDvfuPTCxVN4BE0vllwGT1izlvxUmsQM2",
+	"taYqY3nHnn4M2JzWcw/OJvWW6qIFm3+CgN2YmNyNGz7D2rjp7ulnXvziKMuo9KOQrPZKhVJfBJYda4FV",
+	"ExoLgkjSwXlLWJAAdFx+ZLNKX5KAi/YKXACkkKvKzeKL0W5oCUprRJWRGMJRw9rHGnNPtl6ZzTyhKWrA",
+	"ibE+KuAtapeTjQS/GwAnhOKLCIB2E/hPDoBW33JZT6SiLw/DH+Mc+b9UPh88667Y83+yzfO4VZc+RqCw",
+	"poAbJzCztNjvDVgbxO4tiSaY7o6UUBxvT7GhPfJFQKzTL/uTMdbuVN3H3dghnivRzwfM89B5BGMhr5Rq",
+	"iBptYqgXIt3yudu2+nDObqo/WfUa4qfs7vrGqjBr3WuV1cvz5b8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -38,6 +38,7 @@ type options struct {
 	origins   []string
 	maxBody   int64
 	caps      *render.Caps
+	noRg      bool
 }
 
 func start(t *testing.T, o options) *harness {
@@ -58,12 +59,16 @@ func start(t *testing.T, o options) *harness {
 	if o.maxBody == 0 {
 		o.maxBody = 1 << 20
 	}
+	searchCfg := search.Config{}
+	if o.noRg {
+		searchCfg.RgPath = filepath.Join(root, "no-such-rg")
+	}
 	m := handlers.NewMetrics()
 	h, err := handlers.NewServer(handlers.Config{
 		Caps: caps, StreamMinSize: 10 << 20, Token: o.token, CORSOrigins: o.origins,
 		MaxBodyBytes: o.maxBody, StreamWriteWindow: 10 * time.Second, PolicyOn: !o.policyOff,
 	}, handlers.Deps{
-		FS: local, Gate: gate, Search: search.New(search.Config{}), Metrics: m,
+		FS: local, Gate: gate, Search: search.New(searchCfg), Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
@@ -555,4 +560,42 @@ func TestLoopbackHostsStopsDNSRebinding(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, want, resp.StatusCode, host)
 	}
+}
+
+func TestSearchWithAndWithoutRipgrep(t *testing.T) {
+	h := start(t, options{})
+	h.file("src/a.go", "package a\n// needle\n")
+	if !search.New(search.Config{}).Available() {
+		t.Skip("rg is not installed (apt-get install ripgrep)")
+	}
+	r := h.tool("grep", "", obj{"pattern": "needle"})
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, "Found 1 match\n\nsrc/a.go\nLine 2: // needle", r.Output)
+	r = h.tool("glob", "", obj{"pattern": "*.go"}, "X-Session-Cwd", "src")
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, "a.go", r.Output)
+	r = h.tool("grep", "", obj{"pattern": "x", "path": "../.."})
+	assert.Equal(t, 403, r.Status)
+	assert.Equal(t, "FS_SANDBOX_DENIED", r.Code)
+	r = h.tool("grep", "", obj{"pattern": "("})
+	assert.Equal(t, 400, r.Status)
+	assert.Equal(t, "SEARCH_INVALID_PATTERN", r.Code)
+	var cat struct {
+		Tools       []struct{ Name string } `json:"tools"`
+		Unavailable []json.RawMessage       `json:"unavailable"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(h.do(http.MethodGet, "/tools", "").Raw), &cat))
+	require.Len(t, cat.Tools, 5)
+	assert.Equal(t, "grep", cat.Tools[4].Name)
+	assert.Empty(t, cat.Unavailable)
+
+	h = start(t, options{noRg: true})
+	r = h.tool("glob", "", obj{"pattern": "*"})
+	assert.Equal(t, 500, r.Status)
+	assert.Equal(t, "SEARCH_FAILED", r.Code)
+	assert.Equal(t, "Error: glob could not start its search command (ripgrep launch failed)", r.Output)
+	assert.Equal(t, `{"tools":[`, h.do(http.MethodGet, "/tools", "").Raw[:10])
+	require.NoError(t, json.Unmarshal([]byte(h.do(http.MethodGet, "/tools", "").Raw), &cat))
+	assert.Len(t, cat.Tools, 3)
+	assert.JSONEq(t, `{"name":"glob","reason":"ripgrep (rg) was not found at start-up; install it or set --rg-path"}`, string(cat.Unavailable[0]))
 }

@@ -303,12 +303,26 @@ func (x *executor) search(ctx context.Context, tool string, run func(cwd fs.Targ
 }
 
 // ListTools serves GET /tools.
+// Without ripgrep, glob and grep leave the tool list and are named under
+// "unavailable", so a frontend never offers a model a tool that cannot run.
 func (x *executor) ListTools(context.Context, api.ListToolsRequestObject) (api.ListToolsResponseObject, error) {
-	return ok(catalog{Tools: render.Catalog(x.cfg.Caps.Limit, x.Search != nil && x.Search.Available())}), nil
+	searchable := x.Search != nil && x.Search.Available()
+	c := catalog{Tools: render.Catalog(x.cfg.Caps.Limit, searchable)}
+	if !searchable {
+		const reason = "ripgrep (rg) was not found at start-up; install it or set --rg-path"
+		c.Unavailable = []unavailableTool{{"glob", reason}, {"grep", reason}}
+	}
+	return ok(c), nil
 }
 
 type catalog struct {
-	Tools []render.Tool `json:"tools"`
+	Tools       []render.Tool     `json:"tools"`
+	Unavailable []unavailableTool `json:"unavailable,omitempty"`
+}
+
+type unavailableTool struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.

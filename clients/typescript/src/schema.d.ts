@@ -275,6 +275,12 @@ export interface components {
         };
         Catalog: {
             tools: components["schemas"]["CatalogTool"][];
+            /** @description Tools this server has but cannot run now (glob and grep without ripgrep), with the reason. */
+            unavailable?: components["schemas"]["UnavailableTool"][];
+        };
+        UnavailableTool: {
+            name: string;
+            reason: string;
         };
         CatalogTool: {
             name: string;
