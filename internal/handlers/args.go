@@ -65,12 +65,13 @@ func validationError(r *http.Request, err error) (code, message string) {
 	}
 
 	var fields []string
-	var header, contentType, decode, missingBody bool
+	var header, pathParam, contentType, decode, missingBody bool
 	walkErrors(err, func(e error) {
 		switch e := e.(type) {
 		case *openapi3filter.RequestError:
-			if e.Parameter != nil && e.Parameter.In == "header" {
-				header = true
+			if e.Parameter != nil {
+				header = header || e.Parameter.In == "header"
+				pathParam = pathParam || e.Parameter.In == "path"
 			}
 			if e.RequestBody != nil && e.Err == nil && strings.Contains(e.Reason, "value is required") {
 				missingBody = true
@@ -81,6 +82,9 @@ func validationError(r *http.Request, err error) (code, message string) {
 		case *openapi3filter.ParseError:
 			decode = true
 		case *openapi3.SchemaError:
+			if header || pathParam {
+				return // a parameter's value, not a body field
+			}
 			if p := e.JSONPointer(); len(p) > 0 {
 				fields = append(fields, p[0])
 			} else {
@@ -90,6 +94,8 @@ func validationError(r *http.Request, err error) (code, message string) {
 	})
 
 	switch {
+	case pathParam:
+		return codeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-"
 	case header:
 		return codeInvalidSession, "malformed session header: X-Session-ID must be 1-128 characters of A-Za-z0-9._:-"
 	case contentType:

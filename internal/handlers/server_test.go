@@ -599,3 +599,11 @@ func TestSearchWithAndWithoutRipgrep(t *testing.T) {
 	assert.Len(t, cat.Tools, 3)
 	assert.JSONEq(t, `{"name":"glob","reason":"ripgrep (rg) was not found at start-up; install it or set --rg-path"}`, string(cat.Unavailable[0]))
 }
+
+func TestDeleteSessionMalformedID(t *testing.T) {
+	h := start(t, options{})
+	r := h.do(http.MethodDelete, "/sessions/bad%20id", "")
+	assert.Equal(t, 400, r.Status)
+	assert.Equal(t, "INVALID_SESSION", r.Code)
+	assert.Equal(t, 204, h.do(http.MethodDelete, "/sessions/never-seen", "").Status)
+}

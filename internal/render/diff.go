@@ -35,6 +35,9 @@ const (
 // lines all differ cost about 50 ms and 40 MB. The texts are substrings of
 // before and after.
 func Diffs(path, before, after string) []Diff {
+	// A BOM is not shown on read, so the diff card does not show it either.
+	before = strings.TrimPrefix(before, "\uFEFF")
+	after = strings.TrimPrefix(after, "\uFEFF")
 	if before == after {
 		return []Diff{}
 	}

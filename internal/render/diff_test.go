@@ -271,3 +271,10 @@ func TestDiffsManyScatteredChangesStayExact(t *testing.T) {
 	assert.Equal(t, "line7\nline8\nline9\nline10\nline11\nline12\nline13", *got[0].OldText)
 	assert.Equal(t, "line7\nline8\nline9\nLINE10\nline11\nline12\nline13", got[0].NewText)
 }
+
+func TestDiffsHideBOM(t *testing.T) {
+	got := Diffs("a.txt", "\uFEFFone\ntwo\n", "\uFEFFone\n2\n")
+	require.Len(t, got, 1)
+	assert.Equal(t, "one\ntwo", *got[0].OldText)
+	assert.Equal(t, "one\n2", got[0].NewText)
+}
