@@ -53,7 +53,14 @@ func (l *Local) Resolve(ctx context.Context, op, path, cwd string) (Target, erro
 	if err := ctx.Err(); err != nil {
 		return Target{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
 	}
-	return Target{Key: l.keyFor(w.rel), Display: display}, nil
+	key := l.keyFor(w.rel)
+	// We walk one component at a time, so we could reach (and create) paths
+	// longer than PATH_MAX; no other program could open them, and one such
+	// file makes ripgrep fail every search of the root.
+	if len(display) >= unix.PathMax || len(key) >= unix.PathMax {
+		return Target{}, l.fail(op, display, unix.ENAMETOOLONG)
+	}
+	return Target{Key: key, Display: display}, nil
 }
 
 // display is the absolute, lexically cleaned path the model sees.
