@@ -1,0 +1,208 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/policy"
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// The executor's read, write and edit paths, served through the whole
+// handler stack (middleware, validator, strict handler, executor, provider)
+// by calling ServeHTTP directly, so -benchmem counts the server's
+// allocations only. Baselines in this file: http.FileServer serving the same
+// file (read), and a durable replacement of the same bytes written by hand
+// (write and edit).
+//
+//	go test -run '^$' -bench . -benchmem ./internal/handlers
+
+// benchSource is a 2,000-line, ~60 KiB Go-like file: every line unique.
+func benchSource() string {
+	var b strings.Builder
+	b.WriteString("package fixture\n")
+	for i := 2; i <= 2000; i++ {
+		switch i % 8 {
+		case 0:
+			fmt.Fprintf(&b, "func step%04d(a, b int) int {\n", i)
+		case 7:
+			fmt.Fprintf(&b, "} // end of step %04d ....\n", i)
+		default:
+			fmt.Fprintf(&b, "\tv%04d := compute(a, b) * %04d\n", i, i%97)
+		}
+	}
+	return b.String()
+}
+
+// benchServer is the handler over a temp root holding src.go.
+func benchServer(b *testing.B, policyOn bool) (http.Handler, string) {
+	b.Helper()
+	root, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	require.NoError(b, os.WriteFile(filepath.Join(root, "src.go"), []byte(benchSource()), 0o644))
+	local, err := fs.NewLocal(root, fs.LocalOptions{})
+	require.NoError(b, err)
+	b.Cleanup(func() { local.Close() })
+	var gate policy.Gate = policy.Off{}
+	if policyOn {
+		gate = policy.NewStore(policy.Config{})
+	}
+	h, err := handlers.NewServer(handlers.Config{
+		Caps: render.DefaultCaps(), StreamMinSize: 10 << 20, MaxBodyBytes: 32 << 20,
+		StreamWriteWindow: 10 * time.Second, PolicyOn: policyOn,
+	}, handlers.Deps{
+		FS: local, Gate: gate, Metrics: handlers.NewMetrics(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(b, err)
+	return h, root
+}
+
+// serve runs one request through h and fails unless it answers 200 with at
+// least min bytes.
+func serve(b *testing.B, h http.Handler, method, target, body string, min int, headers ...string) {
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	w := &discard{header: http.Header{}}
+	h.ServeHTTP(w, req)
+	if w.status != http.StatusOK || w.n < min {
+		b.Fatalf("%s %s: status %d, %d bytes: %.300s", method, target, w.status, w.n, w.head)
+	}
+}
+
+// discard is a ResponseWriter that keeps only the status, the size and the
+// first bytes of the body, so the benchmarks count the server's work and
+// allocations, not a recorder's buffer.
+type discard struct {
+	header http.Header
+	status int
+	n      int
+	head   []byte
+}
+
+func (d *discard) Header() http.Header { return d.header }
+
+func (d *discard) WriteHeader(status int) {
+	if d.status == 0 {
+		d.status = status
+	}
+}
+
+func (d *discard) Write(p []byte) (int, error) {
+	d.WriteHeader(http.StatusOK)
+	if len(d.head) < 300 {
+		d.head = append(d.head, p[:min(len(p), 300)]...)
+	}
+	d.n += len(p)
+	return len(p), nil
+}
+
+func (d *discard) Flush() {}
+
+// BenchmarkReadFileServer is the read baseline: http.FileServer serving the
+// same file.
+func BenchmarkReadFileServer(b *testing.B) {
+	_, root := benchServer(b, true)
+	h := http.FileServer(http.Dir(root))
+	b.ReportAllocs()
+	for b.Loop() {
+		serve(b, h, http.MethodGet, "/src.go", "", 60000)
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	h, _ := benchServer(b, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 51200, "X-Session-ID", "bench")
+	}
+}
+
+func BenchmarkReadStreamed(b *testing.B) {
+	h, _ := benchServer(b, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 51200, "X-Session-ID", "bench", "Accept", "text/plain")
+	}
+}
+
+// BenchmarkReplaceFloor is the write and edit baseline: the same bytes
+// replaced durably by hand (temp file, write, fsync, rename, folder fsync).
+func BenchmarkReplaceFloor(b *testing.B) {
+	dir := b.TempDir()
+	data := []byte(benchSource())
+	path := filepath.Join(dir, "src.go")
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := os.CreateTemp(dir, ".floor-*.tmp")
+		require.NoError(b, err)
+		_, err = f.Write(data)
+		require.NoError(b, err)
+		require.NoError(b, f.Sync())
+		require.NoError(b, f.Close())
+		require.NoError(b, os.Rename(f.Name(), path))
+		d, err := os.Open(dir)
+		require.NoError(b, err)
+		require.NoError(b, d.Sync())
+		d.Close()
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("policy=%v", on), func(b *testing.B) {
+			h, _ := benchServer(b, on)
+			src := benchSource()
+			bodies := [2]string{}
+			for i, c := range []string{strings.Replace(src, "v0010 :=", "w0010 :=", 1), src} {
+				body, err := json.Marshal(obj{"file_path": "src.go", "content": c})
+				require.NoError(b, err)
+				bodies[i] = string(body)
+			}
+			serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 0, "X-Session-ID", "bench")
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				serve(b, h, http.MethodPost, "/tools/write", bodies[i%2], 0, "X-Session-ID", "bench")
+				i++
+			}
+		})
+	}
+}
+
+func BenchmarkEdit(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("policy=%v", on), func(b *testing.B) {
+			h, _ := benchServer(b, on)
+			serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 0, "X-Session-ID", "bench")
+			bodies := [2]string{
+				`{"file_path":"src.go","old_string":"\tv0020 :=","new_string":"\tx0020 :="}`,
+				`{"file_path":"src.go","old_string":"\tx0020 :=","new_string":"\tv0020 :="}`,
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				serve(b, h, http.MethodPost, "/tools/edit", bodies[i%2], 0, "X-Session-ID", "bench")
+				i++
+			}
+		})
+	}
+}
