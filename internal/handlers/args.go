@@ -160,7 +160,8 @@ func positiveInt(v *float64, def int, message string) (int, *toolError) {
 		return def, nil
 	}
 	f := *v
-	if f < 1 || f != math.Trunc(f) || f > 1<<53 || math.IsNaN(f) {
+	// 2^53 is refused too: 2^53+1 parses to it, so it may not be what was sent.
+	if f < 1 || f != math.Trunc(f) || f >= 1<<53 || math.IsNaN(f) {
 		return 0, argError(message)
 	}
 	return int(f), nil

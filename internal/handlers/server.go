@@ -76,7 +76,7 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	if cfg.LoopbackHosts {
 		r.Use(loopbackHosts)
 	}
-	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes), sessionHeaders(deps.Gate))
+	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes), sessionHeaders(deps.Gate), strictJSON(x.countRejected))
 	r.Use(nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
 		Options: openapi3filter.Options{
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // bearerAuth did it
