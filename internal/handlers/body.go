@@ -28,8 +28,10 @@ const (
 func strictJSON(reject func(*http.Request, string)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost || !isJSON(r.Header.Get("Content-Type")) {
-				next.ServeHTTP(w, r) // the validator answers a wrong content type
+			if r.Method != http.MethodPost || fieldMessages[toolOf(r)] == nil || !isJSON(r.Header.Get("Content-Type")) {
+				// Unknown routes stay 404 and a wrong content type is the
+				// validator's to answer.
+				next.ServeHTTP(w, r)
 				return
 			}
 			body, err := io.ReadAll(r.Body)

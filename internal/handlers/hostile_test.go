@@ -359,6 +359,8 @@ func TestHostilePaths(t *testing.T) {
 		{"cwd a file", "read", obj{"file_path": "x"}, "a.txt", 400, session, badCwd("a.txt")},
 		{"cwd fifo", "read", obj{"file_path": "x"}, "fifo", 400, session, badCwd("fifo")},
 		{"cwd loop", "edit", obj{"file_path": "x", "old_string": "a", "new_string": "b"}, "loop1", 400, session, badCwd("loop1")},
+		{"cwd 5000 bytes", "read", obj{"file_path": "a.txt"}, strings.Repeat("d/", 2500), 400, session, badCwd(strings.Repeat("d/", 128) + "...")},
+		{"cwd rtl override", "read", obj{"file_path": "a.txt"}, "\u202e..", 400, session, badCwd("\u202e..")},
 		{"cwd folder then out", "read", obj{"file_path": "a.txt"}, "dir/../..", 400, session, badCwd("dir/../..")},
 		{"cwd inside, path out", "read", obj{"file_path": "../../outside/canary.txt"}, "dir", 403, sandbox, deniedAt("read", "../outside/canary.txt")},
 		{"cwd inside, path up a level", "read", obj{"file_path": "../a.txt"}, "dir", 200, "", ""},
