@@ -123,6 +123,7 @@ func BenchmarkReadFileServer(b *testing.B) {
 	_, root := benchServer(b, true)
 	h := http.FileServer(http.Dir(root))
 	b.ReportAllocs()
+	handlers.ReportCPU(b)
 	for b.Loop() {
 		serve(b, h, http.MethodGet, "/src.go", "", 60000)
 	}
@@ -131,6 +132,7 @@ func BenchmarkReadFileServer(b *testing.B) {
 func BenchmarkRead(b *testing.B) {
 	h, _ := benchServer(b, true)
 	b.ReportAllocs()
+	handlers.ReportCPU(b)
 	for b.Loop() {
 		serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 51200, "X-Session-ID", "bench")
 	}
@@ -139,6 +141,7 @@ func BenchmarkRead(b *testing.B) {
 func BenchmarkReadStreamed(b *testing.B) {
 	h, _ := benchServer(b, true)
 	b.ReportAllocs()
+	handlers.ReportCPU(b)
 	for b.Loop() {
 		serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 51200, "X-Session-ID", "bench", "Accept", "text/plain")
 	}
@@ -151,6 +154,7 @@ func BenchmarkReplaceFloor(b *testing.B) {
 	data := []byte(benchSource())
 	path := filepath.Join(dir, "src.go")
 	b.ReportAllocs()
+	handlers.ReportCPU(b)
 	for b.Loop() {
 		f, err := os.CreateTemp(dir, ".floor-*.tmp")
 		require.NoError(b, err)
@@ -179,6 +183,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 0, "X-Session-ID", "bench")
 			b.ReportAllocs()
+			handlers.ReportCPU(b)
 			i := 0
 			for b.Loop() {
 				serve(b, h, http.MethodPost, "/tools/write", bodies[i%2], 0, "X-Session-ID", "bench")
@@ -198,6 +203,7 @@ func BenchmarkEdit(b *testing.B) {
 				`{"file_path":"src.go","old_string":"\tx0020 :=","new_string":"\tv0020 :="}`,
 			}
 			b.ReportAllocs()
+			handlers.ReportCPU(b)
 			i := 0
 			for b.Loop() {
 				serve(b, h, http.MethodPost, "/tools/edit", bodies[i%2], 0, "X-Session-ID", "bench")

@@ -1,10 +1,7 @@
 package handlers
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -108,21 +105,4 @@ func newProblem(code, message string) problem {
 func writeProblem(w http.ResponseWriter, code, message string) {
 	p := newProblem(code, message)
 	writeJSON(w, p.Status, "application/problem+json", p)
-}
-
-// writeJSON encodes body without HTML escaping: outputs are full of '<' and
-// '>' and must read the same raw as decoded.
-func writeJSON(w http.ResponseWriter, status int, contentType string, body any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
-		return err
-	}
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
-	return err
 }

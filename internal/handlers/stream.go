@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -95,6 +96,7 @@ type lineWriter struct {
 	rc     *http.ResponseController
 	bw     *bufio.Writer
 	window time.Duration
+	num    []byte // scratch for a line's number prefix
 }
 
 func (o *lineWriter) lines(lines []render.Line) error {
@@ -102,7 +104,12 @@ func (o *lineWriter) lines(lines []render.Line) error {
 		o.rc.SetWriteDeadline(time.Now().Add(o.window))
 	}
 	for _, l := range lines {
-		if _, err := o.bw.WriteString(render.LineText(l)); err != nil {
+		// render.LineText without building a string per line.
+		o.num = strconv.AppendInt(o.num[:0], int64(l.Number), 10)
+		o.num = append(o.num, ": "...)
+		o.bw.Write(o.num)
+		o.bw.WriteString(l.Text)
+		if err := o.bw.WriteByte('\n'); err != nil {
 			return err
 		}
 	}

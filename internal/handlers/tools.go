@@ -68,10 +68,7 @@ func (x *executor) ReadTool(ctx context.Context, req api.ReadToolRequestObject) 
 		return x.fail("read", start, x.readFailure(rd.target, err)), nil
 	}
 	x.readDone(c, rd, window, start)
-	return ok(result{
-		Output:   render.ReadOutput(rd.target.Display, window),
-		Metadata: readMeta(rd.target, window),
-	}), nil
+	return ok(readResult{display: rd.target.Display, window: window, meta: readMeta(rd.target, window)}), nil
 }
 
 // reading is a read whose arguments are valid and whose file is open.

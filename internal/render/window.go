@@ -9,6 +9,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -113,6 +114,13 @@ type Windower struct {
 	sel       []Line
 	taken     int // lines already handed out by Ready
 
+	// The texts of lines selected during one Write are gathered in arena
+	// and become one string when the Write ends (seal): one allocation per
+	// chunk instead of one per line. unsealed is the first such line.
+	arena    strings.Builder // String does not copy
+	ends     []int           // end in arena of each unsealed line's text
+	unsealed int
+
 	win Window
 }
 
@@ -158,6 +166,7 @@ func (w *Windower) Write(p []byte) (int, error) {
 	w.pos += int64(len(p))
 	if !w.invalid {
 		w.text(p)
+		w.seal()
 	}
 	if w.invalid && w.pos >= BinarySample {
 		w.err = ErrInvalidUTF8
@@ -247,6 +256,9 @@ func (w *Windower) lines(s []byte) {
 				w.lineNo++
 			}
 		default:
+			if w.sel == nil {
+				w.reserve(s)
+			}
 			i := bytes.IndexByte(s, '\n')
 			if i < 0 {
 				w.keep(s)
@@ -285,30 +297,66 @@ func (w *Windower) finish(stored []byte, n int, cr bool) {
 		stored = stored[:n]
 	}
 	w.lineNo++
-	text := w.shown(stored, n)
-	w.cur, w.curLen, w.curCR = w.cur[:0], 0, false
-
-	cost := len(text)
+	keep, truncated := w.shown(stored, n)
+	cost := keep
+	if truncated {
+		cost += len(w.suffix)
+	}
 	if len(w.sel) > 0 {
 		cost++ // the joining newline
 		if w.outBytes+cost > w.maxBytes {
 			w.selecting = false
+			w.cur, w.curLen, w.curCR = w.cur[:0], 0, false
 			return
 		}
 	}
 	w.outBytes += cost
-	w.sel = append(w.sel, Line{Number: w.lineNo, Text: text})
+	w.arena.Write(stored[:keep])
+	if truncated {
+		w.arena.WriteString(w.suffix)
+	}
+	w.cur, w.curLen, w.curCR = w.cur[:0], 0, false
+	w.sel = append(w.sel, Line{Number: w.lineNo}) // Text is set by seal
+	w.ends = append(w.ends, w.arena.Len())
 	// Any further line costs at least its joining newline.
 	if len(w.sel) >= w.limit || w.outBytes >= w.maxBytes {
 		w.selecting = false
 	}
 }
 
-// shown is the text of a line of n bytes whose held prefix is b: the line
-// itself, or its first maxLine code points and the truncation suffix.
-func (w *Windower) shown(b []byte, n int) string {
+// reserve sizes the window's slices once, from the text where selection
+// starts: appending line by line to slices that end up holding ~50 KiB
+// allocated about four times that (large slices grow by a quarter).
+func (w *Windower) reserve(s []byte) {
+	head := s[:min(len(s), w.maxBytes)]
+	lines := min(w.limit, bytes.Count(head, []byte{'\n'})+1)
+	w.sel = make([]Line, 0, lines)
+	w.ends = make([]int, 0, lines)
+	w.arena.Grow(len(head) + len(w.suffix))
+}
+
+// seal turns the texts gathered in arena into one string and points the
+// lines selected since the last seal at their parts of it.
+func (w *Windower) seal() {
+	if w.unsealed == len(w.sel) {
+		return
+	}
+	texts := w.arena.String()
+	at := 0
+	for i := w.unsealed; i < len(w.sel); i++ {
+		end := w.ends[i-w.unsealed]
+		w.sel[i].Text = texts[at:end]
+		at = end
+	}
+	w.arena, w.ends, w.unsealed = strings.Builder{}, w.ends[:0], len(w.sel)
+}
+
+// shown says what is shown of a line of n bytes whose held prefix is b:
+// its first keep bytes, then the truncation suffix if truncated (a line
+// longer than maxLine code points keeps maxLine of them).
+func (w *Windower) shown(b []byte, n int) (keep int, truncated bool) {
 	if n <= w.maxLine {
-		return string(b)
+		return len(b), false
 	}
 	// b holds at least maxLine whole code points whenever the line is longer
 	// than maxLine, so the walk never reaches a cut character.
@@ -322,9 +370,9 @@ func (w *Windower) shown(b []byte, n int) string {
 		}
 	}
 	if i >= n {
-		return string(b)
+		return len(b), false
 	}
-	return string(b[:i]) + w.suffix
+	return i, true
 }
 
 // Ready returns the selected lines not yet returned that may be released:
@@ -371,6 +419,7 @@ func (w *Windower) Close() (Window, error) {
 			w.lineNo++
 		}
 	}
+	w.seal()
 	total := w.lineNo
 	if w.offset > total && !(total == 0 && w.offset == 1) {
 		w.err = &OffsetOutOfRangeError{Offset: w.offset, Total: total}

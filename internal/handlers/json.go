@@ -1,0 +1,189 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// Bodies are encoded into pooled buffers. A read answer carries its window
+// twice (output and metadata.lines, ~100 KiB for a full window), and
+// encoding/json spent most of a read's time on reflection and on growing a
+// fresh buffer; the read answer now has a hand-written encoder (appendJSON)
+// whose bytes are pinned equal to encoding/json's by tests.
+
+// jsonAppender is a body that encodes itself exactly as encoding/json with
+// SetEscapeHTML(false) would, trailing newline included.
+type jsonAppender interface {
+	appendJSON(dst []byte) []byte
+}
+
+// bufPool holds encoding buffers; buffers above maxPooledBuf are dropped so
+// one huge answer does not pin its memory.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuf = 1 << 20
+
+// writeJSON encodes body without HTML escaping: outputs are full of '<' and
+// '>' and must read the same raw as decoded.
+func writeJSON(w http.ResponseWriter, status int, contentType string, body any) error {
+	bp := bufPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	if a, ok := body.(jsonAppender); ok {
+		b = a.appendJSON(b)
+	} else {
+		buf := bytes.NewBuffer(b)
+		enc := json.NewEncoder(buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(body); err != nil {
+			return err
+		}
+		b = buf.Bytes()
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, err := w.Write(b)
+	if cap(b) <= maxPooledBuf {
+		*bp = b[:0]
+		bufPool.Put(bp)
+	}
+	return err
+}
+
+// readResult is the success body of a JSON read: the output is
+// render.ReadOutput(display, window), written straight into the body; the
+// metadata repeats every line's text. Each text is escaped once, in the
+// output, and copied from there into the metadata.
+type readResult struct {
+	display string
+	window  render.Window
+	meta    readMetadata
+}
+
+func (r readResult) appendJSON(b []byte) []byte {
+	m := r.meta
+	size := 128 + 2*len(r.display) + len(m.Lang)
+	for _, l := range r.window.Lines {
+		size += 2*len(l.Text) + 48 // twice, with number, keys and some escapes
+	}
+	b = slices.Grow(b, size)
+	b = append(b, `{"output":"`...)
+	b = appendEscaped(b, render.ReadHeader(r.display))
+	spans := make([]int, 2*len(r.window.Lines)) // where each escaped text is in b
+	for i, l := range r.window.Lines {
+		// render.LineText, escaped
+		b = strconv.AppendInt(b, int64(l.Number), 10)
+		b = append(b, ": "...)
+		spans[2*i] = len(b)
+		b = appendEscaped(b, l.Text)
+		spans[2*i+1] = len(b)
+		b = append(b, `\n`...)
+	}
+	b = appendEscaped(b, render.ReadTail(r.window))
+	b = append(b, `","metadata":{"path":`...)
+	b = appendJSONString(b, m.Path)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, int64(m.Offset), 10)
+	b = append(b, `,"lines":[`...)
+	for i, l := range m.Lines {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"number":`...)
+		b = strconv.AppendInt(b, int64(l.Number), 10)
+		b = append(b, `,"text":"`...)
+		b = append(b, b[spans[2*i]:spans[2*i+1]]...)
+		b = append(b, `"}`...)
+	}
+	b = append(b, `],"totalLines":`...)
+	b = strconv.AppendInt(b, int64(m.TotalLines), 10)
+	if m.Lang != "" {
+		b = append(b, `,"lang":`...)
+		b = appendJSONString(b, m.Lang)
+	}
+	return append(b, "}}\n"...)
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json does
+// without HTML escaping: \" \\ \b \f \n \r \t, other control bytes as
+// \u00XX, U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	return append(appendEscaped(append(b, '"'), s), '"')
+}
+
+// appendEscaped appends the inside of appendJSONString(s), without quotes.
+// Escaping is per character, so escaping parts and joining them equals
+// escaping the joined text.
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	start := 0
+	for i := 0; i < len(s); {
+		// Skip plain ASCII eight bytes at a time (a SWAR test on one 64-bit
+		// word): no byte >= 0x80, < 0x20, '"' or '\\'.
+		for ; i+8 <= len(s); i += 8 {
+			w := s[i : i+8]
+			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+			q, bs := x^(lo*'"'), x^(lo*'\\')
+			if (x|(x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
+				break
+			}
+		}
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(b, s[start:]...)
+}
