@@ -71,11 +71,18 @@ type child struct {
 // (Pdeathsig), so nothing is left behind.
 func startChild(t *testing.T, root, lockDir string, extra ...string) *child {
 	t.Helper()
+	return startChildEnv(t, nil, root, lockDir, extra...)
+}
+
+// startChildEnv is startChild with extra environment variables.
+func startChildEnv(t *testing.T, env []string, root, lockDir string, extra ...string) *child {
+	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "server-*.log")
 	require.NoError(t, err)
 	defer logf.Close()
 	args := append([]string{"--root", root, "--addr", "127.0.0.1:0", "--lock-dir", lockDir, "--log-format", "json"}, extra...)
 	cmd := exec.Command(serverBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
