@@ -141,3 +141,39 @@ func BenchmarkEdit10MiB(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEditDiffBasis9MiB is an edit just below the diff-basis limit:
+// the provider also keeps the LF-normalized text before and after (for the
+// hunks). Its baseline is BenchmarkEdit10MiB's, which keeps none.
+func BenchmarkEditDiffBasis9MiB(b *testing.B) {
+	content := bytes.Repeat([]byte("0123456789abcde\n"), 9<<16) // 9 MiB of text
+	copy(content[len(content)/2:], "NEEDLE")
+	l, root := benchFixture(b)
+	if err := os.WriteFile(filepath.Join(root, "f.txt"), content, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	tg, err := l.Resolve(ctx, "edit", "f.txt", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	info, err := l.Stat(ctx, tg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := info.Version
+	edits := [2]EditRequest{{OldString: "NEEDLE", NewString: "PINPIN"}, {OldString: "PINPIN", NewString: "NEEDLE"}}
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		out, err := l.EditText(ctx, tg, edits[i%2], &v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.Before == nil || len(*out.Before) != len(content) {
+			b.Fatal("no diff basis below the limit")
+		}
+		v, i = out.Version, i+1
+	}
+}

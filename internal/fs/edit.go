@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -81,8 +82,14 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if a := crlfAdapt(edit.OldString); a != edit.OldString {
 		alt = &matcher{needle: []byte(a)}
 	}
+	// The diff basis is gathered in builders sized up front: growing slices
+	// to ~10 MiB by appending copied the file about eight times over, and
+	// Builder.String does not copy again.
 	keepBasis := st.Size < l.diffMax
-	var before []byte
+	var before, after strings.Builder
+	if keepBasis {
+		before.Grow(int(st.Size))
+	}
 	var text utf8Stream
 	validUTF8, hasCRLF, prevCR := true, false, false
 	err = readChunks(ctx, f, func(chunk []byte) error {
@@ -99,10 +106,10 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 			alt.feed(chunk, false, nil)
 		}
 		if keepBasis {
-			if keepBasis = int64(len(before)+len(chunk)) < l.diffMax; keepBasis {
-				before = append(before, chunk...)
+			if keepBasis = int64(before.Len()+len(chunk)) < l.diffMax; keepBasis {
+				before.Write(chunk)
 			} else {
-				before = nil
+				before = strings.Builder{}
 			}
 		}
 		return nil
@@ -126,15 +133,18 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	}
 
 	// Pass 2: stream the edited bytes into the temporary file.
-	var after []byte
+	if keepBasis {
+		grow := int64(m.count) * int64(max(len(repl)-len(m.needle), 0))
+		after.Grow(int(min(st.Size+grow, l.diffMax))) // the basis stops at diffMax
+	}
 	tmp, err := l.stage(w.dir, w.name, keptMode(&st), &st, func(out io.Writer) error {
 		bw := bufio.NewWriterSize(out, editChunk)
 		emit := func(b []byte) error {
 			if keepBasis {
-				if keepBasis = int64(len(after)+len(b)) < l.diffMax; keepBasis {
-					after = append(after, b...)
+				if keepBasis = int64(after.Len()+len(b)) < l.diffMax; keepBasis {
+					after.Write(b)
 				} else {
-					before, after = nil, nil
+					before, after = strings.Builder{}, strings.Builder{}
 				}
 			}
 			_, err := bw.Write(b)
@@ -183,7 +193,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		return EditOutcome{}, l.fail("edit", t.Display, err)
 	}
 	if keepBasis {
-		b, a := string(lfNormalize(before)), string(lfNormalize(after))
+		b, a := lfNormalizeString(before.String()), lfNormalizeString(after.String())
 		out.Before, out.After = &b, &a
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -186,6 +187,15 @@ func lfNormalize(b []byte) []byte {
 		return b
 	}
 	return bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+}
+
+// lfNormalizeString is lfNormalize for a string; text without CR is
+// returned as is.
+func lfNormalizeString(s string) string {
+	if strings.IndexByte(s, '\r') < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\r\n", "\n")
 }
 
 // keptMode is the permission bits a replaced file keeps. Setuid, setgid and
