@@ -205,3 +205,24 @@ func verdict(ok bool) string {
 	}
 	return "**not met**"
 }
+
+// withCPU runs a measurement and also returns the server's CPU time per
+// request during it.
+func withCPU(srv *server, run func() (latencies, error)) (latencies, time.Duration, error) {
+	before, err := cpuOf(srv.pid)
+	if err != nil {
+		return latencies{}, 0, err
+	}
+	l, err := run()
+	if err != nil {
+		return l, 0, err
+	}
+	after, err := cpuOf(srv.pid)
+	if err != nil || len(l.d) == 0 {
+		return l, 0, err
+	}
+	return l, (after - before) / time.Duration(len(l.d)), nil
+}
+
+// us formats a duration in whole microseconds.
+func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }

@@ -189,8 +189,9 @@ func mainErr() error {
 			failed++
 			rep.failure(s, err)
 		}
-		fmt.Fprintf(os.Stderr, "== %s done in %.1fs\n", s, time.Since(start).Seconds())
+		fmt.Fprintf(os.Stderr, "== %s done in %.1fs (load average %s)\n", s, time.Since(start).Seconds(), loadAverage())
 	}
+	fmt.Fprintf(rep.out, "load average at the end: %s\n", loadAverage())
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -229,8 +230,18 @@ func (r *report) machine(o options) {
 	if o.pin {
 		pin = fmt.Sprintf("servers and baselines pinned to CPU %d, client to the other CPUs", o.serverCPU)
 	}
-	fmt.Fprintf(r.out, "# toolfs-api bench, mode %s\n\nmachine: %d CPUs (%s), kernel %s, %s, %s; %s\n\n",
-		o.mode, runtime.NumCPU(), cpu, kernel, runtime.Version(), runtime.GOARCH, pin)
+	fmt.Fprintf(r.out, "# toolfs-api bench, mode %s\n\nmachine: %d CPUs (%s), kernel %s, %s, %s; %s; load average at start: %s\n\n",
+		o.mode, runtime.NumCPU(), cpu, kernel, runtime.Version(), runtime.GOARCH, pin, loadAverage())
+}
+
+// loadAverage is the 1, 5 and 15 minute load average: other work on the
+// machine shows here.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func utsString(b []int8) string {

@@ -77,46 +77,48 @@ func benchRead(ctx context.Context, o options, rep *report) error {
 	body := readBody("src.go")
 	kinds := []struct {
 		name string
+		srv  *server
 		min  int64
 		req  func(w int) *http.Request
 	}{
-		{"http.FileServer GET", int64(len(src)), func(int) *http.Request {
+		{"http.FileServer GET", fsrv, int64(len(src)), func(int) *http.Request {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fsrv.url+"/src.go", nil)
 			return req
 		}},
-		{"toolfs-api read (JSON)", 51200, func(w int) *http.Request {
+		{"toolfs-api read (JSON)", ts, 51200, func(w int) *http.Request {
 			return readRequest(ctx, ts.url, body, "s"+strconv.Itoa(w), false)
 		}},
-		{"toolfs-api read (streamed text)", 51200, func(w int) *http.Request {
+		{"toolfs-api read (streamed text)", ts, 51200, func(w int) *http.Request {
 			return readRequest(ctx, ts.url, body, "s"+strconv.Itoa(w), true)
 		}},
 	}
 	var rows [][]string
 	for _, conns := range []int{1, 32} {
-		var base float64
+		var base, baseCPU float64
 		for k, kind := range kinds {
 			op := func(w, _ int) error { return fetch(client, kind.req(w), kind.min) }
 			if _, err := closedLoop(ctx, conns, o.readDur/5, op); err != nil { // warm-up
 				return err
 			}
-			l, err := closedLoop(ctx, conns, o.readDur, op)
+			l, cpu, err := withCPU(kind.srv, func() (latencies, error) { return closedLoop(ctx, conns, o.readDur, op) })
 			if err != nil {
 				return err
 			}
 			perReq := 1 / l.perSecond()
-			r, goal := "1.00x (baseline)", ""
+			r, rc, goal := "1.00x (baseline)", "1.00x (baseline)", ""
 			if k == 0 {
-				base = perReq
+				base, baseCPU = perReq, cpu.Seconds()
 			} else {
-				r = ratio(perReq, base)
+				r, rc = ratio(perReq, base), ratio(cpu.Seconds(), baseCPU)
 				goal = verdict(perReq <= 1.5*base)
 			}
 			rows = append(rows, []string{strconv.Itoa(conns), kind.name, fmt.Sprintf("%.0f", l.perSecond()),
-				ms(l.quantile(0.5)), ms(l.quantile(0.99)), r, goal})
+				ms(l.quantile(0.5)), ms(l.quantile(0.99)), us(cpu), r, rc, goal})
 		}
 	}
 	rep.table("Read a 2,000-line source file (60 KiB) vs http.FileServer", []string{
-		"connections", "server", "requests/s", "p50 ms", "p99 ms", "time per request vs FileServer", "goal <= 1.5x"}, rows,
+		"connections", "server", "requests/s", "p50 ms", "p99 ms", "server CPU µs/request",
+		"time per request vs FileServer", "server CPU per request vs FileServer", "goal <= 1.5x (time)"}, rows,
 		fmt.Sprintf("File %d bytes, %d lines. The read window stops at the 51,200-byte cap; the JSON answer is %d bytes (output plus metadata.lines), the streamed one %d bytes; the FileServer sends the %d bytes of the file. Each configuration: %v warm-up, then %v closed-loop; one Go client with keep-alive.",
 			len(src), 2000, jsonSize, streamSize, len(src), o.readDur/5, o.readDur))
 	return nil
