@@ -18,19 +18,21 @@ import (
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
-// bigFile writes a text file of about size bytes (lines of 100 bytes) and
-// returns its path.
+// bigFile writes a text file of size bytes (a block of 10,000 numbered
+// 100-byte lines, repeated) and returns its path.
 func bigFile(t *testing.T, dir string, size int) string {
 	t.Helper()
+	var block strings.Builder
+	for i := 0; i < 10_000; i++ {
+		fmt.Fprintf(&block, "%010d %s\n", i, strings.Repeat("x", 88))
+	}
 	p := filepath.Join(dir, "big.txt")
 	f, err := os.Create(p)
 	require.NoError(t, err)
-	w := bufio.NewWriterSize(f, 1<<20)
-	line := strings.Repeat("x", 88)
-	for i := 0; i*100 < size; i++ {
-		fmt.Fprintf(w, "%010d %s\n", i, line)
+	for n := 0; n < size; n += block.Len() {
+		_, err := f.WriteString(block.String())
+		require.NoError(t, err)
 	}
-	require.NoError(t, w.Flush())
 	require.NoError(t, f.Close())
 	return p
 }
