@@ -110,7 +110,7 @@ func TestCrashSafety(t *testing.T) {
 	started := time.Now()
 	for k := 0; k < kills; k++ {
 		srv := startChild(t, root, lockDir)
-		restartServesCleanly(t, srv.base, is, &seq)
+		restartServesCleanly(t, srv.base, root, is, &seq)
 
 		var (
 			killed   atomic.Bool
@@ -209,7 +209,7 @@ func TestCrashSafety(t *testing.T) {
 
 	// A last restart: it serves, then drains and exits 0 on SIGTERM.
 	srv := startChild(t, root, lockDir)
-	restartServesCleanly(t, srv.base, is, &seq)
+	restartServesCleanly(t, srv.base, root, is, &seq)
 	srv.stop()
 	st.leftovers = verifyCrashFile(t, root, is)
 	t.Logf("crash safety: %d kills (%d with a mutation in flight), %d requests served (%d mutations ok, %d stale), %d temporary files left, 0 failures, %s",
@@ -217,14 +217,19 @@ func TestCrashSafety(t *testing.T) {
 }
 
 // restartServesCleanly reads the file through a freshly started server,
-// which must show the version on disk, and edits it.
-func restartServesCleanly(t *testing.T, base string, is *issued, seq *atomic.Uint64) {
+// which must show the version on disk (no temporary file stands in for
+// it), and edits it.
+func restartServesCleanly(t *testing.T, base, root string, is *issued, seq *atomic.Uint64) {
 	t.Helper()
 	hc := newClient()
 	defer hc.CloseIdleConnections()
 	a := mustCall(t, hc, base, "read", "restart", obj{"file_path": crashFile, "limit": 1})
 	require.Equal(t, 200, a.Status, a.Raw)
 	require.Len(t, a.Metadata.Lines, 1)
+	onDisk, err := os.ReadFile(filepath.Join(root, crashFile))
+	require.NoError(t, err)
+	head, _, _ := strings.Cut(string(onDisk), "\n")
+	require.Equal(t, head, a.Metadata.Lines[0].Text, "the server shows the file on disk")
 	m := crashHeader.FindStringSubmatch(a.Metadata.Lines[0].Text)
 	require.NotNil(t, m, a.Metadata.Lines[0].Text)
 	n, _ := strconv.Atoi(m[2])
