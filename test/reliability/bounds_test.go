@@ -156,11 +156,13 @@ func TestSessionMemoryBoundedChild(t *testing.T) {
 	srv := startChildEnv(t, []string{"GOGC=10"}, t.TempDir(), filepath.Join(t.TempDir(), "locks"),
 		"--max-sessions", maxSessions, "--max-paths-per-session", "8")
 	started := time.Now()
+	hc := newClient()
+	defer hc.CloseIdleConnections()
 	flood(t, srv.base, 0, n/10, floodSession)
-	warm := srv.metric("go_memstats_heap_alloc_bytes")
+	warm := srv.metrics(hc, "go_memstats_heap_alloc_bytes")[0]
 	flood(t, srv.base, n/10, n, floodSession)
-	end := srv.metric("go_memstats_heap_alloc_bytes")
-	rss := srv.metric("process_resident_memory_bytes")
+	m := srv.metrics(hc, "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes")
+	end, rss := m[0], m[1]
 	growth := end - warm
 	assert.Less(t, growth, float64(4<<20), "heap %.0f → %.0f bytes", warm, end)
 	srv.stop()

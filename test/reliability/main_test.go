@@ -147,23 +147,28 @@ func (c *child) checkLog() {
 	}
 }
 
-// metric reads one unlabelled sample from the child's /metrics.
-func (c *child) metric(name string) float64 {
+// metrics reads unlabelled samples from the child's /metrics, in the order
+// of names, through hc (so a caller can keep one connection for every
+// sample).
+func (c *child) metrics(hc *http.Client, names ...string) []float64 {
 	c.t.Helper()
-	resp, err := http.Get(c.base + "/metrics")
+	resp, err := hc.Get(c.base + "/metrics")
 	require.NoError(c.t, err)
 	defer resp.Body.Close()
+	values := make([]float64, len(names))
+	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			require.NoError(c.t, err)
-			return f
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				_, err := fmt.Sscan(v, &values[i])
+				require.NoError(c.t, err, sc.Text())
+				found++
+			}
 		}
 	}
-	c.t.Fatalf("no metric %s", name)
-	return 0
+	require.Equal(c.t, len(names), found, "metrics %v", names)
+	return values
 }
 
 // answer is a decoded tool response: status, stable code on failure, and

@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -93,6 +92,19 @@ func streaming() bool {
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "handlers.streamedRead.")
 }
 
+// waitFor polls cond in the calling goroutine (so cond may use require)
+// every 20 ms until it holds or limit passes, and says how long it took.
+func waitFor(limit time.Duration, cond func() bool) (time.Duration, bool) {
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			return time.Since(start), false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start), true
+}
+
 // TestStreamingClientsReleaseResources starts streamed reads of a 64 MiB
 // file in-process and (i) closes the connection after the first bytes,
 // (ii) stops reading but keeps the connection open. Either way the server
@@ -113,7 +125,8 @@ func TestStreamingClientsReleaseResources(t *testing.T) {
 	hc := newClient()
 	require.Equal(t, 200, mustCall(t, hc, srv.base, "read", "", obj{"file_path": "big.txt", "limit": 1}).Status)
 	hc.CloseIdleConnections()
-	require.Eventually(t, func() bool { return !holding(t, big) && !streaming() }, 5*time.Second, 10*time.Millisecond)
+	_, ok := waitFor(5*time.Second, func() bool { return !holding(t, big) && !streaming() })
+	require.True(t, ok, "the warm-up read still holds the file")
 	time.Sleep(100 * time.Millisecond) // let the closed connection's goroutines end
 	baseG, baseFds := runtime.NumGoroutine(), len(openFds(t))
 
@@ -139,7 +152,7 @@ func TestStreamingClientsReleaseResources(t *testing.T) {
 
 	// (i) The client closes its connection after the first bytes.
 	conn := openStream(t, addr)
-	require.True(t, holding(t, big), "the stream has the file open")
+	require.True(t, holding(t, big) && streaming(), "the stream has the file open")
 	conn.Close()
 	closed := settled("closed client", 5*time.Second, 0)
 
@@ -149,6 +162,7 @@ func TestStreamingClientsReleaseResources(t *testing.T) {
 	// side of the connection.
 	conn = openStream(t, addr)
 	start := time.Now()
+	require.True(t, holding(t, big) && streaming(), "the stream has the file open")
 	for holding(t, big) || streaming() {
 		require.Less(t, time.Since(start), window+5*time.Second, "the server still streams to a client that stopped reading")
 		time.Sleep(20 * time.Millisecond)
@@ -177,29 +191,17 @@ func TestStreamingClientsReleaseResourcesChild(t *testing.T) {
 	mc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	defer mc.CloseIdleConnections()
 	sample := func() (fds, goroutines float64) {
-		resp, err := mc.Get(srv.base + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "process_open_fds "); ok {
-				fmt.Sscan(v, &fds)
-			}
-			if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-				fmt.Sscan(v, &goroutines)
-			}
-		}
-		return fds, goroutines
+		m := srv.metrics(mc, "process_open_fds", "go_goroutines")
+		return m[0], m[1]
 	}
 	baseFds, baseG := sample()
 	require.Positive(t, baseFds)
 	back := func(what string, limit time.Duration) time.Duration {
 		t.Helper()
-		start := time.Now()
 		var fds, g float64
-		assert.Eventually(t, func() bool { fds, g = sample(); return fds <= baseFds && g <= baseG }, limit, 50*time.Millisecond,
-			"%s: descriptors %v (baseline %v), goroutines %v (baseline %v)", what, fds, baseFds, g, baseG)
-		return time.Since(start)
+		took, ok := waitFor(limit, func() bool { fds, g = sample(); return fds <= baseFds && g <= baseG })
+		assert.True(t, ok, "%s: after %s descriptors %v (baseline %v), goroutines %v (baseline %v)", what, limit, fds, baseFds, g, baseG)
+		return took
 	}
 
 	conn := openStream(t, addr)
