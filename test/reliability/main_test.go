@@ -84,20 +84,12 @@ func startChildEnv(t *testing.T, env []string, root, lockDir string, extra ...st
 	cmd := exec.Command(serverBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logf
+	lines := make(chan string, 1)
+	cmd.Stdout = &firstLine{ch: lines}
+	cmd.WaitDelay = 5 * time.Second // a grandchild holding stdout cannot stall Wait
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	c := &child{t: t, cmd: cmd, stderr: logf.Name(), exited: make(chan struct{})}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		io.Copy(io.Discard, out)
-	}()
 	go func() { c.err = cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() { c.kill(); c.checkLog() })
 
@@ -106,10 +98,30 @@ func startChildEnv(t *testing.T, env []string, root, lockDir string, extra ...st
 		m := regexp.MustCompile(`^toolfs-api serving .* on (http://127\.0\.0\.1:\d+)$`).FindStringSubmatch(line)
 		require.NotNil(t, m, "first line: %q\nlog: %s", line, c.log())
 		c.base = m[1]
+	case <-c.exited:
+		t.Fatalf("toolfs-api exited at start-up: %v; log: %s", c.err, c.log())
 	case <-time.After(20 * time.Second):
 		t.Fatalf("toolfs-api did not start; log: %s", c.log())
 	}
 	return c
+}
+
+// firstLine is a stdout that hands its first line to ch and drops the rest.
+type firstLine struct {
+	buf  []byte
+	ch   chan<- string // buffered
+	sent bool
+}
+
+func (f *firstLine) Write(p []byte) (int, error) {
+	if !f.sent {
+		f.buf = append(f.buf, p...)
+		if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
+			f.ch <- string(f.buf[:i])
+			f.sent, f.buf = true, nil
+		}
+	}
+	return len(p), nil
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
