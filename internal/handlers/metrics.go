@@ -57,3 +57,22 @@ func NewMetrics() *Metrics {
 	}
 	return m
 }
+
+// watchSessions exports the size of the session store, when the gate has one,
+// so the bounds (--max-sessions, --max-paths-per-session) can be watched.
+func (m *Metrics) watchSessions(gate any) {
+	st, ok := gate.(interface{ Stats() (sessions, observations int) })
+	if !ok {
+		return
+	}
+	for _, g := range []struct {
+		name, help string
+		value      func() float64
+	}{
+		{"toolfs_sessions", "Sessions with observed state.", func() float64 { n, _ := st.Stats(); return float64(n) }},
+		{"toolfs_observations", "(session, path) observations held.", func() float64 { _, n := st.Stats(); return float64(n) }},
+	} {
+		// A second server on the same Metrics finds them registered already.
+		_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.value))
+	}
+}

@@ -63,6 +63,7 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	spec.Servers = nil // the validator would otherwise match the Host header
 
 	x := &executor{cfg: cfg, Deps: deps}
+	deps.Metrics.watchSessions(deps.Gate)
 	r := chi.NewRouter()
 	r.Use(accessLog(deps.Logger), recoverer(deps.Logger))
 	if len(cfg.CORSOrigins) > 0 {

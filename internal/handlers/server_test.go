@@ -532,6 +532,8 @@ func TestMetricsMove(t *testing.T) {
 		`toolfs_tool_calls_total{code="ok",tool="edit"} 1`,
 		`toolfs_stale_versions_total{tool="edit"} 1`,
 		`toolfs_tool_duration_seconds_count{tool="read"} 2`,
+		"toolfs_sessions 1\n",
+		"toolfs_observations 2\n", // a.txt present, missing.txt absent
 		"go_goroutines",
 		"process_open_fds",
 	} {
