@@ -61,7 +61,9 @@ func NewMetrics() *Metrics {
 // watchSessions exports the size of the session store, when the gate has one,
 // so the bounds (--max-sessions, --max-paths-per-session) can be watched.
 func (m *Metrics) watchSessions(gate any) {
-	st, ok := gate.(interface{ Stats() (sessions, observations int) })
+	st, ok := gate.(interface {
+		Stats() (sessions, observations int)
+	})
 	if !ok {
 		return
 	}
