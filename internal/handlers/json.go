@@ -93,7 +93,7 @@ func (r readResult) appendJSON(b []byte) []byte {
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, int64(m.Offset), 10)
 	b = append(b, `,"lines":[`...)
-	for i, l := range m.Lines {
+	for i, l := range r.window.Lines { // m.Lines is the same slice (or [] for none)
 		if i > 0 {
 			b = append(b, ',')
 		}
