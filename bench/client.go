@@ -136,7 +136,7 @@ func closedLoop(ctx context.Context, conns int, dur time.Duration, op func(worke
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			for i := 0; ctx.Err() == nil; i++ {
+			for i := 0; i == 0 || ctx.Err() == nil; i++ { // at least one request, however slow the machine
 				t := time.Now()
 				if err := op(w, i); err != nil {
 					mu.Lock()
