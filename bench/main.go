@@ -116,6 +116,9 @@ func mainErr() error {
 		return fmt.Errorf("-mode must be short or full, not %q", o.mode)
 	}
 	o.params = p
+	if o.mcp != "auto" && o.mcp != "on" && o.mcp != "off" {
+		return fmt.Errorf("-mcp must be auto, on or off, not %q", o.mcp)
+	}
 	if o.mcp == "off" {
 		only = strings.Join(slices.DeleteFunc(strings.Split(orAll(only), ","), func(s string) bool { return s == "mcp" }), ",")
 	}
