@@ -259,12 +259,34 @@ type matcher struct {
 // feed consumes p (final: no more input follows), passing the output to
 // emit when emit is not nil.
 func (m *matcher) feed(p []byte, final bool, emit func([]byte) error) error {
-	data := p
-	if len(m.pending) > 0 {
+	n, data, start := len(m.needle), p, 0
+	switch {
+	case len(m.pending) == 0:
+	case len(p) >= n-1:
+		// Only an occurrence that starts in the held-back tail needs the
+		// two joined, and it ends within n-1 bytes of p: look there, then
+		// go on in p itself rather than copying every chunk.
+		m.scratch = append(append(m.scratch[:0], m.pending...), p[:n-1]...)
+		if j := bytes.Index(m.scratch, m.needle); j >= 0 && j < len(m.pending) {
+			m.count++
+			if emit != nil {
+				if err := emit(m.pending[:j]); err != nil {
+					return err
+				}
+				if err := emit(m.repl); err != nil {
+					return err
+				}
+			}
+			start = j + n - len(m.pending)
+		} else if emit != nil {
+			if err := emit(m.pending); err != nil {
+				return err
+			}
+		}
+	default: // p is too short to decide: join them
 		m.scratch = append(append(m.scratch[:0], m.pending...), p...)
 		data = m.scratch
 	}
-	n, start := len(m.needle), 0
 	for {
 		j := bytes.Index(data[start:], m.needle)
 		if j < 0 {
