@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -119,9 +118,6 @@ func mainErr() error {
 	if o.mcp != "auto" && o.mcp != "on" && o.mcp != "off" {
 		return fmt.Errorf("-mcp must be auto, on or off, not %q", o.mcp)
 	}
-	if o.mcp == "off" {
-		only = strings.Join(slices.DeleteFunc(strings.Split(orAll(only), ","), func(s string) bool { return s == "mcp" }), ",")
-	}
 	if loadDur > 0 {
 		o.loadDur = loadDur
 	}
@@ -137,6 +133,9 @@ func mainErr() error {
 			return fmt.Errorf("-only: unknown scenario %q (known: %s)", s, strings.Join(scenarioOrder, ","))
 		}
 		run[s] = true
+	}
+	if o.mcp == "off" {
+		run["mcp"] = false
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -275,10 +274,5 @@ func (r *report) table(title string, header []string, rows [][]string, notes ...
 func (r *report) failure(scenario string, err error) {
 	fmt.Fprintf(r.out, "## %s: FAILED\n\n    %v\n\n", scenario, err)
 }
-
-func orAll(only string) string {
-	if only == "" {
-		return strings.Join(scenarioOrder, ",")
-	}
 	return only
 }
