@@ -274,5 +274,3 @@ func (r *report) table(title string, header []string, rows [][]string, notes ...
 func (r *report) failure(scenario string, err error) {
 	fmt.Fprintf(r.out, "## %s: FAILED\n\n    %v\n\n", scenario, err)
 }
-	return only
-}
