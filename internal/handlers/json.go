@@ -58,6 +58,10 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body any) 
 	return err
 }
 
+// spanPool holds appendJSON's offsets of escaped line texts (16 bytes a
+// line, so at most 32 KiB for a 2,000-line window).
+var spanPool = sync.Pool{New: func() any { return new([]int) }}
+
 // readResult is the success body of a JSON read: the output is
 // render.ReadOutput(display, window), written straight into the body; the
 // metadata repeats every line's text. Each text is escaped once, in the
@@ -77,7 +81,10 @@ func (r readResult) appendJSON(b []byte) []byte {
 	b = slices.Grow(b, size)
 	b = append(b, `{"output":"`...)
 	b = appendEscaped(b, render.ReadHeader(r.display))
-	spans := make([]int, 2*len(r.window.Lines)) // where each escaped text is in b
+	sp := spanPool.Get().(*[]int)
+	defer spanPool.Put(sp)
+	spans := slices.Grow((*sp)[:0], 2*len(r.window.Lines))[:2*len(r.window.Lines)] // where each escaped text is in b
+	*sp = spans
 	for i, l := range r.window.Lines {
 		// render.LineText, escaped
 		b = strconv.AppendInt(b, int64(l.Number), 10)
