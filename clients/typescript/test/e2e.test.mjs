@@ -178,8 +178,10 @@ test("a streamed read the server aborts rejects in the page, never ends short", 
   const out = await call("stream", "big.txt", 3);
   assert.equal(out.ok, false, JSON.stringify(out).slice(0, 300));
   assert.match(out.error ?? "", /^TypeError/, JSON.stringify(out).slice(0, 300));
+  // Whether the page saw the window lines before the error is timing: a
+  // ReadableStream that errors drops the chunks still queued in it. The Go
+  // tests prove the lines leave first; here what matters is no short success.
   const shown = await textContent("#read-stream");
-  assert.ok(shown.includes(`\n3: ${"x".repeat(99)}\n`), `window lines arrive first: ${shown.slice(0, 300)}`);
   assert.ok(!shown.includes("(End of file"), shown.slice(-300));
   assert.ok(!shown.includes("</content>"), shown.slice(-300));
   fs.rmSync(path.join(root, "big.txt"));
