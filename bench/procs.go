@@ -234,7 +234,7 @@ func startInProcess(root, lockDir string, extra []string) (*server, error) {
 		gate = policy.NewStore(policy.Config{})
 	}
 	h, err := handlers.NewServer(handlers.Config{
-		Caps: render.DefaultCaps(), StreamMinSize: 10 << 20, MaxBodyBytes: 32 << 20,
+		Caps: render.DefaultCaps(), MaxBodyBytes: 32 << 20,
 		StreamWriteWindow: 30 * time.Second, PolicyOn: policyOn, LoopbackHosts: true,
 	}, handlers.Deps{
 		FS: local, Gate: gate, Search: search.New(search.Config{}), Metrics: handlers.NewMetrics(),
@@ -282,12 +282,6 @@ func readMemory(pid int) (memory, error) {
 		}
 	}
 	return m, nil
-}
-
-// resetPeak makes VmHWM start again from the current RSS (clear_refs 5), so
-// a scenario's peak is its own. It reports whether the kernel allowed it.
-func resetPeak(pid int) bool {
-	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
 }
 
 // cpuOf is the CPU time (user + system, all threads) a process has used so

@@ -47,7 +47,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.IntVar(&c.readLimit, "read-limit", 2000, "default and maximum lines per read")
 	fl.IntVar(&c.readMaxLineLength, "read-max-line-length", 2000, "characters kept per line before truncation")
 	fl.IntVar(&c.readMaxBytes, "read-max-bytes", 51200, "byte cap on one read window")
-	fl.Int64Var(&c.readStreamMinSize, "read-stream-min-size", 10<<20, "files at or above this size are read in chunks")
+	fl.Int64Var(&c.readStreamMinSize, "read-stream-min-size", 10<<20, "accepted for compatibility with the original: every read is chunked, so memory is bounded for any size")
 	fl.BoolVar(&c.policy, "policy", true, "read-before-write policy (false = bare provider)")
 	fl.DurationVar(&c.sessionTTL, "session-ttl", 30*time.Minute, "idle time after which a session's observations are forgotten")
 	fl.IntVar(&c.maxSessions, "max-sessions", 10000, "sessions kept at once (least recently used go first)")

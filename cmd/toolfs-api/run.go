@@ -55,7 +55,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	handler, err := handlers.NewServer(handlers.Config{
 		Caps:              render.Caps{Limit: cfg.readLimit, MaxLineLength: cfg.readMaxLineLength, MaxBytes: cfg.readMaxBytes},
-		StreamMinSize:     cfg.readStreamMinSize,
 		Token:             cfg.token,
 		CORSOrigins:       cfg.origins(),
 		MaxBodyBytes:      cfg.maxBodyBytes,

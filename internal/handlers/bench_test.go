@@ -61,7 +61,7 @@ func benchServer(b *testing.B, policyOn bool) (http.Handler, string) {
 		gate = policy.NewStore(policy.Config{})
 	}
 	h, err := handlers.NewServer(handlers.Config{
-		Caps: render.DefaultCaps(), StreamMinSize: 10 << 20, MaxBodyBytes: 32 << 20,
+		Caps: render.DefaultCaps(), MaxBodyBytes: 32 << 20,
 		StreamWriteWindow: 10 * time.Second, PolicyOn: policyOn,
 	}, handlers.Deps{
 		FS: local, Gate: gate, Metrics: handlers.NewMetrics(),

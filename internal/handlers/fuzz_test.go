@@ -57,8 +57,8 @@ func newBodyWorld(t testing.TB) *bodyWorld {
 			gate = policy.NewStore(policy.Config{TTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64})
 		}
 		h, err := handlers.NewServer(handlers.Config{
-			Caps:          render.Caps{Limit: 50, MaxLineLength: 200, MaxBytes: 4096},
-			StreamMinSize: 10 << 20, MaxBodyBytes: fuzzMaxBody, PolicyOn: on,
+			Caps:         render.Caps{Limit: 50, MaxLineLength: 200, MaxBytes: 4096},
+			MaxBodyBytes: fuzzMaxBody, PolicyOn: on,
 		}, handlers.Deps{
 			FS: local, Gate: gate, Metrics: handlers.NewMetrics(),
 			Search: search.New(search.Config{Timeout: 5 * time.Second, MaxConcurrent: 2}),

@@ -110,7 +110,7 @@ func serveRoot(t *testing.T, root string, policyOn bool) *harness {
 	}
 	m := handlers.NewMetrics()
 	h, err := handlers.NewServer(handlers.Config{
-		Caps: render.DefaultCaps(), StreamMinSize: 10 << 20, MaxBodyBytes: 1 << 20,
+		Caps: render.DefaultCaps(), MaxBodyBytes: 1 << 20,
 		StreamWriteWindow: 10 * time.Second, PolicyOn: policyOn,
 	}, handlers.Deps{
 		FS: local, Gate: gate, Search: search.New(search.Config{}), Metrics: m,

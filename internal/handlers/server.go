@@ -32,7 +32,6 @@ import (
 // Config is what the HTTP layer needs to know beyond its dependencies.
 type Config struct {
 	Caps              render.Caps
-	StreamMinSize     int64         // files at or above this size are read in large chunks
 	Token             string        // "" = no auth
 	CORSOrigins       []string      // nil = no CORS headers at all
 	MaxBodyBytes      int64         // request bodies above this get 413

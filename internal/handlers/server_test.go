@@ -65,7 +65,7 @@ func start(t *testing.T, o options) *harness {
 	}
 	m := handlers.NewMetrics()
 	h, err := handlers.NewServer(handlers.Config{
-		Caps: caps, StreamMinSize: 10 << 20, Token: o.token, CORSOrigins: o.origins,
+		Caps: caps, Token: o.token, CORSOrigins: o.origins,
 		MaxBodyBytes: o.maxBody, StreamWriteWindow: 10 * time.Second, PolicyOn: !o.policyOff,
 	}, handlers.Deps{
 		FS: local, Gate: gate, Search: search.New(searchCfg), Metrics: m,

@@ -182,7 +182,7 @@ func startInProcess(t *testing.T, o inProcessOptions) *inProcess {
 		o.writeWindow = 30 * time.Second
 	}
 	h, err := handlers.NewServer(handlers.Config{
-		Caps: o.caps, StreamMinSize: 10 << 20, MaxBodyBytes: 32 << 20,
+		Caps: o.caps, MaxBodyBytes: 32 << 20,
 		StreamWriteWindow: o.writeWindow, PolicyOn: true, LoopbackHosts: true,
 	}, handlers.Deps{
 		FS: local, Gate: store, Metrics: handlers.NewMetrics(),
