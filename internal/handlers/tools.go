@@ -193,12 +193,9 @@ func (x *executor) WriteTool(ctx context.Context, req api.WriteToolRequestObject
 	start := time.Now()
 	c := callFrom(ctx)
 	path, terr := filePathArg(req.Body.FilePath)
-	if terr == nil {
-		terr = x.requireSession(c)
-	}
 	var t fs.Target
 	if terr == nil {
-		t, terr = x.target(ctx, c, "write", path)
+		t, terr = x.mutationTarget(ctx, c, "write", path)
 	}
 	if terr != nil {
 		return x.fail("write", start, terr), nil
@@ -209,14 +206,10 @@ func (x *executor) WriteTool(ctx context.Context, req api.WriteToolRequestObject
 		return x.fail("write", start, x.mutationFailure("write", err)), nil
 	}
 	x.Gate.ObservePresent(c.session, t.Key, out.Version)
-	diffs := []render.Diff{}
-	if out.Before != nil {
-		diffs = render.Diffs(req.Body.FilePath, *out.Before, out.After)
-	}
 	x.done("write", start, "ok")
 	return ok(result{
 		Output:   render.WriteOutput(t.Display, out.Operation == fs.OpCreate),
-		Metadata: writeMetadata{Operation: out.Operation, Diffs: diffs},
+		Metadata: writeMetadata{Operation: out.Operation, Diffs: diffsOf(req.Body.FilePath, out.Before, &out.After)},
 	}), nil
 }
 
@@ -233,12 +226,10 @@ func (x *executor) EditTool(ctx context.Context, req api.EditToolRequestObject) 
 		terr = argError(render.MsgOldString)
 	case b.OldString == b.NewString:
 		terr = argError(render.MsgStringsEqual)
-	default:
-		terr = x.requireSession(c)
 	}
 	var t fs.Target
 	if terr == nil {
-		t, terr = x.target(ctx, c, "edit", path)
+		t, terr = x.mutationTarget(ctx, c, "edit", path)
 	}
 	if terr != nil {
 		return x.fail("edit", start, terr), nil
@@ -252,14 +243,10 @@ func (x *executor) EditTool(ctx context.Context, req api.EditToolRequestObject) 
 		return x.fail("edit", start, x.mutationFailure("edit", err)), nil
 	}
 	x.Gate.ObservePresent(c.session, t.Key, out.Version)
-	diffs := []render.Diff{}
-	if out.Before != nil && out.After != nil {
-		diffs = render.Diffs(b.FilePath, *out.Before, *out.After)
-	}
 	x.done("edit", start, "ok")
 	return ok(result{
 		Output:   render.EditOutput(t.Display, replaceAll),
-		Metadata: editMetadata{Diffs: diffs},
+		Metadata: editMetadata{Diffs: diffsOf(b.FilePath, out.Before, out.After)},
 	}), nil
 }
 
@@ -333,11 +320,22 @@ func (x *executor) Healthz(context.Context, api.HealthzRequestObject) (api.Healt
 	return ok(map[string]string{"status": "ok"}), nil
 }
 
-func (x *executor) requireSession(c call) *toolError {
+// mutationTarget resolves the target of a write or edit, whose session is
+// required while the policy is on (arguments are checked first, SPEC §3).
+func (x *executor) mutationTarget(ctx context.Context, c call, op, path string) (fs.Target, *toolError) {
 	if x.cfg.PolicyOn && c.session == "" {
-		return sessionError("X-Session-ID is required on write and edit: the read-before-write policy tracks what each session has read")
+		return fs.Target{}, sessionError("X-Session-ID is required on write and edit: the read-before-write policy tracks what each session has read")
 	}
-	return nil
+	return x.target(ctx, c, op, path)
+}
+
+// diffsOf is the hunks between the provider's diff bases; none when it
+// declined one (a create, or text it would not hold in memory).
+func diffsOf(path string, before, after *string) []render.Diff {
+	if before == nil || after == nil {
+		return []render.Diff{}
+	}
+	return render.Diffs(path, *before, *after)
 }
 
 // cwd is the session's working directory: the root, or X-Session-Cwd when it
