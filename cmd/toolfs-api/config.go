@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // config is every setting of the server, from flags and their TOOLFS_*
@@ -33,6 +36,7 @@ type config struct {
 	searchTimeout     time.Duration
 	maxSearches       int
 	lockDir           string
+	sessionStore      string
 	shutdownGrace     time.Duration
 }
 
@@ -59,6 +63,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.DurationVar(&c.searchTimeout, "search-timeout", 30*time.Second, "glob and grep time limit")
 	fl.IntVar(&c.maxSearches, "max-searches", 4, "glob and grep calls running at once")
 	fl.StringVar(&c.lockDir, "lock-dir", "", "folder of the cross-process lock files (default: a per-root folder under the temp dir; \"off\" = in-process locks only)")
+	fl.StringVar(&c.sessionStore, "session-store", "memory", "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 
 	if err := fl.Parse(args); err != nil {
@@ -107,6 +112,11 @@ func (c config) validate() error {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
 	}
+	if c.sessionStore != "memory" {
+		if _, err := redisOptions(c.sessionStore); err != nil {
+			return err
+		}
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
@@ -142,4 +152,52 @@ func (c config) origins() []string {
 		}
 	}
 	return out
+}
+
+// redisOptions parses --session-store's Redis URL, with timeouts short
+// enough that a write waits about a second, not half a minute, before it
+// answers SESSION_STORE_UNAVAILABLE (the URL's own dial_timeout,
+// read_timeout, write_timeout and max_retries win). Errors never echo the
+// password.
+func redisOptions(raw string) (*redis.Options, error) {
+	if !strings.HasPrefix(raw, "redis://") && !strings.HasPrefix(raw, "rediss://") {
+		return nil, fmt.Errorf("--session-store must be memory, redis://host:port/db or rediss://host:port/db, not %q", redactURL(raw))
+	}
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		msg := strings.ReplaceAll(err.Error(), raw, redactURL(raw))
+		if u, perr := url.Parse(raw); perr == nil {
+			if p, ok := u.User.Password(); ok && p != "" {
+				msg = strings.ReplaceAll(msg, p, "xxxxx")
+			}
+		}
+		return nil, fmt.Errorf("--session-store %q: %s", redactURL(raw), msg)
+	}
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = time.Second
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = time.Second
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = time.Second
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 1
+	}
+	// One dial per attempt: a refused connection answers at once, not after
+	// the client's default five dials 100 ms apart.
+	opts.DialerRetries = 1
+	return opts, nil
+}
+
+// redactURL hides the user information of a URL, for logs and errors.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i {
+		return raw[:i+3] + "xxxxx" + raw[j:]
+	}
+	return raw
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
@@ -45,8 +47,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer local.Close()
 
 	var gate policy.Gate = policy.Off{}
-	if cfg.policy {
-		gate = policy.NewStore(policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths})
+	storeCfg := policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths}
+	switch {
+	case !cfg.policy:
+	case cfg.sessionStore == "memory":
+		gate = policy.NewStore(storeCfg)
+	default:
+		opts, err := redisOptions(cfg.sessionStore)
+		if err != nil {
+			return err
+		}
+		// go-redis logs through one process-wide logger; its messages
+		// repeat the causes the store's errors carry, so they go to debug.
+		redis.SetLogger(redisLogger{log})
+		client := redis.NewClient(opts)
+		defer client.Close()
+		rs := policy.NewRedisStore(client, storeCfg, policy.RedisOptions{})
+		// Start-up does not wait for Redis: reads work without it, and the
+		// client connects once it is up (docs/deployment.md).
+		if err := rs.Ping(ctx); err != nil {
+			log.Warn("session store unreachable at start-up: writes and edits answer 503 until it is up", "session-store", redactURL(cfg.sessionStore), "err", err)
+		}
+		gate = rs
 	}
 	searcher := search.New(search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches})
 	if !searcher.Available() {
@@ -83,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", local.Root(), ln.Addr())
-	log.Info("listening", "addr", ln.Addr().String(), "root", local.Root(), "policy", cfg.policy, "auth", cfg.token != "")
+	log.Info("listening", "addr", ln.Addr().String(), "root", local.Root(), "policy", cfg.policy, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -101,6 +123,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// redisLogger routes go-redis's own messages to the server's log at debug
+// level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
 func newLogger(format string, w io.Writer) *slog.Logger {

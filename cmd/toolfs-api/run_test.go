@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/redistest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
@@ -96,6 +98,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml"}, nil, "--log-format"},
 		{"public without token", []string{"--addr", "0.0.0.0:0"}, nil, "--token"},
 		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
+		{"unknown session store", []string{"--session-store", "mysql://db"}, nil, `--session-store must be memory, redis://host:port/db or rediss://host:port/db, not "mysql://db"`},
+		{"bad redis url", nil, map[string]string{"TOOLFS_SESSION_STORE": "redis://u:hunter2@h:6379/notadb"}, `--session-store "redis://u:xxxxx@h:6379/notadb"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,6 +107,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 			err := run(context.Background(), tc.args, env(tc.env), io.Discard, &stderr)
 			require.Error(t, err)
 			assert.Contains(t, err.Error()+stderr.String(), tc.want)
+			assert.NotContains(t, err.Error()+stderr.String(), "hunter2", "a password never reaches the logs")
 		})
 	}
 }
@@ -112,4 +117,124 @@ func TestFlagWinsOverEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 10, c.readLimit)
 	assert.False(t, c.policy)
+}
+
+// startRun starts the whole server in-process and returns its base URL and
+// a function that stops it and returns its log.
+func startRun(t *testing.T, args []string) (string, func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, env(nil), &stdout, &stderr) }()
+	var base string
+	require.Eventually(t, func() bool {
+		m := regexp.MustCompile(`on (http://\S+)`).FindStringSubmatch(stdout.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 10*time.Millisecond, "server did not start: %s", &stderr)
+	stop := func() string {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("server did not shut down")
+		}
+		return stderr.String()
+	}
+	t.Cleanup(func() { cancel() })
+	return base, stop
+}
+
+type answer struct {
+	status int
+	body   string
+}
+
+func call(t *testing.T, method, url, session, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if session != "" {
+		req.Header.Set("X-Session-ID", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{resp.StatusCode, string(b)}
+}
+
+// TestSessionStoreRedis runs two servers on one root and one redis-server
+// (SPEC §17): a session that read through one edits through the other; while
+// Redis is down, reads answer, writes, edits and forgets answer 503
+// SESSION_STORE_UNAVAILABLE and write nothing, and /healthz stays 200;
+// once Redis is back the same servers work again without a restart.
+func TestSessionStoreRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	root := t.TempDir()
+	file := filepath.Join(root, "a.txt")
+	require.NoError(t, os.WriteFile(file, []byte("one\n"), 0o644))
+	args := []string{"--addr", "127.0.0.1:0", "--root", root, "--session-store", rs.URL(3), "--log-format", "json"}
+	a, stopA := startRun(t, args)
+	b, stopB := startRun(t, args)
+
+	assert.Equal(t, 200, call(t, "POST", a+"/tools/read", "s1", `{"file_path":"a.txt"}`).status)
+	got := call(t, "POST", b+"/tools/edit", "s1", `{"file_path":"a.txt","old_string":"one","new_string":"two"}`)
+	assert.Equal(t, 200, got.status, got.body)
+	got = call(t, "POST", a+"/tools/edit", "s1", `{"file_path":"a.txt","old_string":"two","new_string":"three"}`)
+	assert.Equal(t, 200, got.status, "B's write recorded the new version for A: %s", got.body)
+	got = call(t, "POST", a+"/tools/edit", "s2", `{"file_path":"a.txt","old_string":"three","new_string":"four"}`)
+	assert.Equal(t, 409, got.status, "another session read nothing: %s", got.body)
+
+	rs.Stop()
+	assert.Equal(t, 200, call(t, "GET", a+"/healthz", "", "").status, "liveness does not depend on Redis")
+	got = call(t, "POST", b+"/tools/read", "s1", `{"file_path":"a.txt"}`)
+	assert.Equal(t, 200, got.status, "reads answer without Redis")
+	assert.Contains(t, got.body, "1: three")
+	for _, c := range []struct{ path, body, tool string }{
+		{"/tools/write", `{"file_path":"a.txt","content":"lost\n"}`, "write"},
+		{"/tools/edit", `{"file_path":"a.txt","old_string":"three","new_string":"lost"}`, "edit"},
+		{"/tools/write", `{"file_path":"new.txt","content":"lost\n"}`, "write"},
+	} {
+		got := call(t, "POST", a+c.path, "s1", c.body)
+		assert.Equal(t, 503, got.status, c.body)
+		assert.Contains(t, got.body, `"code":"SESSION_STORE_UNAVAILABLE"`)
+		p := regexp.MustCompile(`"file_path":"([^"]+)"`).FindStringSubmatch(c.body)[1]
+		assert.Contains(t, got.body, `"output":"Error: cannot `+c.tool+` \"`+filepath.Join(root, p)+`\": the session store is unavailable, nothing was written; retry shortly"`)
+	}
+	got = call(t, "DELETE", a+"/sessions/s1", "", "")
+	assert.Equal(t, 503, got.status, "a forget that did not happen is not a 204")
+	assert.Contains(t, got.body, `"code":"SESSION_STORE_UNAVAILABLE"`)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "three\n", string(data), "nothing was written during the outage")
+	assert.NoFileExists(t, filepath.Join(root, "new.txt"))
+	metrics := call(t, "GET", a+"/metrics", "", "").body
+	assert.Contains(t, metrics, `toolfs_session_store_errors_total{op="decide"} 3`)
+	assert.Contains(t, metrics, `toolfs_session_store_errors_total{op="forget"} 1`)
+	assert.Contains(t, metrics, `toolfs_tool_calls_total{code="SESSION_STORE_UNAVAILABLE",tool="write"} 2`)
+
+	// This Redis keeps nothing on disk: after its restart every session
+	// must read again (fails closed), then works through any server.
+	require.NoError(t, rs.Start())
+	got = call(t, "POST", b+"/tools/edit", "s1", `{"file_path":"a.txt","old_string":"three","new_string":"five"}`)
+	assert.Equal(t, 409, got.status, "the clients reconnect on their own: %s", got.body)
+	assert.Contains(t, got.body, `"code":"FS_NOT_OBSERVED"`)
+	assert.Equal(t, 200, call(t, "POST", a+"/tools/read", "s1", `{"file_path":"a.txt"}`).status)
+	got = call(t, "POST", b+"/tools/edit", "s1", `{"file_path":"a.txt","old_string":"three","new_string":"five"}`)
+	assert.Equal(t, 200, got.status, got.body)
+	data, err = os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "five\n", string(data))
+
+	logA := stopA()
+	stopB()
+	assert.Contains(t, logA, `"msg":"session store unavailable"`)
+	assert.NotContains(t, logA, "panic")
 }

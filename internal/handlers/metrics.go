@@ -15,6 +15,7 @@ type Metrics struct {
 	readFooters   *prometheus.CounterVec
 	toolCalls     *prometheus.CounterVec
 	toolDuration  *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
 }
 
 // NewMetrics registers every series, with the Go and process collectors, on a
@@ -43,9 +44,13 @@ func NewMetrics() *Metrics {
 			Help:    "Tool call latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"tool"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_session_store_errors_total",
+			Help: "Session store operations that failed (Redis unreachable): a lost observation or touch, a refused decision, a failed forget.",
+		}, []string{"op"}),
 	}
 	m.Registry.MustRegister(
-		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration,
+		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration, m.storeErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -54,6 +59,9 @@ func NewMetrics() *Metrics {
 	}
 	for _, t := range []string{"write", "edit"} {
 		m.staleVersions.WithLabelValues(t)
+	}
+	for _, op := range []string{"observe", "touch", "decide", "forget"} {
+		m.storeErrors.WithLabelValues(op)
 	}
 	return m
 }

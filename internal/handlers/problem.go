@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -44,8 +45,10 @@ var statusByCode = map[string]int{
 	string(fs.CodeTooLarge):       http.StatusUnprocessableEntity,
 	"SEARCH_RAW_OUTPUT_OVERFLOW":  http.StatusUnprocessableEntity,
 	string(fs.CodeIO):             http.StatusInternalServerError,
-	"SEARCH_FAILED":               http.StatusInternalServerError,
-	"SEARCH_ABORTED":              http.StatusGatewayTimeout,
+	// Writes and edits wait for the session store (docs/deployment.md).
+	string(policy.CodeUnavailable): http.StatusServiceUnavailable,
+	"SEARCH_FAILED":                http.StatusInternalServerError,
+	"SEARCH_ABORTED":               http.StatusGatewayTimeout,
 	// A cancelled call has no client left to read the answer; nginx's 499
 	// keeps it apart from server faults in access logs and metrics.
 	string(fs.CodeAborted): 499,

@@ -76,7 +76,7 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	if cfg.LoopbackHosts {
 		r.Use(loopbackHosts)
 	}
-	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes), sessionHeaders(deps.Gate), strictJSON(x.countRejected))
+	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes), sessionHeaders(deps.Gate, x.storeFailed), strictJSON(x.countRejected))
 	r.Use(nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
 		Options: openapi3filter.Options{
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // bearerAuth did it
@@ -213,7 +213,7 @@ func callFrom(ctx context.Context) call {
 // sessionHeaders checks X-Session-ID and X-Session-Cwd (a header that is
 // present but empty is malformed), counts the request as use of the session,
 // and notes whether the client wants a streamed read.
-func sessionHeaders(gate policy.Gate) func(http.Handler) http.Handler {
+func sessionHeaders(gate policy.Gate, failed func(op string, err error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var c call
@@ -223,7 +223,8 @@ func sessionHeaders(gate policy.Gate) func(http.Handler) http.Handler {
 					return
 				}
 				c.session = ids[0]
-				gate.Touch(c.session)
+				// A lost touch only shortens the session's life: fail closed.
+				failed("touch", gate.Touch(c.session))
 			}
 			if cwds, ok := r.Header["X-Session-Cwd"]; ok {
 				if len(cwds) != 1 || strings.TrimSpace(cwds[0]) == "" || strings.IndexByte(cwds[0], 0) >= 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/api"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
 )
@@ -108,7 +109,7 @@ func (x *executor) openRead(ctx context.Context, c call, body *api.ReadRequest) 
 	switch info.Type {
 	case fs.TypeFile:
 	case fs.TypeMissing:
-		x.Gate.ObserveAbsent(c.session, t.Key)
+		x.storeFailed("observe", x.Gate.ObserveAbsent(c.session, t.Key))
 		return nil, &toolError{code: string(fs.CodeNotFound), message: render.MsgReadNotFound(t.Display)}
 	default:
 		return nil, &toolError{code: string(fs.CodeNotRegularFile), message: render.MsgReadNotRegular(t.Display)}
@@ -116,7 +117,7 @@ func (x *executor) openRead(ctx context.Context, c call, body *api.ReadRequest) 
 	f, opened, err := x.FS.OpenText(ctx, t)
 	if err != nil {
 		if fs.CodeOf(err) == fs.CodeNotFound {
-			x.Gate.ObserveAbsent(c.session, t.Key) // deleted since the Stat
+			x.storeFailed("observe", x.Gate.ObserveAbsent(c.session, t.Key)) // deleted since the Stat
 		}
 		return nil, x.fsFailure(err)
 	}
@@ -126,7 +127,7 @@ func (x *executor) openRead(ctx context.Context, c call, body *api.ReadRequest) 
 // readDone records a successful read: the version of the bytes that were
 // read, and the footer.
 func (x *executor) readDone(c call, rd *reading, window render.Window, start time.Time) {
-	x.Gate.ObservePresent(c.session, rd.target.Key, rd.info.Version)
+	x.storeFailed("observe", x.Gate.ObservePresent(c.session, rd.target.Key, rd.info.Version))
 	x.Metrics.readFooters.WithLabelValues(window.Footer.String()).Inc()
 	x.done("read", start, "ok")
 }
@@ -200,12 +201,16 @@ func (x *executor) WriteTool(ctx context.Context, req api.WriteToolRequestObject
 	if terr != nil {
 		return x.fail("write", start, terr), nil
 	}
-	intent := x.Gate.WriteIntent(c.session, t)
+	intent, err := x.Gate.WriteIntent(c.session, t)
+	if err != nil {
+		x.storeFailed("decide", err)
+		return x.fail("write", start, x.mutationFailure("write", err)), nil
+	}
 	out, err := x.FS.WriteText(ctx, t, []byte(req.Body.Content), intent)
 	if err != nil {
 		return x.fail("write", start, x.mutationFailure("write", err)), nil
 	}
-	x.Gate.ObservePresent(c.session, t.Key, out.Version)
+	x.storeFailed("observe", x.Gate.ObservePresent(c.session, t.Key, out.Version))
 	x.done("write", start, "ok")
 	return ok(result{
 		Output:   render.WriteOutput(t.Display, out.Operation == fs.OpCreate),
@@ -236,13 +241,14 @@ func (x *executor) EditTool(ctx context.Context, req api.EditToolRequestObject) 
 	}
 	guard, err := x.Gate.EditGuard(c.session, t)
 	if err != nil {
+		x.storeFailed("decide", err)
 		return x.fail("edit", start, x.mutationFailure("edit", err)), nil
 	}
 	out, err := x.FS.EditText(ctx, t, fs.EditRequest{OldString: b.OldString, NewString: b.NewString, ReplaceAll: replaceAll}, guard)
 	if err != nil {
 		return x.fail("edit", start, x.mutationFailure("edit", err)), nil
 	}
-	x.Gate.ObservePresent(c.session, t.Key, out.Version)
+	x.storeFailed("observe", x.Gate.ObservePresent(c.session, t.Key, out.Version))
 	x.done("edit", start, "ok")
 	return ok(result{
 		Output:   render.EditOutput(t.Display, replaceAll),
@@ -311,7 +317,11 @@ type unavailableTool struct {
 
 // DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.
 func (x *executor) DeleteSession(_ context.Context, req api.DeleteSessionRequestObject) (api.DeleteSessionResponseObject, error) {
-	x.Gate.Forget(req.Id)
+	if _, err := x.Gate.Forget(req.Id); err != nil {
+		x.storeFailed("forget", err)
+		return failure(&toolError{code: string(policy.CodeUnavailable),
+			message: "cannot forget the session: the session store is unavailable; retry shortly"}), nil
+	}
 	return response{status: 204}, nil
 }
 
@@ -402,6 +412,17 @@ func (x *executor) mutationFailure(tool string, err error) *toolError {
 	}
 	terr.message += render.Remedy(terr.code)
 	return terr
+}
+
+// storeFailed logs and counts a session store failure (nil and the policy's
+// own refusals, such as FS_NOT_OBSERVED, are not failures). A lost
+// observation fails closed: the session must read again (docs/deployment.md).
+func (x *executor) storeFailed(op string, err error) {
+	if err == nil || !errors.Is(err, policy.ErrUnavailable) {
+		return
+	}
+	x.Metrics.storeErrors.WithLabelValues(op).Inc()
+	x.Logger.Warn("session store unavailable", "op", op, "err", err)
 }
 
 func (x *executor) fail(tool string, start time.Time, terr *toolError) response {

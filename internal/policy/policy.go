@@ -13,25 +13,31 @@ import "github.com/toolfs/toolfs-api/internal/fs"
 // Gate decides the intent of every write and edit and records observations.
 // An empty session id owns no state: it records nothing and is decided as
 // unseen. Implementations are safe for concurrent use.
+//
+// Errors: a decision that cannot be made (the store is unreachable) is an
+// *fs.Error with CodeUnavailable and no intent, so the caller writes
+// nothing; an observation that cannot be recorded returns an error wrapping
+// ErrUnavailable and is simply lost, which fails closed (the session must
+// read again). The memory Store and Off never fail.
 type Gate interface {
 	// WriteIntent is the precondition of a write: ReplaceIfVersion when the
-	// session saw the target present, else CreateIfAbsent. Nil means
+	// session saw the target present, else CreateIfAbsent. Nil, nil means
 	// unconditional (Off only).
-	WriteIntent(session string, t fs.Target) *fs.WriteIntent
+	WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error)
 	// EditGuard is the version an edit must still find. An unseen target is
 	// CodeNotObserved, one seen absent is CodeNotFound. Nil, nil means
 	// unconditional (Off only).
 	EditGuard(session string, t fs.Target) (*fs.Version, error)
 	// ObservePresent records that the session saw key at version v.
-	ObservePresent(session string, key fs.TargetKey, v fs.Version)
+	ObservePresent(session string, key fs.TargetKey, v fs.Version) error
 	// ObserveAbsent records that the session confirmed key does not exist.
-	ObserveAbsent(session string, key fs.TargetKey)
+	ObserveAbsent(session string, key fs.TargetKey) error
 	// Touch counts as use of the session: any request carrying the session
 	// header calls it.
-	Touch(session string)
+	Touch(session string) error
 	// Forget drops the session's state (DELETE /sessions/{id}) and reports
 	// whether it existed.
-	Forget(session string) bool
+	Forget(session string) (bool, error)
 }
 
 // Off is the bare provider: no state, nil intents and nil guards, so writes
@@ -42,22 +48,22 @@ type Off struct{}
 var _ Gate = Off{}
 
 // WriteIntent returns nil: unconditional.
-func (Off) WriteIntent(string, fs.Target) *fs.WriteIntent { return nil }
+func (Off) WriteIntent(string, fs.Target) (*fs.WriteIntent, error) { return nil, nil }
 
 // EditGuard returns nil, nil: unconditional.
 func (Off) EditGuard(string, fs.Target) (*fs.Version, error) { return nil, nil }
 
 // ObservePresent records nothing.
-func (Off) ObservePresent(string, fs.TargetKey, fs.Version) {}
+func (Off) ObservePresent(string, fs.TargetKey, fs.Version) error { return nil }
 
 // ObserveAbsent records nothing.
-func (Off) ObserveAbsent(string, fs.TargetKey) {}
+func (Off) ObserveAbsent(string, fs.TargetKey) error { return nil }
 
 // Touch does nothing.
-func (Off) Touch(string) {}
+func (Off) Touch(string) error { return nil }
 
 // Forget reports false: Off holds no sessions.
-func (Off) Forget(string) bool { return false }
+func (Off) Forget(string) (bool, error) { return false, nil }
 
 // notObserved is the model-facing refusal of an edit the session never read
 // (the HTTP layer appends the remedy).

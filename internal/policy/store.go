@@ -114,11 +114,11 @@ func (s *Store) lock() int64 {
 
 // WriteIntent is ReplaceIfVersion at the version the session last saw
 // present, else CreateIfAbsent (unseen, seen absent, or empty session id).
-func (s *Store) WriteIntent(session string, t fs.Target) *fs.WriteIntent {
+func (s *Store) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
 	if v, _ := s.lookup(session, t.Key); v != "" {
-		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: v}
+		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: v}, nil
 	}
-	return &fs.WriteIntent{Kind: fs.CreateIfAbsent}
+	return &fs.WriteIntent{Kind: fs.CreateIfAbsent}, nil
 }
 
 // EditGuard is the version the session last saw present. Unseen (or an empty
@@ -138,41 +138,44 @@ func (s *Store) EditGuard(session string, t fs.Target) (*fs.Version, error) {
 // ObservePresent records that the session saw key at v, replacing what it
 // saw before. An empty v is no evidence (a provider bug): the session's
 // observation of key is dropped, which fails closed.
-func (s *Store) ObservePresent(session string, key fs.TargetKey, v fs.Version) {
+func (s *Store) ObservePresent(session string, key fs.TargetKey, v fs.Version) error {
 	s.observe(session, key, v, v == "")
+	return nil
 }
 
 // ObserveAbsent records that the session confirmed key does not exist.
-func (s *Store) ObserveAbsent(session string, key fs.TargetKey) {
+func (s *Store) ObserveAbsent(session string, key fs.TargetKey) error {
 	s.observe(session, key, "", false)
+	return nil
 }
 
 // Touch marks the session used now, creating it if needed, so it expires
 // TTL after its last request.
-func (s *Store) Touch(session string) {
+func (s *Store) Touch(session string) error {
 	if session == "" {
-		return
+		return nil
 	}
 	now := s.lock()
 	defer s.mu.Unlock()
 	s.use(session, now, true)
+	return nil
 }
 
 // Forget drops the session and reports whether it existed (an expired
 // session did not).
-func (s *Store) Forget(session string) bool {
+func (s *Store) Forget(session string) (bool, error) {
 	if session == "" {
-		return false
+		return false, nil
 	}
 	now := s.lock()
 	defer s.mu.Unlock()
 	s.sweep(now, sweepBatch)
 	ss := s.sessions[session]
 	if ss == nil {
-		return false
+		return false, nil
 	}
 	s.drop(ss)
-	return !s.expired(ss, now)
+	return !s.expired(ss, now), nil
 }
 
 // Stats reports the live sessions and the observations they hold. It first

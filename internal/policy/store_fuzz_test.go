@@ -115,72 +115,87 @@ func (m *model) forget(id string) bool {
 	return len(m.sessions) < n
 }
 
+var fuzzSeeds = [][]byte{
+	{0, 1, 0, 3, 1, 0, 2, 1, 0},
+	{0, 1, 0, 0, 2, 1, 0, 3, 1, 0, 4, 2, 9, 4, 2, 0, 5, 1, 0, 6, 1, 0},
+	[]byte("the quick brown fox jumps over the lazy dog, twice over: the quick brown fox"),
+}
+
 // FuzzStoreMatchesModel runs random operation sequences against a Store and
 // the model and compares every answer. Each op is 3 bytes: operation,
 // session, key and clock advance.
 func FuzzStoreMatchesModel(f *testing.F) {
-	f.Add([]byte{0, 1, 0, 3, 1, 0, 2, 1, 0})
-	f.Add([]byte{0, 1, 0, 0, 2, 1, 0, 3, 1, 0, 4, 2, 9, 4, 2, 0, 5, 1, 0, 6, 1, 0})
-	f.Add([]byte("the quick brown fox jumps over the lazy dog, twice over: the quick brown fox"))
+	for _, seed := range fuzzSeeds {
+		f.Add(seed)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		const ttl = 10 * time.Minute
-		clk := newClock()
-		s := NewStore(Config{TTL: ttl, MaxSessions: 3, MaxPathsPerSession: 3, MaxObservations: 5, Now: clk.Now})
-		m := &model{ttl: ttl, maxSessions: 3, maxPaths: 3, maxObservations: 5}
-		ids := []string{"", "a", "b", "c", "d"}
-		for i := 0; i+2 < len(data); i += 3 {
-			op, id := data[i]%8, ids[int(data[i+1])%len(ids)]
-			key := fs.TargetKey(fmt.Sprint("/k", data[i+2]%5))
-			tg := fs.Target{Key: key, Display: string(key)}
-			v := fs.Version(fmt.Sprint("v", i))
-			// High bits of the session byte move the clock, sometimes past TTL.
-			step := time.Duration(data[i+1]>>3) * time.Minute
-			clk.Advance(step)
-			m.now += step
-			where := fmt.Sprintf("op %d (%d %q %s)", i/3, op, id, key)
-			switch op {
-			case 0:
-				s.ObservePresent(id, key, v)
-				m.observe(id, key, v, false)
-			case 1:
-				s.ObserveAbsent(id, key)
-				m.observe(id, key, "", false)
-			case 2:
-				s.ObservePresent(id, key, "")
-				m.observe(id, key, "", true)
-			case 3:
-				got := s.WriteIntent(id, tg)
-				want := &fs.WriteIntent{Kind: fs.CreateIfAbsent}
-				if mv, _ := m.lookup(id, key); mv != "" {
-					want = &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: mv}
-				}
-				require.Equal(t, want, got, where)
-			case 4:
-				got, err := s.EditGuard(id, tg)
-				mv, seen := m.lookup(id, key)
-				switch {
-				case !seen:
-					require.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), where)
-				case mv == "":
-					require.Equal(t, fs.CodeNotFound, fs.CodeOf(err), where)
-				default:
-					require.NoError(t, err, where)
-					require.Equal(t, mv, *got, where)
-				}
-			case 5:
-				s.Touch(id)
-				if id != "" {
-					m.use(id, true)
-				}
-			case 6:
-				require.Equal(t, m.forget(id), s.Forget(id), where)
-			case 7:
-				sessions, observations := s.Stats()
-				m.sweep()
-				require.Equal(t, len(m.sessions), sessions, where)
-				require.Equal(t, m.count(), observations, where)
-			}
-		}
-		checkInvariants(t, s)
+		matchModel(t, data, func(cfg Config) testGate { return NewStore(cfg) })
 	})
+}
+
+// matchModel runs the operations of data against a store made by newGate
+// and the model, comparing every answer.
+func matchModel(t *testing.T, data []byte, newGate func(Config) testGate) {
+	const ttl = 10 * time.Minute
+	clk := newClock()
+	s := newGate(Config{TTL: ttl, MaxSessions: 3, MaxPathsPerSession: 3, MaxObservations: 5, Now: clk.Now})
+	m := &model{ttl: ttl, maxSessions: 3, maxPaths: 3, maxObservations: 5}
+	ids := []string{"", "a", "b", "c", "d"}
+	for i := 0; i+2 < len(data); i += 3 {
+		op, id := data[i]%8, ids[int(data[i+1])%len(ids)]
+		key := fs.TargetKey(fmt.Sprint("/k", data[i+2]%5))
+		tg := fs.Target{Key: key, Display: string(key)}
+		v := fs.Version(fmt.Sprint("v", i))
+		// High bits of the session byte move the clock, sometimes past TTL.
+		step := time.Duration(data[i+1]>>3) * time.Minute
+		clk.Advance(step)
+		m.now += step
+		where := fmt.Sprintf("op %d (%d %q %s)", i/3, op, id, key)
+		switch op {
+		case 0:
+			require.NoError(t, s.ObservePresent(id, key, v), where)
+			m.observe(id, key, v, false)
+		case 1:
+			require.NoError(t, s.ObserveAbsent(id, key), where)
+			m.observe(id, key, "", false)
+		case 2:
+			require.NoError(t, s.ObservePresent(id, key, ""), where)
+			m.observe(id, key, "", true)
+		case 3:
+			got, err := s.WriteIntent(id, tg)
+			require.NoError(t, err, where)
+			want := &fs.WriteIntent{Kind: fs.CreateIfAbsent}
+			if mv, _ := m.lookup(id, key); mv != "" {
+				want = &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: mv}
+			}
+			require.Equal(t, want, got, where)
+		case 4:
+			got, err := s.EditGuard(id, tg)
+			mv, seen := m.lookup(id, key)
+			switch {
+			case !seen:
+				require.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), where)
+			case mv == "":
+				require.Equal(t, fs.CodeNotFound, fs.CodeOf(err), where)
+			default:
+				require.NoError(t, err, where)
+				require.Equal(t, mv, *got, where)
+			}
+		case 5:
+			require.NoError(t, s.Touch(id), where)
+			if id != "" {
+				m.use(id, true)
+			}
+		case 6:
+			got, err := s.Forget(id)
+			require.NoError(t, err, where)
+			require.Equal(t, m.forget(id), got, where)
+		case 7:
+			sessions, observations := s.Stats()
+			m.sweep()
+			require.Equal(t, len(m.sessions), sessions, where)
+			require.Equal(t, m.count(), observations, where)
+		}
+	}
+	checkInvariants(t, s)
 }

@@ -62,7 +62,8 @@ func present(v fs.Version) decision {
 func decide(t *testing.T, g Gate, session string, tg fs.Target) decision {
 	t.Helper()
 	var d decision
-	w := g.WriteIntent(session, tg)
+	w, err := g.WriteIntent(session, tg)
+	require.NoError(t, err)
 	require.NotNil(t, w)
 	d.write = *w
 	v, err := g.EditGuard(session, tg)
@@ -80,8 +81,13 @@ func decide(t *testing.T, g Gate, session string, tg fs.Target) decision {
 
 // checkInvariants verifies the Store's internal bookkeeping: maps and lists
 // agree in both directions, counts and caps hold.
-func checkInvariants(t *testing.T, s *Store) {
+func checkInvariants(t *testing.T, g testGate) {
 	t.Helper()
+	if r, ok := g.(*RedisStore); ok {
+		checkRedisInvariants(t, r)
+		return
+	}
+	s := g.(*Store)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.LessOrEqual(t, len(s.sessions), s.maxSessions)
@@ -114,25 +120,25 @@ func checkInvariants(t *testing.T, s *Store) {
 func TestDecisions(t *testing.T) {
 	tests := []struct {
 		name      string
-		steps     func(s *Store)
+		steps     func(s testGate)
 		anonymous bool // decide with an empty session id, else "s1"
 		want      decision
 	}{
-		{name: "unseen", steps: func(*Store) {}, want: unseen},
-		{name: "touched but unseen", steps: func(s *Store) { s.Touch("s1") }, want: unseen},
+		{name: "unseen", steps: func(testGate) {}, want: unseen},
+		{name: "touched but unseen", steps: func(s testGate) { s.Touch("s1") }, want: unseen},
 		{
 			name:  "seen present",
-			steps: func(s *Store) { s.ObservePresent("s1", target.Key, "v1") },
+			steps: func(s testGate) { s.ObservePresent("s1", target.Key, "v1") },
 			want:  present("v1"),
 		},
 		{
 			name:  "seen absent",
-			steps: func(s *Store) { s.ObserveAbsent("s1", target.Key) },
+			steps: func(s testGate) { s.ObserveAbsent("s1", target.Key) },
 			want:  absent,
 		},
 		{
 			name: "last present wins",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObservePresent("s1", target.Key, "v1")
 				s.ObservePresent("s1", target.Key, "v2")
 			},
@@ -140,7 +146,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "present then absent",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObservePresent("s1", target.Key, "v1")
 				s.ObserveAbsent("s1", target.Key)
 			},
@@ -148,7 +154,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "absent then present",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObserveAbsent("s1", target.Key)
 				s.ObservePresent("s1", target.Key, "v2")
 			},
@@ -156,7 +162,7 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "present then absent then present",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObservePresent("s1", target.Key, "v1")
 				s.ObserveAbsent("s1", target.Key)
 				s.ObservePresent("s1", target.Key, "v3")
@@ -165,12 +171,12 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name:  "another path seen",
-			steps: func(s *Store) { s.ObservePresent("s1", other.Key, "v1") },
+			steps: func(s testGate) { s.ObservePresent("s1", other.Key, "v1") },
 			want:  unseen,
 		},
 		{
 			name: "present with empty version is no evidence",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObservePresent("s1", target.Key, "v1")
 				s.ObservePresent("s1", target.Key, "")
 			},
@@ -178,13 +184,13 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name:      "empty session id records nothing",
-			steps:     func(s *Store) { s.ObservePresent("", target.Key, "v1"); s.Touch("") },
+			steps:     func(s testGate) { s.ObservePresent("", target.Key, "v1"); s.Touch("") },
 			anonymous: true,
 			want:      unseen,
 		},
 		{
 			name: "empty session id never sees another's state",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObservePresent("s1", target.Key, "v1")
 				s.ObserveAbsent("", target.Key)
 			},
@@ -193,299 +199,327 @@ func TestDecisions(t *testing.T) {
 		},
 		{
 			name: "forgotten session",
-			steps: func(s *Store) {
+			steps: func(s testGate) {
 				s.ObservePresent("s1", target.Key, "v1")
 				s.Forget("s1")
 			},
 			want: unseen,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := NewStore(Config{})
-			tt.steps(s)
-			session := "s1"
-			if tt.anonymous {
-				session = ""
-			}
-			assert.Equal(t, tt.want, decide(t, s, session, target))
-			checkInvariants(t, s)
-		})
-	}
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := im.new(t, Config{})
+				tt.steps(s)
+				session := "s1"
+				if tt.anonymous {
+					session = ""
+				}
+				assert.Equal(t, tt.want, decide(t, s, session, target))
+				checkInvariants(t, s)
+			})
+		}
+	})
 }
 
 func TestEditGuardErrorsAreTyped(t *testing.T) {
-	s := NewStore(Config{})
-	_, err := s.EditGuard("s1", target)
-	assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
-	assert.EqualError(t, err, msgNotObserved)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{})
+		_, err := s.EditGuard("s1", target)
+		assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+		assert.EqualError(t, err, msgNotObserved)
 
-	s.ObserveAbsent("s1", target.Key)
-	_, err = s.EditGuard("s1", target)
-	assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
-	assert.EqualError(t, err, msgNotFound)
+		s.ObserveAbsent("s1", target.Key)
+		_, err = s.EditGuard("s1", target)
+		assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+		assert.EqualError(t, err, msgNotFound)
+	})
 }
 
 func TestDisplayIsNotEscaped(t *testing.T) {
 	// The original interpolates the path raw; %q would escape these.
 	tg := fs.Target{Key: "/real/q", Display: "/ws/a \"b\"\tü.txt"}
-	_, err := NewStore(Config{}).EditGuard("s1", tg)
-	assert.EqualError(t, err, "edit requires reading \"/ws/a \"b\"\tü.txt\" first")
+	forEachImpl(t, func(t *testing.T, im impl) {
+		_, err := im.new(t, Config{}).EditGuard("s1", tg)
+		assert.EqualError(t, err, "edit requires reading \"/ws/a \"b\"\tü.txt\" first")
+	})
 }
 
 func TestSessionIsolation(t *testing.T) {
-	s := NewStore(Config{})
-	s.ObservePresent("A", target.Key, "vA")
-	s.ObserveAbsent("A", other.Key)
-	s.ObservePresent("B", other.Key, "vB")
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{})
+		s.ObservePresent("A", target.Key, "vA")
+		s.ObserveAbsent("A", other.Key)
+		s.ObservePresent("B", other.Key, "vB")
 
-	assert.Equal(t, present("vA"), decide(t, s, "A", target))
-	assert.Equal(t, unseen, decide(t, s, "B", target), "A's read must not authorize B")
-	assert.Equal(t, present("vB"), decide(t, s, "B", other), "A's absence must not reach B")
-	assert.Equal(t, unseen, decide(t, s, "a", target), "session ids are case-sensitive")
+		assert.Equal(t, present("vA"), decide(t, s, "A", target))
+		assert.Equal(t, unseen, decide(t, s, "B", target), "A's read must not authorize B")
+		assert.Equal(t, present("vB"), decide(t, s, "B", other), "A's absence must not reach B")
+		assert.Equal(t, unseen, decide(t, s, "a", target), "session ids are case-sensitive")
 
-	assert.True(t, s.Forget("A"))
-	assert.Equal(t, present("vB"), decide(t, s, "B", other), "forgetting A keeps B")
-	checkInvariants(t, s)
+		assert.True(t, forget(t, s, "A"))
+		assert.Equal(t, present("vB"), decide(t, s, "B", other), "forgetting A keeps B")
+		checkInvariants(t, s)
+	})
 }
 
 func TestEmptySessionID(t *testing.T) {
-	s := NewStore(Config{})
-	s.Touch("")
-	s.ObservePresent("", target.Key, "v1")
-	s.ObserveAbsent("", other.Key)
-	assert.Equal(t, unseen, decide(t, s, "", target))
-	assert.Equal(t, unseenAt(other), decide(t, s, "", other))
-	assert.False(t, s.Forget(""))
-	sessions, observations := s.Stats()
-	assert.Zero(t, sessions)
-	assert.Zero(t, observations)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{})
+		s.Touch("")
+		s.ObservePresent("", target.Key, "v1")
+		s.ObserveAbsent("", other.Key)
+		assert.Equal(t, unseen, decide(t, s, "", target))
+		assert.Equal(t, unseenAt(other), decide(t, s, "", other))
+		assert.False(t, forget(t, s, ""))
+		sessions, observations := s.Stats()
+		assert.Zero(t, sessions)
+		assert.Zero(t, observations)
+	})
 }
 
 func TestTTL(t *testing.T) {
 	const ttl = 10 * time.Minute
+	// tick is the implementation's clock resolution: the least idle time
+	// past TTL that expires a session.
 	tests := []struct {
 		name   string
-		idle   []time.Duration // gaps between uses (each use is touch, step)
-		use    func(s *Store)
+		idle   func(tick time.Duration) []time.Duration // gaps between uses (each use is touch, step)
+		use    func(s testGate)
 		alive  bool
 		forget bool // Forget's answer at the end
 	}{
-		{name: "idle exactly TTL", idle: []time.Duration{ttl}, alive: true},
-		{name: "idle past TTL", idle: []time.Duration{ttl + time.Nanosecond}, alive: false},
-		{name: "touch keeps alive", idle: []time.Duration{ttl, ttl}, use: func(s *Store) { s.Touch("s1") }, alive: true},
+		{name: "idle exactly TTL", idle: gaps(ttl), alive: true},
+		{name: "idle past TTL", idle: func(tick time.Duration) []time.Duration { return []time.Duration{ttl + tick} }, alive: false},
+		{name: "touch keeps alive", idle: gaps(ttl, ttl), use: func(s testGate) { s.Touch("s1") }, alive: true},
 		{
-			name: "decision keeps alive", idle: []time.Duration{ttl, ttl},
-			use: func(s *Store) { s.WriteIntent("s1", other) }, alive: true,
+			name: "decision keeps alive", idle: gaps(ttl, ttl),
+			use: func(s testGate) { s.WriteIntent("s1", other) }, alive: true,
 		},
 		{
-			name: "edit guard keeps alive", idle: []time.Duration{ttl, ttl},
-			use: func(s *Store) { _, _ = s.EditGuard("s1", other) }, alive: true,
+			name: "edit guard keeps alive", idle: gaps(ttl, ttl),
+			use: func(s testGate) { _, _ = s.EditGuard("s1", other) }, alive: true,
 		},
 		{
-			name: "observation keeps alive", idle: []time.Duration{ttl, ttl},
-			use: func(s *Store) { s.ObserveAbsent("s1", other.Key) }, alive: true,
+			name: "observation keeps alive", idle: gaps(ttl, ttl),
+			use: func(s testGate) { s.ObserveAbsent("s1", other.Key) }, alive: true,
 		},
 		{
-			name: "use after expiry does not revive", idle: []time.Duration{ttl + 1, ttl},
-			use: func(s *Store) { s.Touch("s1") }, alive: false,
+			name: "use after expiry does not revive", idle: func(tick time.Duration) []time.Duration { return []time.Duration{ttl + tick, ttl} },
+			use: func(s testGate) { s.Touch("s1") }, alive: false,
 		},
 		{
-			name: "another session's use does not keep alive", idle: []time.Duration{ttl, ttl},
-			use: func(s *Store) { s.Touch("s2") }, alive: false,
+			name: "another session's use does not keep alive", idle: gaps(ttl, ttl),
+			use: func(s testGate) { s.Touch("s2") }, alive: false,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock()
-			s := NewStore(Config{TTL: ttl, Now: clk.Now})
-			s.ObservePresent("s1", target.Key, "v1")
-			for i, d := range tt.idle {
-				clk.Advance(d)
-				if i < len(tt.idle)-1 && tt.use != nil {
-					tt.use(s)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				clk := newClock()
+				s := im.new(t, Config{TTL: ttl, Now: clk.Now})
+				s.ObservePresent("s1", target.Key, "v1")
+				idle := tt.idle(im.tick)
+				for i, d := range idle {
+					clk.Advance(d)
+					if i < len(idle)-1 && tt.use != nil {
+						tt.use(s)
+					}
 				}
-			}
-			want := unseen
-			if tt.alive {
-				want = present("v1")
-			}
-			assert.Equal(t, want, decide(t, s, "s1", target))
-			checkInvariants(t, s)
-		})
-	}
+				want := unseen
+				if tt.alive {
+					want = present("v1")
+				}
+				assert.Equal(t, want, decide(t, s, "s1", target))
+				checkInvariants(t, s)
+			})
+		}
+	})
+}
+
+func gaps(d ...time.Duration) func(time.Duration) []time.Duration {
+	return func(time.Duration) []time.Duration { return d }
 }
 
 func TestExpiredSessionsAreSwept(t *testing.T) {
-	clk := newClock()
-	s := NewStore(Config{TTL: time.Minute, Now: clk.Now})
-	for i := range 3 * sweepBatch {
-		s.ObservePresent(fmt.Sprint("old", i), target.Key, "v1")
-	}
-	clk.Advance(time.Minute + 1)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		clk := newClock()
+		s := im.new(t, Config{TTL: time.Minute, Now: clk.Now})
+		for i := range 3 * sweepBatch {
+			s.ObservePresent(fmt.Sprint("old", i), target.Key, "v1")
+		}
+		clk.Advance(time.Minute + im.tick)
 
-	// One call sweeps a bounded batch from the idle end, never the lot.
-	s.Touch("new")
-	s.mu.Lock()
-	left := len(s.sessions)
-	s.mu.Unlock()
-	assert.Equal(t, 3*sweepBatch+1-sweepBatch, left)
+		// One call sweeps a bounded batch from the idle end, never the lot.
+		s.Touch("new")
+		assert.Equal(t, 3*sweepBatch+1-sweepBatch, heldSessions(t, s))
 
-	// An expired session is gone on access even before the sweep reaches it.
-	assert.False(t, s.Forget("old40"))
-	checkInvariants(t, s)
+		// An expired session is gone on access even before the sweep reaches it.
+		assert.False(t, forget(t, s, "old40"))
+		checkInvariants(t, s)
 
-	sessions, observations := s.Stats()
-	assert.Equal(t, 1, sessions)
-	assert.Zero(t, observations)
-	checkInvariants(t, s)
+		sessions, observations := s.Stats()
+		assert.Equal(t, 1, sessions)
+		assert.Zero(t, observations)
+		checkInvariants(t, s)
+	})
 }
 
 func TestSessionLRU(t *testing.T) {
 	tests := []struct {
 		name    string
-		use     func(s *Store) // between observing A, B and C
+		use     func(s testGate) // between observing A, B and C
 		evicted []string
 	}{
-		{name: "least recently created goes first", use: func(*Store) {}, evicted: []string{"A"}},
-		{name: "touch counts as use", use: func(s *Store) { s.Touch("A") }, evicted: []string{"B"}},
-		{name: "write decision counts as use", use: func(s *Store) { s.WriteIntent("A", other) }, evicted: []string{"B"}},
-		{name: "edit guard counts as use", use: func(s *Store) { _, _ = s.EditGuard("A", other) }, evicted: []string{"B"}},
-		{name: "observation counts as use", use: func(s *Store) { s.ObserveAbsent("A", other.Key) }, evicted: []string{"B"}},
-		{name: "decision on an unknown session creates none", use: func(s *Store) { s.WriteIntent("X", other) }, evicted: []string{"A"}},
-		{name: "touch creates a session", use: func(s *Store) { s.Touch("T") }, evicted: []string{"A", "B"}},
+		{name: "least recently created goes first", use: func(testGate) {}, evicted: []string{"A"}},
+		{name: "touch counts as use", use: func(s testGate) { s.Touch("A") }, evicted: []string{"B"}},
+		{name: "write decision counts as use", use: func(s testGate) { s.WriteIntent("A", other) }, evicted: []string{"B"}},
+		{name: "edit guard counts as use", use: func(s testGate) { _, _ = s.EditGuard("A", other) }, evicted: []string{"B"}},
+		{name: "observation counts as use", use: func(s testGate) { s.ObserveAbsent("A", other.Key) }, evicted: []string{"B"}},
+		{name: "decision on an unknown session creates none", use: func(s testGate) { s.WriteIntent("X", other) }, evicted: []string{"A"}},
+		{name: "touch creates a session", use: func(s testGate) { s.Touch("T") }, evicted: []string{"A", "B"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := NewStore(Config{MaxSessions: 2})
-			s.ObservePresent("A", target.Key, "vA")
-			s.ObservePresent("B", target.Key, "vB")
-			tt.use(s)
-			s.ObservePresent("C", target.Key, "vC")
-			for _, id := range []string{"A", "B", "C"} {
-				want := present("v" + fs.Version(id))
-				if slices.Contains(tt.evicted, id) {
-					want = unseen
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := im.new(t, Config{MaxSessions: 2})
+				s.ObservePresent("A", target.Key, "vA")
+				s.ObservePresent("B", target.Key, "vB")
+				tt.use(s)
+				s.ObservePresent("C", target.Key, "vC")
+				for _, id := range []string{"A", "B", "C"} {
+					want := present("v" + fs.Version(id))
+					if slices.Contains(tt.evicted, id) {
+						want = unseen
+					}
+					assert.Equal(t, want, decide(t, s, id, target), id)
 				}
-				assert.Equal(t, want, decide(t, s, id, target), id)
-			}
-			sessions, _ := s.Stats()
-			assert.Equal(t, 2, sessions)
-			checkInvariants(t, s)
-		})
-	}
+				sessions, _ := s.Stats()
+				assert.Equal(t, 2, sessions)
+				checkInvariants(t, s)
+			})
+		}
+	})
 }
 
 func TestPathLRU(t *testing.T) {
 	keys := []fs.TargetKey{"/k1", "/k2", "/k3"}
 	tests := []struct {
 		name    string
-		use     func(s *Store)
+		use     func(s testGate)
 		evicted fs.TargetKey
 		absent  fs.TargetKey
 	}{
-		{name: "least recently observed goes first", use: func(*Store) {}, evicted: "/k1"},
-		{name: "write decision refreshes", use: func(s *Store) { s.WriteIntent("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
-		{name: "edit guard refreshes", use: func(s *Store) { _, _ = s.EditGuard("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
-		{name: "re-observation refreshes", use: func(s *Store) { s.ObservePresent("s1", "/k1", "v/k1") }, evicted: "/k2"},
-		{name: "absence counts as an entry", use: func(s *Store) { s.ObserveAbsent("s1", "/k1") }, evicted: "/k2", absent: "/k1"},
-		{name: "a decision on an unseen path changes nothing", use: func(s *Store) { s.WriteIntent("s1", fs.Target{Key: "/k9"}) }, evicted: "/k1"},
+		{name: "least recently observed goes first", use: func(testGate) {}, evicted: "/k1"},
+		{name: "write decision refreshes", use: func(s testGate) { s.WriteIntent("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
+		{name: "edit guard refreshes", use: func(s testGate) { _, _ = s.EditGuard("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
+		{name: "re-observation refreshes", use: func(s testGate) { s.ObservePresent("s1", "/k1", "v/k1") }, evicted: "/k2"},
+		{name: "absence counts as an entry", use: func(s testGate) { s.ObserveAbsent("s1", "/k1") }, evicted: "/k2", absent: "/k1"},
+		{name: "a decision on an unseen path changes nothing", use: func(s testGate) { s.WriteIntent("s1", fs.Target{Key: "/k9"}) }, evicted: "/k1"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := NewStore(Config{MaxPathsPerSession: 2})
-			s.ObservePresent("s1", keys[0], "v/k1")
-			s.ObservePresent("s1", keys[1], "v/k2")
-			tt.use(s)
-			s.ObservePresent("s1", keys[2], "v/k3")
-			for _, k := range keys {
-				_, err := s.EditGuard("s1", fs.Target{Key: k})
-				switch k {
-				case tt.evicted:
-					assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), k)
-				case tt.absent:
-					assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err), k)
-				default:
-					assert.NoError(t, err, k)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := im.new(t, Config{MaxPathsPerSession: 2})
+				s.ObservePresent("s1", keys[0], "v/k1")
+				s.ObservePresent("s1", keys[1], "v/k2")
+				tt.use(s)
+				s.ObservePresent("s1", keys[2], "v/k3")
+				for _, k := range keys {
+					_, err := s.EditGuard("s1", fs.Target{Key: k})
+					switch k {
+					case tt.evicted:
+						assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), k)
+					case tt.absent:
+						assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err), k)
+					default:
+						assert.NoError(t, err, k)
+					}
 				}
-			}
-			sessions, observations := s.Stats()
-			assert.Equal(t, 1, sessions)
-			assert.Equal(t, 2, observations)
-			checkInvariants(t, s)
-		})
-	}
+				sessions, observations := s.Stats()
+				assert.Equal(t, 1, sessions)
+				assert.Equal(t, 2, observations)
+				checkInvariants(t, s)
+			})
+		}
+	})
 }
 
 func TestMaxObservations(t *testing.T) {
-	s := NewStore(Config{MaxObservations: 3})
-	s.Touch("empty")
-	s.ObservePresent("A", "/a1", "v")
-	s.ObservePresent("A", "/a2", "v")
-	s.ObservePresent("B", "/b1", "v")
-	sessions, observations := s.Stats()
-	assert.Equal(t, 3, sessions)
-	assert.Equal(t, 3, observations)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{MaxObservations: 3})
+		s.Touch("empty")
+		s.ObservePresent("A", "/a1", "v")
+		s.ObservePresent("A", "/a2", "v")
+		s.ObservePresent("B", "/b1", "v")
+		sessions, observations := s.Stats()
+		assert.Equal(t, 3, sessions)
+		assert.Equal(t, 3, observations)
 
-	// Over the cap: the idle empty session goes, then A's oldest path.
-	s.ObservePresent("B", "/b2", "v")
-	_, err := s.EditGuard("A", fs.Target{Key: "/a1"})
-	assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
-	for _, c := range []struct {
-		session string
-		key     fs.TargetKey
-	}{{"A", "/a2"}, {"B", "/b1"}, {"B", "/b2"}} {
-		_, err := s.EditGuard(c.session, fs.Target{Key: c.key})
-		assert.NoError(t, err, c.key)
-	}
-	assert.False(t, s.Forget("empty"))
-	checkInvariants(t, s)
+		// Over the cap: the idle empty session goes, then A's oldest path.
+		s.ObservePresent("B", "/b2", "v")
+		_, err := s.EditGuard("A", fs.Target{Key: "/a1"})
+		assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+		for _, c := range []struct {
+			session string
+			key     fs.TargetKey
+		}{{"A", "/a2"}, {"B", "/b1"}, {"B", "/b2"}} {
+			_, err := s.EditGuard(c.session, fs.Target{Key: c.key})
+			assert.NoError(t, err, c.key)
+		}
+		assert.False(t, forget(t, s, "empty"))
+		checkInvariants(t, s)
 
-	// A session that is alone gives up its own oldest path, never its newest.
-	s.Forget("A")
-	s.ObservePresent("B", "/b3", "v")
-	s.ObservePresent("B", "/b4", "v")
-	for k, want := range map[fs.TargetKey]fs.Code{"/b1": fs.CodeNotObserved, "/b2": "", "/b3": "", "/b4": ""} {
-		_, err := s.EditGuard("B", fs.Target{Key: k})
-		assert.Equal(t, want, fs.CodeOf(err), k)
-	}
-	checkInvariants(t, s)
+		// A session that is alone gives up its own oldest path, never its newest.
+		s.Forget("A")
+		s.ObservePresent("B", "/b3", "v")
+		s.ObservePresent("B", "/b4", "v")
+		for k, want := range map[fs.TargetKey]fs.Code{"/b1": fs.CodeNotObserved, "/b2": "", "/b3": "", "/b4": ""} {
+			_, err := s.EditGuard("B", fs.Target{Key: k})
+			assert.Equal(t, want, fs.CodeOf(err), k)
+		}
+		checkInvariants(t, s)
+	})
 }
 
 func TestForget(t *testing.T) {
-	s := NewStore(Config{})
-	s.ObservePresent("s1", target.Key, "v1")
-	s.Touch("t")
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{})
+		s.ObservePresent("s1", target.Key, "v1")
+		s.Touch("t")
 
-	assert.True(t, s.Forget("s1"))
-	assert.False(t, s.Forget("s1"), "already forgotten")
-	assert.True(t, s.Forget("t"), "a touched session exists")
-	assert.False(t, s.Forget("never"))
-	assert.Equal(t, unseen, decide(t, s, "s1", target))
+		assert.True(t, forget(t, s, "s1"))
+		assert.False(t, forget(t, s, "s1"), "already forgotten")
+		assert.True(t, forget(t, s, "t"), "a touched session exists")
+		assert.False(t, forget(t, s, "never"))
+		assert.Equal(t, unseen, decide(t, s, "s1", target))
 
-	// A decision alone does not create a session.
-	assert.False(t, s.Forget("s1"))
-	sessions, observations := s.Stats()
-	assert.Zero(t, sessions)
-	assert.Zero(t, observations)
-	checkInvariants(t, s)
+		// A decision alone does not create a session.
+		assert.False(t, forget(t, s, "s1"))
+		sessions, observations := s.Stats()
+		assert.Zero(t, sessions)
+		assert.Zero(t, observations)
+		checkInvariants(t, s)
+	})
 }
 
 func TestStats(t *testing.T) {
-	s := NewStore(Config{})
-	s.ObservePresent("A", "/1", "v")
-	s.ObservePresent("A", "/1", "w")
-	s.ObserveAbsent("A", "/2")
-	s.ObservePresent("B", "/1", "v")
-	s.Touch("C")
-	sessions, observations := s.Stats()
-	assert.Equal(t, 3, sessions)
-	assert.Equal(t, 3, observations)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{})
+		s.ObservePresent("A", "/1", "v")
+		s.ObservePresent("A", "/1", "w")
+		s.ObserveAbsent("A", "/2")
+		s.ObservePresent("B", "/1", "v")
+		s.Touch("C")
+		sessions, observations := s.Stats()
+		assert.Equal(t, 3, sessions)
+		assert.Equal(t, 3, observations)
 
-	s.ObservePresent("A", "/2", "") // no evidence: dropped
-	_, observations = s.Stats()
-	assert.Equal(t, 2, observations)
-	checkInvariants(t, s)
+		s.ObservePresent("A", "/2", "") // no evidence: dropped
+		_, observations = s.Stats()
+		assert.Equal(t, 2, observations)
+		checkInvariants(t, s)
+	})
 }
 
 func TestConfigDefaults(t *testing.T) {
@@ -495,28 +529,39 @@ func TestConfigDefaults(t *testing.T) {
 		assert.Equal(t, DefaultMaxSessions, s.maxSessions)
 		assert.Equal(t, DefaultMaxPathsPerSession, s.maxPaths)
 		assert.Equal(t, DefaultMaxObservations, s.maxObservations)
+
+		r := NewRedisStore(nil, cfg, RedisOptions{})
+		assert.Equal(t, DefaultTTL.Microseconds(), r.ttl)
+		assert.Equal(t, DefaultMaxSessions, r.maxSessions)
+		assert.Equal(t, DefaultMaxPathsPerSession, r.maxPaths)
+		assert.Equal(t, DefaultMaxObservations, r.maxObs)
+		assert.Equal(t, "toolfs:", r.prefix)
+		assert.Equal(t, DefaultRedisTimeout, r.timeout)
 	}
 }
 
 func TestOff(t *testing.T) {
 	var g Gate = Off{}
-	g.Touch("s1")
-	g.ObservePresent("s1", target.Key, "v1")
-	g.ObserveAbsent("s1", other.Key)
+	assert.NoError(t, g.Touch("s1"))
+	assert.NoError(t, g.ObservePresent("s1", target.Key, "v1"))
+	assert.NoError(t, g.ObserveAbsent("s1", other.Key))
 	for _, session := range []string{"s1", ""} {
 		for _, tg := range []fs.Target{target, other} {
-			assert.Nil(t, g.WriteIntent(session, tg), "write is unconditional")
+			w, err := g.WriteIntent(session, tg)
+			assert.Nil(t, w, "write is unconditional")
+			assert.NoError(t, err)
 			v, err := g.EditGuard(session, tg)
 			assert.Nil(t, v, "edit is unconditional")
 			assert.NoError(t, err)
 		}
 	}
-	assert.False(t, g.Forget("s1"))
+	assert.False(t, forget(t, g, "s1"))
 }
 
-// TestConcurrentUse hammers one small Store from many goroutines (run it
-// under -race). Every version a session is handed back must be one that
-// session recorded for that key.
+// TestConcurrentUse hammers one small store from many goroutines (run it
+// under -race; for Redis, several clients are several processes). Every
+// version a session is handed back must be one that session recorded for
+// that key.
 func TestConcurrentUse(t *testing.T) {
 	tests := []struct {
 		name string
@@ -525,44 +570,54 @@ func TestConcurrentUse(t *testing.T) {
 		{name: "small caps, constant eviction", cfg: Config{MaxSessions: 8, MaxPathsPerSession: 4, MaxObservations: 20}},
 		{name: "defaults", cfg: Config{}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { hammer(t, NewStore(tt.cfg)) })
-	}
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) { hammer(t, im.new(t, tt.cfg), im.rounds) })
+		}
+	})
 }
 
-func hammer(t *testing.T, s *Store) {
-	const workers, rounds, keys = 16, 2000, 6
+func hammer(t *testing.T, s testGate, rounds int) {
+	const workers, keys = 16, 6
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
 		wg.Go(func() {
 			session := fmt.Sprint("g", w%12) // some sessions are shared by two workers
+			fail := func(err error) { errs <- fmt.Errorf("%s: %w", session, err) }
 			for i := range rounds {
 				key := fs.TargetKey(fmt.Sprint("/k", i%keys))
 				tg := fs.Target{Key: key, Display: string(key)}
+				var err error
 				switch i % 7 {
 				case 0, 1:
-					s.ObservePresent(session, key, fs.Version(fmt.Sprint(session, key, ":", i)))
+					err = s.ObservePresent(session, key, fs.Version(fmt.Sprint(session, key, ":", i)))
 				case 2:
-					s.ObserveAbsent(session, key)
+					err = s.ObserveAbsent(session, key)
 				case 3:
-					if wi := s.WriteIntent(session, tg); wi.Kind == fs.ReplaceIfVersion && !ownVersion(session, key, wi.Version) {
-						errs <- fmt.Errorf("%s got %q for %s", session, wi.Version, key)
-						return
+					var wi *fs.WriteIntent
+					if wi, err = s.WriteIntent(session, tg); err == nil && wi.Kind == fs.ReplaceIfVersion && !ownVersion(session, key, wi.Version) {
+						err = fmt.Errorf("got %q for %s", wi.Version, key)
 					}
 				case 4:
-					if v, err := s.EditGuard(session, tg); err == nil && !ownVersion(session, key, *v) {
-						errs <- fmt.Errorf("%s got %q for %s", session, *v, key)
-						return
+					var v *fs.Version
+					if v, err = s.EditGuard(session, tg); err == nil && !ownVersion(session, key, *v) {
+						err = fmt.Errorf("got %q for %s", *v, key)
+					} else if c := fs.CodeOf(err); c == fs.CodeNotObserved || c == fs.CodeNotFound {
+						err = nil
 					}
 				case 5:
-					s.Touch(session)
+					err = s.Touch(session)
 				case 6:
 					if i%5 == 0 {
-						s.Forget(session)
+						_, err = s.Forget(session)
 					} else {
 						s.Stats()
 					}
+				}
+				if err != nil {
+					fail(err)
+					return
 				}
 			}
 		})
@@ -578,4 +633,12 @@ func hammer(t *testing.T, s *Store) {
 func ownVersion(session string, key fs.TargetKey, v fs.Version) bool {
 	p := session + string(key) + ":"
 	return len(v) > len(p) && string(v[:len(p)]) == p
+}
+
+// forget is Forget that fails the test on a store error.
+func forget(t *testing.T, g Gate, session string) bool {
+	t.Helper()
+	ok, err := g.Forget(session)
+	require.NoError(t, err)
+	return ok
 }

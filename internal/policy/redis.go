@@ -1,0 +1,341 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// DefaultRedisTimeout bounds one call to Redis when RedisStore's Timeout is
+// zero: the policy decision of a write waits at most this long (plus the
+// client's own retry) before answering SESSION_STORE_UNAVAILABLE.
+const DefaultRedisTimeout = 2 * time.Second
+
+// RedisStore is the Gate kept in Redis (docs/deployment.md), so every
+// process behind a proxy decides from the same observations and a restarted
+// process forgets nothing. It has the memory Store's semantics: idle TTL,
+// MaxSessions and MaxPathsPerSession evicting the least recently used,
+// MaxObservations in all, and it fails closed.
+//
+// Each operation is one Lua script, so one round trip and atomic: Redis runs
+// a script alone, so concurrent processes never interleave inside a
+// decision. Recency is a shared counter (exact LRU order across processes);
+// time is the callers' clock in microseconds, so processes on several hosts
+// need synchronised clocks (a skew shifts the TTL by that much).
+//
+// When Redis cannot be reached, every method returns an error wrapping
+// ErrUnavailable (decisions: an *fs.Error with CodeUnavailable) and changes
+// nothing; the client reconnects on its own. The scripts touch keys they
+// compute, so they run on a single Redis (or a Sentinel-managed primary),
+// not on Redis Cluster.
+type RedisStore struct {
+	client      redis.UniversalClient
+	prefix      string
+	ttl         int64 // microseconds
+	maxSessions int
+	maxPaths    int
+	maxObs      int
+	now         func() time.Time
+	timeout     time.Duration
+}
+
+var _ Gate = (*RedisStore)(nil)
+
+// CodeUnavailable is the code of a write or edit refused because the
+// session store could not be reached (503, api/openapi.yaml).
+const CodeUnavailable fs.Code = "SESSION_STORE_UNAVAILABLE"
+
+// ErrUnavailable is wrapped by every RedisStore error: the store could not
+// be reached or did not answer in time.
+var ErrUnavailable = errors.New("session store unavailable")
+
+// RedisOptions are what a RedisStore needs beyond Config.
+type RedisOptions struct {
+	// Prefix starts every key (default "toolfs:"), so several deployments
+	// (or tests) can share one Redis.
+	Prefix string
+	// Timeout bounds one call (default DefaultRedisTimeout).
+	Timeout time.Duration
+}
+
+// NewRedisStore returns a RedisStore on client bounded by cfg. It does not
+// contact Redis: a store that is down at start-up is used once it is up.
+// The caller owns client and closes it.
+func NewRedisStore(client redis.UniversalClient, cfg Config, opt RedisOptions) *RedisStore {
+	s := &RedisStore{
+		client:      client,
+		prefix:      opt.Prefix,
+		ttl:         positiveOr(cfg.TTL, DefaultTTL).Microseconds(),
+		maxSessions: positiveOr(cfg.MaxSessions, DefaultMaxSessions),
+		maxPaths:    positiveOr(cfg.MaxPathsPerSession, DefaultMaxPathsPerSession),
+		maxObs:      positiveOr(cfg.MaxObservations, DefaultMaxObservations),
+		now:         cfg.Now,
+		timeout:     positiveOr(opt.Timeout, DefaultRedisTimeout),
+	}
+	if s.prefix == "" {
+		s.prefix = "toolfs:"
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// The script's operations (ARGV[1]).
+const (
+	opGet     = "get"
+	opPresent = "present"
+	opAbsent  = "absent"
+	opUnset   = "unset"
+	opTouch   = "touch"
+	opForget  = "forget"
+	opStats   = "stats"
+)
+
+// gateScript is every operation of the store. Keys, under the prefix:
+// lru (sessions by last use, scored by seq), used (session -> last use in
+// microseconds), n (observations in all), seq (the recency counter),
+// o:<id> (path -> version, "" = confirmed absent) and r:<id> (paths by
+// last use). It mirrors Store step for step (store.go): a bounded sweep of
+// expired sessions from the idle end, then use (creating and evicting when
+// asked), then the operation, then the cap on observations.
+var gateScript = redis.NewScript(`
+local P = KEYS[1]
+local op, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local maxS, maxP, maxO, batch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local id, key, ver = ARGV[8], ARGV[9], ARGV[10]
+local LRU, USED, N, SEQ = P .. 'lru', P .. 'used', P .. 'n', P .. 'seq'
+
+local function expired(sid)
+  local u = redis.call('HGET', USED, sid)
+  return (not u) or (now - tonumber(u) > ttl)
+end
+local function drop(sid)
+  local n = redis.call('HLEN', P .. 'o:' .. sid)
+  if n > 0 then redis.call('DECRBY', N, n) end
+  redis.call('DEL', P .. 'o:' .. sid, P .. 'r:' .. sid)
+  redis.call('ZREM', LRU, sid)
+  redis.call('HDEL', USED, sid)
+end
+local function sweep(limit)
+  while limit > 0 do
+    local back = redis.call('ZRANGE', LRU, 0, 0)[1]
+    if not back or not expired(back) then return end
+    drop(back)
+    limit = limit - 1
+  end
+end
+local function use(sid, create)
+  sweep(batch)
+  local live = redis.call('ZSCORE', LRU, sid)
+  if live and expired(sid) then
+    drop(sid)
+    live = false
+  end
+  if not live then
+    if not create then return false end
+    if redis.call('ZCARD', LRU) >= maxS then drop(redis.call('ZRANGE', LRU, 0, 0)[1]) end
+  end
+  redis.call('ZADD', LRU, redis.call('INCR', SEQ), sid)
+  local u = tonumber(redis.call('HGET', USED, sid) or '0')
+  if now > u then redis.call('HSET', USED, sid, ARGV[2]) end
+  return true
+end
+local function removeOldest(sid)
+  local R = P .. 'r:' .. sid
+  local old = redis.call('ZRANGE', R, 0, 0)[1]
+  if not old then return false end
+  redis.call('ZREM', R, old)
+  redis.call('HDEL', P .. 'o:' .. sid, old)
+  redis.call('DECR', N)
+  return true
+end
+
+if op == 'get' then
+  if not use(id, false) then return false end
+  local v = redis.call('HGET', P .. 'o:' .. id, key)
+  if not v then return false end
+  redis.call('ZADD', P .. 'r:' .. id, redis.call('INCR', SEQ), key)
+  return {v}
+elseif op == 'touch' then
+  use(id, true)
+  return 1
+elseif op == 'forget' then
+  sweep(batch)
+  if not redis.call('ZSCORE', LRU, id) then return 0 end
+  local gone = expired(id)
+  drop(id)
+  if gone then return 0 end
+  return 1
+elseif op == 'stats' then
+  sweep(redis.call('ZCARD', LRU))
+  return {redis.call('ZCARD', LRU), tonumber(redis.call('GET', N) or '0')}
+end
+
+use(id, true)
+local O, R = P .. 'o:' .. id, P .. 'r:' .. id
+local has = redis.call('HEXISTS', O, key) == 1
+if op == 'unset' then
+  if has then
+    redis.call('HDEL', O, key)
+    redis.call('ZREM', R, key)
+    redis.call('DECR', N)
+  end
+  return 1
+end
+if op == 'absent' then ver = '' end
+if not has and redis.call('HLEN', O) >= maxP then removeOldest(id) end
+redis.call('HSET', O, key, ver)
+redis.call('ZADD', R, redis.call('INCR', SEQ), key)
+if has then return 1 end
+local n = redis.call('INCR', N)
+while n > maxO do
+  local victim = redis.call('ZRANGE', LRU, 0, 0)[1]
+  if removeOldest(victim) then n = n - 1 else drop(victim) end
+end
+return 1
+`)
+
+// run executes one operation in one round trip.
+func (s *RedisStore) run(op, session string, key fs.TargetKey, v fs.Version) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	res, err := gateScript.Run(ctx, s.client, []string{s.prefix},
+		op, s.now().UnixMicro(), s.ttl, s.maxSessions, s.maxPaths, s.maxObs, sweepBatch,
+		session, string(key), string(v)).Result()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	}
+	return res, nil
+}
+
+// lookup returns what the session saw of key, marking both used.
+func (s *RedisStore) lookup(session string, key fs.TargetKey) (v fs.Version, seen bool, err error) {
+	if session == "" {
+		return "", false, nil
+	}
+	res, err := s.run(opGet, session, key, "")
+	if err != nil || res == nil {
+		return "", false, err
+	}
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 1 {
+		return "", false, fmt.Errorf("%w: unexpected reply %T", ErrUnavailable, res)
+	}
+	str, _ := arr[0].(string)
+	return fs.Version(str), true, nil
+}
+
+// refusal is the model-facing answer of a write or edit whose decision the
+// store could not make: nothing was written.
+func refusal(tool string, t fs.Target, err error) error {
+	return &fs.Error{
+		Code:    CodeUnavailable,
+		Message: `cannot ` + tool + ` "` + t.Display + `": the session store is unavailable, nothing was written; retry shortly`,
+		Err:     err,
+	}
+}
+
+// WriteIntent is as Store's; when Redis cannot be reached it returns nil
+// and an *fs.Error with CodeUnavailable (never an unconditional intent).
+func (s *RedisStore) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
+	v, _, err := s.lookup(session, t.Key)
+	if err != nil {
+		return nil, refusal("write", t, err)
+	}
+	if v != "" {
+		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: v}, nil
+	}
+	return &fs.WriteIntent{Kind: fs.CreateIfAbsent}, nil
+}
+
+// EditGuard is as Store's; when Redis cannot be reached it returns an
+// *fs.Error with CodeUnavailable.
+func (s *RedisStore) EditGuard(session string, t fs.Target) (*fs.Version, error) {
+	v, seen, err := s.lookup(session, t.Key)
+	switch {
+	case err != nil:
+		return nil, refusal("edit", t, err)
+	case !seen:
+		return nil, notObserved(t)
+	case v == "":
+		return nil, confirmedAbsent(t)
+	}
+	return &v, nil
+}
+
+// ObservePresent is as Store's. On error nothing is recorded, which fails
+// closed: the session must read again.
+func (s *RedisStore) ObservePresent(session string, key fs.TargetKey, v fs.Version) error {
+	op := opPresent
+	if v == "" {
+		op = opUnset
+	}
+	return s.observe(op, session, key, v)
+}
+
+// ObserveAbsent is as Store's.
+func (s *RedisStore) ObserveAbsent(session string, key fs.TargetKey) error {
+	return s.observe(opAbsent, session, key, "")
+}
+
+func (s *RedisStore) observe(op, session string, key fs.TargetKey, v fs.Version) error {
+	if session == "" {
+		return nil
+	}
+	_, err := s.run(op, session, key, v)
+	return err
+}
+
+// Touch is as Store's.
+func (s *RedisStore) Touch(session string) error {
+	if session == "" {
+		return nil
+	}
+	_, err := s.run(opTouch, session, "", "")
+	return err
+}
+
+// Forget is as Store's.
+func (s *RedisStore) Forget(session string) (bool, error) {
+	if session == "" {
+		return false, nil
+	}
+	res, err := s.run(opForget, session, "", "")
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.(int64)
+	return n == 1, nil
+}
+
+// Stats reports the live sessions and observations in Redis (for all
+// processes), after removing every expired session; -1, -1 when Redis
+// cannot be reached. Call it at metrics-scrape rates.
+func (s *RedisStore) Stats() (sessions, observations int) {
+	res, err := s.run(opStats, "", "", "")
+	arr, ok := res.([]any)
+	if err != nil || !ok || len(arr) != 2 {
+		return -1, -1
+	}
+	a, _ := arr[0].(int64)
+	b, _ := arr[1].(int64)
+	return int(a), int(b)
+}
+
+// Ping reports whether Redis answers, within the store's timeout.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}

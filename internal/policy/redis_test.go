@@ -1,0 +1,227 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/redistest"
+)
+
+// The shared redis-server of this package's tests (nil when the binary is
+// missing: the Redis cases then skip, saying why). Each store gets its own
+// key prefix, so tests share the server safely.
+var (
+	sharedRedis   *redistest.Server
+	noRedisReason = redistest.MissingReason
+	prefixes      atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		dir, err := os.MkdirTemp("", "toolfs-redis-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if sharedRedis, err = redistest.StartIn(bin, dir, 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if sharedRedis != nil {
+		sharedRedis.Stop()
+		os.RemoveAll(sharedRedis.Dir)
+	}
+	os.Exit(code)
+}
+
+// testGate is a Gate whose size can be asked.
+type testGate interface {
+	Gate
+	Stats() (sessions, observations int)
+}
+
+// impl is one Gate implementation under the shared tests.
+type impl struct {
+	name   string
+	tick   time.Duration // clock resolution: the least idle time past TTL that expires
+	rounds int           // per worker in TestConcurrentUse
+	new    func(t *testing.T, cfg Config) testGate
+}
+
+var memoryImpl = impl{name: "memory", tick: time.Nanosecond, rounds: 2000,
+	new: func(_ *testing.T, cfg Config) testGate { return NewStore(cfg) }}
+
+var redisImpl = impl{name: "redis", tick: time.Microsecond, rounds: 300,
+	new: func(t *testing.T, cfg Config) testGate {
+		if sharedRedis == nil {
+			t.Skip(noRedisReason)
+		}
+		return newTestRedisStore(t, sharedRedis.Addr, cfg)
+	}}
+
+// forEachImpl runs f against the memory Store and the RedisStore.
+func forEachImpl(t *testing.T, f func(t *testing.T, im impl)) {
+	for _, im := range []impl{memoryImpl, redisImpl} {
+		t.Run(im.name, func(t *testing.T) {
+			if im.name == "redis" && sharedRedis == nil {
+				t.Skip(noRedisReason)
+			}
+			f(t, im)
+		})
+	}
+}
+
+func newTestRedisStore(t testing.TB, addr string, cfg Config) *RedisStore {
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { client.Close() })
+	return NewRedisStore(client, cfg, RedisOptions{Prefix: fmt.Sprintf("t%d:", prefixes.Add(1))})
+}
+
+// checkRedisInvariants verifies the RedisStore's keys agree: every session
+// in lru has a last-use time and vice versa, each session's versions and
+// recency hold the same paths, the count is the sum, and caps hold.
+func checkRedisInvariants(t *testing.T, r *RedisStore) {
+	t.Helper()
+	ctx := context.Background()
+	c := r.client
+	ids, err := c.ZRange(ctx, r.prefix+"lru", 0, -1).Result()
+	require.NoError(t, err)
+	used, err := c.HKeys(ctx, r.prefix+"used").Result()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, ids, used, "lru and used hold the same sessions")
+	assert.LessOrEqual(t, len(ids), r.maxSessions)
+	total := 0
+	for _, id := range ids {
+		paths, err := c.HKeys(ctx, r.prefix+"o:"+id).Result()
+		require.NoError(t, err)
+		recent, err := c.ZRange(ctx, r.prefix+"r:"+id, 0, -1).Result()
+		require.NoError(t, err)
+		assert.ElementsMatch(t, paths, recent, id)
+		assert.LessOrEqual(t, len(paths), r.maxPaths, id)
+		total += len(paths)
+	}
+	n, err := c.Get(ctx, r.prefix+"n").Int()
+	if !errors.Is(err, redis.Nil) {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, total, n)
+	assert.LessOrEqual(t, n, r.maxObs)
+	// No per-session key outlives its session.
+	keys, err := c.Keys(ctx, r.prefix+"[or]:*").Result()
+	require.NoError(t, err)
+	for _, k := range keys {
+		assert.Contains(t, ids, k[len(r.prefix)+2:], "orphan key %s", k)
+	}
+}
+
+// heldSessions is how many sessions the store holds, expired or not.
+func heldSessions(t *testing.T, g testGate) int {
+	t.Helper()
+	switch s := g.(type) {
+	case *Store:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.sessions)
+	case *RedisStore:
+		n, err := s.client.ZCard(context.Background(), s.prefix+"lru").Result()
+		require.NoError(t, err)
+		return int(n)
+	}
+	t.Fatalf("unknown store %T", g)
+	return 0
+}
+
+// TestRedisSharedBetweenClients: what one process records, another decides
+// from (two clients stand for two replicas).
+func TestRedisSharedBetweenClients(t *testing.T) {
+	if sharedRedis == nil {
+		t.Skip(noRedisReason)
+	}
+	a := newTestRedisStore(t, sharedRedis.Addr, Config{})
+	b := NewRedisStore(redis.NewClient(&redis.Options{Addr: sharedRedis.Addr}), Config{}, RedisOptions{Prefix: a.prefix})
+	t.Cleanup(func() { b.client.Close() })
+
+	require.NoError(t, a.ObservePresent("s1", target.Key, "v1"))
+	assert.Equal(t, present("v1"), decide(t, b, "s1", target))
+	require.NoError(t, b.ObservePresent("s1", target.Key, "v2"))
+	assert.Equal(t, present("v2"), decide(t, a, "s1", target))
+	assert.True(t, forget(t, b, "s1"))
+	assert.Equal(t, unseen, decide(t, a, "s1", target))
+}
+
+// TestRedisOutage stops redis-server under a store and starts it again on
+// the same port: while it is down every decision is refused with
+// CodeUnavailable (never an unconditional or stale intent) and observations
+// report their loss; once it is back the same client works again, and (with
+// an append-only file) what was recorded before the outage is still there.
+func TestRedisOutage(t *testing.T) {
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	s := newTestRedisStore(t, srv.Addr, Config{})
+	s.timeout = 500 * time.Millisecond
+
+	require.NoError(t, s.ObservePresent("s1", target.Key, "v1"))
+	assert.Equal(t, present("v1"), decide(t, s, "s1", target))
+
+	srv.Stop()
+	w, err := s.WriteIntent("s1", target)
+	assert.Nil(t, w)
+	assert.Equal(t, CodeUnavailable, fs.CodeOf(err))
+	assert.EqualError(t, err, `cannot write "/ws/link/a.txt": the session store is unavailable, nothing was written; retry shortly`)
+	assert.ErrorIs(t, err, ErrUnavailable)
+	v, err := s.EditGuard("s1", target)
+	assert.Nil(t, v)
+	assert.Equal(t, CodeUnavailable, fs.CodeOf(err))
+	assert.EqualError(t, err, `cannot edit "/ws/link/a.txt": the session store is unavailable, nothing was written; retry shortly`)
+	assert.ErrorIs(t, s.ObservePresent("s1", target.Key, "v2"), ErrUnavailable)
+	assert.ErrorIs(t, s.ObserveAbsent("s1", other.Key), ErrUnavailable)
+	assert.ErrorIs(t, s.Touch("s1"), ErrUnavailable)
+	_, err = s.Forget("s2")
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorIs(t, s.Ping(context.Background()), ErrUnavailable)
+	sessions, observations := s.Stats()
+	assert.Equal(t, -1, sessions)
+	assert.Equal(t, -1, observations)
+
+	require.NoError(t, srv.Start())
+	require.NoError(t, s.Ping(context.Background()), "the client reconnects on its own")
+	assert.Equal(t, present("v1"), decide(t, s, "s1", target), "the lost observation of v2 was never recorded")
+	require.NoError(t, s.ObservePresent("s1", target.Key, "v3"))
+	assert.Equal(t, present("v3"), decide(t, s, "s1", target))
+	checkInvariants(t, s)
+}
+
+// TestRedisMatchesModel runs the fuzz target's model comparison against
+// Redis over the seed corpus and a fixed set of random sequences.
+func TestRedisMatchesModel(t *testing.T) {
+	if sharedRedis == nil {
+		t.Skip(noRedisReason)
+	}
+	seqs := append([][]byte{}, fuzzSeeds...)
+	rng := uint64(1)
+	for range 40 {
+		b := make([]byte, 120)
+		for i := range b {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			b[i] = byte(rng >> 56)
+		}
+		seqs = append(seqs, b)
+	}
+	for i, data := range seqs {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			matchModel(t, data, func(cfg Config) testGate { return newTestRedisStore(t, sharedRedis.Addr, cfg) })
+		})
+	}
+}
