@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -24,9 +23,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
-	"github.com/toolfs/toolfs-api/internal/render"
-	"github.com/toolfs/toolfs-api/internal/search"
+	toolfs "github.com/toolfs/toolfs-api/internal/server"
 )
 
 // buildServer builds cmd/toolfs-api into dir, as a user would.
@@ -225,35 +222,23 @@ func startInProcess(root, lockDir string, extra []string) (*server, error) {
 			return nil, fmt.Errorf("in-process server: unsupported flag %q", a)
 		}
 	}
-	local, err := fs.NewLocal(root, fs.LocalOptions{LockDir: lockDir})
-	if err != nil {
-		return nil, err
-	}
-	var gate policy.Gate = policy.Off{}
-	if policyOn {
-		gate = policy.NewStore(policy.Config{})
-	}
-	h, err := handlers.NewServer(handlers.Config{
-		Caps: render.DefaultCaps(), MaxBodyBytes: 32 << 20,
-		StreamWriteWindow: 30 * time.Second, PolicyOn: policyOn, LoopbackHosts: true,
-	}, handlers.Deps{
-		FS: local, Gate: gate, Search: search.New(search.Config{}), Metrics: handlers.NewMetrics(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	built, err := toolfs.New(toolfs.Options{
+		Root: root, FS: fs.LocalOptions{LockDir: lockDir}, Policy: policyOn,
+		REST: handlers.Config{LoopbackHosts: true},
 	})
 	if err != nil {
-		local.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		local.Close()
+		built.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: built.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go srv.Serve(ln)
 	return &server{url: "http://" + ln.Addr().String(), pid: os.Getpid(), stop: func() error {
 		err := srv.Close()
-		local.Close()
+		built.Close()
 		return err
 	}}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // config is every setting of the server, from flags and their TOOLFS_*
@@ -38,6 +40,8 @@ type config struct {
 	lockDir           string
 	sessionStore      string
 	shutdownGrace     time.Duration
+	sessionHeaders    string
+	defaultSession    string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -64,6 +68,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.IntVar(&c.maxSearches, "max-searches", 4, "glob and grep calls running at once")
 	fl.StringVar(&c.lockDir, "lock-dir", "", "folder of the cross-process lock files (default: a per-root folder under the temp dir; \"off\" = in-process locks only)")
 	fl.StringVar(&c.sessionStore, "session-store", "memory", "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
+	fl.StringVar(&c.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
+	fl.StringVar(&c.defaultSession, "default-session", "", "session id of a request that names none (default: none)")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 
 	if err := fl.Parse(args); err != nil {
@@ -117,6 +123,14 @@ func (c config) validate() error {
 			return err
 		}
 	}
+	if c.defaultSession != "" && !tools.ValidSessionID(c.defaultSession) {
+		return fmt.Errorf("--default-session %q: it must be 1-128 characters of A-Za-z0-9._:-", c.defaultSession)
+	}
+	for _, h := range c.sessionAliases() {
+		if !validHeaderName(h) {
+			return fmt.Errorf("--session-headers: %q is not a header name", h)
+		}
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
@@ -144,9 +158,13 @@ func isLoopback(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-func (c config) origins() []string {
+func (c config) origins() []string { return commaList(c.corsOrigins) }
+
+func (c config) sessionAliases() []string { return commaList(c.sessionHeaders) }
+
+func commaList(s string) []string {
 	var out []string
-	for _, o := range strings.Split(c.corsOrigins, ",") {
+	for _, o := range strings.Split(s, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			out = append(out, o)
 		}
@@ -200,4 +218,19 @@ func redactURL(raw string) string {
 		return raw[:i+3] + "xxxxx" + raw[j:]
 	}
 	return raw
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 §5.1:
+// a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // run starts the server and blocks until ctx is done, then drains in-flight
@@ -40,19 +42,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "":
 		lockDir = fs.DefaultLockDir(cfg.root)
 	}
-	local, err := fs.NewLocal(cfg.root, fs.LocalOptions{LockDir: lockDir})
-	if err != nil {
-		return fmt.Errorf("--root: %w", err)
-	}
-	defer local.Close()
-
-	var gate policy.Gate = policy.Off{}
 	storeCfg := policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths}
-	switch {
-	case !cfg.policy:
-	case cfg.sessionStore == "memory":
-		gate = policy.NewStore(storeCfg)
-	default:
+	var store policy.Gate // nil: the memory store
+	if cfg.policy && cfg.sessionStore != "memory" {
 		opts, err := redisOptions(cfg.sessionStore)
 		if err != nil {
 			return err
@@ -68,24 +60,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := rs.Ping(ctx); err != nil {
 			log.Warn("session store unreachable at start-up: writes and edits answer 503 until it is up", "session-store", redactURL(cfg.sessionStore), "err", err)
 		}
-		gate = rs
+		store = rs
 	}
-	searcher := search.New(search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches})
-	if !searcher.Available() {
-		log.Warn("ripgrep not found: glob and grep are unavailable", "rg-path", cfg.rgPath)
-	}
-
-	handler, err := handlers.NewServer(handlers.Config{
-		Caps:              render.Caps{Limit: cfg.readLimit, MaxLineLength: cfg.readMaxLineLength, MaxBytes: cfg.readMaxBytes},
-		Token:             cfg.token,
-		CORSOrigins:       cfg.origins(),
-		MaxBodyBytes:      cfg.maxBodyBytes,
-		StreamWriteWindow: 30 * time.Second,
-		PolicyOn:          cfg.policy,
-		LoopbackHosts:     cfg.token == "" && cfg.loopback(),
-	}, handlers.Deps{FS: local, Gate: gate, Search: searcher, Metrics: handlers.NewMetrics(), Logger: log})
+	built, err := server.New(server.Options{
+		Root:         cfg.root,
+		FS:           fs.LocalOptions{LockDir: lockDir},
+		Policy:       cfg.policy,
+		Sessions:     storeCfg,
+		SessionStore: store,
+		Search:       search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches},
+		Caps:         render.Caps{Limit: cfg.readLimit, MaxLineLength: cfg.readMaxLineLength, MaxBytes: cfg.readMaxBytes},
+		REST: handlers.Config{
+			Token:             cfg.token,
+			CORSOrigins:       cfg.origins(),
+			MaxBodyBytes:      cfg.maxBodyBytes,
+			StreamWriteWindow: 30 * time.Second,
+			LoopbackHosts:     cfg.token == "" && cfg.loopback(),
+			Sessions:          tools.Sessions{Aliases: cfg.sessionAliases(), Default: cfg.defaultSession},
+		},
+		Logger: log,
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("--root: %w", err)
+	}
+	defer built.Close()
+	if !built.Searcher.Available() {
+		log.Warn("ripgrep not found: glob and grep are unavailable", "rg-path", cfg.rgPath)
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           built.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -104,8 +104,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", local.Root(), ln.Addr())
-	log.Info("listening", "addr", ln.Addr().String(), "root", local.Root(), "policy", cfg.policy, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
+	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", built.Root, ln.Addr())
+	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -3,8 +3,6 @@ package handlers_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,10 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
-	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/server"
 )
 
 // The executor's read, write and edit paths, served through the whole
@@ -53,22 +49,10 @@ func benchServer(b *testing.B, policyOn bool) (http.Handler, string) {
 	root, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(filepath.Join(root, "src.go"), []byte(benchSource()), 0o644))
-	local, err := fs.NewLocal(root, fs.LocalOptions{})
+	srv, err := server.New(server.Options{Root: root, Policy: policyOn, REST: handlers.Config{MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}})
 	require.NoError(b, err)
-	b.Cleanup(func() { local.Close() })
-	var gate policy.Gate = policy.Off{}
-	if policyOn {
-		gate = policy.NewStore(policy.Config{})
-	}
-	h, err := handlers.NewServer(handlers.Config{
-		Caps: render.DefaultCaps(), MaxBodyBytes: 32 << 20,
-		StreamWriteWindow: 10 * time.Second, PolicyOn: policyOn,
-	}, handlers.Deps{
-		FS: local, Gate: gate, Metrics: handlers.NewMetrics(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	require.NoError(b, err)
-	return h, root
+	b.Cleanup(func() { srv.Close() })
+	return srv.Handler, root
 }
 
 // serve runs one request through h and fails unless it answers 200 with at

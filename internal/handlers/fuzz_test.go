@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,11 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	tfs "github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/server"
 )
 
 var fuzzTools = []string{"read", "write", "edit", "glob", "grep"}
@@ -49,26 +48,19 @@ func newBodyWorld(t testing.TB) *bodyWorld {
 
 	bw := &bodyWorld{hostileWorld: w}
 	for _, on := range []bool{true, false} {
-		local, err := tfs.NewLocal(w.root, tfs.LocalOptions{})
-		require.NoError(t, err)
-		t.Cleanup(func() { local.Close() })
-		var gate policy.Gate = policy.Off{}
-		if on {
-			gate = policy.NewStore(policy.Config{TTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64})
-		}
-		h, err := handlers.NewServer(handlers.Config{
-			Caps:         render.Caps{Limit: 50, MaxLineLength: 200, MaxBytes: 4096},
-			MaxBodyBytes: fuzzMaxBody, PolicyOn: on,
-		}, handlers.Deps{
-			FS: local, Gate: gate, Metrics: handlers.NewMetrics(),
-			Search: search.New(search.Config{Timeout: 5 * time.Second, MaxConcurrent: 2}),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		srv, err := server.New(server.Options{
+			Root: w.root, Policy: on,
+			Sessions: policy.Config{TTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64},
+			Caps:     render.Caps{Limit: 50, MaxLineLength: 200, MaxBytes: 4096},
+			Search:   search.Config{Timeout: 5 * time.Second, MaxConcurrent: 2},
+			REST:     handlers.Config{MaxBodyBytes: fuzzMaxBody},
 		})
 		require.NoError(t, err)
+		t.Cleanup(func() { srv.Close() })
 		if on {
-			bw.on = h
+			bw.on = srv.Handler
 		} else {
-			bw.off = h
+			bw.off = srv.Handler
 		}
 	}
 	return bw

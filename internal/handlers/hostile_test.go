@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,11 +19,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	tfs "github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
-	"github.com/toolfs/toolfs-api/internal/render"
-	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
 
 // canarySecret is the content of the file outside the root: no answer may
@@ -101,25 +98,12 @@ func (w *hostileWorld) assertUntouched(t *testing.T) {
 // serveRoot starts a real server on a loopback port over an existing root.
 func serveRoot(t *testing.T, root string, policyOn bool) *harness {
 	t.Helper()
-	local, err := tfs.NewLocal(root, tfs.LocalOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { local.Close() })
-	var gate policy.Gate = policy.Off{}
-	if policyOn {
-		gate = policy.NewStore(policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 1000})
-	}
-	m := handlers.NewMetrics()
-	h, err := handlers.NewServer(handlers.Config{
-		Caps: render.DefaultCaps(), MaxBodyBytes: 1 << 20,
-		StreamWriteWindow: 10 * time.Second, PolicyOn: policyOn,
-	}, handlers.Deps{
-		FS: local, Gate: gate, Search: search.New(search.Config{}), Metrics: m,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	srv := servertest.Start(t, server.Options{
+		Root: root, Policy: policyOn,
+		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 1000},
+		REST:     handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
 	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &harness{t: t, root: root, srv: srv, metrics: m}
+	return &harness{t: t, root: root, srv: srv}
 }
 
 // hostileCase is one hostile request and what it must get. A 2xx is only

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // Bodies are encoded into pooled buffers. A read answer carries its window
@@ -66,26 +67,22 @@ var spanPool = sync.Pool{New: func() any { return new([]int) }}
 // render.ReadOutput(display, window), written straight into the body; the
 // metadata repeats every line's text. Each text is escaped once, in the
 // output, and copied from there into the metadata.
-type readResult struct {
-	display string
-	window  render.Window
-	meta    readMetadata
-}
+type readResult struct{ tools.ReadResult }
 
 func (r readResult) appendJSON(b []byte) []byte {
-	m := r.meta
-	size := 128 + 2*len(r.display) + len(m.Lang)
-	for _, l := range r.window.Lines {
+	m := r.Meta
+	size := 128 + 2*len(r.Display) + len(m.Lang)
+	for _, l := range r.Window.Lines {
 		size += 2*len(l.Text) + 48 // twice, with number, keys and some escapes
 	}
 	b = slices.Grow(b, size)
 	b = append(b, `{"output":"`...)
-	b = appendEscaped(b, render.ReadHeader(r.display))
+	b = appendEscaped(b, render.ReadHeader(r.Display))
 	sp := spanPool.Get().(*[]int)
 	defer spanPool.Put(sp)
-	spans := slices.Grow((*sp)[:0], 2*len(r.window.Lines))[:2*len(r.window.Lines)] // where each escaped text is in b
+	spans := slices.Grow((*sp)[:0], 2*len(r.Window.Lines))[:2*len(r.Window.Lines)] // where each escaped text is in b
 	*sp = spans
-	for i, l := range r.window.Lines {
+	for i, l := range r.Window.Lines {
 		// render.LineText, escaped
 		b = strconv.AppendInt(b, int64(l.Number), 10)
 		b = append(b, ": "...)
@@ -94,13 +91,13 @@ func (r readResult) appendJSON(b []byte) []byte {
 		spans[2*i+1] = len(b)
 		b = append(b, `\n`...)
 	}
-	b = appendEscaped(b, render.ReadTail(r.window))
+	b = appendEscaped(b, render.ReadTail(r.Window))
 	b = append(b, `","metadata":{"path":`...)
 	b = appendJSONString(b, m.Path)
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, int64(m.Offset), 10)
 	b = append(b, `,"lines":[`...)
-	for i, l := range r.window.Lines { // m.Lines is the same slice (or [] for none)
+	for i, l := range r.Window.Lines { // m.Lines is the same slice (or [] for none)
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // stdJSON is what writeJSON produced before the hand-written encoder:
@@ -63,10 +64,10 @@ func TestReadResultMatchesEncodingJSON(t *testing.T) {
 		{"no lines", `/r/"q"\x`, render.Window{Offset: 1, Lines: []render.Line{}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			meta := readMetadata{Path: tc.display, Offset: tc.window.Offset, Lines: tc.window.Lines, TotalLines: tc.window.TotalLines, Lang: tc.lang}
+			meta := tools.ReadMetadata{Path: tc.display, Offset: tc.window.Offset, Lines: tc.window.Lines, TotalLines: tc.window.TotalLines, Lang: tc.lang}
 			// What the executor sent through encoding/json before.
-			want := stdJSON(t, result{Output: render.ReadOutput(tc.display, tc.window), Metadata: meta})
-			got := readResult{display: tc.display, window: tc.window, meta: meta}.appendJSON(nil)
+			want := stdJSON(t, tools.Result{Output: render.ReadOutput(tc.display, tc.window), Metadata: meta})
+			got := readResult{tools.ReadResult{Display: tc.display, Window: tc.window, Meta: meta}}.appendJSON(nil)
 			assert.Equal(t, want, string(got))
 		})
 	}

@@ -1,8 +1,12 @@
 package handlers
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // Metrics are the service's Prometheus series (SPEC §8), on a registry of
@@ -25,7 +29,7 @@ func NewMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		statCalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolfs_fs_stat_calls_total",
-			Help: "Stat calls made by the tool executor: one per read, none per write or edit.",
+			Help: "Stat calls of the filesystem provider: one per read, plus one for X-Session-Cwd; none per write or edit.",
 		}),
 		staleVersions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfs_stale_versions_total",
@@ -37,13 +41,13 @@ func NewMetrics() *Metrics {
 		}, []string{"footer"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfs_tool_calls_total",
-			Help: "Tool calls by tool and outcome (ok or the error code).",
-		}, []string{"tool", "code"}),
+			Help: "Tool calls by transport, tool and outcome (ok or the error code).",
+		}, []string{"transport", "tool", "code"}),
 		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "toolfs_tool_duration_seconds",
 			Help:    "Tool call latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"tool"}),
+		}, []string{"transport", "tool"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfs_session_store_errors_total",
 			Help: "Session store operations that failed (Redis unreachable): a lost observation or touch, a refused decision, a failed forget.",
@@ -66,9 +70,29 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// watchSessions exports the size of the session store, when the gate has one,
+var _ tools.Observer = (*Metrics)(nil)
+
+// ToolCall counts one finished tool call (tools.Observer).
+func (m *Metrics) ToolCall(transport, tool string, code tools.Code, took time.Duration) {
+	m.toolCalls.WithLabelValues(transport, tool, string(code)).Inc()
+	m.toolDuration.WithLabelValues(transport, tool).Observe(took.Seconds())
+}
+
+// ReadFooter counts the footer of a successful read (tools.Observer).
+func (m *Metrics) ReadFooter(footer string) { m.readFooters.WithLabelValues(footer).Inc() }
+
+// StaleVersion counts a mutation refused as stale (tools.Observer).
+func (m *Metrics) StaleVersion(tool string) { m.staleVersions.WithLabelValues(tool).Inc() }
+
+// StatCall counts one provider Stat call (tools.Observer).
+func (m *Metrics) StatCall() { m.statCalls.Inc() }
+
+// SessionStoreError counts a failed session store operation (tools.Observer).
+func (m *Metrics) SessionStoreError(op string) { m.storeErrors.WithLabelValues(op).Inc() }
+
+// WatchSessions exports the size of the session store, when the gate has one,
 // so the bounds (--max-sessions, --max-paths-per-session) can be watched.
-func (m *Metrics) watchSessions(gate any) {
+func (m *Metrics) WatchSessions(gate any) {
 	st, ok := gate.(interface {
 		Stats() (sessions, observations int)
 	})

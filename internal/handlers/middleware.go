@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // recorder remembers the status and size of a response. It implements
@@ -91,7 +93,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if headerWritten(w) {
 					panic(http.ErrAbortHandler)
 				}
-				writeProblem(w, codeInternal, "internal error")
+				writeProblem(w, tools.CodeInternal, "internal error")
 			}()
 			next.ServeHTTP(w, r)
 		})

@@ -3,92 +3,63 @@ package handlers
 import (
 	"net/http"
 
-	"github.com/toolfs/toolfs-api/internal/fs"
-	"github.com/toolfs/toolfs-api/internal/policy"
-	"github.com/toolfs/toolfs-api/internal/render"
-)
-
-// Codes raised by the HTTP layer itself (the filesystem and search layers
-// bring their own).
-const (
-	codeInvalidArgument  = "INVALID_ARGUMENT"
-	codeInvalidSession   = "INVALID_SESSION"
-	codeUnauthorized     = "UNAUTHORIZED"
-	codeBodyTooLarge     = "BODY_TOO_LARGE"
-	codeNotFound         = "NOT_FOUND"
-	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
-	codeInternal         = "INTERNAL"
-	codeForbiddenHost    = "FORBIDDEN_HOST"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // statusByCode is the one table that maps a stable code to its HTTP status
-// (SPEC §4, §10). Unknown codes are 500.
-var statusByCode = map[string]int{
-	codeInvalidArgument:           http.StatusBadRequest,
-	codeInvalidSession:            http.StatusBadRequest,
-	"SEARCH_INVALID_PATTERN":      http.StatusBadRequest,
-	codeUnauthorized:              http.StatusUnauthorized,
-	string(fs.CodeSandboxDenied):  http.StatusForbidden,
-	string(fs.CodePermission):     http.StatusForbidden,
-	codeForbiddenHost:             http.StatusForbidden,
-	string(fs.CodeNotFound):       http.StatusNotFound,
-	codeNotFound:                  http.StatusNotFound,
-	codeMethodNotAllowed:          http.StatusMethodNotAllowed,
-	string(fs.CodeStaleVersion):   http.StatusConflict,
-	string(fs.CodeNotObserved):    http.StatusConflict,
-	codeBodyTooLarge:              http.StatusRequestEntityTooLarge,
-	string(fs.CodeNotText):        http.StatusUnprocessableEntity,
-	string(fs.CodeNotRegularFile): http.StatusUnprocessableEntity,
-	string(fs.CodeEditNotFound):   http.StatusUnprocessableEntity,
-	string(fs.CodeAmbiguousEdit):  http.StatusUnprocessableEntity,
-	string(fs.CodeNotDirectory):   http.StatusUnprocessableEntity,
-	string(fs.CodeTooLarge):       http.StatusUnprocessableEntity,
-	"SEARCH_RAW_OUTPUT_OVERFLOW":  http.StatusUnprocessableEntity,
-	string(fs.CodeIO):             http.StatusInternalServerError,
+// (docs/api.md, "Errors"). Unknown codes are 500.
+var statusByCode = map[tools.Code]int{
+	tools.CodeInvalidArgument:      http.StatusBadRequest,
+	tools.CodeInvalidSession:       http.StatusBadRequest,
+	tools.CodeSearchInvalidPattern: http.StatusBadRequest,
+	tools.CodeUnauthorized:         http.StatusUnauthorized,
+	tools.CodeSandboxDenied:        http.StatusForbidden,
+	tools.CodePermission:           http.StatusForbidden,
+	tools.CodeForbiddenHost:        http.StatusForbidden,
+	tools.CodeNotFound:             http.StatusNotFound,
+	tools.CodeNoSuchEndpoint:       http.StatusNotFound,
+	tools.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	tools.CodeStaleVersion:         http.StatusConflict,
+	tools.CodeNotObserved:          http.StatusConflict,
+	tools.CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	tools.CodeNotText:              http.StatusUnprocessableEntity,
+	tools.CodeNotRegularFile:       http.StatusUnprocessableEntity,
+	tools.CodeEditNotFound:         http.StatusUnprocessableEntity,
+	tools.CodeAmbiguousEdit:        http.StatusUnprocessableEntity,
+	tools.CodeNotDirectory:         http.StatusUnprocessableEntity,
+	tools.CodeTooLarge:             http.StatusUnprocessableEntity,
+	tools.CodeSearchOverflow:       http.StatusUnprocessableEntity,
+	tools.CodeIO:                   http.StatusInternalServerError,
+	tools.CodeInternal:             http.StatusInternalServerError,
+	tools.CodeSearchFailed:         http.StatusInternalServerError,
 	// Writes and edits wait for the session store (docs/deployment.md).
-	string(policy.CodeUnavailable): http.StatusServiceUnavailable,
-	"SEARCH_FAILED":                http.StatusInternalServerError,
-	"SEARCH_ABORTED":               http.StatusGatewayTimeout,
+	tools.CodeSessionStoreUnavailable: http.StatusServiceUnavailable,
+	tools.CodeSearchAborted:           http.StatusGatewayTimeout,
 	// A cancelled call has no client left to read the answer; nginx's 499
 	// keeps it apart from server faults in access logs and metrics.
-	string(fs.CodeAborted): 499,
+	tools.CodeAborted: 499,
 }
 
-func statusOf(code string) int {
+func statusOf(code tools.Code) int {
 	if s, ok := statusByCode[code]; ok {
 		return s
 	}
 	return http.StatusInternalServerError
 }
 
-// toolError is a failure with its stable code and model-facing message.
-type toolError struct {
-	code    string
-	message string
-}
-
-func (e *toolError) Error() string { return e.message }
-
-func argError(message string) *toolError {
-	return &toolError{code: codeInvalidArgument, message: message}
-}
-
-func sessionError(message string) *toolError {
-	return &toolError{code: codeInvalidSession, message: message}
-}
-
-// problem is the RFC 9457 body every failure answers with.
+// problem is the RFC 9457 body every failure answers with (the Problem
+// schema of api/openapi.yaml, members in the RFC's order).
 type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-	Output string `json:"output"`
+	Type   string     `json:"type"`
+	Title  string     `json:"title"`
+	Status int        `json:"status"`
+	Detail string     `json:"detail"`
+	Code   tools.Code `json:"code"`
+	Output string     `json:"output"`
 }
 
-func newProblem(code, message string) problem {
-	status := statusOf(code)
+func newProblem(err *tools.Error) problem {
+	status := statusOf(err.Code)
 	title := http.StatusText(status)
 	if title == "" {
 		title = "Client Closed Request"
@@ -97,15 +68,20 @@ func newProblem(code, message string) problem {
 		Type:   "about:blank",
 		Title:  title,
 		Status: status,
-		Detail: message,
-		Code:   code,
-		Output: render.ErrorOutput(message),
+		Detail: err.Message,
+		Code:   err.Code,
+		Output: err.Output(),
 	}
 }
 
-// writeProblem is the one writer of problem bodies: handlers, the validator,
-// auth, the body cap and the generated code's error hooks all end here.
-func writeProblem(w http.ResponseWriter, code, message string) {
-	p := newProblem(code, message)
+// writeError is the one writer of problem bodies: tool calls, the
+// validator, auth, the body cap and the generated code's error hook all end
+// here.
+func writeError(w http.ResponseWriter, err *tools.Error) {
+	p := newProblem(err)
 	writeJSON(w, p.Status, "application/problem+json", p)
+}
+
+func writeProblem(w http.ResponseWriter, code tools.Code, message string) {
+	writeError(w, tools.NewError(code, message))
 }

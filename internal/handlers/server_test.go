@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,20 +14,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // harness is a real server on a loopback port over a real temporary root.
 type harness struct {
-	t       *testing.T
-	root    string
-	srv     *httptest.Server
-	metrics *handlers.Metrics
-	token   string
+	t     *testing.T
+	root  string
+	srv   *servertest.Server
+	token string
 }
 
 type options struct {
@@ -39,42 +38,30 @@ type options struct {
 	maxBody   int64
 	caps      *render.Caps
 	noRg      bool
+	sessions  tools.Sessions
 }
 
 func start(t *testing.T, o options) *harness {
 	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	local, err := fs.NewLocal(root, fs.LocalOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { local.Close() })
-	var gate policy.Gate = policy.Off{}
-	if !o.policyOff {
-		gate = policy.NewStore(policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100})
+	so := server.Options{
+		Policy:   !o.policyOff,
+		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		REST: handlers.Config{
+			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
+			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
+		},
 	}
-	caps := render.DefaultCaps()
 	if o.caps != nil {
-		caps = *o.caps
+		so.Caps = *o.caps
 	}
-	if o.maxBody == 0 {
-		o.maxBody = 1 << 20
+	if so.REST.MaxBodyBytes == 0 {
+		so.REST.MaxBodyBytes = 1 << 20
 	}
-	searchCfg := search.Config{}
 	if o.noRg {
-		searchCfg.RgPath = filepath.Join(root, "no-such-rg")
+		so.Search.RgPath = "/nonexistent/no-such-rg"
 	}
-	m := handlers.NewMetrics()
-	h, err := handlers.NewServer(handlers.Config{
-		Caps: caps, Token: o.token, CORSOrigins: o.origins,
-		MaxBodyBytes: o.maxBody, StreamWriteWindow: 10 * time.Second, PolicyOn: !o.policyOff,
-	}, handlers.Deps{
-		FS: local, Gate: gate, Search: search.New(searchCfg), Metrics: m,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &harness{t: t, root: root, srv: srv, metrics: m, token: o.token}
+	srv := servertest.Start(t, so)
+	return &harness{t: t, root: srv.Root, srv: srv, token: o.token}
 }
 
 func (h *harness) path(rel string) string { return filepath.Join(h.root, rel) }
@@ -360,14 +347,56 @@ func TestSessionHeaders(t *testing.T) {
 	r = h.tool("read", strings.Repeat("x", 128), obj{"file_path": "a.txt"})
 	assert.Equal(t, 200, r.Status)
 
-	// A header that is present but empty is malformed.
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/tools/read", strings.NewReader(`{"file_path":"a.txt"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header["X-Session-Id"] = []string{""}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, 400, resp.StatusCode)
+	// A header that is present but empty counts as absent (docs/api.md,
+	// "Sessions"; it was malformed before): a read goes ahead, recording
+	// nothing; a write is refused for want of a session.
+	for _, hdr := range []string{"X-Session-Id", "X-Session-Cwd"} {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/tools/read", strings.NewReader(`{"file_path":"a.txt"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header[hdr] = []string{""}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode, hdr)
+	}
+	r = h.tool("write", "", obj{"file_path": "new.txt", "content": "x"}, "X-Session-ID", "")
+	assert.Equal(t, 400, r.Status)
+	assert.Equal(t, "INVALID_SESSION", r.Code)
+	assert.Equal(t, "Error: write and edit need a session while the read-before-write policy is on: "+
+		"send the X-Session-ID header (1-128 characters of A-Za-z0-9._:-) and read the file in that session first; "+
+		"operators can name a frontend's own id header with --session-headers or set --default-session", r.Output)
+}
+
+// TestSessionAliasesAndDefault: --session-headers names headers tried after
+// X-Session-ID, --default-session serves a request that names none; either
+// is an ordinary session id.
+func TestSessionAliasesAndDefault(t *testing.T) {
+	h := start(t, options{sessions: tools.Sessions{Aliases: []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, Default: "fallback"}})
+	h.file("a.txt", "one\n")
+
+	// Read through the first alias; write as that session, by either name.
+	require.Equal(t, 200, h.tool("read", "", obj{"file_path": "a.txt"}, "X-OpenWebUI-Chat-Id", "chat-1").Status)
+	r := h.tool("write", "chat-1", obj{"file_path": "a.txt", "content": "two\n"})
+	require.Equal(t, 200, r.Status, r.Raw)
+	// X-Session-ID wins over an alias; an empty alias is skipped for the next.
+	r = h.tool("edit", "other", obj{"file_path": "a.txt", "old_string": "two", "new_string": "2"}, "X-OpenWebUI-Chat-Id", "chat-1")
+	assert.Equal(t, "FS_NOT_OBSERVED", r.Code)
+	r = h.tool("edit", "", obj{"file_path": "a.txt", "old_string": "two", "new_string": "2"}, "X-OpenWebUI-Chat-Id", "", "X-Chat", "chat-1")
+	require.Equal(t, 200, r.Status, r.Raw)
+	// A malformed alias is refused, naming the header.
+	r = h.tool("read", "", obj{"file_path": "a.txt"}, "X-Chat", "no spaces")
+	assert.Equal(t, 400, r.Status)
+	assert.Equal(t, "Error: malformed X-Chat: it must be 1-128 characters of A-Za-z0-9._:-", r.Output)
+
+	// No header at all: the default session, which read nothing yet.
+	r = h.tool("edit", "", obj{"file_path": "a.txt", "old_string": "2", "new_string": "3"})
+	assert.Equal(t, "FS_NOT_OBSERVED", r.Code)
+	require.Equal(t, 200, h.tool("read", "", obj{"file_path": "a.txt"}).Status)
+	r = h.tool("edit", "", obj{"file_path": "a.txt", "old_string": "2", "new_string": "3"}, "X-Session-ID", "")
+	require.Equal(t, 200, r.Status, r.Raw)
+	r = h.tool("edit", "fallback", obj{"file_path": "a.txt", "old_string": "3", "new_string": "4"})
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, "4\n", h.contents("a.txt"))
 }
 
 func TestHTTPEdges(t *testing.T) {
@@ -526,12 +555,13 @@ func TestMetricsMove(t *testing.T) {
 	for _, want := range []string{
 		"toolfs_fs_stat_calls_total 2\n", // one per read, found or not; none per write/edit
 		`toolfs_read_footers_total{footer="eof"} 1`,
-		`toolfs_tool_calls_total{code="ok",tool="read"} 1`,
-		`toolfs_tool_calls_total{code="FS_NOT_FOUND",tool="read"} 1`,
-		`toolfs_tool_calls_total{code="ok",tool="write"} 1`,
-		`toolfs_tool_calls_total{code="ok",tool="edit"} 1`,
+		// The transport label is new (docs/api.md, "Metrics").
+		`toolfs_tool_calls_total{code="ok",tool="read",transport="rest"} 1`,
+		`toolfs_tool_calls_total{code="FS_NOT_FOUND",tool="read",transport="rest"} 1`,
+		`toolfs_tool_calls_total{code="ok",tool="write",transport="rest"} 1`,
+		`toolfs_tool_calls_total{code="ok",tool="edit",transport="rest"} 1`,
 		`toolfs_stale_versions_total{tool="edit"} 1`,
-		`toolfs_tool_duration_seconds_count{tool="read"} 2`,
+		`toolfs_tool_duration_seconds_count{tool="read",transport="rest"} 2`,
 		"toolfs_sessions 1\n",
 		"toolfs_observations 2\n", // a.txt present, missing.txt absent
 		"go_goroutines",
@@ -542,18 +572,15 @@ func TestMetricsMove(t *testing.T) {
 }
 
 func TestLoopbackHostsStopsDNSRebinding(t *testing.T) {
-	root := t.TempDir()
-	local, err := fs.NewLocal(root, fs.LocalOptions{})
-	require.NoError(t, err)
-	defer local.Close()
-	h, err := handlers.NewServer(handlers.Config{Caps: render.DefaultCaps(), MaxBodyBytes: 1 << 20, LoopbackHosts: true},
-		handlers.Deps{FS: local, Gate: policy.Off{}, Metrics: handlers.NewMetrics(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := servertest.Start(t, server.Options{REST: handlers.Config{LoopbackHosts: true}})
 	for host, want := range map[string]int{
 		"127.0.0.1:8080": 200, "localhost:8080": 200, "[::1]:8080": 200, "app.localhost": 200,
+		"127.0.0.1": 200, "localhost.": 200, "LOCALHOST:1": 200, "[::1]": 200, "127.0.0.1:": 200,
 		"rebind.attacker.example:8080": 403, "10.0.0.1": 403,
+		// A port must be digits: these name other hosts (issue 12, item 5).
+		"127.0.0.1:80.evil.example": 403, "localhost:evil.example": 403, "[::1]:x": 403,
+		"localhost:8080:1": 403, "::1": 403, "[::1": 403, ":8080": 403, "127.0.0.1:123456": 403,
+		"[::1]evil": 403,
 	} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/tools", nil)
 		req.Host = host

@@ -89,7 +89,7 @@ func holding(t *testing.T, path string) bool {
 // streaming reports whether a goroutine is inside the streamed read.
 func streaming() bool {
 	buf := make([]byte, 4<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "handlers.streamedRead.")
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "tools.(*Reading).Stream(")
 }
 
 // waitFor polls cond in the calling goroutine (so cond may use require)

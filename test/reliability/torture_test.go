@@ -3,10 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,10 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
 
 // tortureMarker is a line of every torture file: a mutation adds its token
@@ -169,29 +167,11 @@ type inProcessOptions struct {
 
 func startInProcess(t *testing.T, o inProcessOptions) *inProcess {
 	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	local, err := fs.NewLocal(root, fs.LocalOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { local.Close() })
-	store := policy.NewStore(o.store)
-	if o.caps == (render.Caps{}) {
-		o.caps = render.DefaultCaps()
-	}
-	if o.writeWindow == 0 {
-		o.writeWindow = 30 * time.Second
-	}
-	h, err := handlers.NewServer(handlers.Config{
-		Caps: o.caps, MaxBodyBytes: 32 << 20,
-		StreamWriteWindow: o.writeWindow, PolicyOn: true, LoopbackHosts: true,
-	}, handlers.Deps{
-		FS: local, Gate: store, Metrics: handlers.NewMetrics(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	srv := servertest.Start(t, server.Options{
+		Policy: true, Sessions: o.store, Caps: o.caps,
+		REST: handlers.Config{StreamWriteWindow: o.writeWindow, LoopbackHosts: true},
 	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &inProcess{base: srv.URL, root: root, store: store}
+	return &inProcess{base: srv.URL, root: srv.Root, store: srv.Store}
 }
 
 // TestTortureOneServer: 16 sessions race read → edit/write on three files

@@ -1,0 +1,256 @@
+package handlers
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/tools"
+)
+
+// rest serves the routes of api/openapi.yaml: each tool route turns the
+// request into a tools.Call and the raw body, runs the executor, and writes
+// its result or error. It holds no tool logic.
+type rest struct {
+	x           *tools.Executor
+	maxBody     int64
+	writeWindow time.Duration
+}
+
+var _ api.ServerInterface = (*rest)(nil)
+
+// Body messages of the REST layer (docs/api.md, "Request bodies").
+const (
+	msgBodyRequired = "request body must be a JSON object"
+	msgBodyJSON     = "request body is not valid JSON"
+	msgContentType  = "request body must be JSON (Content-Type: application/json)"
+)
+
+// body reads a tool's JSON body whole (bodyCap bounds it). The executor
+// decodes it, once, with every strict check; here only the transport's own
+// refusals: too large, empty, not sent as JSON.
+func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
+	var raw []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= s.maxBody {
+		raw = make([]byte, n)
+		_, err = io.ReadFull(r.Body, raw)
+	} else {
+		raw, err = io.ReadAll(r.Body)
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
+	case err != nil:
+		return nil, tools.NewError(tools.CodeInvalidArgument, msgBodyJSON) // the client broke off mid-body
+	case len(strings.TrimSpace(string(raw))) == 0:
+		return nil, tools.NewError(tools.CodeInvalidArgument, msgBodyRequired)
+	}
+	if err := jsonContentType(r.Header.Values("Content-Type")); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// jsonContentType refuses a body not sent as application/json, and one
+// whose Content-Type does not parse (RFC 9110 §8.3): a media type that
+// another reader might take for JSON must not skip the strict checks.
+func jsonContentType(values []string) *tools.Error {
+	if len(values) != 1 {
+		return tools.NewError(tools.CodeInvalidArgument, msgContentType)
+	}
+	mt, _, err := mime.ParseMediaType(values[0])
+	if err != nil {
+		return tools.NewError(tools.CodeInvalidArgument, "malformed Content-Type "+quote(values[0])+
+			": it must parse as a media type (RFC 9110 §8.3); send Content-Type: application/json")
+	}
+	if mt != "application/json" {
+		return tools.NewError(tools.CodeInvalidArgument, msgContentType)
+	}
+	return nil
+}
+
+func bodyTooLargeMessage(limit int64) string {
+	return "request body is larger than the " + strconv.FormatInt(limit, 10) + "-byte limit"
+}
+
+func quote(s string) string {
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return `"` + s + `"`
+}
+
+// ReadTool serves POST /tools/read, as JSON or, with Accept: text/plain, as
+// a streamed text body.
+func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request, _ api.ReadToolParams) {
+	c := callFrom(r.Context())
+	raw, terr := s.body(r)
+	if terr != nil {
+		s.x.Refuse(c, tools.ToolRead, terr)
+		writeError(w, terr)
+		return
+	}
+	rd, terr := s.x.Read(r.Context(), c, raw)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	if prefersText(r.Header.Get("Accept")) {
+		s.stream(w, r.Context(), rd)
+		return
+	}
+	res, terr := rd.Window(r.Context())
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", readResult{res})
+}
+
+// stream answers a read as a chunked text/plain body (docs/api.md,
+// "Streaming reads"). A failure after the first bytes left breaks the
+// transfer, so the client never mistakes it for a short success.
+func (s *rest) stream(w http.ResponseWriter, ctx context.Context, rd *tools.Reading) {
+	out := &lineWriter{w: w, rc: http.NewResponseController(w), window: s.writeWindow}
+	begun, terr := rd.Stream(ctx, out)
+	switch {
+	case terr == nil:
+	case !begun:
+		writeError(w, terr)
+	default:
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// WriteTool serves POST /tools/write.
+func (s *rest) WriteTool(w http.ResponseWriter, r *http.Request, _ api.WriteToolParams) {
+	s.call(w, r, tools.ToolWrite, s.x.Write)
+}
+
+// EditTool serves POST /tools/edit.
+func (s *rest) EditTool(w http.ResponseWriter, r *http.Request, _ api.EditToolParams) {
+	s.call(w, r, tools.ToolEdit, s.x.Edit)
+}
+
+// GlobTool serves POST /tools/glob.
+func (s *rest) GlobTool(w http.ResponseWriter, r *http.Request, _ api.GlobToolParams) {
+	s.call(w, r, tools.ToolGlob, s.x.Glob)
+}
+
+// GrepTool serves POST /tools/grep.
+func (s *rest) GrepTool(w http.ResponseWriter, r *http.Request, _ api.GrepToolParams) {
+	s.call(w, r, tools.ToolGrep, s.x.Grep)
+}
+
+func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run func(context.Context, tools.Call, []byte) (tools.Result, *tools.Error)) {
+	c := callFrom(r.Context())
+	raw, terr := s.body(r)
+	if terr != nil {
+		s.x.Refuse(c, tool, terr)
+		writeError(w, terr)
+		return
+	}
+	res, terr := run(r.Context(), c, raw)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", res)
+}
+
+// ListTools serves GET /tools.
+func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, "application/json", s.x.Catalog())
+}
+
+// DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.
+func (s *rest) DeleteSession(w http.ResponseWriter, _ *http.Request, id string) {
+	if err := s.x.ForgetSession(id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Healthz serves GET /healthz.
+func (s *rest) Healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, "application/json", api.Health{Status: "ok"})
+}
+
+// prefersText reports whether the first of the listed media types that we
+// serve is text/plain. Quality values are not ranked: clients that stream
+// send Accept: text/plain.
+func prefersText(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch strings.ToLower(strings.TrimSpace(mt)) {
+		case "text/plain", "text/*":
+			return true
+		case "application/json", "application/*", "*/*":
+			return false
+		}
+	}
+	return false
+}
+
+// lineWriter is the tools.LineSink of a streamed read: it batches lines
+// into a buffer and flushes after each batch, giving every flush its own
+// write deadline so a client that stops reading cannot pin the goroutine
+// and the open file.
+type lineWriter struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	bw     *bufio.Writer
+	window time.Duration
+	num    []byte // scratch for a line's number prefix
+}
+
+func (o *lineWriter) Begin(header string) error {
+	h := o.w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass each chunk on at once
+	h.Set("Cache-Control", "no-store")
+	o.w.WriteHeader(http.StatusOK)
+	o.bw = bufio.NewWriterSize(o.w, 32<<10)
+	_, err := o.bw.WriteString(header)
+	return err
+}
+
+func (o *lineWriter) Lines(lines []render.Line) error {
+	if o.window > 0 {
+		o.rc.SetWriteDeadline(time.Now().Add(o.window))
+	}
+	for _, l := range lines {
+		// render.LineText without building a string per line.
+		o.num = strconv.AppendInt(o.num[:0], int64(l.Number), 10)
+		o.num = append(o.num, ": "...)
+		o.bw.Write(o.num)
+		o.bw.WriteString(l.Text)
+		if err := o.bw.WriteByte('\n'); err != nil {
+			return err
+		}
+	}
+	return o.flush()
+}
+
+func (o *lineWriter) End(tail string) error {
+	o.bw.WriteString(tail)
+	return o.flush()
+}
+
+func (o *lineWriter) flush() error {
+	if err := o.bw.Flush(); err != nil {
+		return err
+	}
+	return o.rc.Flush()
+}

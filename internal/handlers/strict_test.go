@@ -1,0 +1,121 @@
+package handlers_test
+
+import (
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMalformedContentTypeRefused: a Content-Type that does not parse is
+// refused before anything reads the body as JSON, and the strict checks run
+// on every body that is decoded at all (issue 12, item 1). Each hostile body
+// under each content type: 400, and nothing is written.
+func TestMalformedContentTypeRefused(t *testing.T) {
+	h := start(t, options{})
+	bodies := map[string]string{
+		"invalid UTF-8":   `{"file_path":"u.txt","content":"a` + "\xc3\x28" + `b"}`,
+		"lone surrogate":  `{"file_path":"u.txt","content":"a\ud800b"}`,
+		"duplicate keys":  `{"file_path":"u.txt","content":"a","content":"b"}`,
+		"trailing data":   `{"file_path":"u.txt","content":"a"} {"x":1}`,
+		"folded dup keys": `{"file_path":"u.txt","content":"a","CONTENT":"b"}`,
+	}
+	for _, ct := range []string{"application/json; charset", `application/json; x="`, "application/json;charset=a;charset=b"} {
+		for name, body := range bodies {
+			r := h.do(http.MethodPost, "/tools/write", body, "Content-Type", ct, "X-Session-ID", "s")
+			assert.Equal(t, 400, r.Status, "%s / %s: %s", ct, name, r.Raw)
+			assert.Equal(t, "INVALID_ARGUMENT", r.Code, ct)
+			assert.Equal(t, `Error: malformed Content-Type "`+ct+`": it must parse as a media type (RFC 9110 §8.3); send Content-Type: application/json`, r.Output)
+		}
+		// A well-formed body is refused just the same: the type is unknown.
+		r := h.do(http.MethodPost, "/tools/write", `{"file_path":"u.txt","content":"ok"}`, "Content-Type", ct, "X-Session-ID", "s")
+		assert.Equal(t, 400, r.Status, ct)
+	}
+	// Under a content type that parses, each defect has its own message.
+	for name, want := range map[string]string{
+		"invalid UTF-8":   "Error: request body is not valid UTF-8",
+		"lone surrogate":  "Error: request body has an unpaired UTF-16 surrogate escape",
+		"duplicate keys":  `Error: request body has a duplicate key "content"`,
+		"trailing data":   "Error: request body is not valid JSON",
+		"folded dup keys": `Error: request body has a duplicate key "CONTENT"`,
+	} {
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
+			r := h.do(http.MethodPost, "/tools/write", bodies[name], "Content-Type", ct, "X-Session-ID", "s")
+			assert.Equal(t, 400, r.Status, name)
+			assert.Equal(t, want, r.Output, "%s under %s", name, ct)
+		}
+	}
+	_, err := os.Stat(h.path("u.txt"))
+	assert.True(t, os.IsNotExist(err), "nothing was written")
+}
+
+// TestNullOptionalArguments: an optional argument sent as JSON null counts
+// as absent (strict function-calling modes send null for every unset one);
+// a required one sent as null is missing.
+func TestNullOptionalArguments(t *testing.T) {
+	h := start(t, options{})
+	h.file("a.txt", "one\ntwo\nthree\n")
+	r := h.do(http.MethodPost, "/tools/read", `{"file_path":"a.txt","offset":null,"limit":null}`, "X-Session-ID", "s")
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Contains(t, r.Output, "1: one\n2: two\n3: three\n\n(End of file - total 3 lines)")
+	r = h.do(http.MethodPost, "/tools/edit", `{"file_path":"a.txt","old_string":"two","new_string":"2","replace_all":null}`, "X-Session-ID", "s")
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, "The file "+h.path("a.txt")+" has been updated successfully.", r.Output)
+	r = h.do(http.MethodPost, "/tools/read", `{"file_path":null}`, "X-Session-ID", "s")
+	assert.Equal(t, "Error: file_path must be a non-empty string", r.Output)
+	r = h.do(http.MethodPost, "/tools/write", `{"file_path":"a.txt","content":null}`, "X-Session-ID", "s")
+	assert.Equal(t, "Error: content must be a string", r.Output)
+	if h.srv.Searcher.Available() {
+		r = h.do(http.MethodPost, "/tools/grep", `{"pattern":"thr","path":null,"include":null}`)
+		require.Equal(t, 200, r.Status, r.Raw)
+		assert.Equal(t, "Found 1 match\n\na.txt\nLine 3: three", r.Output)
+	}
+}
+
+var statCalls = regexp.MustCompile(`(?m)^toolfs_fs_stat_calls_total (\d+)$`)
+
+// TestStatCallsCounted: toolfs_fs_stat_calls_total counts the provider's
+// real Stat calls: exactly one per read, found or not, plus one for
+// X-Session-Cwd; none per write or edit (the provider checks under its
+// lock).
+func TestStatCallsCounted(t *testing.T) {
+	h := start(t, options{})
+	h.file("dir/a.txt", "a\n")
+	stats := func() int {
+		m := statCalls.FindStringSubmatch(h.do(http.MethodGet, "/metrics", "").Raw)
+		require.NotNil(t, m)
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return n
+	}
+	for _, step := range []struct {
+		name  string
+		call  func() reply
+		stats int
+	}{
+		{"read", func() reply { return h.tool("read", "s", obj{"file_path": "dir/a.txt"}) }, 1},
+		{"read missing", func() reply { return h.tool("read", "s", obj{"file_path": "nope.txt"}) }, 1},
+		{"read with cwd", func() reply { return h.tool("read", "s", obj{"file_path": "a.txt"}, "X-Session-Cwd", "dir") }, 2},
+		{"streamed read", func() reply { return h.tool("read", "s", obj{"file_path": "dir/a.txt"}, "Accept", "text/plain") }, 1},
+		{"write", func() reply { return h.tool("write", "s", obj{"file_path": "dir/a.txt", "content": "b\n"}) }, 0},
+		{"write new", func() reply { return h.tool("write", "s", obj{"file_path": "dir/new.txt", "content": "n\n"}) }, 0},
+		{"edit", func() reply {
+			return h.tool("edit", "s", obj{"file_path": "dir/a.txt", "old_string": "b", "new_string": "c"})
+		}, 0},
+		{"write with cwd", func() reply {
+			return h.tool("write", "s", obj{"file_path": "a.txt", "content": "d\n"}, "X-Session-Cwd", "dir")
+		}, 1},
+		{"refused edit", func() reply {
+			return h.tool("edit", "t", obj{"file_path": "dir/a.txt", "old_string": "d", "new_string": "e"})
+		}, 0},
+	} {
+		before := stats()
+		r := step.call()
+		assert.Less(t, r.Status, 500, step.name)
+		assert.Equal(t, step.stats, stats()-before, step.name)
+	}
+}

@@ -1,0 +1,280 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Body messages: decoders are lenient where a tool call must not be
+// (RFC 8259 §8.1, §4, §8.2; docs/api.md, "Request bodies").
+const (
+	msgBodyRequired  = "request body must be a JSON object"
+	msgBodyJSON      = "request body is not valid JSON"
+	msgBodyUTF8      = "request body is not valid UTF-8"
+	msgBodySurrogate = "request body has an unpaired UTF-16 surrogate escape"
+)
+
+// member is one top-level member of a request object: its key as sent and
+// its raw value.
+type member struct {
+	key   string
+	value []byte
+}
+
+// args are the members of a request object, decoded once. Lookups are by
+// exact key; a JSON null counts as absent (docs/api.md, "null").
+type args []member
+
+// decodeArgs checks a tool's arguments as one JSON object and splits it
+// into members. It refuses what encoding/json would quietly accept: invalid
+// UTF-8 and unpaired \uD800-\uDFFF escapes (both decode to U+FFFD, so a write
+// would store other bytes than the caller sent), trailing data after the
+// value, and a key given twice (case-folded, as encoding/json matches keys:
+// each reader could pick another one).
+func decodeArgs(raw []byte) (args, *Error) {
+	switch {
+	case len(bytes.TrimSpace(raw)) == 0:
+		return nil, argError(msgBodyRequired)
+	case !utf8.Valid(raw):
+		return nil, argError(msgBodyUTF8)
+	case !json.Valid(raw):
+		return nil, argError(msgBodyJSON)
+	case hasLoneSurrogate(raw):
+		return nil, argError(msgBodySurrogate)
+	}
+	i := skipSpace(raw, 0)
+	if raw[i] != '{' {
+		return nil, argError(msgBodyRequired)
+	}
+	var a args
+	var seen map[string]bool
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] == '"'; {
+		end := stringEnd(raw, i)
+		key, ok := unquote(raw[i:end])
+		if !ok {
+			return nil, argError(msgBodyJSON)
+		}
+		folded := foldKey(key)
+		if seen == nil {
+			seen = make(map[string]bool, 8)
+		}
+		if seen[folded] {
+			return nil, argError("request body has a duplicate key " + quote(key))
+		}
+		seen[folded] = true
+		i = skipSpace(raw, skipSpace(raw, end)+1) // past the ':'
+		vend := valueEnd(raw, i)
+		a = append(a, member{key: key, value: raw[i:vend]})
+		i = skipSpace(raw, vend)
+		if i >= len(raw) || raw[i] != ',' {
+			break // '}'
+		}
+		i = skipSpace(raw, i+1)
+	}
+	return a, nil
+}
+
+// get returns the raw value of key, nil when absent or null.
+func (a args) get(key string) []byte {
+	for _, m := range a {
+		if m.key == key {
+			if string(m.value) == "null" {
+				return nil
+			}
+			return m.value
+		}
+	}
+	return nil
+}
+
+// str is the string value of key: present reports a non-null value, ok that
+// it is a JSON string.
+func (a args) str(key string) (s string, present, ok bool) {
+	v := a.get(key)
+	if v == nil {
+		return "", false, false
+	}
+	s, ok = unquote(v)
+	return s, true, ok
+}
+
+// number is the numeric value of key under the schema's minimum of 1 (a
+// value that is not a number of at least 1 is !ok).
+func (a args) number(key string) (f float64, present, ok bool) {
+	v := a.get(key)
+	if v == nil {
+		return 0, false, false
+	}
+	if c := v[0]; c != '-' && (c < '0' || c > '9') {
+		return 0, true, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return f, true, err == nil && f >= 1
+}
+
+// boolean is the boolean value of key.
+func (a args) boolean(key string) (b, present, ok bool) {
+	switch v := a.get(key); string(v) {
+	case "":
+		return false, false, false
+	case "true":
+		return true, true, true
+	case "false":
+		return false, true, true
+	}
+	return false, true, false
+}
+
+// unquote decodes a JSON string value (already checked valid, UTF-8 and
+// surrogate-clean). Without escapes its bytes are the string itself.
+func unquote(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func quote(s string) string {
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return `"` + s + `"`
+}
+
+// hasLoneSurrogate reports a \u escape of a UTF-16 surrogate that is not a
+// high one directly followed by a low one. body must be valid JSON, so every
+// backslash starts an escape inside a string.
+func hasLoneSurrogate(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		k := bytes.IndexByte(body[i:], '\\')
+		if k < 0 {
+			return false
+		}
+		i += k + 1 // the escaped character
+		if body[i] != 'u' {
+			continue
+		}
+		r := hex4(body[i+1 : i+5])
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
+				return true
+			}
+			if lo := hex4(body[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the JSON string that starts at
+// b[i] == '"': the next quote not escaped, that is, not preceded by an odd
+// run of backslashes.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			break
+		}
+		j += k
+		slashes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the JSON value that starts at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+			j++
+		}
+		return len(b)
+	}
+	for j := i; j < len(b); j++ { // number, true, false, null
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j
+		}
+	}
+	return len(b)
+}
+
+// foldKey maps every rune to the smallest of its case-fold orbit, so keys
+// equal under strings.EqualFold ("ſ" and "s", "K" and "k") map alike.
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		min := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < min {
+				min = f
+			}
+		}
+		b.WriteRune(min)
+	}
+	return b.String()
+}

@@ -1,0 +1,30 @@
+package tools
+
+import "github.com/toolfs/toolfs-api/internal/render"
+
+// Catalog is the tool list a frontend hands a model (docs/api.md,
+// "Catalog"): the available tools in catalog order, and the tools this
+// server has but cannot run now, with the reason.
+type Catalog struct {
+	Tools       []render.Tool     `json:"tools"`
+	Unavailable []UnavailableTool `json:"unavailable,omitempty"`
+}
+
+// UnavailableTool names a tool that cannot run now and why.
+type UnavailableTool struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Catalog lists the tools. Without ripgrep, glob and grep leave the list and
+// are named under Unavailable, so a frontend never offers a model a tool
+// that cannot run.
+func (x *Executor) Catalog() Catalog {
+	searchable := x.searchable()
+	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable)}
+	if !searchable {
+		const reason = "ripgrep (rg) was not found at start-up; install it or set --rg-path"
+		c.Unavailable = []UnavailableTool{{ToolGlob, reason}, {ToolGrep, reason}}
+	}
+	return c
+}

@@ -1,0 +1,247 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// ReadMetadata is a read's metadata; Path is DISPLAY.
+type ReadMetadata struct {
+	Path       string        `json:"path"`
+	Offset     int           `json:"offset"`
+	Lines      []render.Line `json:"lines"`
+	TotalLines int           `json:"totalLines"`
+	Lang       string        `json:"lang,omitempty"`
+}
+
+// ReadResult is a successful read: the window and its metadata. Its output
+// is render.ReadOutput(Display, Window), built by Output, or encoded
+// straight into a body by a transport that wants to avoid the copy.
+type ReadResult struct {
+	Display string
+	Window  render.Window
+	Meta    ReadMetadata
+}
+
+// Output is the exact model-facing text of the read.
+func (r ReadResult) Output() string { return render.ReadOutput(r.Display, r.Window) }
+
+// Reading is a read whose arguments are valid and whose file is open. Finish
+// it with Window or Stream; either closes the file. Close releases it
+// without finishing (the transport gave up): it is then counted as aborted.
+type Reading struct {
+	x      *Executor
+	c      Call
+	target fs.Target
+	file   io.ReadCloser
+	info   fs.Info
+	offset int
+	limit  int
+	closed bool
+}
+
+// Read checks the arguments of a read, resolves and stats its target (one
+// provider Stat, plus one for a session cwd) and opens it. A missing target
+// is recorded as seen absent for the session.
+func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Error) {
+	c = c.started()
+	a, err := x.readArgs(raw)
+	if err != nil {
+		return nil, x.fail(c, ToolRead, err)
+	}
+	t, err := x.target(ctx, c, "read", a.path)
+	if err != nil {
+		return nil, x.fail(c, ToolRead, err)
+	}
+	info, serr := x.fs.Stat(ctx, t)
+	if serr != nil {
+		return nil, x.fail(c, ToolRead, errorOf(serr))
+	}
+	switch info.Type {
+	case fs.TypeFile:
+	case fs.TypeMissing:
+		x.storeFailed("observe", x.gate.ObserveAbsent(c.Session, t.Key))
+		return nil, x.fail(c, ToolRead, NewError(CodeNotFound, render.MsgReadNotFound(t.Display)))
+	default:
+		return nil, x.fail(c, ToolRead, NewError(CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
+	}
+	f, opened, oerr := x.fs.OpenText(ctx, t)
+	if oerr != nil {
+		if fs.CodeOf(oerr) == fs.CodeNotFound {
+			x.storeFailed("observe", x.gate.ObserveAbsent(c.Session, t.Key)) // deleted since the Stat
+		}
+		return nil, x.fail(c, ToolRead, errorOf(oerr))
+	}
+	return &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit}, nil
+}
+
+// Display is the read's DISPLAY path.
+func (r *Reading) Display() string { return r.target.Display }
+
+// Close releases the file of a reading that will not be finished.
+func (r *Reading) Close() {
+	if !r.closed {
+		r.closed = true
+		r.file.Close()
+		r.x.done(r.c, ToolRead, CodeAborted)
+	}
+}
+
+// Window reads the whole window: the answer of a non-streamed read.
+func (r *Reading) Window(ctx context.Context) (ReadResult, *Error) {
+	r.closed = true
+	defer r.file.Close()
+	win := render.NewWindower(r.offset, r.limit, r.x.caps)
+	if err := feed(ctx, r.file, win, nil); err != nil {
+		return ReadResult{}, r.x.fail(r.c, ToolRead, r.failure(err))
+	}
+	window, err := win.Close()
+	if err != nil {
+		return ReadResult{}, r.x.fail(r.c, ToolRead, r.failure(err))
+	}
+	r.succeeded(window)
+	return r.result(window), nil
+}
+
+func (r *Reading) result(w render.Window) ReadResult {
+	lines := w.Lines
+	if lines == nil {
+		lines = []render.Line{}
+	}
+	d := r.target.Display
+	return ReadResult{Display: d, Window: w, Meta: ReadMetadata{Path: d, Offset: w.Offset, Lines: lines, TotalLines: w.TotalLines, Lang: render.Lang(d)}}
+}
+
+// LineSink receives a streamed read. Begin comes once, when the first lines
+// of the window are known or the file has ended: before it, a failure is an
+// ordinary error answer; after it, the transport must break its transfer so
+// the client never takes a failure for a short success.
+type LineSink interface {
+	// Begin commits the answer and writes the output's opening.
+	Begin(header string) error
+	// Lines writes numbered lines; the sink flushes them.
+	Lines(lines []render.Line) error
+	// End writes the output's closing (blank line, footer, </content>).
+	End(tail string) error
+}
+
+// Stream reads the window into sink, the lines leaving as they are produced
+// (docs/api.md, "Streaming reads"). begun reports whether sink.Begin was
+// called: when it was, a non-nil error means the transfer must be aborted;
+// when not, the error is answered like any other.
+func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Error) {
+	r.closed = true
+	defer r.file.Close()
+	win := render.NewWindower(r.offset, r.limit, r.x.caps)
+
+	// Until the first lines are ready, an error is still an ordinary answer.
+	var first []render.Line
+	err := feed(ctx, r.file, win, func(lines []render.Line) error {
+		first = lines
+		return errFirstLines
+	})
+	eof := err == nil
+	if err != nil && !errors.Is(err, errFirstLines) {
+		return false, r.x.fail(r.c, ToolRead, r.failure(err))
+	}
+	var window render.Window
+	if eof {
+		if window, err = win.Close(); err != nil {
+			return false, r.x.fail(r.c, ToolRead, r.failure(err))
+		}
+		first = win.Ready()
+	}
+	if err := sink.Begin(render.ReadHeader(r.target.Display)); err != nil {
+		return true, r.abort(err)
+	}
+	if err := sink.Lines(first); err != nil {
+		return true, r.abort(err)
+	}
+	if !eof {
+		if err := feed(ctx, r.file, win, sink.Lines); err != nil {
+			return true, r.abort(err)
+		}
+		if window, err = win.Close(); err != nil {
+			return true, r.abort(err)
+		}
+		if err := sink.Lines(win.Ready()); err != nil {
+			return true, r.abort(err)
+		}
+	}
+	if err := sink.End(render.ReadTail(window)); err != nil {
+		return true, r.abort(err)
+	}
+	r.succeeded(window)
+	return true, nil
+}
+
+var errFirstLines = errors.New("first lines ready")
+
+func (r *Reading) abort(err error) *Error {
+	e := r.x.fail(r.c, ToolRead, r.failure(err))
+	r.x.log.Info("streamed read aborted", "code", e.Code)
+	return e
+}
+
+// succeeded records a successful read: the version of the bytes that were
+// read, and the footer.
+func (r *Reading) succeeded(w render.Window) {
+	r.x.storeFailed("observe", r.x.gate.ObservePresent(r.c.Session, r.target.Key, r.info.Version))
+	r.x.obs.ReadFooter(w.Footer.String())
+	r.x.done(r.c, ToolRead, CodeOK)
+}
+
+// failure maps what can go wrong after the file is open.
+func (r *Reading) failure(err error) *Error {
+	d := r.target.Display
+	var oor *render.OffsetOutOfRangeError
+	switch {
+	case errors.Is(err, render.ErrBinary):
+		return NewError(CodeNotText, render.MsgReadBinary(d))
+	case errors.Is(err, render.ErrInvalidUTF8):
+		return NewError(CodeNotText, render.MsgReadInvalidUTF8(d))
+	case errors.As(err, &oor):
+		return NewError(CodeNotFound, render.MsgOffsetOutOfRange(oor.Offset, d, oor.Total))
+	}
+	return errorOf(err)
+}
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// feed copies the file into the windower chunk by chunk (memory is bounded by
+// the chunk, never by the file). After each chunk it hands the lines that are
+// ready to emit, if emit is set.
+func feed(ctx context.Context, f io.Reader, win *render.Windower, emit func([]render.Line) error) error {
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	buf := *bp
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if _, werr := win.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if emit != nil {
+				if lines := win.Ready(); len(lines) > 0 {
+					if eerr := emit(lines); eerr != nil {
+						return eerr
+					}
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fs.NewError(fs.CodeAborted, "read aborted")
+		}
+	}
+}

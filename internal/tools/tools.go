@@ -1,0 +1,208 @@
+// Package tools is the tool executor: one call of one tool, independent of
+// any transport (docs/architecture.md). It decodes and checks the arguments
+// once, resolves paths against the session cwd, asks the policy for the
+// intent of every mutation, calls the provider, renders the answer, maps
+// every failure to an *Error with a stable Code, and reports metrics to an
+// Observer. Transports (REST in internal/handlers; MCP next) turn a request
+// into a Call and the raw arguments, and the result or *Error into their
+// wire format; they hold no tool logic.
+//
+// It imports nothing HTTP: a Call carries what a transport learned from its
+// headers, and a read's window is handed back for the transport to encode
+// or stream.
+package tools
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/policy"
+	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/search"
+)
+
+// The tool names, as the catalog lists them and metrics label them.
+const (
+	ToolRead  = "read"
+	ToolWrite = "write"
+	ToolEdit  = "edit"
+	ToolGlob  = "glob"
+	ToolGrep  = "grep"
+)
+
+// Names lists every tool in catalog order.
+var Names = []string{ToolRead, ToolWrite, ToolEdit, ToolGlob, ToolGrep}
+
+// Call is what a transport knows about one tool call besides its arguments.
+type Call struct {
+	// Session owns the observed state ("" = none: a read records nothing, a
+	// write or edit is refused while the policy is on).
+	Session string
+	// Cwd is the session's working directory, absolute or relative to the
+	// root ("" = the root).
+	Cwd string
+	// Transport labels the call in metrics: "rest" or "mcp".
+	Transport string
+	// Start is when the transport received the call (zero: when the
+	// executor did); durations are measured from it.
+	Start time.Time
+}
+
+// Options are the executor's dependencies; FS is required.
+type Options struct {
+	FS fs.FileSystem
+	// Gate is the read-before-write policy; nil switches it off (the bare
+	// provider: writes and edits unconditional, no session required). It is
+	// the one setting of the policy's on/off.
+	Gate     policy.Gate
+	Search   *search.Searcher // nil: glob and grep are unavailable
+	Caps     render.Caps
+	Observer Observer     // nil: no metrics
+	Logger   *slog.Logger // nil: no logs
+}
+
+// Executor runs tool calls. It is safe for concurrent use.
+type Executor struct {
+	fs       fs.FileSystem // counts Stat calls (Observer.StatCall)
+	gate     policy.Gate
+	policyOn bool
+	search   *search.Searcher
+	caps     render.Caps
+	obs      Observer
+	log      *slog.Logger
+}
+
+// New returns an Executor over opts.
+func New(opts Options) *Executor {
+	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger}
+	if x.gate == nil {
+		x.gate = policy.Off{}
+	}
+	if x.obs == nil {
+		x.obs = nopObserver{}
+	}
+	if x.log == nil {
+		x.log = slog.New(slog.DiscardHandler)
+	}
+	x.fs = statCounter{FileSystem: opts.FS, count: x.obs.StatCall}
+	return x
+}
+
+// PolicyOn reports whether the read-before-write policy is on.
+func (x *Executor) PolicyOn() bool { return x.policyOn }
+
+// Touch counts a request carrying session as use of it (session TTL and
+// least-recently-used order). A lost touch only shortens the session's
+// life: it fails closed, and is logged and counted.
+func (x *Executor) Touch(session string) {
+	if session != "" {
+		x.storeFailed("touch", x.gate.Touch(session))
+	}
+}
+
+// ForgetSession drops a session's observed state; forgetting an unknown
+// session is not an error. It fails only when the session store cannot be
+// reached.
+func (x *Executor) ForgetSession(session string) *Error {
+	if _, err := x.gate.Forget(session); err != nil {
+		x.storeFailed("forget", err)
+		return NewError(CodeSessionStoreUnavailable, "cannot forget the session: the session store is unavailable; retry shortly")
+	}
+	return nil
+}
+
+// storeFailed logs and counts a session store failure (nil and the policy's
+// own refusals, such as FS_NOT_OBSERVED, are not failures). A lost
+// observation fails closed: the session must read again
+// (docs/deployment.md).
+func (x *Executor) storeFailed(op string, err error) {
+	if err == nil || !errors.Is(err, policy.ErrUnavailable) {
+		return
+	}
+	x.obs.SessionStoreError(op)
+	x.log.Warn("session store unavailable", "op", op, "err", err)
+}
+
+// Refuse records a tool call the transport refused before the executor ran
+// it (a body over the size cap, a malformed header), so every call counts.
+func (x *Executor) Refuse(c Call, tool string, err *Error) {
+	x.done(c, tool, err.Code)
+}
+
+// start fixes the call's start time.
+func (c Call) started() Call {
+	if c.Start.IsZero() {
+		c.Start = time.Now()
+	}
+	return c
+}
+
+func (x *Executor) done(c Call, tool string, code Code) {
+	x.obs.ToolCall(c.Transport, tool, code, time.Since(c.started().Start))
+}
+
+// fail records a failed call and returns its error, after logging an
+// internal cause.
+func (x *Executor) fail(c Call, tool string, err *Error) *Error {
+	switch {
+	case err.Code == CodeIO && err.Err != nil:
+		x.log.Error("unexpected error", "tool", tool, "err", err.Err)
+	case err.Err != nil:
+		x.log.Debug("tool error", "tool", tool, "code", err.Code, "cause", err.Err)
+	}
+	x.done(c, tool, err.Code)
+	return err
+}
+
+// Result is a successful write, edit, glob or grep: the exact model-facing
+// output and the metadata for JSON (WriteMetadata, EditMetadata,
+// search.PathsMeta or search.MatchesMeta).
+type Result struct {
+	Output   string `json:"output"`
+	Metadata any    `json:"metadata"`
+}
+
+// cwd is the session's working directory: the root, or c.Cwd when it names
+// an existing folder inside the root (one Stat).
+func (x *Executor) cwd(ctx context.Context, c Call) (fs.Target, *Error) {
+	p := c.Cwd
+	if p == "" {
+		p = "."
+	}
+	t, err := x.fs.Resolve(ctx, "read", p, "")
+	if err == nil {
+		var info fs.Info
+		info, err = x.fs.Stat(ctx, t)
+		if err == nil && info.Type != fs.TypeDirectory {
+			return fs.Target{}, badCwd(p)
+		}
+	}
+	if err != nil {
+		return fs.Target{}, badCwd(p)
+	}
+	return t, nil
+}
+
+func badCwd(p string) *Error {
+	return sessionError("X-Session-Cwd " + quote(p) + " is not an existing folder inside the workspace root")
+}
+
+// target resolves a tool's file_path against the session cwd.
+func (x *Executor) target(ctx context.Context, c Call, op, path string) (fs.Target, *Error) {
+	cwd := ""
+	if c.Cwd != "" {
+		ct, err := x.cwd(ctx, c)
+		if err != nil {
+			return fs.Target{}, err
+		}
+		cwd = ct.Display
+	}
+	t, err := x.fs.Resolve(ctx, op, path, cwd)
+	if err != nil {
+		return fs.Target{}, errorOf(err)
+	}
+	return t, nil
+}
