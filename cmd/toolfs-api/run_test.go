@@ -100,6 +100,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
 		{"unknown session store", []string{"--session-store", "mysql://db"}, nil, `--session-store must be memory, redis://host:port/db or rediss://host:port/db, not "mysql://db"`},
 		{"bad redis url", nil, map[string]string{"TOOLFS_SESSION_STORE": "redis://u:hunter2@h:6379/notadb"}, `--session-store "redis://u:xxxxx@h:6379/notadb"`},
+		{"bad default session", []string{"--default-session", "has space"}, nil, "--default-session"},
+		{"bad session header", nil, map[string]string{"TOOLFS_SESSION_HEADERS": "X-Chat-Id, bad header"}, `--session-headers: "bad header" is not a header name`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +119,11 @@ func TestFlagWinsOverEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 10, c.readLimit)
 	assert.False(t, c.policy)
+
+	c, err = parseConfig([]string{"--session-headers", " X-OpenWebUI-Chat-Id ,X-Chat,", "--default-session", "shared:1"}, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.sessionAliases())
+	assert.Equal(t, "shared:1", c.defaultSession)
 }
 
 // startRun starts the whole server in-process and returns its base URL and

@@ -9,7 +9,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
-// Metrics are the service's Prometheus series (SPEC §8), on a registry of
+// Metrics are the service's Prometheus series (docs/api.md, "Metrics"), on a registry of
 // their own so that several servers can live in one process (tests). No label
 // carries a path or a session id.
 type Metrics struct {

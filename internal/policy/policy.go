@@ -1,5 +1,5 @@
 // Package policy is the read-before-write gate: per-session observed state
-// and the decisions it implies for every write and edit (SPEC §5).
+// and the decisions it implies for every write and edit (docs/decisions.md).
 //
 // The gate performs no filesystem I/O. It only turns what a session has seen
 // into a precondition (a *fs.WriteIntent or an expected *fs.Version) that the

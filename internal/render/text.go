@@ -1,12 +1,11 @@
 package render
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 )
 
-// Argument messages, byte for byte as the original's (SPEC §4).
+// Argument messages, byte for byte as the original's (docs/api.md, "Argument messages").
 const (
 	MsgFilePath     = "file_path must be a non-empty string"
 	MsgOffset       = "offset must be a positive integer"
@@ -39,22 +38,6 @@ func MsgReadInvalidUTF8(display string) string {
 // MsgOffsetOutOfRange is the read message for *OffsetOutOfRangeError.
 func MsgOffsetOutOfRange(offset int, display string, total int) string {
 	return "offset " + strconv.Itoa(offset) + ` is out of range for "` + display + `" (` + strconv.Itoa(total) + " lines)"
-}
-
-// ReadErrorMessage is the model-facing message for an error from a
-// Windower (ErrBinary, ErrInvalidUTF8, *OffsetOutOfRangeError, possibly
-// wrapped), or "" for any other error.
-func ReadErrorMessage(display string, err error) string {
-	var oor *OffsetOutOfRangeError
-	switch {
-	case errors.Is(err, ErrBinary):
-		return MsgReadBinary(display)
-	case errors.Is(err, ErrInvalidUTF8):
-		return MsgReadInvalidUTF8(display)
-	case errors.As(err, &oor):
-		return MsgOffsetOutOfRange(oor.Offset, display, oor.Total)
-	}
-	return ""
 }
 
 // ReadHeader opens a read output: the path and type elements and <content>.

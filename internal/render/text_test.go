@@ -1,8 +1,6 @@
 package render
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,10 +38,6 @@ func TestMessages(t *testing.T) {
 		{"read header", ReadHeader("/w/a.txt"), "<path>/w/a.txt</path>\n<type>file</type>\n<content>\n"},
 		{"line text", LineText(Line{Number: 12, Text: "x := 1"}), "12: x := 1\n"},
 		{"empty line text", LineText(Line{Number: 3}), "3: \n"},
-		{"read error binary", ReadErrorMessage("/w/a.bin", ErrBinary), `cannot read "/w/a.bin": binary file`},
-		{"read error invalid UTF-8", ReadErrorMessage("/w/a.txt", fmt.Errorf("streaming: %w", ErrInvalidUTF8)), `cannot read "/w/a.txt": invalid UTF-8 text`},
-		{"read error offset", ReadErrorMessage("/w/a.txt", &OffsetOutOfRangeError{Offset: 4, Total: 3}), `offset 4 is out of range for "/w/a.txt" (3 lines)`},
-		{"read error other", ReadErrorMessage("/w/a.txt", errors.New("disk on fire")), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

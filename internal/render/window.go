@@ -1,6 +1,8 @@
-// Package render turns raw file bytes into the read window and produces every
-// text the model sees: read, write and edit outputs, error texts, remedies,
-// diffs and the tool catalog. It is pure: no I/O, no HTTP, and it imports
+// Package render turns raw file bytes into the read window and produces the
+// texts of the original's tools: read, write and edit outputs, their error
+// texts and argument messages, remedies, diffs and the tool catalog. (Texts
+// of our own, such as body and session messages, live beside the code that
+// raises them in internal/tools; search texts in internal/search.) It is pure: no I/O, no HTTP, and it imports
 // nothing else of this module.
 package render
 
