@@ -225,7 +225,7 @@ func TestSessionStoreRedis(t *testing.T) {
 	metrics := call(t, "GET", a+"/metrics", "", "").body
 	assert.Contains(t, metrics, `toolfs_session_store_errors_total{op="decide"} 3`)
 	assert.Contains(t, metrics, `toolfs_session_store_errors_total{op="forget"} 1`)
-	assert.Contains(t, metrics, `toolfs_tool_calls_total{code="SESSION_STORE_UNAVAILABLE",tool="write"} 2`)
+	assert.Contains(t, metrics, `toolfs_tool_calls_total{code="SESSION_STORE_UNAVAILABLE",tool="write",transport="rest"} 2`)
 
 	// This Redis keeps nothing on disk: after its restart every session
 	// must read again (fails closed), then works through any server.
