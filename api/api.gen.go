@@ -6,11 +6,9 @@ package api
 import (
 	"bytes"
 	"compress/flate"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -97,7 +95,7 @@ type EditRequest struct {
 	// OldString Literal text to replace. Must match exactly.
 	OldString string `json:"old_string"`
 
-	// ReplaceAll Replace all matches. Defaults to false; when false, old_string must appear exactly once.
+	// ReplaceAll Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once.
 	ReplaceAll *bool `json:"replace_all,omitempty"`
 }
 
@@ -109,7 +107,7 @@ type EditResult struct {
 
 // GlobRequest defines model for GlobRequest.
 type GlobRequest struct {
-	// Path Directory to search in. Defaults to the session workspace; a relative path resolves against it.
+	// Path Directory to search in. Defaults to the session workspace (also when null); a relative path resolves against it.
 	Path *string `json:"path,omitempty"`
 
 	// Pattern Glob pattern to match file paths against (e.g. "**/*.ts").
@@ -118,10 +116,10 @@ type GlobRequest struct {
 
 // GrepRequest defines model for GrepRequest.
 type GrepRequest struct {
-	// Include One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}").
+	// Include One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"); null means none.
 	Include *string `json:"include,omitempty"`
 
-	// Path File or directory to search. Defaults to the session workspace; a relative path resolves against it.
+	// Path File or directory to search. Defaults to the session workspace (also when null); a relative path resolves against it.
 	Path *string `json:"path,omitempty"`
 
 	// Pattern Regular expression to search for (ripgrep syntax).
@@ -175,10 +173,10 @@ type ReadRequest struct {
 	// FilePath Path to read, resolved by the filesystem backend.
 	FilePath string `json:"file_path"`
 
-	// Limit Maximum number of lines to return. Defaults to and is capped at the server's --read-limit (2000).
+	// Limit Maximum number of lines to return. Defaults to (also when null) and is capped at the server's --read-limit (2000).
 	Limit *float64 `json:"limit,omitempty"`
 
-	// Offset 1-based first line to return. Defaults to 1.
+	// Offset 1-based first line to return. Defaults to 1 (also when null).
 	Offset *float64 `json:"offset,omitempty"`
 }
 
@@ -238,10 +236,14 @@ type EditToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -250,10 +252,14 @@ type GlobToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -262,10 +268,14 @@ type GrepToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -274,10 +284,14 @@ type ReadToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -286,10 +300,14 @@ type WriteToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -892,703 +910,66 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
-type ProblemApplicationProblemPlusJSONResponse Problem
-
-type HealthzRequestObject struct {
-}
-
-type HealthzResponseObject interface {
-	VisitHealthzResponse(w http.ResponseWriter) error
-}
-
-type Healthz200JSONResponse Health
-
-func (response Healthz200JSONResponse) VisitHealthzResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type DeleteSessionRequestObject struct {
-	Id string `json:"id"`
-}
-
-type DeleteSessionResponseObject interface {
-	VisitDeleteSessionResponse(w http.ResponseWriter) error
-}
-
-type DeleteSession204Response struct {
-}
-
-func (response DeleteSession204Response) VisitDeleteSessionResponse(w http.ResponseWriter) error {
-	w.WriteHeader(204)
-	return nil
-}
-
-type DeleteSessiondefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response DeleteSessiondefaultApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type ListToolsRequestObject struct {
-}
-
-type ListToolsResponseObject interface {
-	VisitListToolsResponse(w http.ResponseWriter) error
-}
-
-type ListTools200JSONResponse Catalog
-
-func (response ListTools200JSONResponse) VisitListToolsResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type ListToolsdefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response ListToolsdefaultApplicationProblemPlusJSONResponse) VisitListToolsResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type EditToolRequestObject struct {
-	Params EditToolParams
-	Body   *EditToolJSONRequestBody
-}
-
-type EditToolResponseObject interface {
-	VisitEditToolResponse(w http.ResponseWriter) error
-}
-
-type EditTool200JSONResponse EditResult
-
-func (response EditTool200JSONResponse) VisitEditToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type EditTooldefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response EditTooldefaultApplicationProblemPlusJSONResponse) VisitEditToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type GlobToolRequestObject struct {
-	Params GlobToolParams
-	Body   *GlobToolJSONRequestBody
-}
-
-type GlobToolResponseObject interface {
-	VisitGlobToolResponse(w http.ResponseWriter) error
-}
-
-type GlobTool200JSONResponse SearchResult
-
-func (response GlobTool200JSONResponse) VisitGlobToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type GlobTooldefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response GlobTooldefaultApplicationProblemPlusJSONResponse) VisitGlobToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type GrepToolRequestObject struct {
-	Params GrepToolParams
-	Body   *GrepToolJSONRequestBody
-}
-
-type GrepToolResponseObject interface {
-	VisitGrepToolResponse(w http.ResponseWriter) error
-}
-
-type GrepTool200JSONResponse SearchResult
-
-func (response GrepTool200JSONResponse) VisitGrepToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type GrepTooldefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response GrepTooldefaultApplicationProblemPlusJSONResponse) VisitGrepToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type ReadToolRequestObject struct {
-	Params ReadToolParams
-	Body   *ReadToolJSONRequestBody
-}
-
-type ReadToolResponseObject interface {
-	VisitReadToolResponse(w http.ResponseWriter) error
-}
-
-type ReadTool200JSONResponse ReadResult
-
-func (response ReadTool200JSONResponse) VisitReadToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type ReadTool200TextplainCharsetUtf8Response struct {
-	Body          io.Reader
-	ContentLength int64
-}
-
-func (response ReadTool200TextplainCharsetUtf8Response) VisitReadToolResponse(w http.ResponseWriter) error {
-
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if response.ContentLength != 0 {
-		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
-	}
-	w.WriteHeader(200)
-
-	if closer, ok := response.Body.(io.ReadCloser); ok {
-		defer closer.Close()
-	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		// If w doesn't support flushing, fall back to io.Copy.
-		_, err := io.Copy(w, response.Body)
-		return err
-	}
-	// text/event-stream messages are typically small; use a
-	// modest buffer and flush after each chunk so clients see
-	// events immediately instead of waiting on OS buffering.
-	buf := make([]byte, 4096)
-	for {
-		n, err := response.Body.Read(buf)
-		if n > 0 {
-			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
-				return writeErr
-			}
-			flusher.Flush()
-		}
-		if err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
-type ReadTooldefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response ReadTooldefaultApplicationProblemPlusJSONResponse) VisitReadToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type WriteToolRequestObject struct {
-	Params WriteToolParams
-	Body   *WriteToolJSONRequestBody
-}
-
-type WriteToolResponseObject interface {
-	VisitWriteToolResponse(w http.ResponseWriter) error
-}
-
-type WriteTool200JSONResponse WriteResult
-
-func (response WriteTool200JSONResponse) VisitWriteToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type WriteTooldefaultApplicationProblemPlusJSONResponse struct {
-	Body       Problem
-	StatusCode int
-}
-
-func (response WriteTooldefaultApplicationProblemPlusJSONResponse) VisitWriteToolResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(response.StatusCode)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-// StrictServerInterface represents all server handlers.
-type StrictServerInterface interface {
-	// Healthz Liveness; needs no token.
-	// (GET /healthz)
-	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
-	// DeleteSession Forget a session's observed state.
-	// (DELETE /sessions/{id})
-	DeleteSession(ctx context.Context, request DeleteSessionRequestObject) (DeleteSessionResponseObject, error)
-	// ListTools The tool catalog, ready to hand to a model.
-	// (GET /tools)
-	ListTools(ctx context.Context, request ListToolsRequestObject) (ListToolsResponseObject, error)
-	// EditTool Edit an existing UTF-8 text file by replacing literal text.
-	// (POST /tools/edit)
-	EditTool(ctx context.Context, request EditToolRequestObject) (EditToolResponseObject, error)
-	// GlobTool Find files whose paths match a glob pattern (ripgrep).
-	// (POST /tools/glob)
-	GlobTool(ctx context.Context, request GlobToolRequestObject) (GlobToolResponseObject, error)
-	// GrepTool Search file contents with a ripgrep regular expression.
-	// (POST /tools/grep)
-	GrepTool(ctx context.Context, request GrepToolRequestObject) (GrepToolResponseObject, error)
-	// ReadTool Read a UTF-8 text file and return line-numbered content.
-	// (POST /tools/read)
-	ReadTool(ctx context.Context, request ReadToolRequestObject) (ReadToolResponseObject, error)
-	// WriteTool Create or fully replace a UTF-8 text file.
-	// (POST /tools/write)
-	WriteTool(ctx context.Context, request WriteToolRequestObject) (WriteToolResponseObject, error)
-}
-
-type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
-type StrictMiddlewareFunc func(f StrictHandlerFunc, operationID string) StrictHandlerFunc
-
-type StrictHTTPServerOptions struct {
-	RequestErrorHandlerFunc  func(w http.ResponseWriter, r *http.Request, err error)
-	ResponseErrorHandlerFunc func(w http.ResponseWriter, r *http.Request, err error)
-}
-
-func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc) ServerInterface {
-	return &strictHandler{ssi: ssi, middlewares: middlewares, options: StrictHTTPServerOptions{
-		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		},
-		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		},
-	}}
-}
-
-func NewStrictHandlerWithOptions(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, options StrictHTTPServerOptions) ServerInterface {
-	if options.RequestErrorHandlerFunc == nil {
-		options.RequestErrorHandlerFunc = func(w http.ResponseWriter, r *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
-	}
-	if options.ResponseErrorHandlerFunc == nil {
-		options.ResponseErrorHandlerFunc = func(w http.ResponseWriter, r *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	}
-	return &strictHandler{ssi: ssi, middlewares: middlewares, options: options}
-}
-
-type strictHandler struct {
-	ssi         StrictServerInterface
-	middlewares []StrictMiddlewareFunc
-	options     StrictHTTPServerOptions
-}
-
-// Healthz operation middleware
-func (sh *strictHandler) Healthz(w http.ResponseWriter, r *http.Request) {
-	var request HealthzRequestObject
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.Healthz(ctx, request.(HealthzRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "Healthz")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(HealthzResponseObject); ok {
-		if err := validResponse.VisitHealthzResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// DeleteSession operation middleware
-func (sh *strictHandler) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
-	var request DeleteSessionRequestObject
-
-	request.Id = id
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.DeleteSession(ctx, request.(DeleteSessionRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "DeleteSession")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(DeleteSessionResponseObject); ok {
-		if err := validResponse.VisitDeleteSessionResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// ListTools operation middleware
-func (sh *strictHandler) ListTools(w http.ResponseWriter, r *http.Request) {
-	var request ListToolsRequestObject
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.ListTools(ctx, request.(ListToolsRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "ListTools")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(ListToolsResponseObject); ok {
-		if err := validResponse.VisitListToolsResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// EditTool operation middleware
-func (sh *strictHandler) EditTool(w http.ResponseWriter, r *http.Request, params EditToolParams) {
-	var request EditToolRequestObject
-
-	request.Params = params
-
-	var body EditToolJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
-	}
-	request.Body = &body
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.EditTool(ctx, request.(EditToolRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "EditTool")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(EditToolResponseObject); ok {
-		if err := validResponse.VisitEditToolResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// GlobTool operation middleware
-func (sh *strictHandler) GlobTool(w http.ResponseWriter, r *http.Request, params GlobToolParams) {
-	var request GlobToolRequestObject
-
-	request.Params = params
-
-	var body GlobToolJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
-	}
-	request.Body = &body
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.GlobTool(ctx, request.(GlobToolRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "GlobTool")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(GlobToolResponseObject); ok {
-		if err := validResponse.VisitGlobToolResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// GrepTool operation middleware
-func (sh *strictHandler) GrepTool(w http.ResponseWriter, r *http.Request, params GrepToolParams) {
-	var request GrepToolRequestObject
-
-	request.Params = params
-
-	var body GrepToolJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
-	}
-	request.Body = &body
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.GrepTool(ctx, request.(GrepToolRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "GrepTool")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(GrepToolResponseObject); ok {
-		if err := validResponse.VisitGrepToolResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// ReadTool operation middleware
-func (sh *strictHandler) ReadTool(w http.ResponseWriter, r *http.Request, params ReadToolParams) {
-	var request ReadToolRequestObject
-
-	request.Params = params
-
-	var body ReadToolJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
-	}
-	request.Body = &body
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.ReadTool(ctx, request.(ReadToolRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "ReadTool")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(ReadToolResponseObject); ok {
-		if err := validResponse.VisitReadToolResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
-// WriteTool operation middleware
-func (sh *strictHandler) WriteTool(w http.ResponseWriter, r *http.Request, params WriteToolParams) {
-	var request WriteToolRequestObject
-
-	request.Params = params
-
-	var body WriteToolJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
-	}
-	request.Body = &body
-
-	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
-		return sh.ssi.WriteTool(ctx, request.(WriteToolRequestObject))
-	}
-	for _, middleware := range sh.middlewares {
-		handler = middleware(handler, "WriteTool")
-	}
-
-	response, err := handler(r.Context(), w, r, request)
-
-	if err != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, err)
-	} else if validResponse, ok := response.(WriteToolResponseObject); ok {
-		if err := validResponse.VisitWriteToolResponse(w); err != nil {
-			sh.options.ResponseErrorHandlerFunc(w, r, err)
-		}
-	} else if response != nil {
-		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
-	}
-}
-
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fptc9u2sv4rO7ydqd1LyXbSzk3luR/c2GndceKM5bT3nsjHhoiliBgEWAC0rHr0388sQEqkSdlu4/ac",
-	"yTeKL9jF7rOLZ3d1FyU6L7RC5Ww0uosKZliODo3/NUZrhVav55x+cbSJEYUTWkWj6DxDsOH51xbm2lwL",
-	"NQMuDCZOm0UMbGq1LB2CNmBQMiduEJwGlyEYrd0+MDVReCusoy9TLTkaEMoKjquXhnBWf5oKiVAwl1kw",
-	"aLW8QWAzJpR1INxwoqI4EqRYhoyjieJIsRyjUfR/g2obA9pHHNkkw5zRhtyioBesM0LNouUyrjd8fNjd",
-	"7zuWo/V6VbsGlzEHeq4s6KlFc4McrGMOR7A32HvxCpKMGZaQLUGnE3Uw+Acb/L47+H54ORrAEE79ykyC",
-	"VmCQcdhSulqJ0RMQtNFEG458oubCZbqkrW7vg8HfSmGQ06dzIxwCUxyQCwfzjMxEahZaimRBq2j1JPMc",
-	"H7asUzDn0NAn//zY0v3ibi/ee/Fq+VUUd0y4jCODttDKokfQe6OnEnO6TLRyqBxdsqKQIvG73CnCG//9",
-	"yZKZ7xoKfGUwjUbRf+2sIboTntqdel0vse2oAwVnb17D999+9z9QLQ5kveA7x6YS4SrRHK+81ehurjlK",
-	"cHjr4EqXrijd1dDjoRJH2rxmjkk985YxukDjRNii01r6C+Ewt48pXi1zrrWMliv7MWPYgn6Xit0wIUnJ",
-	"npAjSeAyYcHjzUDGLExLBwlTSjswpQKl57A1k3rqdzczWECNHSMK+r0dr+1hkFmthgSOp2j/Ya1e/w68",
-	"/wM4o9HHyjYXq7f09BMmjj5r2qFj0ta2O3EaR7NScKYS7M9KJPRrC3ZhHeaDwui8cFB/4r087CK3joce",
-	"ae2cyDgXIXDfN3R2psR4sy4/j0/fgVBF6SCYMga8ZYmTC2C2AUGLaCmbRfctFke3g5keVDcpVoZnbP4W",
-	"rWUz7Jjdb6WtTmsbDQv2+eZQpGnXtKcKISvVdQDPS5BCIWU28IF96/Z9cqZ8Q5n60v9ghFTl99P2sML5",
-	"Od66XntryetnqpRVLAQD9/jGZf2pvGkP/9Z64Xglvm/3R1y4t+gYZ471QFOk6dOj3VvysSAJS25S5Qx/",
-	"K9G6riYrK3dd9Z5s77Q/EeL6tOQwXXio0YchOGDKkmtUvD8ecH5Z/eoIOBEODZNgsJAswRyVC4EFHywd",
-	"RoB54RYQPidNOEp04VzKmUuyXola8kcl+iTtdC15CG9L68KadUj1rl29f8mk7C5+Fh4CkzIshXYIh5iy",
-	"UjpL0lImLe7DPEMVrmNYKws5qcCKAplZhbVWCTYUmWotkamO79dObG2/Zf3NyLCl7AFG3gDvQ+BsAZ3M",
-	"70++x6Opei9eC+rT8Eeppxux2w/bw5o8ksktMpNkIFTbE00CRqTTFizBfWBriukTT4V526SIUX/+CCTn",
-	"vi6kPlRPSW5AWIOD1gtv4XA2hEn0zTc73wydnUTbPYK6+chL7bWbwWKj3YRKZMmxPzn7Qz8V0qGBVBui",
-	"gpXKtmHQlb5e2dhf3X2y8Sd7u+xXPt7grjdkDG3WnH8t5d/jszOcldLHYGFqjr7aN1lkq2JAYBfKsdvP",
-	"9NRPyGSwS9tJVASU/gpVmfuIuW4ssEFS9VWfoBOhsCtGlfkUTSNchXI4Q+PPm/6z9T5NCCtUr/dJbtD3",
-	"e6a+z7A5OiakrZjlXAPeOlTeBzmSGNslAUTCu0uPA0VHY7QBeiUGD9k348vx+cHJ0eUvR2fj49N3sPXt",
-	"7vfbMSFwfDSmO5fj89Ozo8sP7w5+OTg+Ofjh5Ai2vtt9GQMLVVIcSiTtw2OGzWLpDLln1QE11mmDName",
-	"epacZMj3QWmXUcafM+uXdKj6IyaYo5+f5oG1rWg5yZ9ER7TfEUwiKAym4rb/hFyl6O6y/uRplDJxY9Fy",
-	"d/dlUsn1P3AS9QpYY7cHVMLJfoYcbtxX6kDO2cICm+rSjaaSqet970+iiI1aTHBUTqQCzePh6J/Wmqy0",
-	"jQOSVubpQ/IZMr6Z1UkWOEdnZ57kPpnu+UDtqep0mlp0/Vbtz63k0MPj8fuTg/8PyXGrbqc0+FxqdN5K",
-	"rsmcx2AXuRTq2oKvCKt3+1HqtGPypN7ifd02kOiwl9o0rUU2Gf5zOKxBxv80h5UiFz3h8pbdirzMISRA",
-	"qmFCMePFudLc4xxUSAsLCVE8DsxVNqcK/GsLgwGpOPCiYOvF7u6uN3aqTc5cNIq4LqcerblQJDUa7a00",
-	"rTJwCyJtVfcGU2bJ18JY59XcpOXeH5a6kYtu9uPnMc5WED49nQ1Slvg6or90/1P0dOxZwVM29PSC/85m",
-	"rEDK4Z4iErvyFzE4U6qEOeQx+HBZejpChG0f1l9VpQd95/E9go93tEBcFyV0gyDwzjsw9nBYXiwvNgow",
-	"WHR7Cc9O9e93hbpUZVNrJbSfnsBUQkOjer1Ph1/pgP9ry/Y4ohVZ3ZWqyV1ikDnSriw4XTzK9NarxA/U",
-	"/n5DGxNno5l6j5SXUsKH8zeDV6FUrl6kBOE5UG+afEIargjUn8rDD9S89T4esMDnpZw2Lp4Z+kSYMCmN",
-	"cIsxyQuqTZEZNAdlnznPGp17vEGzAFS80EI538fdyXxN8Tts0Znz+vRs7NmgFLPM2e3Qf1gfPmBKVTHu",
-	"wcDpa/SNXL9z33PweqzdkTlXhIa5UKnewE2b+dZXu76FW53C92YNW3X/nAubaL8b//ZEtfrP20DP4Kfz",
-	"8/c7P49P3zXazyHJh55OqwkaA5uoqS4VRx6mI3OhuJ7HflXmbw2mmGqDg6CVZSm6RTX1GE7URB2tNAKm",
-	"7ByNhau7SeXYUPrWvp1EyytyiS2TBK0NQtZzhImqy5yp5oum+s6wur6phwpbgddu+0XqccJEbV1tJuNX",
-	"ccMaawa/TSqlTMjSYJjgSJGgsrjOqdHb4/MGN/cN99QOWCGiOLpBY4Nrd4d7w90qgyl6OIpeDneHL6PA",
-	"Pz1sa+zR9SxQkVWmOubRqKp3f4/ujXhe7O4+MN75Y2OdqqTumeqcr1EvLJTFsBV90ejjRRzZMs+ZWfhu",
-	"4Q0qtHYfFCInKgyr+HBsZltp2EYXtNZOjs6IhPZEvypLDRcsl9WtimbbnTvBlyF+JDrsWurQ36/mau3W",
-	"++jjXZjDVQmwcqPgUTP9BHbxmbO4i46jvn1wjOtb99rMNJW1sMWk1SHjCOcL3lJdKz2ngtd7xzPPTQ5d",
-	"CW5M6poOehMKcNYYIbeHqE1P1Xav/LQauPWi9ERY5wdlfyVO62FgD1CPWJLVYx9ybgyN53F3EuTTRP+s",
-	"6jkMXQ+hIAkqxz51+lZd5tO3BhZSTtPi1dxube4dSvgeidr2GP2IC2/0Ltb7dF6/srMeuC/jp778es6j",
-	"AG5Pjn7QfPFsjm1OXJZtSkAxufwLMdVo6W/If/48pkgkZyB/DniQUD+vqf+G0aCOXtx0UY1a6KFsDGEe",
-	"hgsRgM1w+VHq6RcBl+aQ42+GS6uA7QHMWyoZyWn+gH+WnC0Ur8YJ80zbehASJiMsjB/qiUndad9+BCYG",
-	"iwdgYrD4MmDSmOn8p8IkdMBmRpdFKO/I088Bm3E1f6FsUm2pKlpY/Y8UMJ3JzcO4oTOsiZv2nn6lxa8O",
-	"kgQLN/LJaqeQTKgrz7JDLbBqQrMcIZB0sM4gy5EDs1R+JFmprpHDVXMFKgBiSGVps/BisBszCIXRvEyQ",
-	"D+GgZu0TxVKHplqZzDzFGVPAptq4oIAzTNkUTSD47QA4Q8a/iABoNoH/5gBo9C2X1WQs+HLf/0HPovvf",
-	"0qWDV+0Ve/7X1j2PG3XpcwQKaQqscwITSwv9Xo+1QejeIq+D6eFI8cXx5hTr2yNfBMRa/bK/GWPNTtVj",
-	"3K0aGz4HYF77zqOfZ5ZS1kQNuxjqhUi7fG63rT5ekJuqT1a9hvApubu6sSrMGvcaZfXyYvmvAAAA//8=",
+	"3Fpvc9u2k/4qO7zO1O6Rsp2kd6k890KNndYdx8lYTnt3kc+CiJWEGARYALSsevTdbxYgJdKkbP8at9PJ",
+	"O/4BgcXug91nd3kXpTrLtULlbNS/i3JmWIYOjb8borVCqzcLTnccbWpE7oRWUT+6mCPY8P5bCwttroWa",
+	"ARcGU6fNMgY2sVoWDkEbMCiZEzcIToObIxit3SEwNVJ4K6yjL6dacjQglBUc14N6cF59OhUSIWdubsGg",
+	"1fIGgc2YUNaBcL2R+mDQonIwKRxglrslpLpQzgKzJAsqGhTFkSDp58g4miiOFMsw6kf/nZR7TWizcWTT",
+	"OWaMdu2WOQ2wzgg1i1aruNLKyVFbKWcsQ+uFL1UDbs4c6IWyoCcWzQ1ysI457MNBcvDiNaRzZlhKCgc9",
+	"HalB8r8s+WM/+aF31U+gB+/9zEyCVmCQcdhRupyJ0RsQpI1UG458pBbCzXVB+tg9BIO/F8Igp08XRjgE",
+	"pjggFw4Wc9IliZlrKdIlzaLV03QIv60Xicudmhs0kLElOHaNI1Xf/tToDBgEdQMpm8NkCUlSDkjCGxsT",
+	"SmjwSCUJxykrpKvGPMlsJ0cNq+XMOTT0yf99auj08u4gPnjxevVNFLdMu4ojgzbXyqKH/wejJxIzuky1",
+	"cqgcXbI8lyL12t/Lw4h//2zJ/Hc1Ab4xOI360b/tbc7XXnhr96p5/YpNAA0UnL99Az+8+v4/oZwcyKpB",
+	"045NJMI41RzH3pr0NNMcJTi8dTDWhcsLN+55nJbLkTRvmGNSz7xmjM7ROBG26LSW/kI4zOxjgpfTXGgt",
+	"o9Vaf8wYtqT7QrEbJiQJ2eEvaCVwc2ErxMyZ9UBLmVLagSkUKL2AnZnUE7+7mcEcKkwbkdP9brzRh0Fm",
+	"teoROJ4i/ceNeN078PYPhybqfyp1c7kepSefMXX0WV0PLZU2tt3yH3E0KwRnKsVul0qLfmvBLq3DLMmN",
+	"znIH1Sfeyr02cqvz0LFa06EzzkVwKB9qMjtTYLxdll+G789AqLxwEFQZA96y1MkluYUNBC2iJVcc3ddY",
+	"HN0mM52UD+ms9M7Z4h1ay2bYUrvfSlOcxjZqGuyyzZGYTtuqfa8Q5oW6DuB5CVIoJI8L/mDfukMfWcgP",
+	"Upi58jeMkKr8fpoWVri4wFvXqW8tefVOFbI8C0HBHbZx8+4QU9eHH7WZOF4v37X7Yy7cO3SMM8c6oCmm",
+	"06efdq/Jxw5JmHKbKOf4e4HWtSVZa7ltqg+ke6d9pIqrUO+jBkGNPgyHAyYsvUbFu88DLq7Ku9YCp8Kh",
+	"YRIM5pKlmFHA8wcLPloKkmXkC5+TJBwluhAvM+bSeeeKWvJHV/RO2ulq5R68K6wLc1ZHqnPucvwVk7I9",
+	"+Xl4CUzKMBXaHhyFEGpptSmTFmGHSathMUcFBMzdw3DtX8awkR4ykonlOTKzPudapUiSbYH0RGuJTLXA",
+	"sbFyQz8N82yHji1kB3KyGrofQm/jJJB9fGh8/LiV4+LNQl0S/iT1ZCu4u3F9VFFjsolFZtI5CNU0VZ06",
+	"EaW2OVm2bTq2YdTeVZWnxNYZ8XZzNTxQoEn3haX9QfmWBAsYrVHwaqEd7M16MIq++27vu56zo2i3A8Ft",
+	"j+ZX7VSswXyrYoVKZcGx27172jAV0qGBqTZEckuRbU3ja3m9sLG/uvts48/2djWKdg+9hiFDpiworfCp",
+	"auww+FvSljabnGgjxj/U6uc4K6Q/9rmp8pe15kinOyULA7tUjt1+oa1/RiaD4ppmpgSp8Feoiswfyuva",
+	"BFtWKr/qWuhUKGwvo4psgqbmEYRyOEPjY153fL9PVcIM5fCulWspxD1V32f5HB0T0pbsdqEBbx0qb4MM",
+	"aRnbJiKUCLSnHoY0AY3RBmhIDB70b4dXw4vB6fHVr8fnw5P3Z7Dzav+HXZ95DY+H9ORqePH+/Pjq49ng",
+	"18HJ6eDH02PY+X7/ZQwsZJBxSB+1P2AzrCeS58g9sw+osU4brIj9xDP1dI78EJR2cwoyC2b9lA7VbmfI",
+	"C+ro5shZYI7r1IDWH0XHtN8+jCLIDU7FbXeUXkeB9rQ+2NXSqbg2abG//zIt1/U3OIo6F9hgtwNUwslu",
+	"lh4e3BdqIBdsSYm3Llx/Ipm6PvT2JJpaywcFR+XEVKB5/Dj6t5Uka2njgKS1erqQfI6Mb2eWkgXe09qZ",
+	"J9pPppz+oHZklno6tei6tdrtfMmgRyfDD6eD/wnOcqeqR9U4pa9O1L1vuuAx2GUmhbom/+/WY7tR6rRj",
+	"8rTa4n3ZthD5sJdKNY1Jtin+S3i0Qcb/NI+WIhMdx+UduxVZkUFwgJRHhYTKL+cKc4/W3A9lPrsXFlKi",
+	"mRyYqxWSvrWQJCRz4teGnRf7+/te+1NtMuaifsR1MfHwzYQiMaL+wdaoV7roBoaaezlIJswSGISxzu9j",
+	"2zYOWhv5YrG2EubtSPgyWtw4xk93iMmUpT4b6i5A/CkOPfS84ikbenrZ4s7OWY4UBTxNJYbnL2JwplAp",
+	"c8hj8Adu5QkNkcZD2HxVJlD0nT8hffh0RxPEVWpFDwgjZ96AscfL6nJ1uXUBg3m7IvLs+cj92lab7Gwr",
+	"EIUi2hO4TijLlMO7ZPiNKMJfW3yII5qRVbW1ih6mBpkj6Yqc08WjXHEzS/xABcNvaKvrrZWE7/F+yiA+",
+	"XrxNXoeEvxxIHsSzqE5H+wRHXlKwP+XJH0jMq308oIEvczlNXDwz9IlyYVoY4ZZDWi+INkFm0AyKLnWe",
+	"1/oieINmCah4rkXZ9tib+6zkD9ihIPXm/fnQ80kpZnNnd4Pvr7U9TKFKzp4kTl+jL0f7nfvCiJdjY465",
+	"c3ko+ws11VvYbd3f+ozbF6LLOH6vk7NTdQG4sKn2u/GjR6pRRd8Fegc/X1x82Ptl+P6sVkQPTj5Uphql",
+	"3BjYSE10oTjy0HtaCMX1IvazMv8omeBUG0yCVJZN0S3LnlJvpEbqeC0RMGUXaCyM70alYUP6Xdl2FK3G",
+	"ZBJbpClaGxbZdENGqkqUJpov6+I7w6oMqWqN7ARmHHhG1RQZqZ3xdjo/jmva2OQAuyTSlAlZGPQ7GoTd",
+	"eCFEWRv3LTNmYfwmHKXkYknRpN4o+my1Gh+SRutjQneQawxcM2fGom+1QYZcMCDUhA7ftCCKsvOKqBBc",
+	"zJEsEyTgSHvmvlyZOrnsg1A3TAoeXBBZCwqVMw95enTwH2ALY/SMORwptCnLkTK8a1zCTNwQvBciRdih",
+	"o8zoq5RZTISylI46cYNyGTRLZgM2dWhC0++GyQKBGWwIDOOTs18HpydHV4Pznz6+Oz67GO/2YKBAV71N",
+	"ZmaFr8KSIkeKNEm0abylgStFisriJqpF704uavmVb9xMbcJyEcXRDRobDtd+76C3X8YQRS/70cvefu9l",
+	"FHII7ziq00/Xs8AW17HihEf9smbxR3SvVfhif/+BNuG/1h4syyId3cGLjd8RFoq81/B/Uf/TZRzZIsuY",
+	"Wfqq8w0qtPYQFCIniMHaQzk2s41AaKNLmmsvQ8IR7YnuSk31liyT5aMyVbJ7d4KvggeT6LCtqSP/vOzP",
+	"Nls4/U93oZ9bhqDSjIJH9QAQ+N0X9nQvW4Z69eC/DL4FpM1MO4eqzveF80WLQl0rvVC7vVCk8MnBNoOu",
+	"F651fOsGehuKKKz2H0XzJ4G6pSq9l3ZaN247UXoqrPMN178Sp1VTuQOoxyydV+1DMm4Mtfdxu6Po3Ul3",
+	"z/M5FF01MyENIsc+ePl67NwHUE0ul5x+XeNl/3ej7j0KuR6J2nYo/ZgLr/Q21rtk3gzZ2/xQsoqfOvjN",
+	"gkcB3J6e/qj58tkMW+/crZqkjM7k6i/EVK3zs8X/eUZEJ5GMgfw54EGL+r5f9S9Sjbz75SbLsmVHL2Wt",
+	"mfcwXIiCbYfLT1JPvgq41HthfzNcGiWEDsC8o6SdjOYD/LP4bKF42VRazLWt2mGhP8ZCE6rqm1Xdkt1H",
+	"YGIwfwAmBvOvAya1zt4/FSahijkzushDgk2Wfg7YDMseGnmTcktl2siqP5vAtLpvD+OGYlgdN809/UaT",
+	"jwdpirnre2e1l0sm1NjnOSEbWzcSWIYQ0iTKI9D/pkese6TSeaGukcO4PgPlHjFMZWHnYWDQGzH/3Ghe",
+	"pMh7MKjyppHyOUI5M6l5gjOmgE20cUEAZ5iyUzSB4DcPwDky/lUcgHoh/28+ALXK8arsbgZbHvofUC26",
+	"/yrcNHndnLHj/8h2PK5VBp7joJCkwFoRmFhaKMl7rCWhfk65aVDPwyfFlye2u1hfoPoqINaoWP7NGKvX",
+	"Ch/jbmXr9zkA88bXfn1PupCyImrYxlAnRJrpc7Nw+OmSzFR+sq41hE/J3OWDdWJWe1ZLq1eXq/8PAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -188,14 +188,14 @@ export interface components {
             file_path: string;
             /**
              * Format: double
-             * @description 1-based first line to return. Defaults to 1.
+             * @description 1-based first line to return. Defaults to 1 (also when null).
              */
-            offset?: number;
+            offset?: number | null;
             /**
              * Format: double
-             * @description Maximum number of lines to return. Defaults to and is capped at the server's --read-limit (2000).
+             * @description Maximum number of lines to return. Defaults to (also when null) and is capped at the server's --read-limit (2000).
              */
-            limit?: number;
+            limit?: number | null;
         };
         WriteRequest: {
             /** @description Path to write, resolved by the filesystem backend. */
@@ -210,22 +210,22 @@ export interface components {
             old_string: string;
             /** @description Literal replacement text. Use an empty string to delete the match. */
             new_string: string;
-            /** @description Replace all matches. Defaults to false; when false, old_string must appear exactly once. */
-            replace_all?: boolean;
+            /** @description Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once. */
+            replace_all?: boolean | null;
         };
         GlobRequest: {
             /** @description Glob pattern to match file paths against (e.g. "**\/*.ts"). */
             pattern: string;
-            /** @description Directory to search in. Defaults to the session workspace; a relative path resolves against it. */
-            path?: string;
+            /** @description Directory to search in. Defaults to the session workspace (also when null); a relative path resolves against it. */
+            path?: string | null;
         };
         GrepRequest: {
             /** @description Regular expression to search for (ripgrep syntax). */
             pattern: string;
-            /** @description File or directory to search. Defaults to the session workspace; a relative path resolves against it. */
-            path?: string;
-            /** @description One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). */
-            include?: string;
+            /** @description File or directory to search. Defaults to the session workspace (also when null); a relative path resolves against it. */
+            path?: string | null;
+            /** @description One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"); null means none. */
+            include?: string | null;
         };
         ReadResult: {
             /** @description The exact model-facing text. */
@@ -304,7 +304,7 @@ export interface components {
             status: number;
             /** @description The message without the "Error: " prefix. */
             detail?: string;
-            /** @description Stable error code, e.g. FS_STALE_VERSION. */
+            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). */
             code: string;
             /** @description The exact model text, "Error: <message>". */
             output: string;
@@ -326,11 +326,15 @@ export interface components {
          * @description Names the session that owns observed state: 1-128 characters of
          *     A-Za-z0-9._:- . Optional on read (no observation is recorded
          *     without it); required on write and edit while the policy is on.
+         *     Present but empty counts as absent. Without it, the server may take
+         *     the session from a header named by --session-headers, or from
+         *     --default-session.
          */
         SessionID: string;
         /**
          * @description The session's working directory, absolute or relative to the root; an
          *     existing folder inside the root. Relative file paths resolve against it.
+         *     Present but empty counts as absent.
          */
         SessionCwd: string;
     };
@@ -348,11 +352,15 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -386,11 +394,15 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -423,11 +435,15 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -460,11 +476,15 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -497,11 +517,15 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
