@@ -102,11 +102,10 @@ var serverSeq atomic.Int64
 // profiling. Its log goes to a file in the work folder.
 func startToolfs(ctx context.Context, o options, root string, extra ...string) (*server, error) {
 	n := serverSeq.Add(1)
-	lockDir := filepath.Join(o.dir, fmt.Sprintf("locks-%d", n))
 	if o.cpuprofile != "" {
-		return startInProcess(root, lockDir, extra)
+		return startInProcess(root, extra)
 	}
-	args := append([]string{"--root", root, "--addr", "127.0.0.1:0", "--lock-dir", lockDir}, extra...)
+	args := append([]string{"--root", root, "--addr", "127.0.0.1:0"}, extra...)
 	logf, err := os.Create(filepath.Join(o.dir, fmt.Sprintf("toolfs-%d.log", n)))
 	if err != nil {
 		return nil, err
@@ -212,7 +211,7 @@ func serveFiles(args []string) error {
 
 // startInProcess wires toolfs-api as cmd/toolfs-api does with its defaults
 // (policy on unless --policy=false is among extra), for CPU profiles.
-func startInProcess(root, lockDir string, extra []string) (*server, error) {
+func startInProcess(root string, extra []string) (*server, error) {
 	policyOn := true
 	for _, a := range extra {
 		switch a {
@@ -223,7 +222,7 @@ func startInProcess(root, lockDir string, extra []string) (*server, error) {
 		}
 	}
 	built, err := toolfs.New(toolfs.Options{
-		Root: root, FS: fs.LocalOptions{LockDir: lockDir}, Policy: policyOn,
+		Root: root, FS: fs.LocalOptions{}, Policy: policyOn,
 		REST: handlers.Config{LoopbackHosts: true},
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -66,7 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.rgPath, "rg-path", "", "ripgrep binary for glob and grep (default: rg on PATH)")
 	fl.DurationVar(&c.searchTimeout, "search-timeout", 30*time.Second, "glob and grep time limit")
 	fl.IntVar(&c.maxSearches, "max-searches", 4, "glob and grep calls running at once")
-	fl.StringVar(&c.lockDir, "lock-dir", "", "folder of the cross-process lock files (default: a per-root folder under the temp dir; \"off\" = in-process locks only)")
+	fl.StringVar(&c.lockDir, "lock-dir", "", "cross-process locks: empty (default) = lock files in <root>/"+fs.PrivateDir+"/locks, shared by every process that sees the root; \"off\" = in-process locks only (two servers on one root can then lose updates)")
 	fl.StringVar(&c.sessionStore, "session-store", "memory", "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
 	fl.StringVar(&c.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
 	fl.StringVar(&c.defaultSession, "default-session", "", "session id of a request that names none (default: none)")
@@ -117,6 +118,9 @@ func (c config) validate() error {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
+	}
+	if c.lockDir != "" && c.lockDir != "off" {
+		return fmt.Errorf("--lock-dir must be empty or off, not %q: lock files live in the workspace root's %s folder, so every process that sees the root shares them", c.lockDir, fs.PrivateDir)
 	}
 	if c.sessionStore != "memory" {
 		if _, err := redisOptions(c.sessionStore); err != nil {

@@ -35,13 +35,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := newLogger(cfg.logFormat, stderr)
 
-	lockDir := cfg.lockDir
-	switch lockDir {
-	case "off":
-		lockDir = ""
-	case "":
-		lockDir = fs.DefaultLockDir(cfg.root)
-	}
 	storeCfg := policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths}
 	var store policy.Gate // nil: the memory store
 	if cfg.policy && cfg.sessionStore != "memory" {
@@ -64,7 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	built, err := server.New(server.Options{
 		Root:         cfg.root,
-		FS:           fs.LocalOptions{LockDir: lockDir},
+		FS:           fs.LocalOptions{InProcessLocksOnly: cfg.lockDir == "off"},
 		Policy:       cfg.policy,
 		Sessions:     storeCfg,
 		SessionStore: store,

@@ -138,6 +138,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		after.Grow(int(min(st.Size+grow, l.diffMax))) // the basis stops at diffMax
 	}
 	tmp, err := l.stage(w.dir, w.name, keptMode(&st), &st, func(out io.Writer) error {
+		after.Reset() // a second run (EXDEV) starts again
 		bw := bufio.NewWriterSize(out, editChunk)
 		emit := func(b []byte) error {
 			if keepBasis {

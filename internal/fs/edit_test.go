@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,25 +293,24 @@ func counterRound(t *testing.T, l *Local, tg Target, useWrite bool) bool {
 }
 
 // No update is ever lost: concurrent guarded read-modify-write rounds,
-// within one provider and across two providers sharing a lock folder (as two
-// server processes would).
+// within one provider and across two providers on one root (as two server
+// processes would: they share <root>/.toolfs-api/locks).
 func TestNoLostUpdates(t *testing.T) {
 	tests := []struct {
 		name     string
 		twoLocal bool
 	}{
 		{"one provider", false},
-		{"two providers, shared lock folder", true},
+		{"two providers, shared lock files", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, "n.txt = n=0")
 			locals := []*Local{f.l}
 			if tt.twoLocal {
-				lockDir := filepath.Join(f.base, "locks")
 				locals = nil
 				for range 2 {
-					l, err := NewLocal(f.root, LocalOptions{LockDir: lockDir})
+					l, err := NewLocal(f.root, LocalOptions{})
 					require.NoError(t, err)
 					t.Cleanup(func() { l.Close() })
 					locals = append(locals, l)
@@ -342,9 +340,11 @@ func TestNoLostUpdates(t *testing.T) {
 			for _, l := range locals {
 				assert.Zero(t, l.locks.size())
 			}
+			f.assertClean(t)
 			entries, err := os.ReadDir(f.root)
 			require.NoError(t, err)
-			assert.Len(t, entries, 1, "temporary files left behind")
+			require.Len(t, entries, 2, "temporary files left behind")
+			assert.Equal(t, PrivateDir, entries[0].Name())
 		})
 	}
 }

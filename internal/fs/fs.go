@@ -48,9 +48,6 @@ type FileSystem interface {
 	// expected version is checked before matching; a missing target is always
 	// CodeStaleVersion.
 	EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error)
-
-	// ListDir lists the direct children of a folder in name order.
-	ListDir(ctx context.Context, t Target) ([]DirEntry, error)
 }
 
 // TargetKey identifies a file independently of the path used to reach it:
@@ -153,12 +150,4 @@ type EditOutcome struct {
 	Replacements int
 	Before       *string
 	After        *string
-}
-
-// DirEntry is one child of a folder.
-type DirEntry struct {
-	Name   string
-	Type   FileType
-	Target Target
-	Size   int64 // -1 unless a file
 }

@@ -98,13 +98,14 @@ func (f *fixture) version(t *testing.T, tg Target) Version {
 	return info.Version
 }
 
-// assertClean checks that no temporary file is left anywhere in the root,
-// that the outside folder is untouched, and that no lock entry survives.
+// assertClean checks that no temporary file is left anywhere in the root
+// (its private folder included), that the outside folder is untouched, and
+// that no lock entry survives.
 func (f *fixture) assertClean(t *testing.T) {
 	t.Helper()
 	require.NoError(t, filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil {
-			assert.NotContains(t, d.Name(), ".toolfs-", "temporary file left behind at %s", p)
+			assert.NotContains(t, strings.TrimPrefix(d.Name(), PrivateDir), ".toolfs-", "temporary file left behind at %s", p)
 		}
 		return nil
 	}))

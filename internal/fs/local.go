@@ -4,17 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,11 +27,16 @@ type LocalOptions struct {
 	// edits return no diff basis. Zero means DefaultDiffBasisMaxBytes; a
 	// negative value is an error.
 	DiffBasisMaxBytes int64
-	// LockDir, when set, makes every mutation also hold an exclusive flock on
-	// one of a fixed set of lock files in this folder, so several processes
-	// serving the same root never lose an update. "" means in-process locks
-	// only. See DefaultLockDir.
-	LockDir string
+	// InProcessLocksOnly leaves out the cross-process lock files in
+	// <root>/.toolfs-api/locks, so only goroutines of this process exclude
+	// each other: two processes on one root can then lose updates. It exists
+	// to show what the shared locks buy (docs/reliability.md).
+	InProcessLocksOnly bool
+	// SweepInterval is how often staged temporary files that no live process
+	// is writing are removed (one bounded batch each time). Zero means
+	// DefaultSweepInterval; a negative value leaves only the sweep NewLocal
+	// does.
+	SweepInterval time.Duration
 }
 
 // Local is the FileSystem over one workspace root on a local (Linux)
@@ -42,16 +45,19 @@ type LocalOptions struct {
 // kernel confines each operation to the root even when symlinks change under
 // it. Local is safe for concurrent use; Close must not race other calls.
 type Local struct {
-	root      *os.Root
-	rootDir   *os.File // pins the root; its descriptor starts every walk
-	rootFd    int
-	rootReal  string // canonical root (symlinks resolved): the prefix of every Key
-	rootAbs   string // root as given, made absolute: the base of Display paths
-	diffMax   int64
-	newMode   uint32 // 0666 &^ umask
-	locks     keyLocks
-	lockFiles *bucketLocks
-	hooks     testHooks
+	root          *os.Root
+	rootDir       *os.File // pins the root; its descriptor starts every walk
+	rootFd        int
+	rootReal      string // canonical root (symlinks resolved): the prefix of every Key
+	rootAbs       string // root as given, made absolute: the base of Display paths
+	diffMax       int64
+	newMode       uint32 // 0666 &^ umask
+	locks         keyLocks
+	inProcessOnly bool
+	private       private
+	stopSweep     chan struct{}
+	swept         chan struct{} // closed when the sweeper has stopped
+	hooks         testHooks
 }
 
 // testHooks let tests reach the windows that only races reach otherwise.
@@ -105,37 +111,39 @@ func NewLocal(root string, opts LocalOptions) (*Local, error) {
 		diffMax:  opts.DiffBasisMaxBytes,
 		newMode:  0o666 &^ processUmask(),
 		locks:    keyLocks{m: map[TargetKey]*keyLock{}},
+
+		inProcessOnly: opts.InProcessLocksOnly,
+		private:       private{rootFd: int(dir.Fd())},
 	}
-	if opts.LockDir != "" {
-		b, err := newBucketLocks(opts.LockDir)
-		if err != nil {
-			l.Close()
-			return nil, err
-		}
-		l.lockFiles = b
+	// An existing private folder is checked now, so a hostile one stops
+	// start-up; a missing one is made by the first mutation, so a read-only
+	// root still serves reads.
+	p, err := l.private.get(false)
+	var pe *privateError
+	if errors.As(err, &pe) && pe.hostile {
+		l.closeRoot()
+		return nil, err
 	}
+	if p != nil {
+		l.sweep(p, sweepStartBatches)
+	}
+	l.startSweeper(opts.SweepInterval)
 	return l, nil
 }
 
-// DefaultLockDir returns os.TempDir()/toolfs-locks/<short sha256 of the
-// canonical root>, creating it 0700 (best effort: NewLocal reports a folder
-// it cannot use). Every process serving the same root as the same user gets
-// the same folder.
-func DefaultLockDir(root string) string {
-	canon, err := filepath.Abs(root)
-	if err == nil {
-		if real, err := filepath.EvalSymlinks(canon); err == nil {
-			canon = real
-		}
+// Close stops the sweeper and releases the descriptors. The provider must
+// not be used after.
+func (l *Local) Close() error {
+	if l.stopSweep != nil {
+		close(l.stopSweep)
+		<-l.swept
+		l.stopSweep = nil
 	}
-	sum := sha256.Sum256([]byte(canon))
-	dir := filepath.Join(os.TempDir(), "toolfs-locks", hex.EncodeToString(sum[:8]))
-	_ = os.MkdirAll(dir, 0o700)
-	return dir
+	return l.closeRoot()
 }
 
-// Close releases the root descriptors. The provider must not be used after.
-func (l *Local) Close() error {
+func (l *Local) closeRoot() error {
+	l.private.close()
 	return errors.Join(l.rootDir.Close(), l.root.Close())
 }
 
@@ -238,96 +246,6 @@ func (r *ctxReader) Read(p []byte) (int, error) {
 
 func (r *ctxReader) Close() error { return r.f.Close() }
 
-// ListDir lists the direct children of a folder in byte order of their
-// names. A child's Type follows symlinks inside the root; a symlink that is
-// dangling or leaves the root is TypeOther.
-func (l *Local) ListDir(ctx context.Context, t Target) ([]DirEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, &Error{Code: CodeAborted, Message: "list aborted", Err: err}
-	}
-	w, err := l.walkTarget(t, false)
-	if err != nil {
-		if errors.Is(err, errNotDir) {
-			return nil, NewError(CodeNotFound, fmt.Sprintf(`cannot list "%s": not found`, t.Display))
-		}
-		return nil, l.fail("list", t.Display, err)
-	}
-	defer w.close(l)
-	if w.kind != walkFound {
-		return nil, NewError(CodeNotFound, fmt.Sprintf(`cannot list "%s": not found`, t.Display))
-	}
-	if w.st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil, NewError(CodeNotDirectory, fmt.Sprintf(`cannot list "%s": not a directory`, t.Display))
-	}
-	fd, err := unix.Openat(w.dir, w.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, l.fail("list", t.Display, err)
-	}
-	dir := os.NewFile(uintptr(fd), w.name)
-	defer dir.Close()
-	var names []string
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, &Error{Code: CodeAborted, Message: "list aborted", Err: err}
-		}
-		batch, err := dir.Readdirnames(1024)
-		names = append(names, batch...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, l.fail("list", t.Display, err)
-		}
-	}
-	slices.Sort(names)
-	entries := make([]DirEntry, 0, len(names))
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return nil, &Error{Code: CodeAborted, Message: "list aborted", Err: err}
-		}
-		e, err := l.child(fd, w.rel, t.Display, name)
-		if err != nil {
-			return nil, l.fail("list", t.Display, err)
-		}
-		entries = append(entries, e)
-	}
-	return entries, nil
-}
-
-// child describes one folder entry. A child that vanished, or a symlink that
-// cannot be followed inside the root, is TypeOther, as the original does.
-func (l *Local) child(dirFd int, dirRel, dirDisplay, name string) (DirEntry, error) {
-	rel := joinRel(dirRel, name)
-	e := DirEntry{Name: name, Type: TypeOther, Size: -1,
-		Target: Target{Key: l.keyFor(rel), Display: filepath.Join(dirDisplay, name)}}
-	var st unix.Stat_t
-	err := unix.Fstatat(dirFd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	if err == unix.ENOENT {
-		return e, nil
-	}
-	if err != nil {
-		return e, err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		w, err := l.walk(rel, false)
-		if err != nil {
-			if errors.Is(err, errEscape) || errors.Is(err, errLoop) || errors.Is(err, errNotDir) || errors.Is(err, unix.ENOENT) {
-				return e, nil
-			}
-			return e, err
-		}
-		w.close(l)
-		if w.kind != walkFound {
-			return e, nil
-		}
-		e.Target.Key = l.keyFor(w.rel)
-		st = w.st
-	}
-	info := infoOf(&st)
-	e.Type, e.Size = info.Type, info.Size
-	return e, nil
-}
-
 // infoOf converts a followed stat into Info.
 func infoOf(st *unix.Stat_t) Info {
 	info := Info{Type: TypeOther, Size: -1, Version: versionOf(st)}
@@ -369,7 +287,7 @@ func (l *Local) fail(op, display string, err error) error {
 		return e
 	}
 	switch {
-	case errors.Is(err, errEscape):
+	case errors.Is(err, errEscape), errors.Is(err, errPrivate):
 		return &Error{Code: CodeSandboxDenied, Message: fmt.Sprintf(`cannot %s "%s": outside the workspace root`, op, display), Err: err}
 	case errors.Is(err, errLoop), errors.Is(err, unix.ELOOP):
 		return &Error{Code: CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": too many levels of symbolic links`, display), Err: err}

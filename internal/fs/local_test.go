@@ -177,7 +177,6 @@ func TestSymlinkSwappedAfterResolve(t *testing.T) {
 			_, err := l.EditText(context.Background(), tg, EditRequest{OldString: "secret", NewString: "pwned"}, nil)
 			return err
 		}},
-		{"list", func(l *Local, tg Target) error { _, err := l.ListDir(context.Background(), tg); return err }},
 	}
 	swaps := []struct {
 		name, path string
@@ -214,59 +213,6 @@ func TestSymlinkSwappedAfterResolve(t *testing.T) {
 			})
 		}
 	}
-}
-
-func TestListDir(t *testing.T) {
-	f := newFixture(t,
-		"d/b.txt = bb",
-		"d/a.txt = a",
-		"d/sub/",
-		"d/link => b.txt",
-		"d/dirlink => sub",
-		"d/dang => nothing",
-		"d/esc => $OUT/secret.txt",
-		"d/pipe |",
-		"d/Z",
-	)
-	entries, err := f.l.ListDir(context.Background(), f.resolve(t, "read", "d"))
-	require.NoError(t, err)
-	var got []string
-	for _, e := range entries {
-		got = append(got, fmt.Sprintf("%s %s %d %s", e.Name, e.Type, e.Size, strings.TrimPrefix(string(e.Target.Key), f.root+"/")))
-		assert.Equal(t, filepath.Join(f.root, "d", e.Name), e.Target.Display)
-	}
-	assert.Equal(t, []string{
-		"Z file 3 d/Z",
-		"a.txt file 1 d/a.txt",
-		"b.txt file 2 d/b.txt",
-		"dang other -1 d/dang",
-		"dirlink directory -1 d/sub",
-		"esc other -1 d/esc",
-		"link file 2 d/b.txt",
-		"pipe other -1 d/pipe",
-		"sub directory -1 d/sub",
-	}, got)
-
-	tests := []struct {
-		name, path string
-		wantCode   Code
-		wantMsg    string
-	}{
-		{"missing", "nope", CodeNotFound, `cannot list "$ROOT/nope": not found`},
-		{"file", "d/a.txt", CodeNotDirectory, `cannot list "$ROOT/d/a.txt": not a directory`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := f.l.ListDir(context.Background(), f.resolve(t, "read", tt.path))
-			requireCode(t, err, tt.wantCode, strings.ReplaceAll(tt.wantMsg, "$ROOT", f.root))
-		})
-	}
-	t.Run("root", func(t *testing.T) {
-		entries, err := f.l.ListDir(context.Background(), f.resolve(t, "read", "."))
-		require.NoError(t, err)
-		require.Len(t, entries, 1)
-		assert.Equal(t, "d", entries[0].Name)
-	})
 }
 
 func TestErrorMapping(t *testing.T) {

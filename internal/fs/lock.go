@@ -2,10 +2,7 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -66,33 +63,20 @@ func (k *keyLocks) size() int {
 }
 
 // bucketLocks are the cross-process locks: an exclusive flock on
-// <dir>/<hash(key) % lockBuckets>.lock. flock belongs to an open file
+// <root>/.toolfs-api/locks/<hash(rel) % lockBuckets>.lock, opened relative to
+// the kept descriptor of that folder. rel is the target's real path relative
+// to the root, so servers that reach the root through a symlink or another
+// mount path pick the same bucket. flock belongs to an open file
 // description, so two providers in one process exclude each other too.
-type bucketLocks struct{ dir string }
-
-func newBucketLocks(dir string) (*bucketLocks, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("fs: lock folder %q: %w", dir, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return nil, fmt.Errorf("fs: lock folder %q: %w", dir, err)
-	}
-	// Anyone who can write the folder could swap the lock files for
-	// symlinks or hold them forever.
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Getuid()) || st.Mode&0o022 != 0 {
-		return nil, fmt.Errorf("fs: lock folder %q must be a folder owned by this user and writable by it alone", dir)
-	}
-	return &bucketLocks{dir: dir}, nil
-}
+type bucketLocks struct{ dir int }
 
 // lock takes the bucket's flock, polling without blocking so ctx can cancel
 // the wait.
-func (b *bucketLocks) lock(ctx context.Context, key TargetKey) (unlock func(), err error) {
+func (b bucketLocks) lock(ctx context.Context, rel string) (unlock func(), err error) {
 	h := fnv.New64a()
-	h.Write([]byte(key))
-	name := filepath.Join(b.dir, strconv.FormatUint(h.Sum64()%lockBuckets, 10)+".lock")
-	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	h.Write([]byte(rel))
+	name := strconv.FormatUint(h.Sum64()%lockBuckets, 10) + ".lock"
+	fd, err := unix.Openat(b.dir, name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -116,16 +100,23 @@ func (b *bucketLocks) lock(ctx context.Context, key TargetKey) (unlock func(), e
 	}
 }
 
-// lockTarget takes the in-process lock, then the cross-process one.
+// lockTarget takes the in-process lock, then the cross-process one (unless
+// the provider was built with InProcessLocksOnly).
 func (l *Local) lockTarget(ctx context.Context, key TargetKey) (unlock func(), err error) {
 	unlockKey, err := l.locks.lock(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	if l.lockFiles == nil {
+	if l.inProcessOnly {
 		return unlockKey, nil
 	}
-	unlockFile, err := l.lockFiles.lock(ctx, key)
+	p, err := l.private.get(true)
+	if err != nil {
+		unlockKey()
+		return nil, err
+	}
+	rel, _ := within(l.rootReal, string(key))
+	unlockFile, err := bucketLocks{dir: p.locks}.lock(ctx, rel)
 	if err != nil {
 		unlockKey()
 		return nil, err

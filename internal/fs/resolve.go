@@ -18,6 +18,9 @@ const (
 	// maxWalkSteps bounds the components processed in one resolution, so a
 	// hostile chain of links full of ".." cannot make a walk arbitrarily long.
 	maxWalkSteps = 4096
+	// maxRetries bounds how often one walk looks again at a name that
+	// changed under it, so churn ends in an answer, not a loop.
+	maxRetries = 64
 )
 
 var (
@@ -156,24 +159,28 @@ func (w *walked) close(l *Local) {
 // walk resolves a root-relative path from the root descriptor, one
 // component at a time: lstat, then follow symlinks by reading them (an
 // absolute target must land inside the root), open folders with O_NOFOLLOW,
-// and handle ".." by reopening the shortened path from the root (as os.Root
-// does, since an open folder may have moved). With create, missing parent
-// folders are made (mode 0777, less the umask) on the way.
+// and handle ".." by popping the stack of folders entered, so a ".." costs
+// no opens (docs/decisions-fs.md). With create, missing parent folders are
+// made (mode 0777, less the umask) on the way. A name that changes between
+// its lstat and the next step (a folder swapped for a symlink, say) is looked
+// at again, at most maxRetries times per walk. No walk enters PrivateDir.
 func (l *Local) walk(rel string, create bool) (w walked, err error) {
 	if w, ok := l.walkFast(rel); ok {
 		return w, nil
 	}
 	w.dir = -1
 	parts := splitPath(rel)
-	var resolved []string
-	dir := l.rootFd
-	defer func() {
-		if err != nil {
-			l.closeDir(dir)
-		}
-	}()
+	s := dirStack{l: l}
+	defer s.close()
 	var link []string // the path's own final symlink, for dangling reports
-	hops, steps := 0, 0
+	hops, steps, retries := 0, 0, 0
+	again := func(c string) error {
+		if retries++; retries > maxRetries {
+			return errLoop
+		}
+		parts = append([]string{c}, parts...)
+		return nil
+	}
 	for len(parts) > 0 {
 		if steps++; steps > maxWalkSteps {
 			return w, errLoop
@@ -184,18 +191,18 @@ func (l *Local) walk(rel string, create bool) (w walked, err error) {
 		case "", ".":
 			continue
 		case "..":
-			if len(resolved) == 0 {
+			if len(s.names) == 0 {
 				return w, errEscape
 			}
-			resolved = resolved[:len(resolved)-1]
-			nd, err := l.openDirs(resolved)
-			if err != nil {
+			if err := s.pop(); err != nil {
 				return w, err
 			}
-			l.closeDir(dir)
-			dir = nd
 			continue
 		}
+		if len(s.names) == 0 && c == PrivateDir {
+			return w, errPrivate
+		}
+		dir := s.top()
 		var st unix.Stat_t
 		err := unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == unix.ENOENT {
@@ -206,76 +213,179 @@ func (l *Local) walk(rel string, create bool) (w walked, err error) {
 				parts = append([]string{c}, parts...)
 				continue
 			}
-			return l.missing(dir, resolved, c, parts, link)
+			return l.missing(s.take(), s.names, c, parts, link)
 		}
 		if err != nil {
 			return w, err
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFLNK:
-			if hops++; hops > maxSymlinkHops {
-				return w, errLoop
-			}
 			target, err := readlinkat(dir, c)
+			if err == unix.ENOENT || err == unix.EINVAL { // changed since the lstat: look again
+				if err := again(c); err != nil {
+					return w, err
+				}
+				continue
+			}
 			if err != nil {
 				return w, err
 			}
+			if hops++; hops > maxSymlinkHops {
+				return w, errLoop
+			}
 			if len(parts) == 0 && link == nil {
-				link = append(append([]string{}, resolved...), c)
+				link = append(append([]string{}, s.names...), c)
 			}
 			if filepath.IsAbs(target) {
 				r, ok := l.relOfAbs(filepath.Clean(target))
 				if !ok {
 					return w, errEscape
 				}
-				l.closeDir(dir)
-				dir = l.rootFd
-				resolved = resolved[:0:0]
+				s.reset()
 				target = r
 			}
 			parts = append(splitPath(target), parts...)
 		case unix.S_IFDIR:
 			if len(parts) == 0 {
-				return l.found(dir, resolved, c, st), nil
+				return l.found(s.take(), s.names, c, st), nil
 			}
 			fd, err := unix.Openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			switch err {
 			case nil:
 			case unix.ELOOP, unix.ENOTDIR, unix.ENOENT: // changed since the lstat: look again
-				parts = append([]string{c}, parts...)
+				if err := again(c); err != nil {
+					return w, err
+				}
 				continue
 			default:
 				return w, err
 			}
-			l.closeDir(dir)
-			dir = fd
-			resolved = append(resolved, c)
+			s.push(c, fd)
 		default:
 			if len(parts) > 0 {
 				return w, errNotDir
 			}
-			return l.found(dir, resolved, c, st), nil
+			return l.found(s.take(), s.names, c, st), nil
 		}
 	}
 	// The path ended on a folder already entered: the root, or a ".." or
 	// symlink that ended on a folder. Describe it from its parent.
-	l.closeDir(dir)
-	dir = l.rootFd
-	name := "."
-	if n := len(resolved); n > 0 {
-		if dir, err = l.openDirs(resolved[:n-1]); err != nil {
+	if len(s.names) == 0 {
+		var st unix.Stat_t
+		if err := unix.Fstatat(l.rootFd, ".", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return w, err
 		}
-		name = resolved[n-1]
+		return walked{kind: walkFound, rel: "", dir: l.rootFd, name: ".", st: st}, nil
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	name := s.names[len(s.names)-1]
+	if err := s.pop(); err != nil {
 		return w, err
 	}
-	if name == "." {
-		return walked{kind: walkFound, rel: "", dir: dir, name: name, st: st}, nil
+	dir := s.take()
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		l.closeDir(dir)
+		if err == unix.ENOENT { // moved away since we entered it
+			return w, errNotDir
+		}
+		return w, err
 	}
-	return l.found(dir, resolved[:len(resolved)-1], name, st), nil
+	return l.found(dir, s.names, name, st), nil
+}
+
+// maxKeptDirs bounds the folder descriptors one walk keeps open. Deeper
+// paths keep the deepest ones; a ".." that pops below them reopens half a
+// window from the root at once, so each open is paid for by many pops.
+const maxKeptDirs = 256
+
+// dirStack is the chain of folders a walk has entered below the root, each
+// with its descriptor: ".." pops to the folder actually come through rather
+// than re-walking the path from the root, which let a crafted tree of
+// symlinks full of "a/.." cost seconds of CPU (docs/reliability-hostile.md).
+type dirStack struct {
+	l     *Local
+	names []string // the real root-relative components of the current folder
+	fds   []int    // fds[i] is the folder names[:i+1], or -1 once evicted
+	low   int      // fds[:low] are evicted
+}
+
+// top is the current folder's descriptor.
+func (s *dirStack) top() int {
+	if len(s.fds) == 0 {
+		return s.l.rootFd
+	}
+	return s.fds[len(s.fds)-1]
+}
+
+// push enters name, whose open descriptor fd the stack now owns.
+func (s *dirStack) push(name string, fd int) {
+	s.names = append(s.names, name)
+	s.fds = append(s.fds, fd)
+	if len(s.fds)-s.low > maxKeptDirs {
+		unix.Close(s.fds[s.low])
+		s.fds[s.low] = -1
+		s.low++
+	}
+}
+
+// pop leaves the current folder for its parent, reopening the parent (and
+// the half window below it) when it was evicted.
+func (s *dirStack) pop() error {
+	n := len(s.fds)
+	s.l.closeDir(s.fds[n-1])
+	s.names, s.fds = s.names[:n-1], s.fds[:n-1]
+	n--
+	if n == 0 || s.fds[n-1] >= 0 {
+		if s.low > n {
+			s.low = n
+		}
+		return nil
+	}
+	keepFrom := max(0, n-maxKeptDirs/2)
+	dir := s.l.rootFd
+	for i := range n {
+		fd, err := unix.Openat(dir, s.names[i], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if dir != s.l.rootFd && i-1 < keepFrom {
+			unix.Close(dir)
+		}
+		if err != nil {
+			s.fds = s.fds[:i] // the rest are -1 or already closed
+			if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
+				return errNotDir // moved or swapped since we entered it
+			}
+			return err
+		}
+		if i >= keepFrom {
+			s.fds[i] = fd
+		}
+		dir = fd
+	}
+	s.low = keepFrom
+	return nil
+}
+
+// take hands the current folder's descriptor to the caller (who closes it
+// unless it is the root).
+func (s *dirStack) take() int {
+	if len(s.fds) == 0 {
+		return s.l.rootFd
+	}
+	fd := s.fds[len(s.fds)-1]
+	s.fds[len(s.fds)-1] = -1
+	return fd
+}
+
+// reset goes back to the root (an absolute symlink target).
+func (s *dirStack) reset() {
+	s.close()
+	s.names, s.fds, s.low = s.names[:0:0], s.fds[:0], 0
+}
+
+func (s *dirStack) close() {
+	for _, fd := range s.fds {
+		s.l.closeDir(fd)
+	}
+	s.fds = s.fds[:0]
 }
 
 // noOpenat2 is set once openat2 turns out to be missing (Linux < 5.6).
@@ -287,7 +397,7 @@ var noOpenat2 atomic.Bool
 // declines (ok false) whenever a symlink, an error or anything unusual is
 // met, leaving it to the full walk.
 func (l *Local) walkFast(rel string) (walked, bool) {
-	if rel == "" || noOpenat2.Load() {
+	if rel == "" || noOpenat2.Load() || rel == PrivateDir || strings.HasPrefix(rel, PrivateDir+"/") {
 		return walked{}, false
 	}
 	dir, name := l.rootFd, rel
@@ -338,21 +448,6 @@ func (l *Local) missing(dir int, resolved []string, c string, rest, link []strin
 		dir = -1
 	}
 	return walked{kind: walkMissing, rel: rel, dir: dir, name: c}, nil
-}
-
-// openDirs opens the real folder path names from the root, refusing any
-// component that is not a folder.
-func (l *Local) openDirs(names []string) (int, error) {
-	dir := l.rootFd
-	for _, name := range names {
-		fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		l.closeDir(dir)
-		if err != nil {
-			return -1, err
-		}
-		dir = fd
-	}
-	return dir, nil
 }
 
 func (l *Local) closeDir(fd int) {

@@ -24,8 +24,6 @@ func TestNewLocal(t *testing.T) {
 		{name: "missing", root: filepath.Join(dir, "nope"), wantErr: "no such file or directory"},
 		{name: "file", root: file, wantErr: "is not a directory"},
 		{name: "negative diff limit", root: dir, opts: LocalOptions{DiffBasisMaxBytes: -1}, wantErr: "must not be negative"},
-		{name: "lock folder writable by others", root: dir, opts: LocalOptions{LockDir: worldWritable(t)}, wantErr: "writable by it alone"},
-		{name: "lock folder", root: dir, opts: LocalOptions{LockDir: filepath.Join(dir, "locks")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,32 +37,6 @@ func TestNewLocal(t *testing.T) {
 			require.NoError(t, l.Close())
 		})
 	}
-}
-
-func worldWritable(t *testing.T) string {
-	d := filepath.Join(t.TempDir(), "shared")
-	require.NoError(t, os.Mkdir(d, 0o777))
-	require.NoError(t, os.Chmod(d, 0o777))
-	return d
-}
-
-func TestDefaultLockDir(t *testing.T) {
-	base := t.TempDir()
-	root := filepath.Join(base, "root")
-	require.NoError(t, os.Mkdir(root, 0o755))
-	require.NoError(t, os.Symlink(root, filepath.Join(base, "alias")))
-
-	d := DefaultLockDir(root)
-	t.Cleanup(func() { os.RemoveAll(d) })
-	assert.Equal(t, filepath.Join(os.TempDir(), "toolfs-locks"), filepath.Dir(d))
-	assert.Equal(t, d, DefaultLockDir(filepath.Join(base, "alias")), "an alias of the root shares its locks")
-	assert.NotEqual(t, d, DefaultLockDir(base))
-	fi, err := os.Stat(d)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
-	l, err := NewLocal(root, LocalOptions{LockDir: d})
-	require.NoError(t, err)
-	require.NoError(t, l.Close())
 }
 
 func TestResolve(t *testing.T) {

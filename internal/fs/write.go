@@ -105,7 +105,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 	}
 	switch {
 	case intent != nil && intent.Kind == CreateIfAbsent:
-		err = tmp.publishNew(l.hooks.linkOnly)
+		err = tmp.publishNew()
 		if errors.Is(err, unix.EEXIST) {
 			return WriteOutcome{}, l.competitor(w.dir, w.name, t)
 		}
@@ -203,57 +203,113 @@ func lfNormalizeString(s string) string {
 // written by anyone but a privileged process.
 func keptMode(st *unix.Stat_t) uint32 { return st.Mode & 0o777 }
 
-// staged is a temporary file beside its target: written, synced and given
-// its final mode, not yet published.
+// staged is a temporary file written, synced and given its final mode, not
+// yet published. It lives in the private tmp folder (so a sweep finds it by
+// listing one folder) or, when the target's folder is on another filesystem,
+// beside the target. Its own descriptor holds an exclusive flock from
+// creation until it is published or removed, which is how a sweep tells a
+// live writer's file from a dead one's (docs/decisions-fs.md#temporary-files).
 type staged struct {
+	l         *Local
 	f         *os.File
-	dir       int
+	tmpDir    int // the folder holding the temporary file
+	dir       int // the target's folder
 	tmp, name string
+	beside    bool
 	published bool
-	hook      func() // testHooks.beforeRename
+	mode      uint32
+	owner     *unix.Stat_t
+	fill      func(io.Writer) error
 }
 
 // stage creates an exclusive temporary file named .<name>.toolfs-<random>.tmp
-// in dir (a name no user file plausibly has, created O_EXCL so it never
-// replaces one), fills it, sets its owner (best effort) and mode, and syncs
-// it.
+// (a name no user file plausibly has, created O_EXCL so it never replaces
+// one), locks it, fills it, sets its owner (best effort) and mode, and syncs
+// it. fill may run again (a publication that meets EXDEV stages beside the
+// target), so it must start from scratch each time.
 func (l *Local) stage(dir int, name string, mode uint32, owner *unix.Stat_t, fill func(io.Writer) error) (*staged, error) {
-	var fd int
-	var tmp string
-	for range 8 {
-		tmp = tempName(name)
-		var err error
-		fd, err = unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-		if err == nil {
-			break
-		}
-		if err != unix.EEXIST {
-			return nil, err
-		}
-		fd = -1
-	}
-	if fd < 0 {
-		return nil, unix.EEXIST
-	}
-	s := &staged{f: os.NewFile(uintptr(fd), tmp), dir: dir, tmp: tmp, name: name, hook: l.hooks.beforeRename}
-	err := fill(s.f)
-	if err == nil && owner != nil {
+	s := &staged{l: l, dir: dir, name: name, mode: mode, owner: owner, fill: fill, tmpDir: dir, beside: true}
+	if p, err := l.private.get(true); err == nil {
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil && (st.Uid != owner.Uid || st.Gid != owner.Gid) {
-			_ = unix.Fchown(fd, int(owner.Uid), int(owner.Gid)) // keeps the group when allowed
+		if unix.Fstat(dir, &st) == nil && st.Dev == p.tmpDev {
+			s.tmpDir, s.beside = p.tmp, false
+		}
+	} else if !l.inProcessOnly {
+		return nil, err // the lock needed it already: not reached in practice
+	}
+	if err := s.write(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// write creates, locks and fills the temporary file in s.tmpDir.
+func (s *staged) write() error {
+	fd, tmp, err := createLocked(s.tmpDir, s.name)
+	if err != nil {
+		return err
+	}
+	s.f, s.tmp, s.published = os.NewFile(uintptr(fd), tmp), tmp, false
+	err = s.fill(s.f)
+	if err == nil && s.owner != nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && (st.Uid != s.owner.Uid || st.Gid != s.owner.Gid) {
+			_ = unix.Fchown(fd, int(s.owner.Uid), int(s.owner.Gid)) // keeps the group when allowed
 		}
 	}
 	if err == nil {
-		err = unix.Fchmod(fd, mode)
+		err = unix.Fchmod(fd, s.mode)
 	}
 	if err == nil {
 		err = s.f.Sync()
 	}
 	if err != nil {
 		s.discard()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
+}
+
+// createLocked creates a new temporary file in dir and takes its flock. A
+// sweep may have opened the name in the instant between the two and, finding
+// it unlocked, removed it: then the link count is 0 and we start again.
+func createLocked(dir int, name string) (fd int, tmp string, err error) {
+	for range 8 {
+		tmp = tempName(name)
+		fd, err = unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+		if err == unix.EEXIST {
+			continue
+		}
+		if err != nil {
+			return -1, "", err
+		}
+		if err = flockRetry(fd, unix.LOCK_EX); err != nil {
+			unix.Close(fd)
+			_ = unix.Unlinkat(dir, tmp, 0)
+			return -1, "", err
+		}
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			_ = unix.Unlinkat(dir, tmp, 0)
+			return -1, "", err
+		}
+		if st.Nlink > 0 {
+			return fd, tmp, nil
+		}
+		unix.Close(fd) // swept before we held it
+	}
+	return -1, "", unix.EEXIST
+}
+
+// flockRetry is flock that retries on EINTR.
+func flockRetry(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // tempName keeps the target's name recognizable but short enough that the
@@ -270,12 +326,26 @@ func tempName(name string) string {
 	return "." + name + ".toolfs-" + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
 }
 
+// restageBeside is the answer to EXDEV: the target's folder is another mount
+// of the filesystem, so the file is written again beside the target.
+func (s *staged) restageBeside() error {
+	s.discard()
+	s.tmpDir, s.beside = s.dir, true
+	return s.write()
+}
+
 // publish renames the temporary file over the target.
 func (s *staged) publish() error {
-	if s.hook != nil {
-		s.hook()
+	if s.l.hooks.beforeRename != nil {
+		s.l.hooks.beforeRename()
 	}
-	if err := unix.Renameat(s.dir, s.tmp, s.dir, s.name); err != nil {
+	err := unix.Renameat(s.tmpDir, s.tmp, s.dir, s.name)
+	if err == unix.EXDEV && !s.beside {
+		if err = s.restageBeside(); err == nil {
+			err = unix.Renameat(s.tmpDir, s.tmp, s.dir, s.name)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	s.published = true
@@ -285,18 +355,28 @@ func (s *staged) publish() error {
 // publishNew publishes without ever replacing an entry (EEXIST if one is
 // there): renameat2(RENAME_NOREPLACE), or link+unlink where the filesystem
 // lacks it.
-func (s *staged) publishNew(linkOnly bool) error {
-	if s.hook != nil {
-		s.hook()
+func (s *staged) publishNew() error {
+	if s.l.hooks.beforeRename != nil {
+		s.l.hooks.beforeRename()
 	}
+	err := s.publishNewOnce()
+	if err == unix.EXDEV && !s.beside {
+		if err = s.restageBeside(); err == nil {
+			err = s.publishNewOnce()
+		}
+	}
+	return err
+}
+
+func (s *staged) publishNewOnce() error {
 	var err error = unix.EINVAL
-	if !linkOnly {
-		err = unix.Renameat2(s.dir, s.tmp, s.dir, s.name, unix.RENAME_NOREPLACE)
+	if !s.l.hooks.linkOnly {
+		err = unix.Renameat2(s.tmpDir, s.tmp, s.dir, s.name, unix.RENAME_NOREPLACE)
 	}
 	if err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-		if err = unix.Linkat(s.dir, s.tmp, s.dir, s.name, 0); err == nil {
+		if err = unix.Linkat(s.tmpDir, s.tmp, s.dir, s.name, 0); err == nil {
 			s.published = true
-			_ = unix.Unlinkat(s.dir, s.tmp, 0) // the target is safe; a leftover temp is only clutter
+			_ = unix.Unlinkat(s.tmpDir, s.tmp, 0) // the target is safe; a leftover is swept
 			return nil
 		}
 	}
@@ -307,8 +387,8 @@ func (s *staged) publishNew(linkOnly bool) error {
 	return nil
 }
 
-// commit reports the published file's version and syncs the folder so the
-// rename itself is durable.
+// commit reports the published file's version and syncs the target's folder
+// so the rename itself is durable.
 func (s *staged) commit() (Version, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
@@ -326,15 +406,16 @@ func (s *staged) commit() (Version, error) {
 	return versionOf(&st), nil
 }
 
-// discard closes the file and, unless it was published, removes it.
+// discard removes the file unless it was published, then closes it (which
+// drops its flock). A no-op after discard.
 func (s *staged) discard() {
+	if !s.published && s.f != nil {
+		_ = unix.Unlinkat(s.tmpDir, s.tmp, 0)
+	}
+	s.published = true
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil
-	}
-	if !s.published {
-		_ = unix.Unlinkat(s.dir, s.tmp, 0)
-		s.published = true // removed: nothing left to discard
 	}
 }
 
@@ -359,8 +440,12 @@ func notObserved(display string) *Error {
 
 // lockErr maps a failure to take a lock: cancellation, or the lock file.
 func (l *Local) lockErr(op, display string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var pe *privateError
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return aborted(op, err)
+	case errors.As(err, &pe):
+		return privateErr(op, display, err)
 	}
 	return l.fail(op, display, err)
 }

@@ -24,7 +24,8 @@ import (
 type Options struct {
 	// Root is the workspace root (required).
 	Root string
-	// FS configures the local provider (lock folder, ...).
+	// FS configures the local provider (in-process locks only, sweep
+	// interval, ...).
 	FS fs.LocalOptions
 	// Policy switches the read-before-write policy on; off is the bare
 	// provider. It is the policy's one on/off setting.
@@ -103,5 +104,6 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Close releases the provider (its lock folder descriptors).
+// Close releases the provider (its root and private-folder descriptors, its
+// sweeper).
 func (s *Server) Close() error { return s.local.Close() }

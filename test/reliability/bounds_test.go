@@ -153,7 +153,7 @@ func TestSessionMemoryBoundedChild(t *testing.T) {
 	if maxSessions == "" {
 		maxSessions = "64"
 	}
-	srv := startChildEnv(t, []string{"GOGC=10"}, t.TempDir(), filepath.Join(t.TempDir(), "locks"),
+	srv := startChildEnv(t, []string{"GOGC=10"}, t.TempDir(),
 		"--max-sessions", maxSessions, "--max-paths-per-session", "8")
 	started := time.Now()
 	hc := newClient()

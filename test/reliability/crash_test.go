@@ -28,7 +28,7 @@ const crashFile = "target.txt"
 // invented file cannot pass for a version some request produced.
 var crashHeader = regexp.MustCompile(`^toolfs-crash seq=(\d+) len=(\d+) sha256=([0-9a-f]{64})$`)
 
-// tempFile is the name the provider gives its temporary files beside
+// tempFile is the name the provider gives the temporary files it stages for
 // crashFile (docs/decisions-fs.md).
 var tempFile = regexp.MustCompile(`^\.` + regexp.QuoteMeta(crashFile) + `\.toolfs-[0-9a-z]+\.tmp$`)
 
@@ -76,15 +76,17 @@ func (is *issued) has(seq uint64, n int, sum string) bool {
 
 // crashStats are the figures docs/reliability.md reports.
 type crashStats struct {
-	kills, killsMidMutation, served, mutationsOK, stale, leftovers int
+	kills, killsMidMutation, served, mutationsOK, stale int
+	debris                                              int // temporary files found after kills, all swept by the next start
 }
 
 // TestCrashSafety SIGKILLs a server at random moments while clients write
 // and edit one file with large (1–4 MiB) and small contents. After every
 // kill the file must be exactly one complete version some request produced
 // (or the initial one), temporary files may remain but only under their own
-// names, and a server restarted on the same root and lock folder must serve
-// a read and an edit at once.
+// names in <root>/.toolfs-api/tmp, and a server restarted on the same root
+// must serve a read and an edit at once and leave no temporary file behind:
+// its start-up sweep removes every one no live process holds.
 func TestCrashSafety(t *testing.T) {
 	kills := 15
 	if long {
@@ -92,7 +94,6 @@ func TestCrashSafety(t *testing.T) {
 	}
 	const clients = 3
 	root := t.TempDir()
-	lockDir := filepath.Join(t.TempDir(), "locks")
 
 	// Bodies are built once; the header makes every content unique.
 	var bodies []crashBody
@@ -109,8 +110,9 @@ func TestCrashSafety(t *testing.T) {
 	var st crashStats
 	started := time.Now()
 	for k := 0; k < kills; k++ {
-		srv := startChild(t, root, lockDir)
+		srv := startChild(t, root)
 		restartServesCleanly(t, srv.base, root, is, &seq)
+		require.Zero(t, verifyCrashFile(t, root, is), "the restarted server left debris (kill %d)", k)
 
 		var (
 			killed   atomic.Bool
@@ -204,16 +206,16 @@ func TestCrashSafety(t *testing.T) {
 		st.served += int(served.Load())
 		st.mutationsOK += int(okMut.Load())
 		st.stale += int(stale.Load())
-		verifyCrashFile(t, root, is)
+		st.debris += verifyCrashFile(t, root, is)
 	}
 
 	// A last restart: it serves, then drains and exits 0 on SIGTERM.
-	srv := startChild(t, root, lockDir)
+	srv := startChild(t, root)
 	restartServesCleanly(t, srv.base, root, is, &seq)
 	srv.stop()
-	st.leftovers = verifyCrashFile(t, root, is)
-	t.Logf("crash safety: %d kills (%d with a mutation in flight), %d requests served (%d mutations ok, %d stale), %d temporary files left, 0 failures, %s",
-		st.kills, st.killsMidMutation, st.served, st.mutationsOK, st.stale, st.leftovers, time.Since(started).Round(time.Millisecond))
+	require.Zero(t, verifyCrashFile(t, root, is), "debris after the last restart")
+	t.Logf("crash safety: %d kills (%d with a mutation in flight), %d requests served (%d mutations ok, %d stale), %d temporary files left by kills, 0 after each restart, 0 failures, %s",
+		st.kills, st.killsMidMutation, st.served, st.mutationsOK, st.stale, st.debris, time.Since(started).Round(time.Millisecond))
 }
 
 // restartServesCleanly reads the file through a freshly started server,
@@ -239,18 +241,21 @@ func restartServesCleanly(t *testing.T, base, root string, is *issued, seq *atom
 	require.Equal(t, 200, a.Status, a.Raw)
 }
 
-// verifyCrashFile checks the file on disk is one complete issued version
-// and that everything else in the root is a temporary file under its own
-// name. It returns how many temporary files there are.
+// verifyCrashFile checks the file on disk is one complete issued version,
+// that nothing but the server's private folder stands beside it, and that
+// its tmp folder holds only temporary files under their own names. It
+// returns how many temporary files there are.
 func verifyCrashFile(t *testing.T, root string, is *issued) (leftovers int) {
 	t.Helper()
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	for _, e := range entries {
-		if e.Name() == crashFile {
-			continue
-		}
-		require.Regexp(t, tempFile, e.Name(), "only temporary files may be left beside the target")
+		require.Contains(t, []string{crashFile, ".toolfs-api"}, e.Name(), "nothing may be left beside the target")
+	}
+	entries, err = os.ReadDir(filepath.Join(root, ".toolfs-api", "tmp"))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.Regexp(t, tempFile, e.Name(), "only temporary files may be left in the tmp folder")
 		require.True(t, e.Type().IsRegular(), e.Name())
 		leftovers++
 	}

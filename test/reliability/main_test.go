@@ -65,22 +65,22 @@ type child struct {
 	err    error // Wait's result, valid once exited is closed
 }
 
-// startChild runs the binary on root with the given lock folder and extra
-// flags and waits for its "serving" line. The process is killed at cleanup
+// startChild runs the binary on root with extra flags and waits for its
+// "serving" line. The process is killed at cleanup
 // if the test has not stopped it, and dies with the test process
 // (Pdeathsig), so nothing is left behind.
-func startChild(t *testing.T, root, lockDir string, extra ...string) *child {
+func startChild(t *testing.T, root string, extra ...string) *child {
 	t.Helper()
-	return startChildEnv(t, nil, root, lockDir, extra...)
+	return startChildEnv(t, nil, root, extra...)
 }
 
 // startChildEnv is startChild with extra environment variables.
-func startChildEnv(t *testing.T, env []string, root, lockDir string, extra ...string) *child {
+func startChildEnv(t *testing.T, env []string, root string, extra ...string) *child {
 	t.Helper()
 	logf, err := os.CreateTemp(t.TempDir(), "server-*.log")
 	require.NoError(t, err)
 	defer logf.Close()
-	args := append([]string{"--root", root, "--addr", "127.0.0.1:0", "--lock-dir", lockDir, "--log-format", "json"}, extra...)
+	args := append([]string{"--root", root, "--addr", "127.0.0.1:0", "--log-format", "json"}, extra...)
 	cmd := exec.Command(serverBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = logf

@@ -184,7 +184,7 @@ func TestStreamingClientsReleaseResources(t *testing.T) {
 func TestStreamingClientsReleaseResourcesChild(t *testing.T) {
 	root := t.TempDir()
 	bigFile(t, root, 64<<20)
-	srv := startChild(t, root, filepath.Join(t.TempDir(), "locks"), "--read-limit", "10000000", "--read-max-bytes", "1000000000")
+	srv := startChild(t, root, "--read-limit", "10000000", "--read-max-bytes", "1000000000")
 	addr := strings.TrimPrefix(srv.base, "http://")
 	// One keep-alive connection carries every /metrics call, so it counts
 	// the same in every sample.

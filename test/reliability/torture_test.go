@@ -192,41 +192,53 @@ func TestTortureOneServer(t *testing.T) {
 	t.Logf("one server: %d requests, %d mutations ok, %d stale, 0 lost, %s", res.requests, res.ok, res.stale, time.Since(started).Round(time.Millisecond))
 }
 
-// TestTortureTwoServers runs the same torture across two server processes
-// on one root with one lock folder: the cross-process locks keep every
-// update.
-func TestTortureTwoServers(t *testing.T) {
-	iters := 40
+// TestTortureServersSharingRoot runs the torture across three server
+// processes on one root that share nothing but the filesystem: two with
+// different $TMPDIR, the third reaching the root through a symlink. The lock
+// files in <root>/.toolfs-api/locks keep every update (docs/reliability.md).
+func TestTortureServersSharingRoot(t *testing.T) {
+	iters := 15
 	if long {
-		iters = 400
+		iters = 150
 	}
-	root := t.TempDir()
-	lockDir := filepath.Join(t.TempDir(), "locks")
-	a := startChild(t, root, lockDir)
-	b := startChild(t, root, lockDir)
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	alias := filepath.Join(base, "alias")
+	require.NoError(t, os.Symlink(root, alias))
+	tmpdir := func(name string) []string {
+		d := filepath.Join(base, name)
+		require.NoError(t, os.Mkdir(d, 0o700))
+		return []string{"TMPDIR=" + d}
+	}
+	a := startChildEnv(t, tmpdir("tmp-a"), root)
+	b := startChildEnv(t, tmpdir("tmp-b"), root)
+	c := startChildEnv(t, tmpdir("tmp-c"), alias)
 	files := []string{"a.txt", "b.txt", "c.txt"}
 	started := time.Now()
-	res := torture(t, []string{a.base, b.base}, root, files, 16, iters, 4)
+	res := torture(t, []string{a.base, b.base, c.base}, root, files, 64, iters, 4)
 	assert.Empty(t, lostUpdates(t, root, files, res.applied))
 	assert.Positive(t, res.stale, "the sessions never raced: the test proves nothing")
 	a.stop()
 	b.stop()
-	t.Logf("two servers: %d requests, %d mutations ok, %d stale, 0 lost, %s", res.requests, res.ok, res.stale, time.Since(started).Round(time.Millisecond))
+	c.stop()
+	t.Logf("three servers (two $TMPDIR, one through a symlink), 64 sessions: %d requests, %d mutations ok, %d stale, 0 lost, %s",
+		res.requests, res.ok, res.stale, time.Since(started).Round(time.Millisecond))
 }
 
-// TestLockDirOffLosesUpdates shows what the shared lock folder buys: with
+// TestLockDirOffLosesUpdates shows what the shared lock files buy: with
 // --lock-dir off, two servers on one root serialize edits only within
 // themselves, and updates are lost (here with --policy=false, where nothing
 // but the lock and the re-check before publication stands between two
-// edits). The same run with a shared lock folder loses none. Rounds repeat
+// edits). The same run with the default lock files loses none. Rounds repeat
 // until a loss shows, at most five (measured: about one loss per 200
 // edits, so the first round nearly always shows one).
 func TestLockDirOffLosesUpdates(t *testing.T) {
 	files := []string{"a.txt"}
 	run := func(lockDir string, sessions, iters int) (res tortureResult, lost []string) {
 		root := t.TempDir()
-		a := startChild(t, root, lockDir, "--policy=false")
-		b := startChild(t, root, lockDir, "--policy=false")
+		a := startChild(t, root, "--lock-dir", lockDir, "--policy=false")
+		b := startChild(t, root, "--lock-dir", lockDir, "--policy=false")
 		defer a.kill()
 		defer b.kill()
 		res = torture(t, []string{a.base, b.base}, root, files, sessions, iters, 0)
@@ -234,14 +246,14 @@ func TestLockDirOffLosesUpdates(t *testing.T) {
 	}
 
 	started := time.Now()
-	res, lost := run(filepath.Join(t.TempDir(), "locks"), 8, 25)
-	require.Empty(t, lost, "a shared lock folder loses nothing")
+	res, lost := run("", 8, 25)
+	require.Empty(t, lost, "the shared lock files lose nothing")
 	require.Equal(t, 8*25, res.ok, "with the policy off and a shared lock, every edit applies")
 
 	for round := 1; round <= 5; round++ {
 		res, lost = run("off", 16, 50)
 		if len(lost) > 0 {
-			t.Logf("--lock-dir off: round %d lost %d of %d successful edits (e.g. %s); with a lock folder 0 of 200; %s",
+			t.Logf("--lock-dir off: round %d lost %d of %d successful edits (e.g. %s); with the lock files 0 of 200; %s",
 				round, len(lost), res.ok, lost[0], time.Since(started).Round(time.Millisecond))
 			return
 		}
