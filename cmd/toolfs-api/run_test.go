@@ -102,6 +102,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"bad redis url", nil, map[string]string{"TOOLFS_SESSION_STORE": "redis://u:hunter2@h:6379/notadb"}, `--session-store "redis://u:xxxxx@h:6379/notadb"`},
 		{"bad default session", []string{"--default-session", "has space"}, nil, "--default-session"},
 		{"bad session header", nil, map[string]string{"TOOLFS_SESSION_HEADERS": "X-Chat-Id, bad header"}, `--session-headers: "bad header" is not a header name`},
+		{"lock folder path", []string{"--lock-dir", "/tmp/locks"}, nil, `--lock-dir must be empty or off, not "/tmp/locks": lock files live in the workspace root's .toolfs-api folder`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +113,18 @@ func TestRunRefusesBadConfig(t *testing.T) {
 			assert.NotContains(t, err.Error()+stderr.String(), "hunter2", "a password never reaches the logs")
 		})
 	}
+}
+
+// A private folder someone else prepared (here a symlink out of the root)
+// stops start-up with the reason, and nothing is made through it.
+func TestRunRefusesHostilePrivateFolder(t *testing.T) {
+	root, out := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Symlink(out, filepath.Join(root, ".toolfs-api")))
+	err := run(context.Background(), []string{"--root", root, "--addr", "127.0.0.1:0"}, env(nil), io.Discard, io.Discard)
+	require.EqualError(t, err, "--root: fs: the server's private folder .toolfs-api in the workspace root is refused: .toolfs-api is not a folder (a symlink or a file); remove it and restart")
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
 }
 
 func TestFlagWinsOverEnv(t *testing.T) {

@@ -164,3 +164,83 @@ func benchEdits(b *testing.B, content []byte, check func(EditOutcome)) {
 		v, i = out.Version, i+1
 	}
 }
+
+// BenchmarkResolveDotDot resolves the CPU-amplification path of
+// TestResolveDotDotBounded (1,900 nested folders, a link repeating "a/.."
+// 800 times). Baseline, measured on the code that re-walked the path from
+// the root at every "..": 1.07 s/op.
+func BenchmarkResolveDotDot(b *testing.B) {
+	l, root := benchFixture(b)
+	p := dotDotTree(b, root, 1900, 800)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := l.Resolve(ctx, "read", p, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLock is what a mutation pays for its locks: in-process only
+// (the baseline), and with the cross-process flock on a bucket file in
+// <root>/.toolfs-api/locks. Measured before, with the lock files opened by
+// path under $TMPDIR: 0.51 µs in-process, 3.1 µs with the lock file.
+func BenchmarkLock(b *testing.B) {
+	for _, tt := range []struct {
+		name string
+		opts LocalOptions
+	}{
+		{"in-process-only", LocalOptions{InProcessLocksOnly: true}},
+		{"shared", LocalOptions{}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			l, err := NewLocal(b.TempDir(), tt.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			ctx := context.Background()
+			tg, err := l.Resolve(ctx, "write", "f.txt", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				unlock, err := l.lockTarget(ctx, tg.Key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				unlock()
+			}
+		})
+	}
+}
+
+// BenchmarkWriteSmall is a whole 1 KiB write with each lock setting, so the
+// lock's share of a write shows (the fsyncs dominate).
+func BenchmarkWriteSmall(b *testing.B) {
+	content := bytes.Repeat([]byte("0123456789abcde\n"), 64)
+	for _, tt := range []struct {
+		name string
+		opts LocalOptions
+	}{
+		{"in-process-only", LocalOptions{InProcessLocksOnly: true}},
+		{"shared", LocalOptions{}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			l, err := NewLocal(b.TempDir(), tt.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			ctx := context.Background()
+			tg, err := l.Resolve(ctx, "write", "f.txt", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := l.WriteText(ctx, tg, content, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -57,14 +57,16 @@ type Local struct {
 	private       private
 	stopSweep     chan struct{}
 	swept         chan struct{} // closed when the sweeper has stopped
+	startupSweep  SweepCounts
 	hooks         testHooks
 }
 
 // testHooks let tests reach the windows that only races reach otherwise.
 type testHooks struct {
-	beforePublish func() // after the temporary file is staged
-	beforeRename  func() // after the last check, just before publication
-	linkOnly      bool   // publish create-only by link+unlink, as without renameat2
+	beforePublish func()      // after the temporary file is staged
+	beforeRename  func()      // after the last check, just before publication
+	linkOnly      bool        // publish create-only by link+unlink, as without renameat2
+	walkOpens     func(n int) // after each full walk: the folders it opened
 }
 
 var _ FileSystem = (*Local)(nil)
@@ -125,7 +127,7 @@ func NewLocal(root string, opts LocalOptions) (*Local, error) {
 		return nil, err
 	}
 	if p != nil {
-		l.sweep(p, sweepStartBatches)
+		l.startupSweep = l.sweep(p, sweepStartBatches)
 	}
 	l.startSweeper(opts.SweepInterval)
 	return l, nil

@@ -172,6 +172,9 @@ func (l *Local) walk(rel string, create bool) (w walked, err error) {
 	parts := splitPath(rel)
 	s := dirStack{l: l}
 	defer s.close()
+	if l.hooks.walkOpens != nil {
+		defer func() { l.hooks.walkOpens(s.opens) }()
+	}
 	var link []string // the path's own final symlink, for dangling reports
 	hops, steps, retries := 0, 0, 0
 	again := func(c string) error {
@@ -249,6 +252,7 @@ func (l *Local) walk(rel string, create bool) (w walked, err error) {
 			if len(parts) == 0 {
 				return l.found(s.take(), s.names, c, st), nil
 			}
+			s.opens++
 			fd, err := unix.Openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			switch err {
 			case nil:
@@ -307,6 +311,7 @@ type dirStack struct {
 	names []string // the real root-relative components of the current folder
 	fds   []int    // fds[i] is the folder names[:i+1], or -1 once evicted
 	low   int      // fds[:low] are evicted
+	opens int      // folders opened so far (for tests)
 }
 
 // top is the current folder's descriptor.
@@ -344,6 +349,7 @@ func (s *dirStack) pop() error {
 	keepFrom := max(0, n-maxKeptDirs/2)
 	dir := s.l.rootFd
 	for i := range n {
+		s.opens++
 		fd, err := unix.Openat(dir, s.names[i], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if dir != s.l.rootFd && i-1 < keepFrom {
 			unix.Close(dir)

@@ -218,3 +218,54 @@ func TestWalkFastAgreesWithFullWalk(t *testing.T) {
 		})
 	}
 }
+
+// dotDotTree builds the CPU-amplification tree of docs/reliability-hostile.md
+// under root: depth nested folders "a", a file f at the bottom, and beside
+// it a symlink s whose target repeats "a/.." pops times before naming f. It
+// returns the path of s.
+func dotDotTree(tb testing.TB, root string, depth, pops int) string {
+	tb.Helper()
+	deep := filepath.Join(root, strings.Repeat("a/", depth)+"a")
+	require.NoError(tb, os.MkdirAll(deep, 0o755))
+	bottom := filepath.Dir(deep)
+	require.NoError(tb, os.WriteFile(filepath.Join(bottom, "f"), []byte("x"), 0o644))
+	require.NoError(tb, os.Symlink(strings.Repeat("a/../", pops)+"f", filepath.Join(bottom, "s")))
+	return strings.Repeat("a/", depth) + "s"
+}
+
+// A ".." pops the folder the walk came through: the 1,900-deep tree whose
+// link repeats "a/.." 800 times costs one open per folder entered (it cost
+// about 1.5 million when every ".." re-walked from the root).
+func TestResolveDotDotBounded(t *testing.T) {
+	f := newFixture(t)
+	p := dotDotTree(t, f.root, 1900, 800)
+	opens := 0
+	f.l.hooks.walkOpens = func(n int) { opens += n }
+	tg := f.resolve(t, "read", p)
+	assert.Equal(t, filepath.Join(f.root, strings.Repeat("a/", 1900)+"f"), string(tg.Key))
+	assert.Equal(t, 1900+800, opens)
+}
+
+// Below the kept window (maxKeptDirs) a ".." reopens half a window from the
+// root at once, so popping far down stays correct and cheap.
+func TestResolveDotDotBelowKeptWindow(t *testing.T) {
+	f := newFixture(t)
+	deep := filepath.Join(f.root, strings.Repeat("b/", 600))
+	require.NoError(t, os.MkdirAll(deep, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(f.root, strings.Repeat("b/", 100)+"g"), []byte("g"), 0o644))
+	require.NoError(t, os.Symlink(strings.TrimSuffix(strings.Repeat("../", 500), "/")+"/g", filepath.Join(deep, "s")))
+	opens := 0
+	f.l.hooks.walkOpens = func(n int) { opens += n }
+	tg := f.resolve(t, "read", strings.Repeat("b/", 600)+"s")
+	assert.Equal(t, filepath.Join(f.root, strings.Repeat("b/", 100)+"g"), string(tg.Key))
+	// 600 to go down; popping 500 levels reopens at most a few prefixes.
+	assert.Less(t, opens, 600+4*600, "opens")
+	info, err := f.l.Stat(context.Background(), tg)
+	require.NoError(t, err)
+	assert.Equal(t, TypeFile, info.Type)
+
+	// Popping above the root is still an escape.
+	require.NoError(t, os.Symlink(strings.TrimSuffix(strings.Repeat("../", 601), "/"), filepath.Join(deep, "out")))
+	_, err = f.l.Resolve(context.Background(), "read", strings.Repeat("b/", 600)+"out", "")
+	requireCode(t, err, CodeSandboxDenied, "")
+}

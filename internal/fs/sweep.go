@@ -21,6 +21,16 @@ const (
 	sweepStartBatches = 64
 )
 
+// SweepCounts is what one sweep did: temporary files removed (no live
+// process held them) and left in place because a live process holds them.
+type SweepCounts struct {
+	Removed, InUse int
+}
+
+// StartupSweep reports what the sweep NewLocal did found (zero when the
+// private folder did not exist yet).
+func (l *Local) StartupSweep() SweepCounts { return l.startupSweep }
+
 // startSweeper runs one sweep batch every interval until Close.
 func (l *Local) startSweeper(every time.Duration) {
 	if every < 0 {
@@ -48,55 +58,72 @@ func (l *Local) startSweeper(every time.Duration) {
 }
 
 // sweep removes the temporary files in the private tmp folder that no live
-// process is writing, reading at most batches*sweepBatch names, and reports
-// how many it removed. Age plays no part: a file is removed only when its
-// flock can be taken, which proves its writer is gone.
-func (l *Local) sweep(p *privateFolder, batches int) (removed int) {
+// process is writing, reading at most batches*sweepBatch names. Age plays no
+// part: a file is removed only when its flock can be taken, which proves its
+// writer is gone.
+func (l *Local) sweep(p *privateFolder, batches int) (c SweepCounts) {
 	// A descriptor of its own, so the listing offset is not shared.
 	fd, err := unix.Openat(p.tmp, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0
+		return c
 	}
 	d := os.NewFile(uintptr(fd), privateTmp)
 	defer d.Close()
 	for range batches {
 		names, err := d.Readdirnames(sweepBatch)
 		for _, name := range names {
-			if ok, _ := filepath.Match(TempGlob, name); ok && removeDead(p.tmp, name) {
-				removed++
+			if ok, _ := filepath.Match(TempGlob, name); ok {
+				switch sweepOne(p.tmp, name) {
+				case sweptRemoved:
+					c.Removed++
+				case sweptInUse:
+					c.InUse++
+				}
 			}
 		}
 		if err == io.EOF || err != nil {
 			break
 		}
 	}
-	return removed
+	return c
 }
 
-// removeDead removes dir/name when no process holds its flock. Holding the
+// swept is what sweepOne did with one name.
+type swept int
+
+const (
+	sweptSkipped swept = iota // not a regular file, gone, or not ours to judge
+	sweptInUse                // a live process holds its flock
+	sweptRemoved
+)
+
+// sweepOne removes dir/name when no process holds its flock. Holding the
 // flock ourselves while we check that the name still names the file we
 // locked (a live writer may have published it and let go) and unlink it
 // means no writer can take it back in between: a writer that created the
 // file just before we locked it finds it unlinked and starts again
 // (createLocked).
-func removeDead(dir int, name string) bool {
+func sweepOne(dir int, name string) swept {
 	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err == unix.EACCES { // a file staged with a mode that denies reading
 		fd, err = unix.Openat(dir, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	}
 	if err != nil {
-		return false
+		return sweptSkipped
 	}
 	defer unix.Close(fd)
 	var st, cur unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || !isRegular(&st) {
-		return false
+		return sweptSkipped
 	}
 	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return false // a live writer holds it
+		return sweptInUse // a live writer holds it
 	}
 	if unix.Fstatat(dir, name, &cur, unix.AT_SYMLINK_NOFOLLOW) != nil || cur.Dev != st.Dev || cur.Ino != st.Ino {
-		return false // published or removed meanwhile
+		return sweptSkipped // published or removed meanwhile
 	}
-	return unix.Unlinkat(dir, name, 0) == nil
+	if unix.Unlinkat(dir, name, 0) != nil {
+		return sweptSkipped
+	}
+	return sweptRemoved
 }

@@ -79,6 +79,9 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c := local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
+		o.Logger.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
+	}
 	s := &Server{Root: local.Root(), Metrics: handlers.NewMetrics(), Searcher: search.New(o.Search), local: local}
 	var gate policy.Gate // nil: the policy is off
 	switch {
