@@ -20,10 +20,12 @@ const editChunk = 256 << 10
 var errChanged = errors.New("file changed during the edit")
 
 // EditText applies a literal edit; see FileSystem.EditText. Memory stays
-// bounded for any file size: one pass checks the text and counts matches,
-// a second streams the file into the temporary file with the matched spans
-// replaced, copying every other byte exactly (BOM, mixed line endings, lone
-// CR). The diff basis is kept only below the diff-basis limit.
+// bounded for any file size. Its steps, under the target's locks: open the
+// file (openForEdit), check the version, scan it once for the text checks
+// and the match counts (scan), choose the literal or CRLF-adapted needle
+// (chooseNeedle), rewrite it into a staged file with the matches replaced,
+// copying every other byte exactly (rewrite), check nothing changed it
+// meanwhile (revalidate), and publish.
 func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error) {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
@@ -37,151 +39,33 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		return EditOutcome{}, NewError(CodeEditNotFound, "old_string must be a non-empty string")
 	}
 
-	w, err := l.walkTarget(t, false)
-	if errors.Is(err, errNotDir) {
-		return EditOutcome{}, staleEdit(t.Display)
-	}
+	o, err := l.openForEdit(t)
 	if err != nil {
-		return EditOutcome{}, l.fail("edit", t.Display, err)
+		return EditOutcome{}, err
 	}
-	defer w.close(l)
-	if w.kind != walkFound {
-		return EditOutcome{}, staleEdit(t.Display)
-	}
-	if !isRegular(&w.st) {
-		return EditOutcome{}, notRegular("edit", t.Display)
-	}
-	fd, err := unix.Openat(w.dir, w.name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NOCTTY, 0)
-	switch err {
-	case nil:
-	case unix.ENOENT:
-		return EditOutcome{}, staleEdit(t.Display)
-	case unix.ELOOP:
-		return EditOutcome{}, notRegular("edit", t.Display)
-	default:
-		return EditOutcome{}, l.fail("edit", t.Display, err)
-	}
-	f := os.NewFile(uintptr(fd), w.name)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return EditOutcome{}, l.fail("edit", t.Display, err)
-	}
-	if !isRegular(&st) {
-		return EditOutcome{}, notRegular("edit", t.Display)
-	}
-	version := versionOf(&st)
+	defer o.close(l)
+	version := versionOf(&o.st)
 	if expected != nil && *expected != version {
 		return EditOutcome{}, staleEdit(t.Display)
 	}
-
-	// Pass 1: text checks and match counts, for the literal needle and for
-	// its CRLF adaptation at once.
-	lit := &matcher{needle: []byte(edit.OldString)}
-	var alt *matcher
-	if a := crlfAdapt(edit.OldString); a != edit.OldString {
-		alt = &matcher{needle: []byte(a)}
-	}
-	// The diff basis is gathered in builders sized up front: growing slices
-	// to ~10 MiB by appending copied the file about eight times over, and
-	// Builder.String does not copy again.
-	keepBasis := st.Size < l.diffMax
-	var before, after strings.Builder
-	if keepBasis {
-		before.Grow(int(st.Size))
-	}
-	var text utf8Stream
-	validUTF8, hasCRLF, prevCR := true, false, false
-	err = readChunks(ctx, f, func(chunk []byte) error {
-		if bytes.IndexByte(chunk, 0) >= 0 {
-			return NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, t.Display))
-		}
-		validUTF8 = validUTF8 && text.write(chunk)
-		if !hasCRLF {
-			hasCRLF = prevCR && chunk[0] == '\n' || bytes.Contains(chunk, []byte("\r\n"))
-			prevCR = chunk[len(chunk)-1] == '\r'
-		}
-		lit.feed(chunk, false, nil)
-		if alt != nil {
-			alt.feed(chunk, false, nil)
-		}
-		if keepBasis {
-			if keepBasis = int64(before.Len()+len(chunk)) < l.diffMax; keepBasis {
-				before.Write(chunk)
-			} else {
-				before = strings.Builder{}
-			}
-		}
-		return nil
-	})
+	sc, err := l.scan(ctx, o, edit.OldString, t.Display)
 	if err != nil {
-		return EditOutcome{}, l.fail("edit", t.Display, err)
+		return EditOutcome{}, err
 	}
-	if !validUTF8 || !text.close() {
-		return EditOutcome{}, NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": invalid UTF-8 text`, t.Display))
-	}
-	m, repl := lit, []byte(edit.NewString)
-	if lit.count == 0 && hasCRLF && alt != nil {
-		m, repl = alt, []byte(crlfAdapt(edit.NewString))
-	}
-	switch {
-	case m.count == 0:
-		return EditOutcome{}, NewError(CodeEditNotFound, fmt.Sprintf(`old_string was not found in "%s"`, t.Display))
-	case m.count > 1 && !edit.ReplaceAll:
-		return EditOutcome{}, NewError(CodeAmbiguousEdit, fmt.Sprintf(
-			`old_string matched %d times in "%s"; provide a more specific old_string or set replace_all to true`, m.count, t.Display))
-	}
-
-	// Pass 2: stream the edited bytes into the temporary file.
-	if keepBasis {
-		grow := int64(m.count) * int64(max(len(repl)-len(m.needle), 0))
-		after.Grow(int(min(st.Size+grow, l.diffMax))) // the basis stops at diffMax
-	}
-	tmp, err := l.stage(w.dir, w.name, keptMode(&st), &st, func(out io.Writer) error {
-		after.Reset() // a second run (EXDEV) starts again
-		bw := bufio.NewWriterSize(out, editChunk)
-		emit := func(b []byte) error {
-			if keepBasis {
-				if keepBasis = int64(after.Len()+len(b)) < l.diffMax; keepBasis {
-					after.Write(b)
-				} else {
-					before, after = strings.Builder{}, strings.Builder{}
-				}
-			}
-			_, err := bw.Write(b)
-			return err
-		}
-		pm := &matcher{needle: m.needle, repl: repl}
-		if err := readChunks(ctx, f, func(chunk []byte) error { return pm.feed(chunk, false, emit) }); err != nil {
-			return err
-		}
-		if err := pm.feed(nil, true, emit); err != nil {
-			return err
-		}
-		if pm.count != m.count {
-			return errChanged
-		}
-		return bw.Flush()
-	})
-	if errors.Is(err, errChanged) {
-		return EditOutcome{}, staleEdit(t.Display)
-	}
+	m, err := chooseNeedle(sc, edit, t.Display)
 	if err != nil {
-		return EditOutcome{}, l.fail("edit", t.Display, err)
+		return EditOutcome{}, err
+	}
+	tmp, err := l.rewrite(ctx, o, m, sc, t.Display)
+	if err != nil {
+		return EditOutcome{}, err
 	}
 	defer tmp.discard()
 	if l.hooks.beforePublish != nil {
 		l.hooks.beforePublish()
 	}
-
-	// A writer outside our lock may have changed the file, or replaced it,
-	// while we streamed it.
-	var now unix.Stat_t
-	if err := unix.Fstat(fd, &now); err != nil || versionOf(&now) != version {
-		return EditOutcome{}, staleEdit(t.Display)
-	}
-	if cur, ok := statAt(w.dir, w.name); !ok || versionOf(&cur) != version {
-		return EditOutcome{}, staleEdit(t.Display)
+	if err := revalidate(o, version, t.Display); err != nil {
+		return EditOutcome{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return EditOutcome{}, aborted("edit", err)
@@ -193,11 +77,154 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if out.Version, err = tmp.commit(); err != nil {
 		return EditOutcome{}, l.fail("edit", t.Display, err)
 	}
-	if keepBasis {
-		b, a := lfNormalizeString(before.String()), lfNormalizeString(after.String())
+	if sc.keepBasis {
+		b, a := lfNormalizeString(sc.before.String()), lfNormalizeString(sc.after.String())
 		out.Before, out.After = &b, &a
 	}
 	return out, nil
+}
+
+// openForEdit opens the target as read does; a missing target is stale,
+// since the policy only lets an edit through after a read saw the file.
+func (l *Local) openForEdit(t Target) (*opened, error) {
+	o, err := l.openRegular(t, "edit")
+	if err == errMissing {
+		return nil, staleEdit(t.Display)
+	}
+	return o, err
+}
+
+// editScan is what one pass over the file learnt: the match counts of the
+// literal needle and of its CRLF adaptation (alt, nil when the same),
+// whether the file has CRLF, and the diff basis while it stays below the
+// limit.
+type editScan struct {
+	lit, alt      *matcher
+	hasCRLF       bool
+	keepBasis     bool
+	size          int64
+	before, after strings.Builder
+}
+
+// scan checks the text (no NUL, valid UTF-8, runes split by a chunk
+// boundary included) and counts both needles in one pass.
+func (l *Local) scan(ctx context.Context, o *opened, old, display string) (*editScan, error) {
+	sc := &editScan{lit: &matcher{needle: []byte(old)}, size: o.st.Size}
+	if a := crlfAdapt(old); a != old {
+		sc.alt = &matcher{needle: []byte(a)}
+	}
+	// The diff basis is gathered in builders sized up front: growing slices
+	// to ~10 MiB by appending copied the file about eight times over, and
+	// Builder.String does not copy again.
+	sc.keepBasis = o.st.Size < l.diffMax
+	if sc.keepBasis {
+		sc.before.Grow(int(o.st.Size))
+	}
+	var text utf8Stream
+	validUTF8, prevCR := true, false
+	err := readChunks(ctx, o.f, func(chunk []byte) error {
+		if bytes.IndexByte(chunk, 0) >= 0 {
+			return NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, display))
+		}
+		validUTF8 = validUTF8 && text.write(chunk)
+		if !sc.hasCRLF {
+			sc.hasCRLF = prevCR && chunk[0] == '\n' || bytes.Contains(chunk, []byte("\r\n"))
+			prevCR = chunk[len(chunk)-1] == '\r'
+		}
+		sc.lit.feed(chunk, false, nil)
+		if sc.alt != nil {
+			sc.alt.feed(chunk, false, nil)
+		}
+		if sc.keepBasis {
+			if sc.keepBasis = int64(sc.before.Len()+len(chunk)) < l.diffMax; sc.keepBasis {
+				sc.before.Write(chunk)
+			} else {
+				sc.before = strings.Builder{}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, l.fail("edit", display, err)
+	}
+	if !validUTF8 || !text.close() {
+		return nil, NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": invalid UTF-8 text`, display))
+	}
+	return sc, nil
+}
+
+// chooseNeedle picks the literal needle, or its CRLF adaptation when the
+// literal bytes occur nowhere in a file with CRLF, and checks the count. The
+// matcher it returns carries the replacement.
+func chooseNeedle(sc *editScan, edit EditRequest, display string) (*matcher, error) {
+	m := &matcher{needle: sc.lit.needle, repl: []byte(edit.NewString), count: sc.lit.count}
+	if sc.lit.count == 0 && sc.hasCRLF && sc.alt != nil {
+		m = &matcher{needle: sc.alt.needle, repl: []byte(crlfAdapt(edit.NewString)), count: sc.alt.count}
+	}
+	switch {
+	case m.count == 0:
+		return nil, NewError(CodeEditNotFound, fmt.Sprintf(`old_string was not found in "%s"`, display))
+	case m.count > 1 && !edit.ReplaceAll:
+		return nil, NewError(CodeAmbiguousEdit, fmt.Sprintf(
+			`old_string matched %d times in "%s"; provide a more specific old_string or set replace_all to true`, m.count, display))
+	}
+	return m, nil
+}
+
+// rewrite streams the file again into a staged file beside it, with every
+// match of m replaced, keeping the after side of the diff basis. A file
+// whose match count changed meanwhile is stale.
+func (l *Local) rewrite(ctx context.Context, o *opened, m *matcher, sc *editScan, display string) (*staged, error) {
+	grow := int64(m.count) * int64(max(len(m.repl)-len(m.needle), 0))
+	tmp, err := l.stage(o.w.dir, o.w.name, keptMode(&o.st), &o.st, func(out io.Writer) error {
+		sc.after = strings.Builder{} // a second run (EXDEV) starts again
+		if sc.keepBasis {
+			sc.after.Grow(int(min(sc.size+grow, l.diffMax))) // the basis stops at diffMax
+		}
+		bw := bufio.NewWriterSize(out, editChunk)
+		emit := func(b []byte) error {
+			if sc.keepBasis {
+				if sc.keepBasis = int64(sc.after.Len()+len(b)) < l.diffMax; sc.keepBasis {
+					sc.after.Write(b)
+				} else {
+					sc.before, sc.after = strings.Builder{}, strings.Builder{}
+				}
+			}
+			_, err := bw.Write(b)
+			return err
+		}
+		pm := &matcher{needle: m.needle, repl: m.repl}
+		if err := readChunks(ctx, o.f, func(chunk []byte) error { return pm.feed(chunk, false, emit) }); err != nil {
+			return err
+		}
+		if err := pm.feed(nil, true, emit); err != nil {
+			return err
+		}
+		if pm.count != m.count {
+			return errChanged
+		}
+		return bw.Flush()
+	})
+	if errors.Is(err, errChanged) {
+		return nil, staleEdit(display)
+	}
+	if err != nil {
+		return nil, l.fail("edit", display, err)
+	}
+	return tmp, nil
+}
+
+// revalidate checks that no writer outside our locks changed the file, or
+// replaced it, while we streamed it.
+func revalidate(o *opened, version Version, display string) error {
+	var now unix.Stat_t
+	if err := unix.Fstat(int(o.f.Fd()), &now); err != nil || versionOf(&now) != version {
+		return staleEdit(display)
+	}
+	if cur, ok := statAt(o.w.dir, o.w.name); !ok || versionOf(&cur) != version {
+		return staleEdit(display)
+	}
+	return nil
 }
 
 // readChunks feeds f from offset 0 to fn in editChunk pieces, checking ctx

@@ -180,51 +180,90 @@ func (l *Local) OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, er
 	if err := ctx.Err(); err != nil {
 		return nil, Info{}, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
 	}
-	f, st, err := l.openRegular(t, "read")
+	o, err := l.openRegular(t, "read")
+	if err == errMissing {
+		return nil, Info{}, NewError(CodeNotFound, fmt.Sprintf(`cannot read "%s": not found`, t.Display))
+	}
 	if err != nil {
 		return nil, Info{}, err
 	}
-	return &ctxReader{ctx: ctx, f: f, display: t.Display}, infoOf(&st), nil
+	o.w.close(l)
+	return &ctxReader{ctx: ctx, f: o.f, display: t.Display}, infoOf(&o.st), nil
 }
 
-// openRegular opens the followed target read-only and checks it is a regular
-// file both before opening (so devices are never opened) and on the open
-// descriptor (so a swap in between is caught).
-func (l *Local) openRegular(t Target, op string) (*os.File, unix.Stat_t, error) {
-	var st unix.Stat_t
+// readFlags opens every target whose bytes we read (read, edit, the diff
+// basis of a write): never blocking on a FIFO, never following a symlink
+// swapped in after the walk, never taking a terminal.
+const readFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NOCTTY
+
+// errMissing is a target that is not there (or whose parent is not a
+// folder): read words it "not found", edit "changed since it was read".
+var errMissing = errors.New("target missing")
+
+// opened is a regular file open for reading, with the walk that found it
+// (whose folder descriptor an edit stages beside).
+type opened struct {
+	w  walked
+	f  *os.File
+	st unix.Stat_t // of the open descriptor
+}
+
+func (o *opened) close(l *Local) {
+	o.f.Close()
+	o.w.close(l)
+}
+
+// openRegular walks to the target and opens it with readFlags, checking it
+// is a regular file both before opening (so a device is never opened) and
+// on the open descriptor (so a swap in between is caught). A missing target
+// is errMissing; every other failure is an *Error for op.
+func (l *Local) openRegular(t Target, op string) (*opened, error) {
 	w, err := l.walkTarget(t, false)
-	if err != nil {
-		if errors.Is(err, errNotDir) {
-			return nil, st, NewError(CodeNotFound, fmt.Sprintf(`cannot %s "%s": not found`, op, t.Display))
-		}
-		return nil, st, l.fail(op, t.Display, err)
+	if errors.Is(err, errNotDir) {
+		return nil, errMissing
 	}
-	defer w.close(l)
+	if err != nil {
+		return nil, l.fail(op, t.Display, err)
+	}
 	if w.kind != walkFound {
-		return nil, st, NewError(CodeNotFound, fmt.Sprintf(`cannot %s "%s": not found`, op, t.Display))
+		w.close(l)
+		return nil, errMissing
 	}
 	if !isRegular(&w.st) {
-		return nil, st, notRegular(op, t.Display)
+		w.close(l)
+		return nil, notRegular(op, t.Display)
 	}
-	fd, err := unix.Openat(w.dir, w.name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NOCTTY, 0)
+	f, st, err := openAt(w.dir, w.name)
+	switch {
+	case err == unix.ENOENT:
+		err = errMissing
+	case err == unix.ELOOP: // swapped for a symlink since the walk
+		err = notRegular(op, t.Display)
+	case err != nil:
+		err = l.fail(op, t.Display, err)
+	case !isRegular(&st):
+		f.Close()
+		err = notRegular(op, t.Display)
+	}
 	if err != nil {
-		if err == unix.ENOENT {
-			return nil, st, NewError(CodeNotFound, fmt.Sprintf(`cannot %s "%s": not found`, op, t.Display))
-		}
-		if err == unix.ELOOP { // swapped for a symlink since the walk
-			return nil, st, notRegular(op, t.Display)
-		}
-		return nil, st, l.fail(op, t.Display, err)
+		w.close(l)
+		return nil, err
+	}
+	return &opened{w: w, f: f, st: st}, nil
+}
+
+// openAt opens name in dir with readFlags and stats the descriptor.
+func openAt(dir int, name string) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Openat(dir, name, readFlags, 0)
+	if err != nil {
+		return nil, st, err
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, st, l.fail(op, t.Display, err)
+		return nil, st, err
 	}
-	if !isRegular(&st) {
-		unix.Close(fd)
-		return nil, st, notRegular(op, t.Display)
-	}
-	return os.NewFile(uintptr(fd), w.name), st, nil
+	return os.NewFile(uintptr(fd), name), st, nil
 }
 
 // ctxReader is the reader OpenText returns: cancellable between reads, with
@@ -288,7 +327,10 @@ func (l *Local) fail(op, display string, err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
+	var pe *privateError
 	switch {
+	case errors.As(err, &pe):
+		return privateErr(op, display, err)
 	case errors.Is(err, errEscape), errors.Is(err, errPrivate):
 		return &Error{Code: CodeSandboxDenied, Message: fmt.Sprintf(`cannot %s "%s": outside the workspace root`, op, display), Err: err}
 	case errors.Is(err, errLoop), errors.Is(err, unix.ELOOP):

@@ -16,9 +16,10 @@ import (
 )
 
 // WriteText atomically creates or replaces the target with content; see
-// FileSystem.WriteText. It holds the target's lock (and, with a LockDir, its
-// cross-process lock) while it checks the file type, then the intent, then
-// publishes through an exclusive temporary file beside the real target.
+// FileSystem.WriteText. Its steps, under the target's locks: look at the
+// target (checkWriteTarget), check the intent (checkIntent), keep the diff
+// basis, make missing parents (enterParent), stage the content, publish it
+// as the intent allows (publishWrite), commit.
 func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent *WriteIntent) (WriteOutcome, error) {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
@@ -29,66 +30,37 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 		return WriteOutcome{}, aborted("write", err)
 	}
 
-	w, err := l.walkTarget(t, false)
+	w, err := l.checkWriteTarget(t)
 	if err != nil {
-		return WriteOutcome{}, l.fail("write", t.Display, err)
+		return WriteOutcome{}, err
 	}
 	defer func() { w.close(l) }()
 	exists := w.kind == walkFound
-	if w.kind == walkDangling || exists && !isRegular(&w.st) {
-		return WriteOutcome{}, notRegular("write", t.Display)
-	}
 	var version Version
 	if exists {
 		version = versionOf(&w.st)
 	}
-	if intent != nil {
-		switch intent.Kind {
-		case ReplaceIfVersion:
-			if !exists {
-				return WriteOutcome{}, NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, t.Display))
-			}
-			if version != intent.Version {
-				return WriteOutcome{}, staleWrite(t.Display)
-			}
-		case CreateIfAbsent:
-			if exists {
-				return WriteOutcome{}, notObserved(t.Display)
-			}
-		default:
-			return WriteOutcome{}, fmt.Errorf("fs: unknown write intent %d", intent.Kind)
-		}
+	if err := checkIntent(intent, exists, version, t.Display); err != nil {
+		return WriteOutcome{}, err
 	}
 
 	out := WriteOutcome{Operation: OpCreate}
+	mode, owner := l.newMode, (*unix.Stat_t)(nil)
 	if exists {
 		out.Operation = OpUpdate
-		if old := l.diffBasis(w.dir, w.name, &w.st, int64(len(content))); old != nil {
+		mode, owner = keptMode(&w.st), &w.st
+		if old := l.diffBasis(w.dir, w.name, int64(len(content))); old != nil {
 			out.Before = old
 			out.After = string(lfNormalize(content))
 		}
 	}
-
-	if w.dir < 0 { // missing parent folders: make them, then stand in the parent
+	if w.dir < 0 {
 		w.close(l)
-		if w, err = l.walkTarget(t, true); err != nil {
-			return WriteOutcome{}, l.fail("write", t.Display, err)
-		}
-		switch { // what if something appeared meanwhile?
-		case w.kind == walkMissing && w.dir >= 0:
-		case w.kind == walkFound && isRegular(&w.st) && intent == nil: // replaced like any file
-		case w.kind == walkFound && isRegular(&w.st):
-			return WriteOutcome{}, notObserved(t.Display)
-		default:
-			return WriteOutcome{}, notRegular("write", t.Display)
+		if w, err = l.enterParent(t, intent); err != nil {
+			return WriteOutcome{}, err
 		}
 	}
 
-	mode := l.newMode
-	var owner *unix.Stat_t
-	if exists {
-		mode, owner = keptMode(&w.st), &w.st
-	}
 	tmp, err := l.stage(w.dir, w.name, mode, owner, func(f io.Writer) error {
 		_, err := f.Write(content)
 		return err
@@ -103,32 +75,101 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 	if err := ctx.Err(); err != nil {
 		return WriteOutcome{}, aborted("write", err)
 	}
-	switch {
-	case intent != nil && intent.Kind == CreateIfAbsent:
-		err = tmp.publishNew()
-		if errors.Is(err, unix.EEXIST) {
-			return WriteOutcome{}, l.competitor(w.dir, w.name, t)
-		}
-	case intent != nil && intent.Kind == ReplaceIfVersion:
-		// The rename below replaces whatever the name holds now; a
-		// writer outside our lock may have been quicker.
-		if cur, ok := statAt(w.dir, w.name); !ok || versionOf(&cur) != version {
-			return WriteOutcome{}, staleWrite(t.Display)
-		}
-		err = tmp.publish()
-	default:
-		err = tmp.publish()
-	}
-	if err != nil {
-		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) {
-			return WriteOutcome{}, notRegular("write", t.Display)
-		}
-		return WriteOutcome{}, l.fail("write", t.Display, err)
+	if err := l.publishWrite(tmp, w, t, intent, version); err != nil {
+		return WriteOutcome{}, err
 	}
 	if out.Version, err = tmp.commit(); err != nil {
 		return WriteOutcome{}, l.fail("write", t.Display, err)
 	}
 	return out, nil
+}
+
+// checkWriteTarget walks to the target now: it may be missing or a regular
+// file (followed), nothing else.
+func (l *Local) checkWriteTarget(t Target) (walked, error) {
+	w, err := l.walkTarget(t, false)
+	if err != nil {
+		return w, l.fail("write", t.Display, err)
+	}
+	if w.kind == walkDangling || w.kind == walkFound && !isRegular(&w.st) {
+		w.close(l)
+		return w, notRegular("write", t.Display)
+	}
+	return w, nil
+}
+
+// checkIntent checks the write's precondition against what the target is
+// now. A nil intent is unconditional.
+func checkIntent(intent *WriteIntent, exists bool, version Version, display string) error {
+	if intent == nil {
+		return nil
+	}
+	switch intent.Kind {
+	case ReplaceIfVersion:
+		if !exists {
+			return NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, display))
+		}
+		if version != intent.Version {
+			return staleWrite(display)
+		}
+	case CreateIfAbsent:
+		if exists {
+			return notObserved(display)
+		}
+	default:
+		return fmt.Errorf("fs: unknown write intent %d", intent.Kind)
+	}
+	return nil
+}
+
+// enterParent makes the target's missing parent folders and stands in the
+// parent, judging anything that appeared at the target meanwhile.
+func (l *Local) enterParent(t Target, intent *WriteIntent) (walked, error) {
+	w, err := l.walkTarget(t, true)
+	if err != nil {
+		return w, l.fail("write", t.Display, err)
+	}
+	switch {
+	case w.kind == walkMissing && w.dir >= 0:
+		return w, nil
+	case w.kind == walkFound && isRegular(&w.st) && intent == nil: // replaced like any file
+		return w, nil
+	case w.kind == walkFound && isRegular(&w.st):
+		err = notObserved(t.Display)
+	default:
+		err = notRegular("write", t.Display)
+	}
+	w.close(l)
+	return w, err
+}
+
+// publishWrite puts the staged file in place as the intent allows: never
+// over an entry for a create, only over the same version for a replace.
+func (l *Local) publishWrite(tmp *staged, w walked, t Target, intent *WriteIntent, version Version) error {
+	var err error
+	switch {
+	case intent != nil && intent.Kind == CreateIfAbsent:
+		err = tmp.publishNew()
+		if errors.Is(err, unix.EEXIST) {
+			return l.competitor(w.dir, w.name, t)
+		}
+	case intent != nil && intent.Kind == ReplaceIfVersion:
+		// The rename below replaces whatever the name holds now; a
+		// writer outside our lock may have been quicker.
+		if cur, ok := statAt(w.dir, w.name); !ok || versionOf(&cur) != version {
+			return staleWrite(t.Display)
+		}
+		err = tmp.publish()
+	default:
+		err = tmp.publish()
+	}
+	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) {
+		return notRegular("write", t.Display)
+	}
+	if err != nil {
+		return l.fail("write", t.Display, err)
+	}
+	return nil
 }
 
 // competitor explains a create-only publication that found an entry: a
@@ -154,18 +195,16 @@ func (l *Local) competitor(dir int, name string, t Target) error {
 
 // diffBasis reads the existing file for the diff when both sides are below
 // the limit and the old bytes are UTF-8 text without NUL; else nil.
-func (l *Local) diffBasis(dir int, name string, st *unix.Stat_t, newSize int64) *string {
-	if newSize >= l.diffMax || st.Size >= l.diffMax {
+func (l *Local) diffBasis(dir int, name string, newSize int64) *string {
+	if newSize >= l.diffMax {
 		return nil
 	}
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NOCTTY, 0)
+	f, fst, err := openAt(dir, name)
 	if err != nil {
 		return nil
 	}
-	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	var fst unix.Stat_t
-	if unix.Fstat(fd, &fst) != nil || !isRegular(&fst) || fst.Size >= l.diffMax {
+	if !isRegular(&fst) || fst.Size >= l.diffMax {
 		return nil
 	}
 	buf := make([]byte, fst.Size+1)
@@ -440,12 +479,8 @@ func notObserved(display string) *Error {
 
 // lockErr maps a failure to take a lock: cancellation, or the lock file.
 func (l *Local) lockErr(op, display string, err error) error {
-	var pe *privateError
-	switch {
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return aborted(op, err)
-	case errors.As(err, &pe):
-		return privateErr(op, display, err)
 	}
 	return l.fail(op, display, err)
 }
