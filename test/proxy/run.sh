@@ -43,10 +43,10 @@ trap 'exit 143' TERM INT
 
 echo "== build"
 go build -o "$work/toolfs-api" ./cmd/toolfs-api
-mkdir -p "$work/root" "$work/locks" "$work/nginx"
+mkdir -p "$work/root" "$work/nginx"
 
 echo "== server"
-"$work/toolfs-api" --root "$work/root" --addr 127.0.0.1:0 --lock-dir "$work/locks" \
+"$work/toolfs-api" --root "$work/root" --addr 127.0.0.1:0 \
   --log-format json >"$work/server.out" 2>"$work/server.log" &
 server_pid=$!
 for _ in $(seq 100); do
