@@ -28,3 +28,26 @@ func (x *Executor) Catalog() Catalog {
 	}
 	return c
 }
+
+// Annotations are a tool's behaviour hints for clients that show, confirm
+// or filter tools by them: the MCP tool annotations of tools/list and of
+// GET /tools?format=mcp (docs/mcp.md). Every tool works inside the
+// workspace root only, so none is open-world. DestructiveHint is left out
+// of the JSON of a read-only tool, where MCP gives it no meaning.
+type Annotations struct {
+	ReadOnlyHint    bool `json:"readOnlyHint"`
+	DestructiveHint bool `json:"destructiveHint,omitempty"`
+	OpenWorldHint   bool `json:"openWorldHint"`
+}
+
+// AnnotationsOf returns the hints of the named tool: read, glob and grep
+// are read-only; write and edit change files (destructive: they replace
+// content). An unknown name gets the hints of a mutating tool, the
+// cautious default.
+func AnnotationsOf(name string) Annotations {
+	switch name {
+	case ToolRead, ToolGlob, ToolGrep:
+		return Annotations{ReadOnlyHint: true}
+	}
+	return Annotations{DestructiveHint: true}
+}

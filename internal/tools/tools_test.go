@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,4 +149,23 @@ func TestImportsNothingHTTP(t *testing.T) {
 			assert.False(t, dep == banned || strings.HasPrefix(dep, banned+"/") || strings.HasPrefix(banned, "github.com/prometheus/") && strings.HasPrefix(dep, banned), "internal/tools depends on %s", dep)
 		}
 	}
+}
+
+// TestAnnotations pins the hints every MCP view of the catalog carries
+// (docs/mcp.md): read-only for read, glob and grep; destructive for write and
+// edit; never open-world.
+func TestAnnotations(t *testing.T) {
+	want := map[string]string{
+		"read":  `{"readOnlyHint":true,"openWorldHint":false}`,
+		"write": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"edit":  `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"glob":  `{"readOnlyHint":true,"openWorldHint":false}`,
+		"grep":  `{"readOnlyHint":true,"openWorldHint":false}`,
+	}
+	for _, name := range tools.Names {
+		got, err := json.Marshal(tools.AnnotationsOf(name))
+		require.NoError(t, err)
+		assert.Equal(t, want[name], string(got), name)
+	}
+	assert.Len(t, want, len(tools.Names))
 }
