@@ -82,6 +82,9 @@ type options struct {
 	mcpDir     string
 	mcp        string
 	keep       bool
+	// sessionStore is passed to every toolfs-api child as --session-store
+	// ("" = the default, memory).
+	sessionStore string
 }
 
 func main() {
@@ -108,6 +111,7 @@ func mainErr() error {
 	flag.StringVar(&o.mcp, "mcp", "auto", "MCP peer: auto (skip when not installed), on (fail when not installed), off")
 	flag.DurationVar(&loadDur, "load-duration", 0, "mixed workload duration (default: 2s short, 30s full)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder")
+	flag.StringVar(&o.sessionStore, "session-store", "", "--session-store of every toolfs-api child (e.g. redis://127.0.0.1:6379/0; default memory)")
 	flag.Parse()
 
 	p, ok := modes[o.mode]

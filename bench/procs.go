@@ -106,6 +106,9 @@ func startToolfs(ctx context.Context, o options, root string, extra ...string) (
 		return startInProcess(root, extra)
 	}
 	args := append([]string{"--root", root, "--addr", "127.0.0.1:0"}, extra...)
+	if o.sessionStore != "" {
+		args = append(args, "--session-store", o.sessionStore)
+	}
 	logf, err := os.Create(filepath.Join(o.dir, fmt.Sprintf("toolfs-%d.log", n)))
 	if err != nil {
 		return nil, err

@@ -40,6 +40,7 @@ type config struct {
 	maxSearches       int
 	lockDir           string
 	sessionStore      string
+	sessionKeyPrefix  string
 	shutdownGrace     time.Duration
 	sessionHeaders    string
 	defaultSession    string
@@ -71,6 +72,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.sessionStore, "session-store", "memory", "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
 	fl.StringVar(&c.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
 	fl.StringVar(&c.defaultSession, "default-session", "", "session id of a request that names none (default: none)")
+	fl.StringVar(&c.sessionKeyPrefix, "session-key-prefix", "toolfs:", "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 
 	if err := fl.Parse(args); err != nil {
@@ -126,6 +128,9 @@ func (c config) validate() error {
 		if _, err := redisOptions(c.sessionStore); err != nil {
 			return err
 		}
+	}
+	if c.sessionKeyPrefix == "" {
+		return errors.New("--session-key-prefix must not be empty")
 	}
 	if c.defaultSession != "" && !tools.ValidSessionID(c.defaultSession) {
 		return fmt.Errorf("--default-session %q: it must be 1-128 characters of A-Za-z0-9._:-", c.defaultSession)

@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		redis.SetLogger(redisLogger{log})
 		client := redis.NewClient(opts)
 		defer client.Close()
-		rs := policy.NewRedisStore(client, storeCfg, policy.RedisOptions{})
+		rs := policy.NewRedisStore(client, storeCfg, policy.RedisOptions{Prefix: cfg.sessionKeyPrefix})
 		// Start-up does not wait for Redis: reads work without it, and the
 		// client connects once it is up (docs/deployment.md).
 		if err := rs.Ping(ctx); err != nil {

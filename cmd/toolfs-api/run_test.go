@@ -99,6 +99,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"public without token", []string{"--addr", "0.0.0.0:0"}, nil, "--token"},
 		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
 		{"unknown session store", []string{"--session-store", "mysql://db"}, nil, `--session-store must be memory, redis://host:port/db or rediss://host:port/db, not "mysql://db"`},
+		{"empty key prefix", []string{"--session-key-prefix", ""}, nil, "--session-key-prefix must not be empty"},
 		{"bad redis url", nil, map[string]string{"TOOLFS_SESSION_STORE": "redis://u:hunter2@h:6379/notadb"}, `--session-store "redis://u:xxxxx@h:6379/notadb"`},
 		{"bad default session", []string{"--default-session", "has space"}, nil, "--default-session"},
 		{"bad session header", nil, map[string]string{"TOOLFS_SESSION_HEADERS": "X-Chat-Id, bad header"}, `--session-headers: "bad header" is not a header name`},
@@ -211,6 +212,11 @@ func TestSessionStoreRedis(t *testing.T) {
 	assert.Equal(t, 200, got.status, "B's write recorded the new version for A: %s", got.body)
 	got = call(t, "POST", a+"/tools/edit", "s2", `{"file_path":"a.txt","old_string":"three","new_string":"four"}`)
 	assert.Equal(t, 409, got.status, "another session read nothing: %s", got.body)
+	other, stopOther := startRun(t, append(args, "--session-key-prefix", "other-workspace:"))
+	got = call(t, "POST", other+"/tools/edit", "s1", `{"file_path":"a.txt","old_string":"three","new_string":"four"}`)
+	assert.Equal(t, 409, got.status, "another key prefix is another store: %s", got.body)
+	assert.Contains(t, got.body, `"code":"FS_NOT_OBSERVED"`)
+	stopOther()
 
 	rs.Stop()
 	assert.Equal(t, 200, call(t, "GET", a+"/healthz", "", "").status, "liveness does not depend on Redis")

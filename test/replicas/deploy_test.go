@@ -1,0 +1,139 @@
+package replicas
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+// manifests decodes every document of deploy/kubernetes/*.yaml.
+func manifests(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	files, err := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	docs := map[string]map[string]any{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var doc map[string]any
+			err := dec.Decode(&doc)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err, f)
+			if doc == nil {
+				continue
+			}
+			kind, _ := doc["kind"].(string)
+			name, _ := dig(doc, "metadata", "name").(string)
+			require.NotEmpty(t, doc["apiVersion"], f)
+			require.NotEmpty(t, kind, f)
+			require.NotEmpty(t, name, f)
+			docs[kind+"/"+name] = doc
+		}
+	}
+	return docs
+}
+
+// dig walks maps by key and lists by the first element whose "name" is the
+// key (containers, env, volumes), or by index "0".
+func dig(v any, path ...string) any {
+	for _, p := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[p]
+		case []any:
+			v = nil
+			for i, e := range x {
+				if m, ok := e.(map[string]any); ok && m["name"] == p || p == "0" && i == 0 {
+					v = e
+					break
+				}
+			}
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// TestKubernetesManifests: the manifests parse, and the Deployment has what
+// docs/deployment.md promises: replicas sharing one ReadWriteMany volume and
+// the Redis, probes on /healthz, resources, a read-only root filesystem, a
+// non-root user, and a Service without affinity.
+func TestKubernetesManifests(t *testing.T) {
+	docs := manifests(t)
+	dep := docs["Deployment/toolfs-api"]
+	require.NotNil(t, dep, "Deployment/toolfs-api")
+	assert.GreaterOrEqual(t, dig(dep, "spec", "replicas"), 2)
+	pod := dig(dep, "spec", "template", "spec")
+	assert.Equal(t, true, dig(pod, "securityContext", "runAsNonRoot"))
+	assert.NotZero(t, dig(pod, "securityContext", "runAsUser"))
+	c := dig(pod, "containers", "toolfs-api")
+	require.NotNil(t, c)
+	assert.Equal(t, true, dig(c, "securityContext", "readOnlyRootFilesystem"))
+	assert.Equal(t, false, dig(c, "securityContext", "allowPrivilegeEscalation"))
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		assert.Equal(t, "/healthz", dig(c, probe, "httpGet", "path"), probe)
+	}
+	assert.NotNil(t, dig(c, "resources", "requests", "cpu"))
+	assert.NotNil(t, dig(c, "resources", "requests", "memory"))
+	assert.NotNil(t, dig(c, "resources", "limits", "memory"))
+
+	store, _ := dig(c, "env", "TOOLFS_SESSION_STORE", "value").(string)
+	assert.True(t, strings.HasPrefix(store, "redis://toolfs-redis:"), store)
+	assert.NotNil(t, docs["Service/toolfs-redis"])
+	assert.NotNil(t, docs["StatefulSet/toolfs-redis"])
+	assert.Equal(t, "/workspace", dig(c, "env", "TOOLFS_ROOT", "value"))
+	assert.Equal(t, "/workspace", dig(c, "volumeMounts", "workspace", "mountPath"))
+	lockDir, _ := dig(c, "env", "TOOLFS_LOCK_DIR", "value").(string)
+	assert.True(t, strings.HasPrefix(lockDir, "/workspace/"), "lock files on the shared volume: %q", lockDir)
+	assert.NotNil(t, dig(c, "env", "TOOLFS_TOKEN", "valueFrom", "secretKeyRef"))
+
+	claim := dig(pod, "volumes", "workspace", "persistentVolumeClaim", "claimName")
+	pvc := docs["PersistentVolumeClaim/"+claim.(string)]
+	require.NotNil(t, pvc, "the workspace claim")
+	assert.Equal(t, []any{"ReadWriteMany"}, dig(pvc, "spec", "accessModes"))
+
+	svc := docs["Service/toolfs-api"]
+	require.NotNil(t, svc)
+	assert.Equal(t, dig(dep, "spec", "template", "metadata", "labels"), dig(svc, "spec", "selector"))
+	assert.Equal(t, "None", dig(svc, "spec", "sessionAffinity"))
+}
+
+// TestSystemdUnit: the unit is hardened as docs/deployment.md says, and
+// systemd-analyze (when present) finds nothing to complain about.
+func TestSystemdUnit(t *testing.T) {
+	src, err := os.ReadFile("../../deploy/systemd/toolfs-api@.service")
+	require.NoError(t, err)
+	unit := string(src)
+	for _, want := range []string{"User=toolfs", "NoNewPrivileges=yes", "ProtectSystem=strict", "ReadWritePaths=",
+		"ProtectHome=yes", "CapabilityBoundingSet=\n", "Environment=TOOLFS_ADDR=127.0.0.1:%i", "KillSignal=SIGTERM", "Restart=always"} {
+		assert.Contains(t, unit, want)
+	}
+	bin, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze not found: the unit was checked as text only")
+		return
+	}
+	dir := t.TempDir()
+	// verify needs an existing binary and an instance name.
+	text := strings.Replace(unit, "ExecStart=/usr/local/bin/toolfs-api", "ExecStart="+serverBin, 1)
+	path := filepath.Join(dir, "toolfs-api@8081.service")
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	out, err := exec.Command(bin, "verify", path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Empty(t, strings.TrimSpace(string(out)))
+}
