@@ -87,7 +87,7 @@ func (r *replica) start(t *testing.T) {
 	exited := r.exited
 	go func() { cmd.Wait(); close(exited) }()
 	url := "http://127.0.0.1:" + strconv.Itoa(r.port) + "/healthz"
-	for range 200 {
+	for range 500 { // 10 s
 		select {
 		case <-exited:
 			t.Fatalf("replica on port %d exited at start-up (log %s)", r.port, r.log.Name())
