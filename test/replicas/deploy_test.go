@@ -98,8 +98,9 @@ func TestKubernetesManifests(t *testing.T) {
 	assert.NotNil(t, docs["StatefulSet/toolfs-redis"])
 	assert.Equal(t, "/workspace", dig(c, "env", "TOOLFS_ROOT", "value"))
 	assert.Equal(t, "/workspace", dig(c, "volumeMounts", "workspace", "mountPath"))
-	lockDir, _ := dig(c, "env", "TOOLFS_LOCK_DIR", "value").(string)
-	assert.True(t, strings.HasPrefix(lockDir, "/workspace/"), "lock files on the shared volume: %q", lockDir)
+	// The lock files live in the root (<root>/.toolfs-api/locks), so on the
+	// shared volume; --lock-dir off would let replicas lose updates.
+	assert.Nil(t, dig(c, "env", "TOOLFS_LOCK_DIR"), "no --lock-dir: the default shares the locks")
 	assert.NotNil(t, dig(c, "env", "TOOLFS_TOKEN", "valueFrom", "secretKeyRef"))
 
 	claim := dig(pod, "volumes", "workspace", "persistentVolumeClaim", "claimName")
