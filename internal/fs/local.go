@@ -67,6 +67,7 @@ type testHooks struct {
 	beforeRename  func()      // after the last check, just before publication
 	linkOnly      bool        // publish create-only by link+unlink, as without renameat2
 	walkOpens     func(n int) // after each full walk: the folders it opened
+	restaged      func()      // a publication met EXDEV and staged beside the target
 }
 
 var _ FileSystem = (*Local)(nil)

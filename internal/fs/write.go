@@ -368,6 +368,9 @@ func tempName(name string) string {
 // restageBeside is the answer to EXDEV: the target's folder is another mount
 // of the filesystem, so the file is written again beside the target.
 func (s *staged) restageBeside() error {
+	if s.l.hooks.restaged != nil {
+		s.l.hooks.restaged()
+	}
 	s.discard()
 	s.tmpDir, s.beside = s.dir, true
 	return s.write()

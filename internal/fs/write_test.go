@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteText(t *testing.T) {
@@ -298,4 +299,57 @@ func TestConcurrentCreateOnly(t *testing.T) {
 	assert.Equal(t, int32(1), wins.Load())
 	assert.Equal(t, int32(n-1), refused.Load())
 	f.assertClean(t)
+}
+
+// mountOrSkip mounts (tmpfs, or a bind of source) on target for the test, or
+// skips it with the reason: mounting needs root and a permissive container.
+func mountOrSkip(t *testing.T, source, target, fstype string, flags uintptr) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(target, 0o755))
+	if err := unix.Mount(source, target, fstype, flags, ""); err != nil {
+		t.Skipf("cannot mount %s on %s (needs root and CAP_SYS_ADMIN): %v", fstype+source, target, err)
+	}
+	t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+}
+
+// A target on another mount inside the root cannot be reached by a rename
+// from the private tmp folder: the file is staged beside it instead, when
+// the device differs (tmpfs) and when only the rename says EXDEV (a bind
+// mount of the same filesystem, where the edit's content is written again).
+func TestStagedBesideOnAnotherMount(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		source, fstyp string
+		flags         uintptr
+		restages      int // publications that met EXDEV
+	}{
+		{"tmpfs", "none", "tmpfs", 0, 0},
+		{"bind mount, same filesystem", "$BASE/elsewhere", "", unix.MS_BIND, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			source := strings.ReplaceAll(tt.source, "$BASE", f.base)
+			if tt.flags&unix.MS_BIND != 0 {
+				require.NoError(t, os.Mkdir(source, 0o755))
+			}
+			mountOrSkip(t, source, f.path("m"), tt.fstyp, tt.flags)
+			restages := 0
+			f.l.hooks.restaged = func() { restages++ }
+			ctx := context.Background()
+			tg := f.resolve(t, "write", "m/x.txt")
+			_, err := f.l.WriteText(ctx, tg, []byte("one\ntwo\n"), &WriteIntent{Kind: CreateIfAbsent})
+			require.NoError(t, err)
+			out, err := f.l.WriteText(ctx, tg, []byte("one\nthree\n"), nil)
+			require.NoError(t, err)
+			assert.Equal(t, OpUpdate, out.Operation)
+			v := f.version(t, tg)
+			eo, err := f.l.EditText(ctx, tg, EditRequest{OldString: "three", NewString: "four"}, &v)
+			require.NoError(t, err)
+			require.NotNil(t, eo.After)
+			assert.Equal(t, "one\nfour\n", *eo.After, "the basis of a rewritten edit holds one copy")
+			assert.Equal(t, "one\nfour\n", f.read(t, "m/x.txt"))
+			assert.Equal(t, tt.restages, restages)
+			f.assertClean(t)
+		})
+	}
 }
