@@ -196,3 +196,24 @@ func BenchmarkEdit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriteBody is the request handling of a 60 KiB write body without
+// the disk: every check and decode of the body runs, then the call is
+// refused for want of a session (checked after the arguments). It isolates
+// what one decode instead of two saves (docs/performance.md).
+func BenchmarkWriteBody(b *testing.B) {
+	h, _ := benchServer(b, true)
+	body, err := json.Marshal(obj{"file_path": "src.go", "content": benchSource()})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	handlers.ReportCPU(b)
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/tools/write", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		w := &discard{header: http.Header{}}
+		h.ServeHTTP(w, req)
+		if w.status != http.StatusBadRequest {
+			b.Fatalf("status %d: %s", w.status, w.head)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -129,21 +130,62 @@ func (a args) boolean(key string) (b, present, ok bool) {
 	return false, true, false
 }
 
-// unquote decodes a JSON string value (already checked valid, UTF-8 and
-// surrogate-clean). Without escapes its bytes are the string itself.
+// unquote decodes a JSON string value that decodeArgs has already checked
+// (valid JSON, valid UTF-8, no unpaired surrogate escape), so it only has to
+// apply the escapes: one pass, no second validity scan, no reflection (a
+// 60 KiB source file's content is mostly \t and \n escapes). Without escapes
+// its bytes are the string itself.
 func unquote(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", false
 	}
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
+	i := bytes.IndexByte(inner, '\\')
+	if i < 0 {
 		return string(inner), true
 	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", false
+	out := make([]byte, 0, len(inner))
+	for {
+		out = append(out, inner[:i]...)
+		inner = inner[i:]
+		if len(inner) < 2 {
+			return "", false
+		}
+		switch c := inner[1]; c {
+		case '"', '\\', '/':
+			out = append(out, c)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if len(inner) < 6 {
+				return "", false
+			}
+			r := hex4(inner[2:6])
+			if r >= 0xD800 && r <= 0xDBFF { // a high surrogate: its low one follows
+				if len(inner) < 12 || inner[6] != '\\' || inner[7] != 'u' {
+					return "", false
+				}
+				r = utf16.DecodeRune(r, hex4(inner[8:12]))
+				inner = inner[6:]
+			}
+			out = utf8.AppendRune(out, r)
+			inner = inner[4:]
+		default:
+			return "", false
+		}
+		inner = inner[2:]
+		if i = bytes.IndexByte(inner, '\\'); i < 0 {
+			return string(append(out, inner...)), true
+		}
 	}
-	return s, true
 }
 
 func quote(s string) string {
