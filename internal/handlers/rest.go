@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -27,16 +28,14 @@ type rest struct {
 
 var _ api.ServerInterface = (*rest)(nil)
 
-// Body messages of the REST layer (docs/api.md, "Request bodies").
-const (
-	msgBodyRequired = "request body must be a JSON object"
-	msgBodyJSON     = "request body is not valid JSON"
-	msgContentType  = "request body must be JSON (Content-Type: application/json)"
-)
+// msgContentType refuses a tool body not sent as JSON (docs/api.md,
+// "Request bodies").
+const msgContentType = "request body must be JSON (Content-Type: application/json)"
 
 // body reads a tool's JSON body whole (bodyCap bounds it). The executor
-// decodes it, once, with every strict check; here only the transport's own
-// refusals: too large, empty, not sent as JSON.
+// decodes it, once, with every check of the arguments; here only the
+// transport's own refusals: too large, broken off, not sent as JSON. An
+// empty body goes to the executor, which refuses it as any non-object.
 func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
 	var raw []byte
 	var err error
@@ -51,9 +50,9 @@ func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
 	case errors.As(err, &mbe):
 		return nil, tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
 	case err != nil:
-		return nil, tools.NewError(tools.CodeInvalidArgument, msgBodyJSON) // the client broke off mid-body
-	case len(strings.TrimSpace(string(raw))) == 0:
-		return nil, tools.NewError(tools.CodeInvalidArgument, msgBodyRequired)
+		return nil, tools.BodyIncomplete()
+	case len(bytes.TrimSpace(raw)) == 0:
+		return raw, nil
 	}
 	if err := jsonContentType(r.Header.Values("Content-Type")); err != nil {
 		return nil, err

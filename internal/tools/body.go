@@ -19,6 +19,10 @@ const (
 	msgBodySurrogate = "request body has an unpaired UTF-16 surrogate escape"
 )
 
+// BodyIncomplete is the refusal of arguments a transport could not read
+// whole (the client broke off mid-body).
+func BodyIncomplete() *Error { return argError(msgBodyJSON) }
+
 // member is one top-level member of a request object: its key as sent and
 // its raw value.
 type member struct {
