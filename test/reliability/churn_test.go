@@ -181,8 +181,11 @@ func TestSweepSparesLiveWriter(t *testing.T) {
 		return len(entries) > 0
 	}
 	for range restarts {
-		_, ok := waitFor(10*time.Second, staging) // a write is staging now
-		require.True(t, ok, "no temporary file appeared")
+		_, ok := waitFor(30*time.Second, staging) // a write is staging now
+		if !ok {
+			mu.Lock()
+			t.Fatalf("no temporary file appeared in 30 s; %d writes; failures: %q", writes.Load(), fails)
+		}
 		sweeper := startChild(t, root)
 		sweeper.stop()
 		if m := inUse.FindStringSubmatch(sweeper.log()); m != nil {
