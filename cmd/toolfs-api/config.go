@@ -44,6 +44,7 @@ type config struct {
 	shutdownGrace     time.Duration
 	sessionHeaders    string
 	defaultSession    string
+	mcpStructured     bool
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -73,6 +74,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
 	fl.StringVar(&c.defaultSession, "default-session", "", "session id of a request that names none (default: none)")
 	fl.StringVar(&c.sessionKeyPrefix, "session-key-prefix", "toolfs:", "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
+	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 
 	if err := fl.Parse(args); err != nil {

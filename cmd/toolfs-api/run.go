@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			LoopbackHosts:     cfg.token == "" && cfg.loopback(),
 			Sessions:          tools.Sessions{Aliases: cfg.sessionAliases(), Default: cfg.defaultSession},
 		},
+		MCP:    mcp.Config{Structured: cfg.mcpStructured},
 		Logger: log,
 	})
 	if err != nil {

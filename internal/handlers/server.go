@@ -45,7 +45,14 @@ type Deps struct {
 	Executor *tools.Executor
 	Metrics  *Metrics // served at /metrics
 	Logger   *slog.Logger
+	// MCP, when set, is served at /mcp behind the same auth, Host check,
+	// CORS and body cap; it resolves sessions itself (docs/mcp.md).
+	MCP http.Handler
 }
+
+// mcpHeaders are the request headers of MCP's Streamable HTTP transport,
+// allowed by CORS; Mcp-Session-Id is also exposed (docs/mcp.md).
+var mcpHeaders = []string{"Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-ID"}
 
 // NewServer builds the REST surface: the generated routes over the
 // executor, the validator for the routes without a tool body, auth, CORS,
@@ -64,7 +71,8 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 		r.Use(cors.New(cors.Options{
 			AllowedOrigins: cfg.CORSOrigins,
 			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-			AllowedHeaders: append([]string{"Authorization", "Content-Type", "Accept", tools.HeaderSessionID, tools.HeaderSessionCwd}, cfg.Sessions.Aliases...),
+			AllowedHeaders: append(append([]string{"Authorization", "Content-Type", "Accept", tools.HeaderSessionID, tools.HeaderSessionCwd}, mcpHeaders...), cfg.Sessions.Aliases...),
+			ExposedHeaders: []string{"Mcp-Session-Id"},
 			MaxAge:         300,
 		}).Handler)
 	}
@@ -83,6 +91,8 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 		// prunes their operations from the embedded spec).
 		Skipper: func(r *http.Request) bool {
 			switch {
+			case r.URL.Path == mcpPath:
+				return true
 			case r.Method == http.MethodPost:
 				return isTool(r.URL.Path)
 			case r.Method == http.MethodGet:
@@ -106,6 +116,9 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, tools.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 	})
+	if deps.MCP != nil {
+		r.Handle(mcpPath, deps.MCP)
+	}
 	api.HandlerWithOptions(si, api.ChiServerOptions{
 		BaseRouter: r,
 		// Parameter binding: sessionHeaders checked the session headers
@@ -116,6 +129,9 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	})
 	return r, nil
 }
+
+// mcpPath is where the MCP transport is mounted.
+const mcpPath = "/mcp"
 
 // isTool reports whether path is one of the tool routes, /tools/<name>.
 func isTool(path string) bool {
@@ -242,6 +258,10 @@ func callFrom(ctx context.Context) tools.Call {
 func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == mcpPath { // its tool calls resolve their own
+				next.ServeHTTP(w, r)
+				return
+			}
 			start := time.Now()
 			session, cwd, err := sessions.Resolve(r.Header.Values, "")
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
@@ -43,6 +44,10 @@ type Options struct {
 	// session headers, ...). MaxBodyBytes defaults to 32 MiB and
 	// StreamWriteWindow to 30s.
 	REST handlers.Config
+	// MCP configures the /mcp transport (docs/mcp.md). Its Sessions,
+	// Origins, MaxBodyBytes and Logger come from REST and Logger;
+	// SessionTimeout defaults to the policy's session TTL.
+	MCP mcp.Config
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -99,7 +104,15 @@ func New(o Options) (*Server, error) {
 		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps,
 		Observer: s.Metrics, Logger: o.Logger,
 	})
-	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger})
+	mc := o.MCP
+	mc.Sessions, mc.Origins, mc.MaxBodyBytes, mc.Logger = o.REST.Sessions, o.REST.CORSOrigins, o.REST.MaxBodyBytes, o.Logger
+	if mc.SessionTimeout == 0 {
+		mc.SessionTimeout = o.Sessions.TTL
+	}
+	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{
+		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger,
+		MCP: mcp.New(mc, s.Executor),
+	})
 	if err != nil {
 		local.Close()
 		return nil, err

@@ -1,0 +1,302 @@
+// Package mcp is the MCP transport of toolfs-api: the executor's tools over
+// the Model Context Protocol's Streamable HTTP transport at /mcp
+// (docs/mcp.md), on the official Go SDK. Like the REST adapter it holds no
+// tool logic: a tools/call becomes one executor call, its result one text
+// block holding the REST output, its *tools.Error an isError result holding
+// the REST problem's output.
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
+)
+
+// Transport is the metrics label of a call made over MCP.
+const Transport = "mcp"
+
+// firstSessionless is the first protocol revision without protocol
+// sessions: its requests carry it in MCP-Protocol-Version and are served
+// statelessly, older ones by the stateful handler (docs/mcp.md, "Protocol
+// versions").
+const firstSessionless = "2026-07-28"
+
+// Config is what the MCP transport needs beyond the executor.
+type Config struct {
+	// Sessions resolves a call's session from the request's headers, then
+	// the MCP session, then --default-session (docs/api.md, "Sessions").
+	Sessions tools.Sessions
+	// Origins are the browser origins allowed besides the server's own
+	// (--cors-origins); any other Origin is refused with 403.
+	Origins []string
+	// Structured adds the REST metadata to each success as
+	// structuredContent (--mcp-structured).
+	Structured bool
+	// MaxBodyBytes caps a request body (--max-body-bytes).
+	MaxBodyBytes int64
+	// SessionTimeout closes an MCP session idle this long, which bounds the
+	// SDK's table of sessions in time (0: 30 minutes).
+	SessionTimeout time.Duration
+	// Version is the server version announced to clients ("" = "dev").
+	Version string
+	// Logger receives the SDK's own logs (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Handler serves /mcp: the stateful SDK handler for the protocol revisions
+// that have sessions, the stateless one for the newer ones, both over one
+// SDK server whose tools run on the executor.
+type Handler struct {
+	stateful, stateless http.Handler
+	origins             map[string]bool
+}
+
+// New returns the /mcp handler over x. The tool list is the executor's
+// catalog at this moment (glob and grep only when they can run).
+func New(cfg Config, x *tools.Executor) *Handler {
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 30 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv := newServer(cfg, x)
+	get := func(*http.Request) *sdk.Server { return srv }
+	opts := sdk.StreamableHTTPOptions{
+		// One JSON answer per request: no tool sends progress, and a plain
+		// body passes every proxy.
+		JSONResponse:        true,
+		Logger:              cfg.Logger,
+		SessionTimeout:      cfg.SessionTimeout,
+		MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		// The REST middleware checks Host as it does for every route
+		// (loopback names only without --token), so the SDK's own check,
+		// which would also refuse a proxy's Host with a token, is off.
+		DisableLocalhostProtection: true,
+	}
+	stateless := opts
+	stateless.Stateless = true
+	stateless.PropagateRequestCancellation = true
+	h := &Handler{
+		stateful:  sdk.NewStreamableHTTPHandler(get, &opts),
+		stateless: sdk.NewStreamableHTTPHandler(get, &stateless),
+		origins:   map[string]bool{},
+	}
+	for _, o := range cfg.Origins {
+		h.origins[strings.ToLower(o)] = true
+	}
+	return h
+}
+
+// ServeHTTP validates Origin and hands the request to the handler of its
+// protocol revision.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.allowedOrigin(r) {
+		forbidden(w, "origin "+quote(r.Header.Get("Origin"))+" is not allowed: send no Origin, the server's own, or one of --cors-origins")
+		return
+	}
+	if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
+		h.stateless.ServeHTTP(w, r)
+		return
+	}
+	h.stateful.ServeHTTP(w, r)
+}
+
+// allowedOrigin reports whether r's Origin is absent, a configured CORS
+// origin, or the server's own (its host[:port] is the request's Host), as
+// the MCP transport specification requires against DNS rebinding.
+func (h *Handler) allowedOrigin(r *http.Request) bool {
+	values := r.Header.Values("Origin")
+	if len(values) == 0 {
+		return true
+	}
+	if len(values) > 1 {
+		return false
+	}
+	o := strings.ToLower(values[0])
+	if h.origins[o] {
+		return true
+	}
+	host, ok := strings.CutPrefix(o, "http://")
+	if !ok {
+		host, ok = strings.CutPrefix(o, "https://")
+	}
+	return ok && host != "" && host == strings.ToLower(r.Host)
+}
+
+// forbidden answers 403 with a JSON-RPC error without an id, the body the
+// MCP transport specification gives a refused request.
+func forbidden(w http.ResponseWriter, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"error":   map[string]any{"code": -32600, "message": message},
+	})
+	w.Write(b)
+}
+
+// newServer registers the catalog's tools on one SDK server, with the
+// guidance as its instructions.
+func newServer(cfg Config, x *tools.Executor) *sdk.Server {
+	cat := x.Catalog()
+	guidance := make([]string, 0, len(cat.Tools))
+	for _, t := range cat.Tools {
+		guidance = append(guidance, t.Guidance)
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "toolfs-api", Version: cfg.Version}, &sdk.ServerOptions{
+		Instructions: strings.Join(guidance, "\n\n"),
+		Logger:       cfg.Logger,
+	})
+	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured}
+	runs := map[string]run{
+		tools.ToolRead:  a.read,
+		tools.ToolWrite: result(x.Write),
+		tools.ToolEdit:  result(x.Edit),
+		tools.ToolGlob:  result(x.Glob),
+		tools.ToolGrep:  result(x.Grep),
+	}
+	order := map[string]int{}
+	for i, t := range cat.Tools {
+		order[t.Name] = i
+		srv.AddTool(&sdk.Tool{
+			Name:        t.Name,
+			Description: t.Description,
+			InputSchema: t.Parameters,
+			Annotations: annotations(tools.AnnotationsOf(t.Name)),
+		}, a.handler(t.Name, runs[t.Name]))
+	}
+	srv.AddReceivingMiddleware(catalogOrder(order))
+	return srv
+}
+
+// catalogOrder puts tools/list in catalog order (read, write, edit, glob,
+// grep), the order a model is shown them everywhere else; the SDK sorts
+// them by name.
+func catalogOrder(order map[string]int) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			if list, ok := res.(*sdk.ListToolsResult); ok && err == nil {
+				slices.SortStableFunc(list.Tools, func(a, b *sdk.Tool) int { return order[a.Name] - order[b.Name] })
+			}
+			return res, err
+		}
+	}
+}
+
+// annotations converts the catalog's hints to the SDK's type, leaving out
+// destructiveHint where MCP gives it no meaning (a read-only tool).
+func annotations(a tools.Annotations) *sdk.ToolAnnotations {
+	out := &sdk.ToolAnnotations{ReadOnlyHint: a.ReadOnlyHint, OpenWorldHint: &a.OpenWorldHint}
+	if !a.ReadOnlyHint {
+		out.DestructiveHint = &a.DestructiveHint
+	}
+	return out
+}
+
+// run is one tool of the executor: the model's text and the REST metadata,
+// or the failure.
+type run func(ctx context.Context, c tools.Call, raw []byte) (text string, meta any, _ *tools.Error)
+
+// result adapts a write, edit, glob or grep of the executor.
+func result(f func(context.Context, tools.Call, []byte) (tools.Result, *tools.Error)) run {
+	return func(ctx context.Context, c tools.Call, raw []byte) (string, any, *tools.Error) {
+		res, err := f(ctx, c, raw)
+		if err != nil {
+			return "", nil, err
+		}
+		return res.Output, res.Metadata, nil
+	}
+}
+
+// adapter turns a tools/call into an executor call.
+type adapter struct {
+	x          *tools.Executor
+	sessions   tools.Sessions
+	structured bool
+}
+
+// read runs a read as one whole window, bounded by the read caps as on
+// REST; MCP results are single messages, so nothing is streamed.
+func (a adapter) read(ctx context.Context, c tools.Call, raw []byte) (string, any, *tools.Error) {
+	rd, err := a.x.Read(ctx, c, raw)
+	if err != nil {
+		return "", nil, err
+	}
+	res, err := rd.Window(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return res.Output(), res.Meta, nil
+}
+
+func (a adapter) handler(tool string, f run) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		c := tools.Call{Transport: Transport, Start: time.Now()}
+		var header http.Header
+		if req.Extra != nil {
+			header = req.Extra.Header
+		}
+		session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(req.Session))
+		if err != nil {
+			a.x.Refuse(c, tool, err)
+			return failure(err), nil
+		}
+		a.x.Touch(session)
+		c.Session, c.Cwd = session, cwd
+		raw := []byte(req.Params.Arguments)
+		if len(raw) == 0 {
+			raw = []byte("{}") // a call without arguments
+		}
+		text, meta, err := f(ctx, c, raw)
+		if err != nil {
+			return failure(err), nil
+		}
+		res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+		if a.structured {
+			res.StructuredContent = meta
+		}
+		return res, nil
+	}
+}
+
+// failure is a tool's failure as MCP gives it to the model: isError and the
+// REST problem's output, remedy included.
+func failure(err *tools.Error) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Output()}}}
+}
+
+// sessionOf derives the policy session of an MCP session: "mcp-" and 32 hex
+// digits of the SHA-256 of its Mcp-Session-Id, stable for that MCP session
+// and a valid session id whatever the SDK mints. The hash keeps the
+// Mcp-Session-Id, which lets its holder speak in that session, out of logs
+// and anything else that shows session ids. "" (no MCP session: the
+// sessionless revisions) derives none.
+func sessionOf(s *sdk.ServerSession) string {
+	if s == nil || s.ID() == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.ID()))
+	return "mcp-" + hex.EncodeToString(sum[:16])
+}
+
+func quote(s string) string {
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return `"` + s + `"`
+}
