@@ -176,9 +176,14 @@ func ownFolder(dir int, name, shown string, create bool) (int, error) {
 	return fd, nil
 }
 
-// privateErr maps a failure to use PrivateDir during op on display. The
-// cause (with the reason) goes to the log; the model is told the write
-// cannot be done here.
+// privateErr maps a failure to use PrivateDir during op on display. A root
+// that is read-only or not ours to write reads as such (as writing the file
+// itself would have said); anything else tells the model the server cannot
+// use its folder, and the reason goes to the log.
 func privateErr(op, display string, err error) *Error {
+	var pe *privateError
+	if errors.As(err, &pe) && !pe.hostile && (errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+		return ioError(op, display, err)
+	}
 	return &Error{Code: CodeIO, Message: fmt.Sprintf(`cannot %s "%s": the server cannot use its private folder %s in the workspace root`, op, display, PrivateDir), Err: err}
 }

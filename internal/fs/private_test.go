@@ -197,3 +197,27 @@ func TestCreateLockedAfterSweep(t *testing.T) {
 	assert.Equal(t, sweptRemoved, sweepOne(dfd, name), "a file nobody holds is removed")
 	assert.NoFileExists(t, filepath.Join(dir, name))
 }
+
+// A read-only root serves reads (the private folder is made only by a
+// mutation), and a write says the filesystem is read-only.
+func TestReadOnlyRoot(t *testing.T) {
+	f := newFixture(t, "a.txt = a")
+	mountOrSkip(t, f.root, f.root, "", unix.MS_BIND)
+	if err := unix.Mount("", f.root, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Skipf("cannot remount read-only: %v", err)
+	}
+	l, err := NewLocal(f.root, LocalOptions{})
+	require.NoError(t, err)
+	defer l.Close()
+	ctx := context.Background()
+	tg, err := l.Resolve(ctx, "read", "a.txt", "")
+	require.NoError(t, err)
+	r, _, err := l.OpenText(ctx, tg)
+	require.NoError(t, err)
+	assert.Equal(t, "a", readAll(t, r))
+	_, err = l.WriteText(ctx, tg, []byte("b"), nil)
+	requireCode(t, err, CodeIO, `cannot write "`+f.path("a.txt")+`": read-only file system`)
+	_, err = l.EditText(ctx, tg, EditRequest{OldString: "a", NewString: "b"}, nil)
+	requireCode(t, err, CodeIO, `cannot edit "`+f.path("a.txt")+`": read-only file system`)
+	assert.NoDirExists(t, f.path(PrivateDir))
+}
