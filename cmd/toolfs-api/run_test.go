@@ -217,6 +217,7 @@ func TestSessionStoreRedis(t *testing.T) {
 	assert.Equal(t, 409, got.status, "another key prefix is another store: %s", got.body)
 	assert.Contains(t, got.body, `"code":"FS_NOT_OBSERVED"`)
 	stopOther()
+	assert.Contains(t, call(t, "GET", b+"/metrics", "", "").body, "\ntoolfs_sessions 2\n", "the gauge counts every server's sessions")
 
 	rs.Stop()
 	assert.Equal(t, 200, call(t, "GET", a+"/healthz", "", "").status, "liveness does not depend on Redis")
@@ -242,6 +243,7 @@ func TestSessionStoreRedis(t *testing.T) {
 	assert.Equal(t, "three\n", string(data), "nothing was written during the outage")
 	assert.NoFileExists(t, filepath.Join(root, "new.txt"))
 	metrics := call(t, "GET", a+"/metrics", "", "").body
+	assert.Contains(t, metrics, "\ntoolfs_sessions -1\n", "the gauge says Redis cannot be reached")
 	assert.Contains(t, metrics, `toolfs_session_store_errors_total{op="decide"} 3`)
 	assert.Contains(t, metrics, `toolfs_session_store_errors_total{op="forget"} 1`)
 	assert.Contains(t, metrics, `toolfs_tool_calls_total{code="SESSION_STORE_UNAVAILABLE",tool="write",transport="rest"} 2`)
