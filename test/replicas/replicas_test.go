@@ -520,7 +520,7 @@ func TestReplicasBehindNginx(t *testing.T) {
 		}
 	}
 
-	t.Logf("load %.1fs: %d calls (%.0f/s), %d reads, %d edits acknowledged (%d answered by another replica than the read before), %d stale, %d FS_NOT_OBSERVED",
+	t.Logf("load %.1fs: %d calls (%.0f/s), %d reads, %d edits acknowledged (%d answered by another replica than the session's previous call), %d stale, %d FS_NOT_OBSERVED",
 		elapsed.Seconds(), st.calls.Load(), float64(st.calls.Load())/elapsed.Seconds(), st.reads.Load(), st.edits.Load(), st.crossReplica.Load(), st.stale.Load(), st.notObserved.Load())
 	t.Logf("chaos: %d replicas SIGKILLed and restarted, Redis down %.1fs: nginx 5xx %d, replica 503 SESSION_STORE_UNAVAILABLE %d, unanswered edits %d applied + %d not, %d edits after the outage",
 		kills, outageEnd.Sub(outageStart).Seconds(), st.proxyErrors.Load(), st.storeUnavailable.Load(), st.ambiguousApplied.Load(), st.ambiguousNot.Load(), st.editsAfterOutage.Load())
