@@ -5,7 +5,7 @@
 // and Redis itself is stopped and started. It also checks that the files in
 // deploy/ are valid (nginx -t, the Kubernetes YAML, the systemd unit).
 //
-// TOOLFS_REPLICAS_SECONDS sets the length of the load (default 20).
+// TOOLFS_REPLICAS_SECONDS sets the length of the load (default 15).
 package replicas
 
 import (
@@ -409,7 +409,7 @@ func (s *session) run(base string, st *loadStats, until time.Time, outageOver *a
 func TestReplicasBehindNginx(t *testing.T) {
 	nginx := nginxBin(t)
 	rs := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-	seconds := 20
+	seconds := 15
 	if v, err := strconv.Atoi(os.Getenv("TOOLFS_REPLICAS_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
@@ -466,8 +466,8 @@ func TestReplicasBehindNginx(t *testing.T) {
 		wg.Go(func() { s.run(base, &st, until, &outageOver) })
 	}
 
-	// The chaos: a replica SIGKILLed every 2.5 s and restarted 0.5 s later;
-	// Redis stopped for 1.5 s in the middle of the run.
+	// The chaos: at each eighth of the load, a replica SIGKILLed and
+	// restarted 0.5 s later, or (in the middle) Redis stopped for 1.5 s.
 	kills := 0
 	step := time.Duration(seconds) * time.Second / 8
 	var outageStart, outageEnd time.Time
