@@ -91,9 +91,6 @@ func New(opts Options) *Executor {
 	return x
 }
 
-// PolicyOn reports whether the read-before-write policy is on.
-func (x *Executor) PolicyOn() bool { return x.policyOn }
-
 // Touch counts a request carrying session as use of it (session TTL and
 // least-recently-used order). A lost touch only shortens the session's
 // life: it fails closed, and is logged and counted.
@@ -155,6 +152,36 @@ func (x *Executor) fail(c Call, tool string, err *Error) *Error {
 	}
 	x.done(c, tool, err.Code)
 	return err
+}
+
+// Run runs one call of the named tool (one of Names) and returns the whole
+// answer: for a read, the window's output and metadata (a transport that
+// streams reads calls Read instead). It is the one entry of transports that
+// answer with text (MCP's tools/call, POST /model/<tool>), so none of them
+// keeps its own switch over the tools. An unknown name is INVALID_ARGUMENT;
+// a transport for which that is a protocol error checks Names first.
+func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Result, *Error) {
+	switch tool {
+	case ToolRead:
+		rd, err := x.Read(ctx, c, raw)
+		if err != nil {
+			return Result{}, err
+		}
+		res, err := rd.Window(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Output: res.Output(), Metadata: res.Meta}, nil
+	case ToolWrite:
+		return x.Write(ctx, c, raw)
+	case ToolEdit:
+		return x.Edit(ctx, c, raw)
+	case ToolGlob:
+		return x.Glob(ctx, c, raw)
+	case ToolGrep:
+		return x.Grep(ctx, c, raw)
+	}
+	return Result{}, argError("unknown tool " + quote(tool))
 }
 
 // Result is a successful write, edit, glob or grep: the exact model-facing

@@ -169,3 +169,23 @@ func TestAnnotations(t *testing.T) {
 	}
 	assert.Len(t, want, len(tools.Names))
 }
+
+// TestRunByName: Run dispatches by tool name and gives a read's whole
+// answer, as a text transport needs it.
+func TestRunByName(t *testing.T) {
+	x, rec, root := newExecutor(t, policy.NewStore(policy.Config{}))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
+	ctx := context.Background()
+	c := tools.Call{Session: "r", Transport: "mcp"}
+	res, err := x.Run(ctx, c, "read", []byte(`{"file_path":"a.txt"}`))
+	require.Nil(t, err)
+	assert.Equal(t, "<path>"+filepath.Join(root, "a.txt")+"</path>\n<type>file</type>\n<content>\n1: one\n\n(End of file - total 1 lines)\n</content>", res.Output)
+	assert.Equal(t, 1, res.Metadata.(tools.ReadMetadata).TotalLines)
+	res, err = x.Run(ctx, c, "write", []byte(`{"file_path":"a.txt","content":"two\n"}`))
+	require.Nil(t, err)
+	assert.Equal(t, "<path>"+filepath.Join(root, "a.txt")+"</path>\n<type>file</type>\n<content>\nUpdated file\n</content>", res.Output)
+	_, err = x.Run(ctx, c, "delete", []byte(`{}`))
+	require.NotNil(t, err)
+	assert.Equal(t, `Error: unknown tool "delete"`, err.Output())
+	assert.Equal(t, []string{"mcp read ok", "mcp write ok"}, rec.calls)
+}
