@@ -79,7 +79,7 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	if cfg.LoopbackHosts {
 		r.Use(loopbackHosts)
 	}
-	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes), sessionHeaders(cfg.Sessions, deps.Executor))
+	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes, deps.Executor), sessionHeaders(cfg.Sessions, deps.Executor))
 	r.Use(nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
 		Options: openapi3filter.Options{
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // bearerAuth did it
@@ -230,13 +230,17 @@ func isPreflight(r *http.Request) bool {
 		r.Header.Get("Access-Control-Request-Method") != ""
 }
 
-// bodyCap refuses bodies above max with 413 before anything reads them into
-// memory (the validator reads whole bodies).
-func bodyCap(max int64) func(http.Handler) http.Handler {
+// bodyCap refuses bodies above max with 413 before anything reads them
+// into memory; a refused tool call still counts under its tool.
+func bodyCap(max int64, x *tools.Executor) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > max {
-				writeProblem(w, tools.CodeBodyTooLarge, bodyTooLargeMessage(max))
+				err := tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(max))
+				if r.Method == http.MethodPost && isTool(r.URL.Path) {
+					x.Refuse(tools.Call{Transport: "rest"}, strings.TrimPrefix(r.URL.Path, "/tools/"), err)
+				}
+				writeError(w, err)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, max)

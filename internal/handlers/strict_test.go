@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,4 +119,24 @@ func TestStatCallsCounted(t *testing.T) {
 		assert.Less(t, r.Status, 500, step.name)
 		assert.Equal(t, step.stats, stats()-before, step.name)
 	}
+}
+
+// TestRefusedCallsCountAndRepeatedSessionHeader: a call the REST layer
+// refuses before the executor runs (a body over the cap) still counts under
+// its tool and transport; a session header sent twice with two values is
+// malformed.
+func TestRefusedCallsCountAndRepeatedSessionHeader(t *testing.T) {
+	h := start(t, options{maxBody: 64})
+	r := h.do(http.MethodPost, "/tools/write", `{"file_path":"a.txt","content":"`+strings.Repeat("x", 100)+`"}`, "X-Session-ID", "s")
+	assert.Equal(t, 413, r.Status)
+	assert.Contains(t, h.do(http.MethodGet, "/metrics", "").Raw, `toolfs_tool_calls_total{code="BODY_TOO_LARGE",tool="write",transport="rest"} 1`)
+
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/tools/read", strings.NewReader(`{"file_path":"a.txt"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header["X-Session-Id"] = []string{"one", "two"}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 400, resp.StatusCode)
 }
