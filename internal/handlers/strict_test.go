@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // TestMalformedContentTypeRefused: a Content-Type that does not parse is
@@ -139,4 +141,43 @@ func TestRefusedCallsCountAndRepeatedSessionHeader(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 400, resp.StatusCode)
+}
+
+// TestArgumentOrderAndKeys pins the rules of docs/api.md, "Request bodies":
+// types before values, each in parameter order; keys matched exactly,
+// unknown keys ignored; blank session headers count as absent; CORS allows
+// the --session-headers aliases.
+func TestArgumentOrderAndKeys(t *testing.T) {
+	h := start(t, options{origins: []string{"http://app.example"}, sessions: tools.Sessions{Aliases: []string{"X-Chat-Id"}}})
+	h.file("a.txt", "a\n")
+	for body, want := range map[string]string{
+		`{"file_path":"","offset":"x"}`:       "Error: offset must be a positive integer",
+		`{"file_path":"","offset":1.5}`:       "Error: file_path must be a non-empty string",
+		`{"file_path":7,"limit":0}`:           "Error: file_path must be a non-empty string",
+		`{"file_path":"a.txt","offset":1.5}`:  "Error: offset must be a positive integer",
+		`{"FILE_PATH":"a.txt"}`:               "Error: file_path must be a non-empty string",
+		`{"file_path":"a.txt","limit":99999}`: "Error: limit must be less than or equal to 2000",
+	} {
+		r := h.do(http.MethodPost, "/tools/read", body)
+		assert.Equal(t, 400, r.Status, body)
+		assert.Equal(t, want, r.Output, body)
+	}
+	r := h.do(http.MethodPost, "/tools/read", `{"file_path":"a.txt","extra":{"x":[1]},"offset":1}`)
+	assert.Equal(t, 200, r.Status, r.Raw)
+	r = h.do(http.MethodPost, "/tools/edit", `{"file_path":"a.txt","old_string":"","new_string":"a","replace_all":"no"}`, "X-Session-ID", "s")
+	assert.Equal(t, "Error: replace_all must be a boolean", r.Output)
+
+	// A blank value is trimmed by the HTTP server, so it is absent too.
+	r = h.do(http.MethodPost, "/tools/read", `{"file_path":"a.txt"}`, "X-Session-ID", "   ", "X-Session-Cwd", "  ")
+	assert.Equal(t, 200, r.Status, r.Raw)
+
+	req, err := http.NewRequest(http.MethodOptions, h.srv.URL+"/tools/read", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "http://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "content-type, x-chat-id")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "x-chat-id")
 }
