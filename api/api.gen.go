@@ -79,21 +79,39 @@ type Diff struct {
 	Path    string  `json:"path"`
 }
 
-// EditMetadata defines model for EditMetadata.
-type EditMetadata struct {
-	Diffs []Diff `json:"diffs"`
-}
-
-// EditRequest defines model for EditRequest.
-type EditRequest struct {
-	// FilePath Path to edit, resolved by the filesystem backend.
-	FilePath string `json:"file_path"`
-
+// EditItem defines model for EditItem.
+type EditItem struct {
 	// NewString Literal replacement text. Use an empty string to delete the match.
 	NewString string `json:"new_string"`
 
 	// OldString Literal text to replace. Must match exactly.
 	OldString string `json:"old_string"`
+
+	// ReplaceAll Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once.
+	ReplaceAll *bool `json:"replace_all,omitempty"`
+}
+
+// EditMetadata defines model for EditMetadata.
+type EditMetadata struct {
+	Diffs []Diff `json:"diffs"`
+}
+
+// EditRequest Either old_string and new_string (with replace_all), or edits; not both.
+type EditRequest struct {
+	// DryRun Check everything (arguments, the read-before-write policy, version, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null).
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Edits Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all. Accepted in both profiles; advertised in the catalog by the extended one.
+	Edits *[]EditItem `json:"edits,omitempty"`
+
+	// FilePath Path to edit, resolved by the filesystem backend.
+	FilePath string `json:"file_path"`
+
+	// NewString Literal replacement text. Use an empty string to delete the match.
+	NewString *string `json:"new_string,omitempty"`
+
+	// OldString Literal text to replace. Must match exactly.
+	OldString *string `json:"old_string,omitempty"`
 
 	// ReplaceAll Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once.
 	ReplaceAll *bool `json:"replace_all,omitempty"`
@@ -214,6 +232,9 @@ type WriteMetadataOperation string
 type WriteRequest struct {
 	// Content Full UTF-8 text content to write.
 	Content string `json:"content"`
+
+	// DryRun Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). Accepted in both profiles; advertised in the catalog by the extended one.
+	DryRun *bool `json:"dry_run,omitempty"`
 
 	// FilePath Path to write, resolved by the filesystem backend.
 	FilePath string `json:"file_path"`
@@ -915,61 +936,65 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fpvc9u2k/4qO7zO1O6Rsp2kd6k890KNndYdx8lYTnt3kc+CiJWEGARYALSsevTdbxYgJdKkbP8at9PJ",
-	"O/4BgcXug91nd3kXpTrLtULlbNS/i3JmWIYOjb8borVCqzcLTnccbWpE7oRWUT+6mCPY8P5bCwttroWa",
-	"ARcGU6fNMgY2sVoWDkEbMCiZEzcIToObIxit3SEwNVJ4K6yjL6dacjQglBUc14N6cF59OhUSIWdubsGg",
-	"1fIGgc2YUNaBcL2R+mDQonIwKRxglrslpLpQzgKzJAsqGhTFkSDp58g4miiOFMsw6kf/nZR7TWizcWTT",
-	"OWaMdu2WOQ2wzgg1i1aruNLKyVFbKWcsQ+uFL1UDbs4c6IWyoCcWzQ1ysI457MNBcvDiNaRzZlhKCgc9",
-	"HalB8r8s+WM/+aF31U+gB+/9zEyCVmCQcdhRupyJ0RsQpI1UG458pBbCzXVB+tg9BIO/F8Igp08XRjgE",
-	"pjggFw4Wc9IliZlrKdIlzaLV03QIv60Xicudmhs0kLElOHaNI1Xf/tToDBgEdQMpm8NkCUlSDkjCGxsT",
-	"SmjwSCUJxykrpKvGPMlsJ0cNq+XMOTT0yf99auj08u4gPnjxevVNFLdMu4ojgzbXyqKH/wejJxIzuky1",
-	"cqgcXbI8lyL12t/Lw4h//2zJ/Hc1Ab4xOI360b/tbc7XXnhr96p5/YpNAA0UnL99Az+8+v4/oZwcyKpB",
-	"045NJMI41RzH3pr0NNMcJTi8dTDWhcsLN+55nJbLkTRvmGNSz7xmjM7ROBG26LSW/kI4zOxjgpfTXGgt",
-	"o9Vaf8wYtqT7QrEbJiQJ2eEvaCVwc2ErxMyZ9UBLmVLagSkUKL2AnZnUE7+7mcEcKkwbkdP9brzRh0Fm",
-	"teoROJ4i/ceNeN078PYPhybqfyp1c7kepSefMXX0WV0PLZU2tt3yH3E0KwRnKsVul0qLfmvBLq3DLMmN",
-	"znIH1Sfeyr02cqvz0LFa06EzzkVwKB9qMjtTYLxdll+G789AqLxwEFQZA96y1MkluYUNBC2iJVcc3ddY",
-	"HN0mM52UD+ms9M7Z4h1ay2bYUrvfSlOcxjZqGuyyzZGYTtuqfa8Q5oW6DuB5CVIoJI8L/mDfukMfWcgP",
-	"Upi58jeMkKr8fpoWVri4wFvXqW8tefVOFbI8C0HBHbZx8+4QU9eHH7WZOF4v37X7Yy7cO3SMM8c6oCmm",
-	"06efdq/Jxw5JmHKbKOf4e4HWtSVZa7ltqg+ke6d9pIqrUO+jBkGNPgyHAyYsvUbFu88DLq7Ku9YCp8Kh",
-	"YRIM5pKlmFHA8wcLPloKkmXkC5+TJBwluhAvM+bSeeeKWvJHV/RO2ulq5R68K6wLc1ZHqnPucvwVk7I9",
-	"+Xl4CUzKMBXaHhyFEGpptSmTFmGHSathMUcFBMzdw3DtX8awkR4ykonlOTKzPudapUiSbYH0RGuJTLXA",
-	"sbFyQz8N82yHji1kB3KyGrofQm/jJJB9fGh8/LiV4+LNQl0S/iT1ZCu4u3F9VFFjsolFZtI5CNU0VZ06",
-	"EaW2OVm2bTq2YdTeVZWnxNYZ8XZzNTxQoEn3haX9QfmWBAsYrVHwaqEd7M16MIq++27vu56zo2i3A8Ft",
-	"j+ZX7VSswXyrYoVKZcGx27172jAV0qGBqTZEckuRbU3ja3m9sLG/uvts48/2djWKdg+9hiFDpiworfCp",
-	"auww+FvSljabnGgjxj/U6uc4K6Q/9rmp8pe15kinOyULA7tUjt1+oa1/RiaD4ppmpgSp8Feoiswfyuva",
-	"BFtWKr/qWuhUKGwvo4psgqbmEYRyOEPjY153fL9PVcIM5fCulWspxD1V32f5HB0T0pbsdqEBbx0qb4MM",
-	"aRnbJiKUCLSnHoY0AY3RBmhIDB70b4dXw4vB6fHVr8fnw5P3Z7Dzav+HXZ95DY+H9ORqePH+/Pjq49ng",
-	"18HJ6eDH02PY+X7/ZQwsZJBxSB+1P2AzrCeS58g9sw+osU4brIj9xDP1dI78EJR2cwoyC2b9lA7VbmfI",
-	"C+ro5shZYI7r1IDWH0XHtN8+jCLIDU7FbXeUXkeB9rQ+2NXSqbg2abG//zIt1/U3OIo6F9hgtwNUwslu",
-	"lh4e3BdqIBdsSYm3Llx/Ipm6PvT2JJpaywcFR+XEVKB5/Dj6t5Uka2njgKS1erqQfI6Mb2eWkgXe09qZ",
-	"J9pPppz+oHZklno6tei6tdrtfMmgRyfDD6eD/wnOcqeqR9U4pa9O1L1vuuAx2GUmhbom/+/WY7tR6rRj",
-	"8rTa4n3ZthD5sJdKNY1Jtin+S3i0Qcb/NI+WIhMdx+UduxVZkUFwgJRHhYTKL+cKc4/W3A9lPrsXFlKi",
-	"mRyYqxWSvrWQJCRz4teGnRf7+/te+1NtMuaifsR1MfHwzYQiMaL+wdaoV7roBoaaezlIJswSGISxzu9j",
-	"2zYOWhv5YrG2EubtSPgyWtw4xk93iMmUpT4b6i5A/CkOPfS84ikbenrZ4s7OWY4UBTxNJYbnL2JwplAp",
-	"c8hj8Adu5QkNkcZD2HxVJlD0nT8hffh0RxPEVWpFDwgjZ96AscfL6nJ1uXUBg3m7IvLs+cj92lab7Gwr",
-	"EIUi2hO4TijLlMO7ZPiNKMJfW3yII5qRVbW1ih6mBpkj6Yqc08WjXHEzS/xABcNvaKvrrZWE7/F+yiA+",
-	"XrxNXoeEvxxIHsSzqE5H+wRHXlKwP+XJH0jMq308oIEvczlNXDwz9IlyYVoY4ZZDWi+INkFm0AyKLnWe",
-	"1/oieINmCah4rkXZ9tib+6zkD9ihIPXm/fnQ80kpZnNnd4Pvr7U9TKFKzp4kTl+jL0f7nfvCiJdjY465",
-	"c3ko+ws11VvYbd3f+ozbF6LLOH6vk7NTdQG4sKn2u/GjR6pRRd8Fegc/X1x82Ptl+P6sVkQPTj5Uphql",
-	"3BjYSE10oTjy0HtaCMX1IvazMv8omeBUG0yCVJZN0S3LnlJvpEbqeC0RMGUXaCyM70alYUP6Xdl2FK3G",
-	"ZBJbpClaGxbZdENGqkqUJpov6+I7w6oMqWqN7ARmHHhG1RQZqZ3xdjo/jmva2OQAuyTSlAlZGPQ7GoTd",
-	"eCFEWRv3LTNmYfwmHKXkYknRpN4o+my1Gh+SRutjQneQawxcM2fGom+1QYZcMCDUhA7ftCCKsvOKqBBc",
-	"zJEsEyTgSHvmvlyZOrnsg1A3TAoeXBBZCwqVMw95enTwH2ALY/SMORwptCnLkTK8a1zCTNwQvBciRdih",
-	"o8zoq5RZTISylI46cYNyGTRLZgM2dWhC0++GyQKBGWwIDOOTs18HpydHV4Pznz6+Oz67GO/2YKBAV71N",
-	"ZmaFr8KSIkeKNEm0abylgStFisriJqpF704uavmVb9xMbcJyEcXRDRobDtd+76C3X8YQRS/70cvefu9l",
-	"FHII7ziq00/Xs8AW17HihEf9smbxR3SvVfhif/+BNuG/1h4syyId3cGLjd8RFoq81/B/Uf/TZRzZIsuY",
-	"Wfqq8w0qtPYQFCIniMHaQzk2s41AaKNLmmsvQ8IR7YnuSk31liyT5aMyVbJ7d4KvggeT6LCtqSP/vOzP",
-	"Nls4/U93oZ9bhqDSjIJH9QAQ+N0X9nQvW4Z69eC/DL4FpM1MO4eqzveF80WLQl0rvVC7vVCk8MnBNoOu",
-	"F651fOsGehuKKKz2H0XzJ4G6pSq9l3ZaN247UXoqrPMN178Sp1VTuQOoxyydV+1DMm4Mtfdxu6Po3Ul3",
-	"z/M5FF01MyENIsc+ePl67NwHUE0ul5x+XeNl/3ej7j0KuR6J2nYo/ZgLr/Q21rtk3gzZ2/xQsoqfOvjN",
-	"gkcB3J6e/qj58tkMW+/crZqkjM7k6i/EVK3zs8X/eUZEJ5GMgfw54EGL+r5f9S9Sjbz75SbLsmVHL2Wt",
-	"mfcwXIiCbYfLT1JPvgq41HthfzNcGiWEDsC8o6SdjOYD/LP4bKF42VRazLWt2mGhP8ZCE6rqm1Xdkt1H",
-	"YGIwfwAmBvOvAya1zt4/FSahijkzushDgk2Wfg7YDMseGnmTcktl2siqP5vAtLpvD+OGYlgdN809/UaT",
-	"jwdpirnre2e1l0sm1NjnOSEbWzcSWIYQ0iTKI9D/pkese6TSeaGukcO4PgPlHjFMZWHnYWDQGzH/3Ghe",
-	"pMh7MKjyppHyOUI5M6l5gjOmgE20cUEAZ5iyUzSB4DcPwDky/lUcgHoh/28+ALXK8arsbgZbHvofUC26",
-	"/yrcNHndnLHj/8h2PK5VBp7joJCkwFoRmFhaKMl7rCWhfk65aVDPwyfFlye2u1hfoPoqINaoWP7NGKvX",
-	"Ch/jbmXr9zkA88bXfn1PupCyImrYxlAnRJrpc7Nw+OmSzFR+sq41hE/J3OWDdWJWe1ZLq1eXq/8PAAD/",
-	"/w==",
+	"7Fttc+M2kv4rXbytip2jZDmTvUvkug/eGU/WWx7PlOVJ7m7ksyGiJWFMAlwAtKy49N+vukFKpEnZSsZJ",
+	"pVL7zSJBoPH0g36FH6LEZLnRqL2Lhg9RLqzI0KPlXyN0Thn9eiHpl0SXWJV7ZXQ0jC7nCC68/8rBwthb",
+	"pWcglcXEG7uMQUycSQuPYCxYTIVXdwjegJ8jWGP8EQg91nivnKcvpyaVaEFppySuB/Xhovp0qlKEXPi5",
+	"A4vOpHcIYiaUdh6U74/1B4sOtYdJ4QGz3C8hMYX2DoQjWVDToCiOFEk/RyHRRnGkRYbRMPrvXrnXHm02",
+	"jlwyx0zQrv0ypwHOW6Vn0WoVV6icvmmDci4ydCx8CQ34ufBgFtqBmTi0dyjBeeFxCIe9w2++g2QurEgI",
+	"cDDTsT7u/a/o/Tzofd+/HvagD+95ZpGC0WBRSNjTppxJ0BtQhEZirEQ51gvl56YgPPaPwOI/C2VR0qcL",
+	"qzyC0BJQKg+LOWFJYuYmVcmSZjF6Nwzhp/UicblTe4cWMrEEL25xrOvbn1qTgYAANxDYEiZL6PXKAb3w",
+	"xsXEEho81r2exKkoUl+N2Ultp28aWsuF92jpk//71MD06uEwPvzmu9Vforil2lUcWXS50Q6Z/h+smaSY",
+	"0Z+J0R61pz9FnqcqYfQP8jDi3z87Uv9DTYC/WJxGw+jfDjbn6yC8dQfVvLxik0DHGi7evobvv/3rf0I5",
+	"OZBWA9JeTFKEm8RIvGFt0tPMSEzB472HG1P4vPA3feZpuRxJ81p4kZoZI2NNjtarsEVvTMp/KI+Ze07w",
+	"cppLY9JotcZPWCuW9LvQ4k6olITssBe0Evi5chVj5sIx0RKhtfFgCw3aLGBvlpoJ725mMYeK01bl9Hs/",
+	"3uBhUTij+0SOXaT/uBGvewes/3BoouGnEpur9Sgz+YyJp8/qOLQgbWy7ZT/iaFYoKXSC3SaVFv3KgVs6",
+	"j1kvtybLPVSfsJb7beZW56FjtaZBF1KqYFA+1GT2tsB4uyz/GL0/B6XzwkOAMga8F4lPl2QWNhR0iI5M",
+	"cfQYsTi6781Mr3xIZ6V/IRbv0DkxwxbsvJWmOI1t1BDs0s0bNZ22oX2vEeaFvg3keQWp0kgWF/hg3/sj",
+	"9ixkB8nNXPMPQUzVvJ+mhjUuLvHed+JtUlm900VanoUAcIdu/LzbxdTx4FGbieP18l27P5HKn/pgs1pC",
+	"X5crtNA5Ux6tSMFinooEM3IBTDX46MhtlL4gfE4+XGKKPniQTPhk3slJk8pnV2Sz5U21ch/eFc6HOSuS",
+	"dc5djr8Wadqe/CK8BJGmYSp0fXgTnIqj1aYidQh7InUGFnPUQKraPwp/88sYNtJDRjKJPEdh18w3OkGS",
+	"bIuSJ8akKHRLmTVM4rpKtunyHXohhRcdZkZNp7tbbj4Vzxm8MOU2US7wnwU634b7RPk52jpgZLw3m4M9",
+	"PnQ1le2zu6dQxB0B2f6J8fP2OZN2eW0L3V7x9RyTW8A7tEs/5xWEnRVEWxdXnkH2Jjg1Fnsh9gmBTgx3",
+	"aCleiAMxlJ7ts7QWfWE1f5vMhZ4hRzxQaDVVKIGQWXsimjDsMqy+C7d2oUocMSLt7Y5opyINgAHHHyhB",
+	"aaCwz8aAIpmvI2t0RerJstEvQ1Yu4BDzcTCW8A6YHfYOBwNg+uz3YYSa5nSeokwzrakzrusygLXWZB+O",
+	"kwRzH+QhNVLYQjbUHYGQd6RMF14ytsFxUghIP/Heo5YcouLObnxt4lZxlIn70/DN4WAQR5nS1c+tcK+j",
+	"lbWhbwP+gcy/Nwx4XGUbspKad8f+GSYiuUUtu13yvwzuH8DgbrS83a7RiWkb2Kxmep/j49pMkxY4Bn/e",
+	"r5fj4s1CXRL+kJpJzfI2Rexm75sqByfkHQqbzEHppkLqORrl7i4n/bUVJDapO8dE5Vlw9dR7u1IaoU7I",
+	"xx4LS/uD8i0JFphYy/WrhfawP+vDOPr664Ov+96No/0OnrZDJ161E1iL+VZglU7SQmJ3HMn5yVSlHi1M",
+	"jaVsuhTZ1RBfy8vCxvzXw2cXf3b3q3G0f8QIQ4ZCO9Cl/ds5YmwK9ZbQMnZTfNmI8QfV+gXOipQPd26r",
+	"QskaOcJ0r0z3wC21F/dfqOu/o0gDcE01Oy98wX+hLjI+lLe1CbasVH7VtdCZ0tgRehfZBG3NIijtcYaW",
+	"A7LuROJxThRmKId3rVyrVTyC+nE5QaIXKnVlGr0wwQuzDjKkZVw7EktM12EYhXoEWmss0JAYmPRvR9ej",
+	"y+Ozk+sfTy5Gp+/PYe/bwfch5hudjOjJ9ejy/cXJ9cfz4x+PT8+O/3Z2Ant/HbyKQYRSVRzqVIYP2Azr",
+	"FasLlFxCCKxx3lisKggTDvySOcqjdZSzEI6n9Kj3Ox1bgKM7Gc9CirqO/Gj9cXRC+x3COILc4lTdd/vi",
+	"tRdoT8surVa3iWuTFoPBq6Rcl3/gOOpcYMPdDlIpn3aXA8KDx0IdpwuxdCAmpvDDSSr07RHrk/LhWuFJ",
+	"SdSeAmL7/HHkt5Uka2njwKQ1PF1MvkAht6c9qQjRTWtnnNHvnA/xQe0oYZnp1KHvRrXb+JJC35yOPpwd",
+	"/08wlntV4bsWOXIZtG59k4WMwS2zVOlbxylQNbabpd54kZ5VW3ws25aKQdhLBU1jkm3Ab/WIO0TLlHT9",
+	"6mg5VZnqOC7vxL3KigyCAaS8JFRueDlK2ZoO7rEr43RFOUgomJQgfK1i/ZWDXo8TRV4b9r4ZDAaM/tTY",
+	"TPhoGElTTJi+mdIkxlN5RWmiGxxq7uWwNxGUC02VdZ73sW0bh5354xeJ9YvC4sCELwuLG8d4d4PYm4qE",
+	"c57uSueviqFHHFfssqHd66MPbi5yJC/AYSpFePxHDN4WOhEeZQx84FYc0FDQeASbr8o0ib7jEzKETw80",
+	"QVwlUPSAOHLOCoyZL6ur1dXWBSzm7dLri+cjj4vo7WBnWyU6VOt3iHVC/bcc3iXDTxQi/LaVsTiiGUVV",
+	"xK/Cw8Si8CRdkUv649lYcTNL/ER5jTe01fTWek+P4n7KID5evu19F9L6ciBZEI6iuuOd36Co9jvX0l60",
+	"5vR8VW4H11cGrb/K9221zPFa809w5suMdPMkvbCxoCAVk8IqvxzRekG0CQqL9rjogvOi1rJmIgJqmRtV",
+	"dqQP5pzH/Qx7RLPX7y9GHIGnajb3bj8wpNaRtoUus5xez5tb5E4h75wVzHJs1DH3Pg8dWaWnZks+UPdQ",
+	"XKPgHmEZ+Txqsu9VDVqpXGJ4Nzx6rBsNzn2gd/D3y8sPB/8YvT+v9TeDWwwVu0aXLQYx1hNTMI/5WsBC",
+	"aWkWMc8qOk6qE1P0y/LA9sd6rE/WEoHQboHWwc3DuFRsKFhUuh1HqxtSiSuSBJ0Li2wa1WNdpZYTI5d1",
+	"8b0VVU5Zda33Qi4RLEXVrx7rvZvtCdBNXENjkzXtk0hTodLCIu/oOOyGhVBl25JvMwgHN6/DUepdLsn/",
+	"1nv4n53RN0eEaH1MuLghDYboPBfWlXYsQ6kEEGvC5YtpQcZm71sKHuFyjqSZIIFE2rPkMm7i0+UQlL4T",
+	"qZLBaJO2oNC5YMrTo8P/AFdYa2bC41ijS0SOlBPf4hJm6o7ovVAJwh4dZUFfJcJhT2lHCbxXd5guA7Kk",
+	"NhBTjzbcx7gTaYEgLDYEhpvT8x+Pz07fXB9f/PDx3cn55Q1ZVw2munZSuQAGcqwJSTKYN1vu1qQqQe1w",
+	"EwdE704vaxkp99SnridyFcVR2YuJhtGgf9gflF5X08th9Ko/6L+KQtbFhqM6/fT3LMTXa+96KqNhWeX5",
+	"OXp0i+ObweCJGxy/7OZGWUjquLhxubE7ykGR9xv2Lxp+uoojV2SZsEuuxt+hRueOQCNKohisLZQXM9cI",
+	"HVx0RXMdZEg8oj3RrxKp/lJkafmoTC7dwYOSq2DBUvTYRuoNPy+vzjS768NPD+GqTemCSjUqGdUdQHCV",
+	"X3jd5qqlqG+fvGbG3XljZ8Z71PWoQHku8xT6VpuF3u+Hsg6HEdsUul64dhmnrqC3oewkalfcmve36pqq",
+	"cC/1tL5T08nSM+U834X5LXla3ffpIOpJaBbyzQ5Sbgy193H7sgebk+7rKC8BdHXPpArTYnZeXMGeswM1",
+	"ZHLJ6NcRL6/mbOA+IJfLTDSuA/QTqRj0Nte7ZN4MOdjc9VvFuw5+vZBRIDcH9H8zcvliiq034lfNoIzO",
+	"5Oo35FStV7bF/nFERCeRlIHyJehBi3I/tLomWkt3eLnJsmxl0su01uR8mi4Ugm2nyw+pmfwp6FLvHv7O",
+	"dGkUXToI867MGUPZ5EVsttKybMMt5sZVDcTQURShbVd1Gqv+0v4zNLGYP0ETi/mfgya1XugflSah7juz",
+	"pshDgk2afgnajMquI1mTcktl2iiqS6dgW/3Kp3lDPqzOm+aefqLJb0IRY8jG6iBPhdI3nOeEbGzdehEZ",
+	"QkiTKI9AvkFNUfdYJ/NC36KEm/oMlHvEME0LNw8DA24U+efWyCJB2YfjKm8aa84RypkJ5gnOhAYxMdYH",
+	"AbwV2k3RhgC/eQAuUMg/xQGotz5+5wNQq7Wvyn5w0OUR/2+AQ/9fhZ/2vmvO2HF1ve2Pa5WBlzgoJCmI",
+	"lgeulfyIa73QcaDcNMDz9Enh8sR2E8sFqj8FxRo13t+ZY/Va4XOxW9ksfwnCvOZqOXfxizStAjVsc6iT",
+	"Is30uVk4/HRFaio/Wdcawqek7vLBOjGrPaul1aur1f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

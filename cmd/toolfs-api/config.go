@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -45,6 +46,7 @@ type config struct {
 	sessionHeaders    string
 	defaultSession    string
 	mcpStructured     bool
+	profile           string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -75,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.defaultSession, "default-session", "", "session id of a request that names none (default: none)")
 	fl.StringVar(&c.sessionKeyPrefix, "session-key-prefix", "toolfs:", "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
 	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
+	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 
 	if err := fl.Parse(args); err != nil {
@@ -141,6 +144,9 @@ func (c config) validate() error {
 		if !validHeaderName(h) {
 			return fmt.Errorf("--session-headers: %q is not a header name", h)
 		}
+	}
+	if _, ok := render.ParseProfile(c.profile); !ok {
+		return fmt.Errorf("--profile must be extended or original, not %q", c.profile)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)

@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		SessionStore: store,
 		Search:       search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches},
 		Caps:         render.Caps{Limit: cfg.readLimit, MaxLineLength: cfg.readMaxLineLength, MaxBytes: cfg.readMaxBytes},
+		Profile:      render.Profile(cfg.profile),
 		REST: handlers.Config{
 			Token:             cfg.token,
 			CORSOrigins:       cfg.origins(),

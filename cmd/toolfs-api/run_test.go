@@ -96,6 +96,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"bad env twin", nil, map[string]string{"TOOLFS_READ_MAX_BYTES": "x"}, "TOOLFS_READ_MAX_BYTES"},
 		{"bad duration", []string{"--session-ttl", "soon"}, nil, "session-ttl"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, "--log-format"},
+		{"bad profile", []string{"--profile", "fancy"}, nil, `--profile must be extended or original, not "fancy"`},
+		{"bad profile env", nil, map[string]string{"TOOLFS_PROFILE": "orig"}, `--profile`},
 		{"public without token", []string{"--addr", "0.0.0.0:0"}, nil, "--token"},
 		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
 		{"unknown session store", []string{"--session-store", "mysql://db"}, nil, `--session-store must be memory, redis://host:port/db or rediss://host:port/db, not "mysql://db"`},

@@ -39,12 +39,14 @@ type options struct {
 	caps      *render.Caps
 	noRg      bool
 	sessions  tools.Sessions
+	profile   render.Profile
 }
 
 func start(t *testing.T, o options) *harness {
 	t.Helper()
 	so := server.Options{
 		Policy:   !o.policyOff,
+		Profile:  o.profile,
 		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		REST: handlers.Config{
 			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
@@ -523,8 +525,10 @@ func TestStreamedReadLateFailureAborts(t *testing.T) {
 	assert.Equal(t, 422, r.Status)
 }
 
+// TestCatalog pins the original profile's catalog: byte for byte the
+// original's (docs/api.md, "Profiles").
 func TestCatalog(t *testing.T) {
-	h := start(t, options{})
+	h := start(t, options{profile: render.ProfileOriginal})
 	r := h.do(http.MethodGet, "/tools", "")
 	require.Equal(t, 200, r.Status)
 	var cat struct {

@@ -15,39 +15,98 @@ type Tool struct {
 	Guidance    string          `json:"guidance"`
 }
 
+// Profile chooses the surface the catalog advertises (docs/api.md,
+// "Profiles").
+type Profile string
+
+// The two profiles.
+const (
+	// ProfileExtended (the default) adds dry_run to write and edit and edits
+	// to edit, after the original's properties, and hints on edit misses.
+	ProfileExtended Profile = "extended"
+	// ProfileOriginal is the original's surface byte for byte.
+	ProfileOriginal Profile = "original"
+)
+
+// ParseProfile accepts "extended" and "original".
+func ParseProfile(s string) (Profile, bool) {
+	switch p := Profile(s); p {
+	case ProfileExtended, ProfileOriginal:
+		return p, true
+	}
+	return "", false
+}
+
+// Descriptions of the extended profile's added properties (ours; docs/edits.md).
+const (
+	DescDryRun = "Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false."
+	DescEdits  = "Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all."
+)
+
+// editsSchema is the schema of edit's "edits" property: an item has the
+// single edit's three properties, with their original descriptions.
+var editsSchema = func() json.RawMessage {
+	item := schema([]param{
+		{name: "old_string", typ: "string", description: "Literal text to replace. Must match exactly."},
+		{name: "new_string", typ: "string", description: "Literal replacement text. Use an empty string to delete the match."},
+		{name: "replace_all", typ: "boolean", description: "Replace all matches. Defaults to false; when false, old_string must appear exactly once."},
+	}, "old_string", "new_string")
+	var b bytes.Buffer
+	b.WriteString(`{"type":"array","description":`)
+	b.Write(jsonString(DescEdits))
+	b.WriteString(`,"minItems":1,"maxItems":100,"items":`)
+	b.Write(item)
+	b.WriteByte('}')
+	return b.Bytes()
+}()
+
 // Catalog returns read, write and edit, then glob and grep when search is
-// true. limit is the configured read limit, quoted in read's schema.
-func Catalog(limit int, search bool) []Tool {
+// true. limit is the configured read limit, quoted in read's schema. The
+// profile is applied here and nowhere else: every view of the catalog (REST,
+// MCP, OpenAPI) reads it.
+func Catalog(limit int, search bool, profile Profile) []Tool {
+	ext := profile != ProfileOriginal
+	writeParams := []param{
+		{name: "file_path", typ: "string", description: "Path to write, resolved by the filesystem backend."},
+		{name: "content", typ: "string", description: "Full UTF-8 text content to write."},
+	}
+	editParams := []param{
+		{name: "file_path", typ: "string", description: "Path to edit, resolved by the filesystem backend."},
+		{name: "old_string", typ: "string", description: "Literal text to replace. Must match exactly."},
+		{name: "new_string", typ: "string", description: "Literal replacement text. Use an empty string to delete the match."},
+		{name: "replace_all", typ: "boolean", description: "Replace all matches. Defaults to false; when false, old_string must appear exactly once."},
+	}
+	editRequired := []string{"file_path", "old_string", "new_string"}
+	if ext {
+		dry := param{name: "dry_run", typ: "boolean", description: DescDryRun}
+		writeParams = append(writeParams, dry)
+		editParams = append(editParams, param{name: "edits", raw: editsSchema}, dry)
+		// old_string and new_string are not required: edits may stand in
+		// for them (docs/edits.md).
+		editRequired = []string{"file_path"}
+	}
 	tools := []Tool{
 		{
 			Name:        "read",
 			Description: "Read a UTF-8 text file and return line-numbered content.",
 			Parameters: schema([]param{
-				{"file_path", "string", "Path to read, resolved by the filesystem backend."},
-				{"offset", "number", "1-based first line to return. Defaults to 1."},
-				{"limit", "number", "Maximum number of lines to return. Defaults to " + strconv.Itoa(limit) + "."},
+				{name: "file_path", typ: "string", description: "Path to read, resolved by the filesystem backend."},
+				{name: "offset", typ: "number", description: "1-based first line to return. Defaults to 1."},
+				{name: "limit", typ: "number", description: "Maximum number of lines to return. Defaults to " + strconv.Itoa(limit) + "."},
 			}, "file_path"),
 			Guidance: "Use the read tool \u2014 not shell commands like cat \u2014 to inspect text files. Results include line numbers. Use offset and limit to continue reading large files.",
 		},
 		{
 			Name:        "write",
 			Description: "Create or fully replace a UTF-8 text file.",
-			Parameters: schema([]param{
-				{"file_path", "string", "Path to write, resolved by the filesystem backend."},
-				{"content", "string", "Full UTF-8 text content to write."},
-			}, "file_path", "content"),
-			Guidance: "Use the write tool to create files or completely replace file contents. Existing files are overwritten, so read an existing file first (the default fs-policy requires it) and prefer edit for targeted changes.",
+			Parameters:  schema(writeParams, "file_path", "content"),
+			Guidance:    "Use the write tool to create files or completely replace file contents. Existing files are overwritten, so read an existing file first (the default fs-policy requires it) and prefer edit for targeted changes.",
 		},
 		{
 			Name:        "edit",
 			Description: "Edit an existing UTF-8 text file by replacing literal text.",
-			Parameters: schema([]param{
-				{"file_path", "string", "Path to edit, resolved by the filesystem backend."},
-				{"old_string", "string", "Literal text to replace. Must match exactly."},
-				{"new_string", "string", "Literal replacement text. Use an empty string to delete the match."},
-				{"replace_all", "boolean", "Replace all matches. Defaults to false; when false, old_string must appear exactly once."},
-			}, "file_path", "old_string", "new_string"),
-			Guidance: "Use the edit tool for targeted changes to existing UTF-8 text files. It replaces literal old_string with new_string; by default old_string must appear exactly once. If old_string appears multiple times, provide a more specific old_string or set replace_all to true. Read the file first (the default fs-policy requires it), unless you just created or edited it in this session.",
+			Parameters:  schema(editParams, editRequired...),
+			Guidance:    "Use the edit tool for targeted changes to existing UTF-8 text files. It replaces literal old_string with new_string; by default old_string must appear exactly once. If old_string appears multiple times, provide a more specific old_string or set replace_all to true. Read the file first (the default fs-policy requires it), unless you just created or edited it in this session.",
 		},
 	}
 	if !search {
@@ -58,8 +117,8 @@ func Catalog(limit int, search bool) []Tool {
 			Name:        "glob",
 			Description: "Find files whose paths match a glob pattern. Returns matching file paths \u2014 never directories \u2014 including hidden and ignored files (VCS metadata directories are excluded). Up to 100 paths come back in modification-time order; a larger result instead returns 100 paths sampled across top-level entries and says so. This tool does not enumerate directory entries.",
 			Parameters: schema([]param{
-				{"pattern", "string", `Glob pattern to match file paths against (e.g. "**/*.ts", "src/**/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth.`},
-				{"path", "string", "Directory to search in. Defaults to the session workspace; a relative path resolves against it."},
+				{name: "pattern", typ: "string", description: `Glob pattern to match file paths against (e.g. "**/*.ts", "src/**/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth.`},
+				{name: "path", typ: "string", description: "Directory to search in. Defaults to the session workspace; a relative path resolves against it."},
 			}, "pattern"),
 			Guidance: "Use the glob tool \u2014 not shell find or ls \u2014 to find files by name pattern. Use grep to search file contents.",
 		},
@@ -67,17 +126,21 @@ func Catalog(limit int, search bool) []Tool {
 			Name:        "grep",
 			Description: "Search file contents with a ripgrep regular expression. Returns matching lines with line numbers, grouped by file. Returns the first 250 matches inline and says when there were more. Use read on a matched file for surrounding context.",
 			Parameters: schema([]param{
-				{"pattern", "string", "Regular expression to search for (ripgrep syntax)."},
-				{"path", "string", "File or directory to search. Defaults to the session workspace; a relative path resolves against it."},
-				{"include", "string", `One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported.`},
+				{name: "pattern", typ: "string", description: "Regular expression to search for (ripgrep syntax)."},
+				{name: "path", typ: "string", description: "File or directory to search. Defaults to the session workspace; a relative path resolves against it."},
+				{name: "include", typ: "string", description: `One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported.`},
 			}, "pattern"),
 			Guidance: "Use the grep tool \u2014 not shell grep or rg \u2014 to search file contents. Use read on a matched file when you need surrounding context.",
 		},
 	)
 }
 
-// param is one property of a tool's input schema.
-type param struct{ name, typ, description string }
+// param is one property of a tool's input schema: a type and description,
+// or a whole raw schema.
+type param struct {
+	name, typ, description string
+	raw                    json.RawMessage
+}
 
 // schema builds {"type":"object","properties":{...},"required":[...]} with
 // the keys in the original's order (a Go map would sort them).
@@ -89,6 +152,11 @@ func schema(params []param, required ...string) json.RawMessage {
 			b.WriteByte(',')
 		}
 		b.Write(jsonString(p.name))
+		if p.raw != nil {
+			b.WriteByte(':')
+			b.Write(p.raw)
+			continue
+		}
 		b.WriteString(`:{"type":`)
 		b.Write(jsonString(p.typ))
 		b.WriteString(`,"description":`)

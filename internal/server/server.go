@@ -40,6 +40,8 @@ type Options struct {
 	Search search.Config
 	// Caps are the read window's caps (default render.DefaultCaps()).
 	Caps render.Caps
+	// Profile is the tools' surface (default render.ProfileExtended).
+	Profile render.Profile
 	// REST is the REST transport's configuration (token, CORS, body cap,
 	// session headers, ...). MaxBodyBytes defaults to 32 MiB and
 	// StreamWriteWindow to 30s.
@@ -101,7 +103,7 @@ func New(o Options) (*Server, error) {
 		s.Metrics.WatchSessions(gate)
 	}
 	s.Executor = tools.New(tools.Options{
-		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps,
+		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
 		Observer: s.Metrics, Logger: o.Logger,
 	})
 	mc := o.MCP

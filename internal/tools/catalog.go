@@ -21,7 +21,7 @@ type UnavailableTool struct {
 // that cannot run.
 func (x *Executor) Catalog() Catalog {
 	searchable := x.searchable()
-	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable)}
+	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable, x.profile)}
 	if !searchable {
 		const reason = "ripgrep (rg) was not found at start-up; install it or set --rg-path"
 		c.Unavailable = []UnavailableTool{{ToolGlob, reason}, {ToolGrep, reason}}

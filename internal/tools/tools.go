@@ -57,9 +57,12 @@ type Options struct {
 	// Gate is the read-before-write policy; nil switches it off (the bare
 	// provider: writes and edits unconditional, no session required). It is
 	// the one setting of the policy's on/off.
-	Gate     policy.Gate
-	Search   *search.Searcher // nil: glob and grep are unavailable
-	Caps     render.Caps
+	Gate   policy.Gate
+	Search *search.Searcher // nil: glob and grep are unavailable
+	Caps   render.Caps
+	// Profile is the surface advertised and the hints on edit misses
+	// (docs/api.md, "Profiles"); "" is ProfileExtended.
+	Profile  render.Profile
 	Observer Observer     // nil: no metrics
 	Logger   *slog.Logger // nil: no logs
 }
@@ -71,6 +74,7 @@ type Executor struct {
 	policyOn bool
 	search   *search.Searcher
 	caps     render.Caps
+	profile  render.Profile
 	obs      Observer
 	log      *slog.Logger
 }
@@ -80,6 +84,10 @@ func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger}
 	if x.gate == nil {
 		x.gate = policy.Off{}
+	}
+	x.profile = opts.Profile
+	if x.profile == "" {
+		x.profile = render.ProfileExtended
 	}
 	if x.obs == nil {
 		x.obs = nopObserver{}

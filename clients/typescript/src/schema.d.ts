@@ -202,10 +202,25 @@ export interface components {
             file_path: string;
             /** @description Full UTF-8 text content to write. */
             content: string;
+            /** @description Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). Accepted in both profiles; advertised in the catalog by the extended one. */
+            dry_run?: boolean | null;
         };
+        /** @description Either old_string and new_string (with replace_all), or edits; not both. */
         EditRequest: {
             /** @description Path to edit, resolved by the filesystem backend. */
             file_path: string;
+            /** @description Literal text to replace. Must match exactly. */
+            old_string?: string;
+            /** @description Literal replacement text. Use an empty string to delete the match. */
+            new_string?: string;
+            /** @description Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once. */
+            replace_all?: boolean | null;
+            /** @description Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all. Accepted in both profiles; advertised in the catalog by the extended one. */
+            edits?: components["schemas"]["EditItem"][] | null;
+            /** @description Check everything (arguments, the read-before-write policy, version, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). */
+            dry_run?: boolean | null;
+        };
+        EditItem: {
             /** @description Literal text to replace. Must match exactly. */
             old_string: string;
             /** @description Literal replacement text. Use an empty string to delete the match. */
