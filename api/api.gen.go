@@ -79,6 +79,13 @@ type Diff struct {
 	Path    string  `json:"path"`
 }
 
+// EditHint On FS_EDIT_NOT_FOUND (extended profile), the file's region most similar to old_string, as the output's "Most similar text" lines show it (docs/edits.md).
+type EditHint struct {
+	EndLine   int      `json:"endLine"`
+	Lines     []string `json:"lines"`
+	StartLine int      `json:"startLine"`
+}
+
 // EditItem defines model for EditItem.
 type EditItem struct {
 	// NewString Literal replacement text. Use an empty string to delete the match.
@@ -165,6 +172,9 @@ type Problem struct {
 
 	// Detail The message without the "Error: " prefix.
 	Detail *string `json:"detail,omitempty"`
+
+	// Hint On FS_EDIT_NOT_FOUND (extended profile), the file's region most similar to old_string, as the output's "Most similar text" lines show it (docs/edits.md).
+	Hint *EditHint `json:"hint,omitempty"`
 
 	// Output The exact model text, "Error: <message>".
 	Output string `json:"output"`
@@ -936,65 +946,67 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fttc+M2kv4rXbytip2jZDmTvUvkug/eGU/WWx7PlOVJ7m7ksyGiJWFMAlwAtKy49N+vukFKpEnZSsZJ",
-	"pVL7zSJBoPH0g36FH6LEZLnRqL2Lhg9RLqzI0KPlXyN0Thn9eiHpl0SXWJV7ZXQ0jC7nCC68/8rBwthb",
-	"pWcglcXEG7uMQUycSQuPYCxYTIVXdwjegJ8jWGP8EQg91nivnKcvpyaVaEFppySuB/Xhovp0qlKEXPi5",
-	"A4vOpHcIYiaUdh6U74/1B4sOtYdJ4QGz3C8hMYX2DoQjWVDToCiOFEk/RyHRRnGkRYbRMPrvXrnXHm02",
-	"jlwyx0zQrv0ypwHOW6Vn0WoVV6icvmmDci4ydCx8CQ34ufBgFtqBmTi0dyjBeeFxCIe9w2++g2QurEgI",
-	"cDDTsT7u/a/o/Tzofd+/HvagD+95ZpGC0WBRSNjTppxJ0BtQhEZirEQ51gvl56YgPPaPwOI/C2VR0qcL",
-	"qzyC0BJQKg+LOWFJYuYmVcmSZjF6Nwzhp/UicblTe4cWMrEEL25xrOvbn1qTgYAANxDYEiZL6PXKAb3w",
-	"xsXEEho81r2exKkoUl+N2Ultp28aWsuF92jpk//71MD06uEwPvzmu9Vforil2lUcWXS50Q6Z/h+smaSY",
-	"0Z+J0R61pz9FnqcqYfQP8jDi3z87Uv9DTYC/WJxGw+jfDjbn6yC8dQfVvLxik0DHGi7evobvv/3rf0I5",
-	"OZBWA9JeTFKEm8RIvGFt0tPMSEzB472HG1P4vPA3feZpuRxJ81p4kZoZI2NNjtarsEVvTMp/KI+Ze07w",
-	"cppLY9JotcZPWCuW9LvQ4k6olITssBe0Evi5chVj5sIx0RKhtfFgCw3aLGBvlpoJ725mMYeK01bl9Hs/",
-	"3uBhUTij+0SOXaT/uBGvewes/3BoouGnEpur9Sgz+YyJp8/qOLQgbWy7ZT/iaFYoKXSC3SaVFv3KgVs6",
-	"j1kvtybLPVSfsJb7beZW56FjtaZBF1KqYFA+1GT2tsB4uyz/GL0/B6XzwkOAMga8F4lPl2QWNhR0iI5M",
-	"cfQYsTi6781Mr3xIZ6V/IRbv0DkxwxbsvJWmOI1t1BDs0s0bNZ22oX2vEeaFvg3keQWp0kgWF/hg3/sj",
-	"9ixkB8nNXPMPQUzVvJ+mhjUuLvHed+JtUlm900VanoUAcIdu/LzbxdTx4FGbieP18l27P5HKn/pgs1pC",
-	"X5crtNA5Ux6tSMFinooEM3IBTDX46MhtlL4gfE4+XGKKPniQTPhk3slJk8pnV2Sz5U21ch/eFc6HOSuS",
-	"dc5djr8Wadqe/CK8BJGmYSp0fXgTnIqj1aYidQh7InUGFnPUQKraPwp/88sYNtJDRjKJPEdh18w3OkGS",
-	"bIuSJ8akKHRLmTVM4rpKtunyHXohhRcdZkZNp7tbbj4Vzxm8MOU2US7wnwU634b7RPk52jpgZLw3m4M9",
-	"PnQ1le2zu6dQxB0B2f6J8fP2OZN2eW0L3V7x9RyTW8A7tEs/5xWEnRVEWxdXnkH2Jjg1Fnsh9gmBTgx3",
-	"aCleiAMxlJ7ts7QWfWE1f5vMhZ4hRzxQaDVVKIGQWXsimjDsMqy+C7d2oUocMSLt7Y5opyINgAHHHyhB",
-	"aaCwz8aAIpmvI2t0RerJstEvQ1Yu4BDzcTCW8A6YHfYOBwNg+uz3YYSa5nSeokwzrakzrusygLXWZB+O",
-	"kwRzH+QhNVLYQjbUHYGQd6RMF14ytsFxUghIP/Heo5YcouLObnxt4lZxlIn70/DN4WAQR5nS1c+tcK+j",
-	"lbWhbwP+gcy/Nwx4XGUbspKad8f+GSYiuUUtu13yvwzuH8DgbrS83a7RiWkb2Kxmep/j49pMkxY4Bn/e",
-	"r5fj4s1CXRL+kJpJzfI2Rexm75sqByfkHQqbzEHppkLqORrl7i4n/bUVJDapO8dE5Vlw9dR7u1IaoU7I",
-	"xx4LS/uD8i0JFphYy/WrhfawP+vDOPr664Ov+96No/0OnrZDJ161E1iL+VZglU7SQmJ3HMn5yVSlHi1M",
-	"jaVsuhTZ1RBfy8vCxvzXw2cXf3b3q3G0f8QIQ4ZCO9Cl/ds5YmwK9ZbQMnZTfNmI8QfV+gXOipQPd26r",
-	"QskaOcJ0r0z3wC21F/dfqOu/o0gDcE01Oy98wX+hLjI+lLe1CbasVH7VtdCZ0tgRehfZBG3NIijtcYaW",
-	"A7LuROJxThRmKId3rVyrVTyC+nE5QaIXKnVlGr0wwQuzDjKkZVw7EktM12EYhXoEWmss0JAYmPRvR9ej",
-	"y+Ozk+sfTy5Gp+/PYe/bwfch5hudjOjJ9ejy/cXJ9cfz4x+PT8+O/3Z2Ant/HbyKQYRSVRzqVIYP2Azr",
-	"FasLlFxCCKxx3lisKggTDvySOcqjdZSzEI6n9Kj3Ox1bgKM7Gc9CirqO/Gj9cXRC+x3COILc4lTdd/vi",
-	"tRdoT8surVa3iWuTFoPBq6Rcl3/gOOpcYMPdDlIpn3aXA8KDx0IdpwuxdCAmpvDDSSr07RHrk/LhWuFJ",
-	"SdSeAmL7/HHkt5Uka2njwKQ1PF1MvkAht6c9qQjRTWtnnNHvnA/xQe0oYZnp1KHvRrXb+JJC35yOPpwd",
-	"/08wlntV4bsWOXIZtG59k4WMwS2zVOlbxylQNbabpd54kZ5VW3ws25aKQdhLBU1jkm3Ab/WIO0TLlHT9",
-	"6mg5VZnqOC7vxL3KigyCAaS8JFRueDlK2ZoO7rEr43RFOUgomJQgfK1i/ZWDXo8TRV4b9r4ZDAaM/tTY",
-	"TPhoGElTTJi+mdIkxlN5RWmiGxxq7uWwNxGUC02VdZ73sW0bh5354xeJ9YvC4sCELwuLG8d4d4PYm4qE",
-	"c57uSueviqFHHFfssqHd66MPbi5yJC/AYSpFePxHDN4WOhEeZQx84FYc0FDQeASbr8o0ib7jEzKETw80",
-	"QVwlUPSAOHLOCoyZL6ur1dXWBSzm7dLri+cjj4vo7WBnWyU6VOt3iHVC/bcc3iXDTxQi/LaVsTiiGUVV",
-	"xK/Cw8Si8CRdkUv649lYcTNL/ER5jTe01fTWek+P4n7KID5evu19F9L6ciBZEI6iuuOd36Co9jvX0l60",
-	"5vR8VW4H11cGrb/K9221zPFa809w5suMdPMkvbCxoCAVk8IqvxzRekG0CQqL9rjogvOi1rJmIgJqmRtV",
-	"dqQP5pzH/Qx7RLPX7y9GHIGnajb3bj8wpNaRtoUus5xez5tb5E4h75wVzHJs1DH3Pg8dWaWnZks+UPdQ",
-	"XKPgHmEZ+Txqsu9VDVqpXGJ4Nzx6rBsNzn2gd/D3y8sPB/8YvT+v9TeDWwwVu0aXLQYx1hNTMI/5WsBC",
-	"aWkWMc8qOk6qE1P0y/LA9sd6rE/WEoHQboHWwc3DuFRsKFhUuh1HqxtSiSuSBJ0Li2wa1WNdpZYTI5d1",
-	"8b0VVU5Zda33Qi4RLEXVrx7rvZvtCdBNXENjkzXtk0hTodLCIu/oOOyGhVBl25JvMwgHN6/DUepdLsn/",
-	"1nv4n53RN0eEaH1MuLghDYboPBfWlXYsQ6kEEGvC5YtpQcZm71sKHuFyjqSZIIFE2rPkMm7i0+UQlL4T",
-	"qZLBaJO2oNC5YMrTo8P/AFdYa2bC41ijS0SOlBPf4hJm6o7ovVAJwh4dZUFfJcJhT2lHCbxXd5guA7Kk",
-	"NhBTjzbcx7gTaYEgLDYEhpvT8x+Pz07fXB9f/PDx3cn55Q1ZVw2munZSuQAGcqwJSTKYN1vu1qQqQe1w",
-	"EwdE704vaxkp99SnridyFcVR2YuJhtGgf9gflF5X08th9Ko/6L+KQtbFhqM6/fT3LMTXa+96KqNhWeX5",
-	"OXp0i+ObweCJGxy/7OZGWUjquLhxubE7ykGR9xv2Lxp+uoojV2SZsEuuxt+hRueOQCNKohisLZQXM9cI",
-	"HVx0RXMdZEg8oj3RrxKp/lJkafmoTC7dwYOSq2DBUvTYRuoNPy+vzjS768NPD+GqTemCSjUqGdUdQHCV",
-	"X3jd5qqlqG+fvGbG3XljZ8Z71PWoQHku8xT6VpuF3u+Hsg6HEdsUul64dhmnrqC3oewkalfcmve36pqq",
-	"cC/1tL5T08nSM+U834X5LXla3ffpIOpJaBbyzQ5Sbgy193H7sgebk+7rKC8BdHXPpArTYnZeXMGeswM1",
-	"ZHLJ6NcRL6/mbOA+IJfLTDSuA/QTqRj0Nte7ZN4MOdjc9VvFuw5+vZBRIDcH9H8zcvliiq034lfNoIzO",
-	"5Oo35FStV7bF/nFERCeRlIHyJehBi3I/tLomWkt3eLnJsmxl0su01uR8mi4Ugm2nyw+pmfwp6FLvHv7O",
-	"dGkUXToI867MGUPZ5EVsttKybMMt5sZVDcTQURShbVd1Gqv+0v4zNLGYP0ETi/mfgya1XugflSah7juz",
-	"pshDgk2afgnajMquI1mTcktl2iiqS6dgW/3Kp3lDPqzOm+aefqLJb0IRY8jG6iBPhdI3nOeEbGzdehEZ",
-	"QkiTKI9AvkFNUfdYJ/NC36KEm/oMlHvEME0LNw8DA24U+efWyCJB2YfjKm8aa84RypkJ5gnOhAYxMdYH",
-	"AbwV2k3RhgC/eQAuUMg/xQGotz5+5wNQq7Wvyn5w0OUR/2+AQ/9fhZ/2vmvO2HF1ve2Pa5WBlzgoJCmI",
-	"lgeulfyIa73QcaDcNMDz9Enh8sR2E8sFqj8FxRo13t+ZY/Va4XOxW9ksfwnCvOZqOXfxizStAjVsc6iT",
-	"Is30uVk4/HRFaio/Wdcawqek7vLBOjGrPaul1aur1f8HAAD//w==",
+	"7Ft7c9u2lv8qZ7h3JlKXkuUkdzeVZ//wtZ3Wd/zIWE67u5HXgogjETEJsABoWfXou+8cgJRIk7Ldxsl0",
+	"Mvc/SQSBg995P3QfRCrNlERpTTC8DzKmWYoWtfs2QmOEkgcLTt84mkiLzAolg2FwGSMY//yVgYXSN0LO",
+	"gQuNkVV6GQKbGpXkFkFp0JgwK24RrAIbI2il7B4wOZZ4J4ylN2cq4ahBSCM4rhf14aJ8dSYShIzZ2IBG",
+	"o5JbBDZnQhoLwvbH8oNGg9LCNLeAaWaXEKlcWgPMEC0oaVEQBoKoj5Fx1EEYSJZiMAz+u1fctUeXDQMT",
+	"xZgyurVdZrTAWC3kPFitwhKV48MmKGcsReOIL6ABGzMLaiENqKlBfYscjGUWh7Db2339DqKYaRYR4KBm",
+	"Y7nf+1/W+33Q+7F/PexBH87dziwBJUEj49CRqtiJ0RMQhEakNEc+lgthY5UTHt090PhbLjRyenWhhUVg",
+	"kgNyYWERE5ZEZqYSES1pFyWfhyH8uj4kLG6qb1FDypZg2Q2OZfX6M61SYODhBgKbw3QJvV6xoOefmJCk",
+	"hBaPZa/HccbyxJZrnsW248Ma1zJmLWp65f8+1TC9ut8Nd1+/W/0tCBusXYWBRpMpadCJ/wetpgmm9DFS",
+	"0qK09JFlWSIih/5O5lf8+2dD7L+vEPA3jbNgGPzbzka/dvxTs1Pu606sC9C+hIv3B/Dj27//JxSbA3HV",
+	"I23ZNEGYRIrjxHGTfk0VxwQs3lmYqNxmuZ30nZwWxxE1B8yyRM0dMlplqK3wV7RKJe6DsJiapwgvtrlU",
+	"KglWa/yY1mxJ33PJbplIiMgWe0EngY2FKSUmZsYJWsSkVBZ0LkGqBXTmiZq62801ZlDKtBYZfe+GGzw0",
+	"MqNkn4TjOdR/3JDXfgPHf680wfBTgc3VepWafsbI0mtVHBqQ1q7dsB9hMM8FZzLCdpNKh74yYJbGYtrL",
+	"tEozC+Urjsv9puSW+tByWt2gM86FNygfKjRbnWO4nZZ/js7PQMgst+ChDAHvWGSTJZmFjQgaREOmOHiI",
+	"WBjc9eaqV/xIutK/YItTNIbNsQG7u0qdnNo1Kgi28eZQzGZNaM8lQpzLGy88byAREsniglPsO7vnPAvZ",
+	"QXIz1+4LI0mV7j51DktcXOKdbcVbJbx8JvOk0AUPcAtvbNzuYqp4uFWbjcP18W23P+LC/iy8oXqIALwf",
+	"XR8dHl9en51fXr8//3h2CB28syg5cjI2dPOut+n08RV5ljkZ8VQZC0akImGaPLhK+LUnNiwlwBueVwbG",
+	"wWltNd7ZcVDAbWK1AGGhw1VkdsgTmX7Ku02AUfITIasCLaTFOWq6oturZrIawD40TMYybbft+ADuzdpw",
+	"TUd56DbEj633Eg0xKWBqcuNEWNQsAY1ZwiJMyek65YaPhhx14X3964Q5xwSt99kps1HcagU2jNl+onMU",
+	"VpUn9+E0N9bvWap1697F+muWJM3NL/xDYEnit0LTh0Pvxg2dNmOJQeiwxChYxCiBlKO75z+7h2FFrCAl",
+	"mliWIdNrW6NkhETZFrWaKpUgkw1+VjAJqyzZxstTtIwzy1oMu5jNnu8rnR16ysX4LbeRcoG/5WhadPlI",
+	"2Bh1FTByl5vLQceZuQrLui7Aciq3B+Rtp8rGTcXjenmtc9k88SDG6AbwFvXSxu4Epuc5ia0JS1/Me1Oc",
+	"KY09H2360DKEW9QUoYVeMIScdx21Gm2upXs3ipmco4sxIZdiJpADIbP2/bShv6U//Tmy9RxRCQOHSPO6",
+	"I7opSzxg4CI+5CAkUKCtQ0AWxetcBk2eWPIlzhCSofM4hE4dlCa8PWa7vd3BAJz4dPswQkl7GktxvZrV",
+	"zGqFlx6sNSf7sB9FmFlPD7GxtN1mDxi/JWYa/9Bh60MVCrrp69reK4nPDpzWJm4VBim7O/bv7A4GYZAK",
+	"WX7dCvfaDK9daxPwD+RwrXKAh2V+x0uq3e1cRARTFt2g5O1B0L8M7l/A4G64vN2ukcY0DWxaMb1PyePa",
+	"TBMXXPDxdCRVrAs3B7VR+FOiphXLWyexXXoPy6oHIW+Q6SgGIesMqWbFC6VvTEb8azKIbYolLgotdMFU",
+	"ix3bmVILLn0G/JBYuh8UT4kwL4mV6kp5UAf78z6Mgx9+2Pmhb8046LbIaTNYdae2Aqsx2wqskFGSc2yP",
+	"3F1GOBOJRQ0zpWERi4JkU0F8Ta8jNnSf7j+b8LO5W42D7p5DGFJk0oAs7N+zY/Q6Ue8JLaU35a4NGX9R",
+	"rl/gPE+ccme6LE2tkSNMO0WCDWYpLbv7Ql7/jCzxwNXZbCyzeRHj56lTypvKBltOKt5qO6iM6h+E3nk6",
+	"Rd2eP9j21O1hFup3KJa3nVypDj2A+mEBh6NlIjFF4WKhvBd2PEiRjjHNSCxSbcow8hUg1FppoCUhOKF/",
+	"P7oeXe6fHF3/cnQxOj4/g87bwY8+5hsdjeiX69Hl+cXR9cez/V/2j0/2/3FyBJ2/D96EwHxxMPSVQeUU",
+	"bI7VGuEFcle08VJjrNJY1mymLvCLYuR76yhnwYzb0qLstjo2D0d7+SP1RYF15Efnj4Mjuu8QxgFkGmfi",
+	"rnXbuEh7n/IcLj2ueY0mGc4FViprYYWIfDB4ExV0ui84DloJ2sh6ixAKm+AjuetDovaTBVsaYFOV2+E0",
+	"YfJmz/EfhKmWBgVHaSmA1k+rr3taUrKmNvSSt4anTfIvkPHtaVLCfDTUuFkzcX+MVU6xW3J5NZsZtO2o",
+	"thtrYujh8ejDyf7/eOPaKVsTlUjTFaqr1jpa8BDMMk2EvDEuZSrXtku1VZYlJ+UVnygylDUdf5cSmtom",
+	"24Df6kGfEV1Tkvano+tEpKJFXU7ZnUjzFLzBpDzGF3vccZTi1R3iQ9fn0hthIKLgkwOzlZ7CKwO9nkss",
+	"3dnQeT0YDBz6M6VTZoNhwFU+deKbCklkPJaHFCa9JkP1u+z2poxyp5nQxrp7bLvGbmu++UVk/aEw2kvC",
+	"l4XRNTV+vkHszVjkcqT2WvSfirlHLg55zoWeX8G+NzHLkLyGC2spInQfQrA6lxGzyENwCrdyARAFmXuw",
+	"eatIq+g9pyFD+HRPG4RlwkU/kIycOQaGTl5WV6urrQdozJrF8RfPXx62OZrB0bZege+nPCM28hX6Ynkb",
+	"Db9SSPF1K2lhQDuyss1ShpORRmaJujzj9OHJ2HKzS/hIOc5daKvprXQHH+QJlHF8vHzfe+fLAMVCsiAu",
+	"6mqPj75CEe4b195etEb1dBXvGa6vCHL/lO/bapnDNecfkZkvM9J1TXphY0FBKka5FnY5ovM8aVNkGvV+",
+	"3gbnRWWowAkioOSZEsXMwE7s8r7foUNidnB+MXIReyLmsTVdLyGVmQGdyyIr6vWsukHXy3U3dwx2dGzY",
+	"EVub+Z65kDO1JX+oeihX03Bd3CLyeTAG0Slb6FyYSLnbuNVjWWtBd4Gewc+Xlx92/jk6P6t0oL1b9BW+",
+	"Wh80BDaWU5U7OXaDGwshuVqEblfWoqmGzdAuC4Xtj+VYHq0pAibNArWByf24YKwvcJS8HQerCbHE5FGE",
+	"xvhDNqMEY1mmolPFl1XyrWZlDlrOFXR8LuEtRTlRMJadyfYEaBJW0NhkTV0iacZEkmt0N9r3t3FEiKKx",
+	"7OZNmIHJgVel3uWS/G91yuKzUXKyR4hW1/jRGq7QR+cZ06awYylywYCkxo/HzHIyNp23FDzCZYzEGU8B",
+	"R7ozd2XfyCbLIQh5yxLBvdEmbkEuM+ZEnn7a/Q8wudZqziyOJZqIZUg59A0uYS5uSbwXIkLokCozeiti",
+	"BntCGkr4rbjFZOmRJbYBm1nUfmLmliU5AtNYIxgmx2e/7J8cH17vX/z08fTo7HJC1lWCKgeDShfggBxL",
+	"QpIM5mTL9FMiIpQGN3FAcHp8WclI3dTDzPRYJoIwKHo3wTAY9Hf7g8LrSno4DN70B/03gc+6nOEotZ8+",
+	"z318vfauxzwYFlWh34MHczavB4NHZmz+2GxNUXhqGa253NgdYSDP+jX7Fww/XYWBydOU6aWr3t+iRGP2",
+	"QCJyEjFYWyjL5qYWOpjgivbaSZHkiO5E3wqk+kuWJsVPRXJpdu4FX3kLlqDFJlKH7vdiuKk+/zD8dO+H",
+	"oQoXVLBR8KDqALyr/MKBqKsGo94+Ogjo5ieUnitrUVajAmFdWSiXN1ItZLfvy0AujNjG0PXBlXGpKoPe",
+	"+zIVqwwh1ifsqpwqcS/4tJ56apXSE2Gsm1b6mnJaTmS1COqRby662RtibgiV52FzHMeZk/aBoZcAupwE",
+	"KsO00DkvV/GOnQNVZHLJ6FcRL4anNnC7eQ8nicq0gH7EhQO9KettNG+W7GymMVfhcxcfLHjghdsF9P9Q",
+	"fPlijK027lf1oIx0cvUVZarSW9ti/1xERJpIzED+EuJBh7r+aTnIW0l33HHTZdH6pIdJpSn6uLhQCLZd",
+	"XH5K1PS7EJdqt/Ebi0ut6NIiMKdFzujLJi9is4XkRdtuEStTNhx9B5L5Nl/ZmSz7Ud0nxERj9oiYaMy+",
+	"DzGp9E7/qmLi675zrfLMJ9jE6ZcQm1HRpSRrUlypSBtZORYMutHffFxuyIdV5aZ+p19p84kvYgydsdrJ",
+	"EibkxOU5Phtbt15YWs4/Uh6Bbsadou6xjOJc3iCHSXUHyj1CmCW5if1CjxtF/plWPI+Q92G/zJvG0uUI",
+	"xc4E8xTnTAKbKm09AVYzaWaofYBfV4ALZPy7UIBq6+MbK0Cl1r4q+seel3vu3xsG7X/ldtZ7V9+x5c8F",
+	"TX9cqQy8hKIQpcAaHrhS8iNZ6/mOA+WmHp7HNcWVJ7abWFeg+i5ErFbj/cYyVq0VPhW7Fc31lxCYA1ct",
+	"d13/PEnKQA2bMtQqIvX0uV44/HRFbCpeWdca/KvE7uKHdWJW+a2SVq+uVv8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -19,13 +19,16 @@ const editChunk = 256 << 10
 
 var errChanged = errors.New("file changed during the edit")
 
-// EditText applies a literal edit; see FileSystem.EditText. Memory stays
-// bounded for any file size. Its steps, under the target's locks: open the
-// file (openForEdit), check the version, scan it once for the text checks
-// and the match counts (scan), choose the literal or CRLF-adapted needle
-// (chooseNeedle), rewrite it into a staged file with the matches replaced,
-// copying every other byte exactly (rewrite), check nothing changed it
-// meanwhile (revalidate), and publish.
+// EditText applies a literal edit, or a batch; see FileSystem.EditText. Its
+// steps, under the target's locks: open the file (openForEdit), check the
+// version; then for one edit, with memory bounded for any file size: scan it
+// once for the text checks and the match counts (scan), choose the literal
+// or CRLF-adapted needle (chooseNeedle), rewrite it into a staged file with
+// the matches replaced, copying every other byte exactly (rewriteInto,
+// stageEdit); for a batch (editBatch): load the text, apply the edits in
+// memory (applyEdits), stage it. Then check nothing changed the file
+// meanwhile (revalidate) and publish (publishEdit). A dry run stops before
+// staging (docs/edits.md).
 func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error) {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
@@ -35,7 +38,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if err := ctx.Err(); err != nil {
 		return EditOutcome{}, aborted("edit", err)
 	}
-	if edit.OldString == "" { // the caller validates; never loop on an empty needle
+	if edit.Batch == nil && edit.OldString == "" { // the caller validates; never loop on an empty needle
 		return EditOutcome{}, NewError(CodeEditNotFound, "old_string must be a non-empty string")
 	}
 
@@ -48,40 +51,63 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if expected != nil && *expected != version {
 		return EditOutcome{}, staleEdit(t.Display)
 	}
+	if edit.Batch != nil {
+		return l.editBatch(ctx, o, t, edit, version)
+	}
 	sc, err := l.scan(ctx, o, edit.OldString, t.Display)
 	if err != nil {
 		return EditOutcome{}, err
 	}
 	m, err := chooseNeedle(sc, edit, t.Display)
 	if err != nil {
-		return EditOutcome{}, err
+		return EditOutcome{}, l.withHint(ctx, o, err, edit)
 	}
-	tmp, err := l.rewrite(ctx, o, m, sc, t.Display)
-	if err != nil {
-		return EditOutcome{}, err
-	}
-	defer tmp.discard()
-	if l.hooks.beforePublish != nil {
-		l.hooks.beforePublish()
-	}
-	if err := revalidate(o, version, t.Display); err != nil {
-		return EditOutcome{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return EditOutcome{}, aborted("edit", err)
-	}
-	if err := tmp.publish(); err != nil {
-		return EditOutcome{}, l.fail("edit", t.Display, err)
-	}
-	out := EditOutcome{Replacements: m.count}
-	if out.Version, err = tmp.commit(); err != nil {
-		return EditOutcome{}, l.fail("edit", t.Display, err)
+	fill := l.rewriteInto(ctx, o, m, sc)
+	out := EditOutcome{Replacements: m.count, Version: version}
+	if edit.DryRun {
+		if err := fill(io.Discard); err != nil {
+			return EditOutcome{}, l.rewriteErr(err, t.Display)
+		}
+		if err := revalidate(o, version, t.Display); err != nil {
+			return EditOutcome{}, err
+		}
+	} else {
+		tmp, err := l.stageEdit(o, fill, t.Display)
+		if err != nil {
+			return EditOutcome{}, err
+		}
+		defer tmp.discard()
+		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display); err != nil {
+			return EditOutcome{}, err
+		}
 	}
 	if sc.keepBasis {
 		b, a := lfNormalizeString(sc.before.String()), lfNormalizeString(sc.after.String())
 		out.Before, out.After = &b, &a
 	}
 	return out, nil
+}
+
+// publishEdit checks that no writer outside our locks changed the file
+// while the staged one was written, publishes it and reports its version.
+func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version Version, display string) (Version, error) {
+	if l.hooks.beforePublish != nil {
+		l.hooks.beforePublish()
+	}
+	if err := revalidate(o, version, display); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", aborted("edit", err)
+	}
+	if err := tmp.publish(); err != nil {
+		return "", l.fail("edit", display, err)
+	}
+	v, err := tmp.commit()
+	if err != nil {
+		return "", l.fail("edit", display, err)
+	}
+	return v, nil
 }
 
 // openForEdit opens the target as read does; a missing target is stale,
@@ -161,22 +187,19 @@ func chooseNeedle(sc *editScan, edit EditRequest, display string) (*matcher, err
 	if sc.lit.count == 0 && sc.hasCRLF && sc.alt != nil {
 		m = &matcher{needle: sc.alt.needle, repl: []byte(crlfAdapt(edit.NewString)), count: sc.alt.count}
 	}
-	switch {
-	case m.count == 0:
-		return nil, NewError(CodeEditNotFound, fmt.Sprintf(`old_string was not found in "%s"`, display))
-	case m.count > 1 && !edit.ReplaceAll:
-		return nil, NewError(CodeAmbiguousEdit, fmt.Sprintf(
-			`old_string matched %d times in "%s"; provide a more specific old_string or set replace_all to true`, m.count, display))
+	if err := checkCount(m.count, edit.ReplaceAll, display); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// rewrite streams the file again into a staged file beside it, with every
-// match of m replaced, keeping the after side of the diff basis. A file
-// whose match count changed meanwhile is stale.
-func (l *Local) rewrite(ctx context.Context, o *opened, m *matcher, sc *editScan, display string) (*staged, error) {
+// rewriteInto is the fill of the staged file: it streams the file again
+// with every match of m replaced, keeping the after side of the diff basis.
+// A file whose match count changed meanwhile is errChanged. It may run
+// more than once (a publication that meets EXDEV stages again).
+func (l *Local) rewriteInto(ctx context.Context, o *opened, m *matcher, sc *editScan) func(io.Writer) error {
 	grow := int64(m.count) * int64(max(len(m.repl)-len(m.needle), 0))
-	tmp, err := l.stage(o.w.dir, o.w.name, keptMode(&o.st), &o.st, func(out io.Writer) error {
+	return func(out io.Writer) error {
 		sc.after = strings.Builder{} // a second run (EXDEV) starts again
 		if sc.keepBasis {
 			sc.after.Grow(int(min(sc.size+grow, l.diffMax))) // the basis stops at diffMax
@@ -204,14 +227,25 @@ func (l *Local) rewrite(ctx context.Context, o *opened, m *matcher, sc *editScan
 			return errChanged
 		}
 		return bw.Flush()
-	})
-	if errors.Is(err, errChanged) {
-		return nil, staleEdit(display)
 	}
+}
+
+// stageEdit writes the edited file (fill) into a staged file beside the
+// target, keeping its mode and owner.
+func (l *Local) stageEdit(o *opened, fill func(io.Writer) error, display string) (*staged, error) {
+	tmp, err := l.stage(o.w.dir, o.w.name, keptMode(&o.st), &o.st, fill)
 	if err != nil {
-		return nil, l.fail("edit", display, err)
+		return nil, l.rewriteErr(err, display)
 	}
 	return tmp, nil
+}
+
+// rewriteErr maps a failed rewrite: a file that changed under us is stale.
+func (l *Local) rewriteErr(err error, display string) error {
+	if errors.Is(err, errChanged) {
+		return staleEdit(display)
+	}
+	return l.fail("edit", display, err)
 }
 
 // revalidate checks that no writer outside our locks changed the file, or

@@ -30,7 +30,29 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error
+	// Hint is set on CodeEditNotFound and CodeAmbiguousEdit when the edit
+	// asked for hints and the provider found some.
+	Hint *EditHint
 }
+
+// EditHint is what a missed edit can show the model (docs/edits.md).
+type EditHint struct {
+	// StartLine and EndLine (1-based, inclusive) are the most similar
+	// region of a miss, Lines its lines (without line endings, each at most
+	// HintLineMaxBytes, whole characters); 0 and nil when nothing is close.
+	// At most HintMaxLines lines.
+	StartLine, EndLine int
+	Lines              []string
+	// MatchLines are the first lines of an ambiguous edit's matches,
+	// ascending, at most HintMaxLines+1 (more means there were more).
+	MatchLines []int
+}
+
+// Bounds of an EditHint.
+const (
+	HintMaxLines     = 20
+	HintLineMaxBytes = 64 << 10
+)
 
 func (e *Error) Error() string { return e.Message }
 

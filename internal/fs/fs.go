@@ -108,11 +108,14 @@ const (
 	ReplaceIfVersion
 )
 
-// WriteIntent is the precondition of a write. A nil *WriteIntent means
-// unconditional (the lock and atomicity remain).
+// WriteIntent is the precondition of a write. A nil *WriteIntent, or a zero
+// Kind, means unconditional (the lock and atomicity remain).
 type WriteIntent struct {
 	Kind    IntentKind
 	Version Version // for ReplaceIfVersion
+	// DryRun runs every check under the lock and computes the diff basis,
+	// but stages, publishes and creates nothing (docs/edits.md).
+	DryRun bool
 }
 
 // Operation says whether a write created or replaced its target.
@@ -135,13 +138,36 @@ type WriteOutcome struct {
 	After     string
 }
 
-// EditRequest is a literal replacement. OldString is non-empty and differs
-// from NewString (the caller validates arguments).
+// EditRequest is a literal replacement, or a batch of them. OldString is
+// non-empty and differs from NewString (the caller validates arguments).
 type EditRequest struct {
 	OldString  string
 	NewString  string
 	ReplaceAll bool
+	// Batch, when non-nil, replaces the three fields above: the edits apply
+	// in order, each to the result of the ones before, all or nothing, and
+	// an edit's failure is prefixed "edit <i> of <n>: ". The file is held in
+	// memory, so a batch on a file above BatchMaxBytes is CodeTooLarge.
+	Batch []Edit
+	// DryRun runs every check under the lock and computes the diff basis,
+	// but stages and publishes nothing; the outcome's Version is the file's
+	// current one.
+	DryRun bool
+	// Hints asks, on a miss, for the most similar text and, on an ambiguous
+	// edit, for the lines of the matches (Error.Hint).
+	Hints bool
 }
+
+// Edit is one item of a batch.
+type Edit struct {
+	OldString  string
+	NewString  string
+	ReplaceAll bool
+}
+
+// BatchMaxBytes is the largest file (before and after each edit) a batch
+// edit holds in memory, and the largest file a hint is searched in.
+const BatchMaxBytes = 64 << 20
 
 // EditOutcome is a successful edit. Before and After are LF-normalized diff
 // bases, nil when the file is at or above the diff-basis limit.

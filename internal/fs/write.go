@@ -54,6 +54,11 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 			out.After = string(lfNormalize(content))
 		}
 	}
+	if intent != nil && intent.DryRun {
+		// Every check is done; missing parents are not made (docs/edits.md).
+		out.Version = version
+		return out, nil
+	}
 	if w.dir < 0 {
 		w.close(l)
 		if w, err = l.enterParent(t, intent); err != nil {
@@ -105,6 +110,7 @@ func checkIntent(intent *WriteIntent, exists bool, version Version, display stri
 		return nil
 	}
 	switch intent.Kind {
+	case 0: // unconditional
 	case ReplaceIfVersion:
 		if !exists {
 			return NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, display))

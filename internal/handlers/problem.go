@@ -56,6 +56,9 @@ type problem struct {
 	Detail string     `json:"detail"`
 	Code   tools.Code `json:"code"`
 	Output string     `json:"output"`
+	// Hint is a missed edit's most similar region (extended profile;
+	// docs/edits.md).
+	Hint *tools.Hint `json:"hint,omitempty"`
 }
 
 func newProblem(err *tools.Error) problem {
@@ -71,6 +74,7 @@ func newProblem(err *tools.Error) problem {
 		Detail: err.Message,
 		Code:   err.Code,
 		Output: err.Output(),
+		Hint:   err.Hint,
 	}
 }
 

@@ -189,7 +189,7 @@ func TestWriteAndEditOutputsExact(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	h := start(t, options{})
+	h := start(t, options{profile: render.ProfileOriginal}) // the original's texts; hints: edits_test.go
 	h.file("a.txt", "alpha\nbeta\nbeta\n")
 	h.file("bin.dat", "ab\x00cd")
 	h.file("bad.txt", "ok\n\xff\n")

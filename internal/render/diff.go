@@ -2,6 +2,7 @@ package render
 
 import (
 	"hash/maphash"
+	"strconv"
 	"strings"
 )
 
@@ -35,11 +36,22 @@ const (
 // lines all differ cost about 50 ms and 40 MB. The texts are substrings of
 // before and after.
 func Diffs(path, before, after string) []Diff {
+	a, b, _, ok := changedRegion(before, after)
+	if !ok {
+		return []Diff{}
+	}
+	return hunks(path, a, b)
+}
+
+// changedRegion is the lines of before and after that hold every change
+// and its context, and the number of lines before them; !ok when the texts
+// are equal.
+func changedRegion(before, after string) (a, b lines, skipped int, ok bool) {
 	// A BOM is not shown on read, so the diff card does not show it either.
 	before = strings.TrimPrefix(before, "\uFEFF")
 	after = strings.TrimPrefix(after, "\uFEFF")
 	if before == after {
-		return []Diff{}
+		return lines{}, lines{}, 0, false
 	}
 	// Only the changed middle, widened by the context lines, is split into
 	// lines: an edit in a 10 MiB file costs two fast scans, not two line
@@ -55,20 +67,30 @@ func Diffs(path, before, after string) []Diff {
 	start := linesBack(before, head, diffContext)
 	endA := linesForward(before, len(before)-tail, diffContext)
 	endB := len(after) - (len(before) - endA)
-	return hunks(path, splitLines(before[start:endA]), splitLines(after[start:endB]))
+	return splitLines(before[start:endA]), splitLines(after[start:endB]), strings.Count(before[:start], "\n"), true
+}
+
+// hunkGroups is the changed blocks between a and b, grouped into hunks:
+// blocks whose gap of unchanged lines fits both contexts share one.
+func hunkGroups(a, b lines) [][]block {
+	var out [][]block
+	blocks := changedBlocks(a, b)
+	for i := 0; i < len(blocks); {
+		j := i
+		for j+1 < len(blocks) && blocks[j+1].a0-blocks[j].a1 <= 2*diffContext {
+			j++
+		}
+		out = append(out, blocks[i:j+1])
+		i = j + 1
+	}
+	return out
 }
 
 // hunks groups the changes between the lines a and b into Diffs.
 func hunks(path string, a, b lines) []Diff {
 	out := []Diff{}
-	blocks := changedBlocks(a, b)
-	for i := 0; i < len(blocks); {
-		// Merge blocks whose gap of unchanged lines fits both contexts.
-		j := i
-		for j+1 < len(blocks) && blocks[j+1].a0-blocks[j].a1 <= 2*diffContext {
-			j++
-		}
-		first, last := blocks[i], blocks[j]
+	for _, g := range hunkGroups(a, b) {
+		first, last := g[0], g[len(g)-1]
 		lead := min(diffContext, first.a0)
 		trail := min(diffContext, a.len()-last.a1)
 		d := Diff{Path: path, NewText: b.text(first.b0-lead, last.b1+trail)}
@@ -77,9 +99,62 @@ func hunks(path string, a, b lines) []Diff {
 			d.OldText = &s
 		}
 		out = append(out, d)
-		i = j + 1
 	}
 	return out
+}
+
+// UnifiedDiff is the change from before to after (LF-normalized texts) as a
+// unified diff: "--- <p>" and "+++ <p>" (p is display), then one
+// "@@ -a,b +c,d @@" hunk per Diffs hunk, with the same 3 lines of context,
+// lines prefixed " ", "-" or "+". Both counts are always written; an empty
+// side names the line before it with a count of 0, as diff -u does. No
+// "\ No newline at end of file" marker is written, and the text does not
+// end with a newline.
+func UnifiedDiff(display, before, after string) string {
+	var sb strings.Builder
+	sb.WriteString("--- " + display + "\n+++ " + display)
+	a, b, skipped, ok := changedRegion(before, after)
+	if !ok {
+		return sb.String()
+	}
+	line := func(prefix byte, s string) {
+		sb.WriteByte('\n')
+		sb.WriteByte(prefix)
+		sb.WriteString(strings.TrimSuffix(s, "\n"))
+	}
+	for _, g := range hunkGroups(a, b) {
+		first, last := g[0], g[len(g)-1]
+		lead := min(diffContext, first.a0)
+		trail := min(diffContext, a.len()-last.a1)
+		a0, a1, b0, b1 := first.a0-lead, last.a1+trail, first.b0-lead, last.b1+trail
+		sb.WriteString("\n@@ -" + hunkRange(skipped+a0, a1-a0) + " +" + hunkRange(skipped+b0, b1-b0) + " @@")
+		at := a0
+		for _, blk := range g {
+			for ; at < blk.a0; at++ {
+				line(' ', a.line(at))
+			}
+			for i := blk.a0; i < blk.a1; i++ {
+				line('-', a.line(i))
+			}
+			for j := blk.b0; j < blk.b1; j++ {
+				line('+', b.line(j))
+			}
+			at = blk.a1
+		}
+		for ; at < a1; at++ {
+			line(' ', a.line(at))
+		}
+	}
+	return sb.String()
+}
+
+// hunkRange is a unified diff's "start,count" for count lines after the
+// first skipped ones.
+func hunkRange(skipped, count int) string {
+	if count == 0 {
+		return strconv.Itoa(skipped) + ",0"
+	}
+	return strconv.Itoa(skipped+1) + "," + strconv.Itoa(count)
 }
 
 // block is a maximal run of changed lines: a[a0:a1] became b[b0:b1].

@@ -2,8 +2,10 @@ package tools
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
+	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -17,6 +19,17 @@ const (
 	msgPath        = "path must be a non-empty string when given"
 	msgInclude     = "include must be a non-empty glob when given"
 	msgFilePathNUL = "file_path must not contain a NUL byte"
+	msgDryRun      = "dry_run must be a boolean"
+	msgEditsType   = "edits must be an array of {old_string, new_string, replace_all} objects"
+)
+
+// Argument messages of a batch edit (docs/edits.md); items are named by
+// their 0-based JSON path.
+const (
+	msgBothForms  = "provide either old_string and new_string, or edits, not both"
+	msgEditsCount = "edits must contain between 1 and 100 edits"
+	// MaxEdits is the most edits one call may carry.
+	MaxEdits = 100
 )
 
 // Arguments are checked in two passes, as the contract's schema and then
@@ -69,6 +82,7 @@ func (x *Executor) readArgs(raw []byte) (readArgs, *Error) {
 type writeArgs struct {
 	path    string // file_path as sent: diffs name it so
 	content string
+	dryRun  bool
 }
 
 func writeArgsOf(raw []byte) (writeArgs, *Error) {
@@ -78,21 +92,26 @@ func writeArgsOf(raw []byte) (writeArgs, *Error) {
 	}
 	path, _, pathOK := a.str("file_path")
 	content, _, contentOK := a.str("content")
+	dryRun, hasDry, dryOK := a.boolean("dry_run")
 	switch {
 	case !pathOK:
 		return writeArgs{}, argError(render.MsgFilePath)
 	case !contentOK:
 		return writeArgs{}, argError(msgContent)
+	case hasDry && !dryOK:
+		return writeArgs{}, argError(msgDryRun)
 	}
 	if err := checkFilePath(path); err != nil {
 		return writeArgs{}, err
 	}
-	return writeArgs{path: path, content: content}, nil
+	return writeArgs{path: path, content: content, dryRun: dryRun}, nil
 }
 
 type editArgs struct {
 	path, oldString, newString string
 	replaceAll                 bool
+	batch                      []fs.Edit // nil: the single form
+	dryRun                     bool
 }
 
 func editArgsOf(raw []byte) (editArgs, *Error) {
@@ -101,23 +120,40 @@ func editArgsOf(raw []byte) (editArgs, *Error) {
 		return editArgs{}, err
 	}
 	var e editArgs
-	var pathOK, oldOK, newOK, hasAll, allOK bool
+	var pathOK, hasOld, oldOK, hasNew, newOK, hasAll, allOK, hasDry, dryOK bool
 	e.path, _, pathOK = a.str("file_path")
-	e.oldString, _, oldOK = a.str("old_string")
-	e.newString, _, newOK = a.str("new_string")
+	e.oldString, hasOld, oldOK = a.str("old_string")
+	e.newString, hasNew, newOK = a.str("new_string")
 	e.replaceAll, hasAll, allOK = a.boolean("replace_all")
+	edits := a.get("edits")
+	e.dryRun, hasDry, dryOK = a.boolean("dry_run")
 	switch {
 	case !pathOK:
 		return editArgs{}, argError(render.MsgFilePath)
-	case !oldOK:
+	case edits == nil && !oldOK, hasOld && !oldOK:
 		return editArgs{}, argError(render.MsgOldString)
-	case !newOK:
+	case edits == nil && !newOK, hasNew && !newOK:
 		return editArgs{}, argError(msgNewString)
 	case hasAll && !allOK:
 		return editArgs{}, argError(msgReplaceAll)
+	case edits != nil && edits[0] != '[':
+		return editArgs{}, argError(msgEditsType)
+	case hasDry && !dryOK:
+		return editArgs{}, argError(msgDryRun)
 	}
 	if err := checkFilePath(e.path); err != nil {
 		return editArgs{}, err
+	}
+	if edits != nil {
+		// A replace_all of true beside edits would be silently ignored, so
+		// it counts as the other form too (docs/edits.md).
+		if hasOld || hasNew || e.replaceAll {
+			return editArgs{}, argError(msgBothForms)
+		}
+		if e.batch, err = editItemsOf(edits); err != nil {
+			return editArgs{}, err
+		}
+		return e, nil
 	}
 	switch {
 	case e.oldString == "":
@@ -126,6 +162,54 @@ func editArgsOf(raw []byte) (editArgs, *Error) {
 		return editArgs{}, argError(render.MsgStringsEqual)
 	}
 	return e, nil
+}
+
+// editItemsOf checks the items of edits (a JSON array) in order, each with
+// a single edit's checks, named by its JSON path.
+func editItemsOf(raw []byte) ([]fs.Edit, *Error) {
+	var items [][]byte
+	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
+		end := valueEnd(raw, i)
+		if len(items) == MaxEdits {
+			return nil, argError(msgEditsCount)
+		}
+		items = append(items, raw[i:end])
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	if len(items) == 0 {
+		return nil, argError(msgEditsCount)
+	}
+	out := make([]fs.Edit, 0, len(items))
+	for i, item := range items {
+		at := "edits[" + strconv.Itoa(i) + "]"
+		if item[0] != '{' {
+			return nil, argError(at + " must be an object with old_string and new_string")
+		}
+		a, err := decodeArgs(item)
+		if err != nil {
+			return nil, argError(at + ": " + err.Message)
+		}
+		var e fs.Edit
+		var oldOK, newOK, hasAll, allOK bool
+		e.OldString, _, oldOK = a.str("old_string")
+		e.NewString, _, newOK = a.str("new_string")
+		e.ReplaceAll, hasAll, allOK = a.boolean("replace_all")
+		switch {
+		case !oldOK || e.OldString == "":
+			return nil, argError(at + "." + render.MsgOldString)
+		case !newOK:
+			return nil, argError(at + "." + msgNewString)
+		case hasAll && !allOK:
+			return nil, argError(at + "." + msgReplaceAll)
+		case e.OldString == e.NewString:
+			return nil, argError(at + "." + render.MsgStringsEqual)
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // searchArgs are glob's and grep's arguments after the type pass; their

@@ -63,6 +63,17 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error
+	// Hint is the structured form of a missed edit's "Most similar text"
+	// (extended profile), nil otherwise; Message carries it as text too.
+	Hint *Hint
+}
+
+// Hint is the region of the file most similar to a missed old_string:
+// lines StartLine to EndLine (1-based), as the hint's text shows them.
+type Hint struct {
+	StartLine int      `json:"startLine"`
+	EndLine   int      `json:"endLine"`
+	Lines     []string `json:"lines"`
 }
 
 // Error returns the model-facing message.

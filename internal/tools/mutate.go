@@ -2,6 +2,8 @@ package tools
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -41,16 +43,32 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 		x.storeFailed("decide", ierr)
 		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
 	}
+	if a.dryRun {
+		dry := fs.WriteIntent{DryRun: true}
+		if intent != nil {
+			dry = *intent
+			dry.DryRun = true
+		}
+		intent = &dry
+	}
 	out, werr := x.fs.WriteText(ctx, t, []byte(a.content), intent)
 	if werr != nil {
 		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, werr))
 	}
+	meta := WriteMetadata{Operation: out.Operation, Diffs: diffsOf(a.path, out.Before, &out.After)}
+	if a.dryRun {
+		// Nothing is recorded: a dry run authorizes nothing (docs/edits.md).
+		before, after := out.Before, &out.After
+		if out.Operation == fs.OpCreate && len(a.content) < fs.DefaultDiffBasisMaxBytes {
+			empty, content := "", lfNormalize(a.content)
+			before, after = &empty, &content
+		}
+		x.done(c, ToolWrite, CodeOK)
+		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, before, after)), Metadata: meta}, nil
+	}
 	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version))
 	x.done(c, ToolWrite, CodeOK)
-	return Result{
-		Output:   render.WriteOutput(t.Display, out.Operation == fs.OpCreate),
-		Metadata: WriteMetadata{Operation: out.Operation, Diffs: diffsOf(a.path, out.Before, &out.After)},
-	}, nil
+	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate), Metadata: meta}, nil
 }
 
 // Edit replaces literal text in a file the session has read (when the
@@ -70,17 +88,68 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		x.storeFailed("decide", gerr)
 		return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
 	}
-	out, eerr := x.fs.EditText(ctx, t, fs.EditRequest{OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll}, guard)
+	req := fs.EditRequest{
+		OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll,
+		Batch: a.batch, DryRun: a.dryRun, Hints: x.profile != render.ProfileOriginal,
+	}
+	out, eerr := x.fs.EditText(ctx, t, req, guard)
 	if eerr != nil {
-		return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, eerr))
+		return Result{}, x.fail(c, ToolEdit, x.editFailure(eerr))
+	}
+	meta := EditMetadata{Diffs: diffsOf(a.path, out.Before, out.After)}
+	if a.dryRun {
+		x.done(c, ToolEdit, CodeOK) // nothing recorded (docs/edits.md)
+		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
 	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version))
 	x.done(c, ToolEdit, CodeOK)
-	return Result{
-		Output:   render.EditOutput(t.Display, a.replaceAll),
-		Metadata: EditMetadata{Diffs: diffsOf(a.path, out.Before, out.After)},
-	}, nil
+	output := render.EditOutput(t.Display, a.replaceAll)
+	if a.batch != nil {
+		output = render.BatchEditOutput(t.Display, len(a.batch), a.batch[0].ReplaceAll)
+	}
+	return Result{Output: output, Metadata: meta}, nil
 }
+
+// editFailure is mutationFailure with the hints of a miss (extended
+// profile): the first line stays the message and its remedy; the hint's
+// text follows on the next lines, and a similar region also goes into Hint.
+func (x *Executor) editFailure(err error) *Error {
+	e := x.mutationFailure(ToolEdit, err)
+	var fe *fs.Error
+	if x.profile == render.ProfileOriginal || !errors.As(err, &fe) || fe.Hint == nil {
+		return e
+	}
+	h := fe.Hint
+	switch {
+	case len(h.Lines) > 0:
+		e.Message += render.SimilarHint(h.StartLine, h.Lines, x.caps.MaxLineLength)
+		lines := h.Lines[:min(len(h.Lines), render.HintMaxLines)]
+		shown := make([]string, len(lines))
+		for i, l := range lines {
+			shown[i] = render.TruncateLine(l, x.caps.MaxLineLength)
+		}
+		e.Hint = &Hint{StartLine: h.StartLine, EndLine: h.StartLine + len(shown) - 1, Lines: shown}
+	case len(h.MatchLines) > 0:
+		e.Message += render.MatchesHint(h.MatchLines)
+	}
+	return e
+}
+
+// unifiedOf is the dry run's diff text; a note when the provider declined
+// a diff basis.
+func unifiedOf(display string, before, after *string) string {
+	if before == nil || after == nil {
+		return msgNoDiff
+	}
+	return render.UnifiedDiff(display, *before, *after)
+}
+
+// msgNoDiff stands in for a dry run's diff when the old or new text is too
+// large, or the old text is not UTF-8 (docs/edits.md).
+const msgNoDiff = "(The diff is not shown: the old or new text is 10 MiB or larger, or the old text is not UTF-8 text.)"
+
+// lfNormalize turns CRLF into LF, as the provider's diff bases are.
+func lfNormalize(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // mutationTarget resolves the target of a write or edit, whose session is
 // required while the policy is on (arguments are checked first).

@@ -323,6 +323,13 @@ export interface components {
             code: string;
             /** @description The exact model text, "Error: <message>". */
             output: string;
+            hint?: components["schemas"]["EditHint"];
+        };
+        /** @description On FS_EDIT_NOT_FOUND (extended profile), the file's region most similar to old_string, as the output's "Most similar text" lines show it (docs/edits.md). */
+        EditHint: {
+            startLine: number;
+            endLine: number;
+            lines: string[];
         };
     };
     responses: {

@@ -1,0 +1,193 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSimilar(t *testing.T) {
+	file := "package main\n\nfunc total(xs []int) int {\n\tsum := 0\n\tfor _, x := range xs {\n\t\tsum += x\n\t}\n\treturn sum\n}\n"
+	for _, tc := range []struct {
+		name, text, needle string
+		start, end         int // 0-based [start, end); end 0 = no region
+	}{
+		{"indentation", file, "  sum := 0\n  for _, x := range xs {\n", 3, 5},
+		{"tabs vs spaces", file, "        sum += x\n    }\n", 5, 7},
+		{"trailing spaces", file, "\treturn sum   ", 7, 8},
+		{"internal whitespace", file, "func total(xs  []int)  int {", 2, 3},
+		{"CRLF needle, LF file", file, "\tsum := 0\r\n\tfor _, x := range xs {\r\n", 3, 5},
+		{"LF needle, CRLF file", strings.ReplaceAll(file, "\n", "\r\n"), "\treturn sum\n }\n", 7, 9},
+		{"one word in three lines", file, "\tsum := 0\n\tfor _, y := range xs {\n\t\tsum += x\n", 3, 6},
+		{"one word, first line", file, "\tsum := 1\n\tfor _, x := range xs {\n\t\tsum += x\n", 3, 6},
+		{"before the start", file, "nothing\npackage main\n\n", 0, 2},
+		{"mostly before the start", file, "nothing\nnothing\npackage main\n", 0, 0},
+		{"nothing close", file, "completely different\nwords entirely\n", 0, 0},
+		{"only a brace matches", file, "alpha beta gamma\ndelta epsilon\nzeta eta theta\n}\n", 0, 0},
+		{"blank needle", file, "  \n\t\n", 0, 0},
+		{"empty text", "", "x", 0, 0},
+		{"one changed word on one line", file, "\treturn total", 0, 0}, // documented limitation
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, end, ok := Similar([]byte(tc.text), tc.needle)
+			if tc.end == 0 {
+				assert.False(t, ok, "got lines %d-%d", start, end)
+				return
+			}
+			require.True(t, ok)
+			assert.Equal(t, [2]int{tc.start, tc.end}, [2]int{start, end})
+		})
+	}
+}
+
+func TestSimilarAtMost20Lines(t *testing.T) {
+	var b strings.Builder
+	for i := range 50 {
+		b.WriteString("line " + strings.Repeat("x", i) + "\n")
+	}
+	start, end, ok := Similar([]byte(b.String()), strings.ReplaceAll(b.String(), "line", "line "))
+	require.True(t, ok)
+	assert.Equal(t, [2]int{0, 20}, [2]int{start, end})
+}
+
+func TestMatchLinesAndHintLines(t *testing.T) {
+	text := []byte("a\nb a\r\nc\n\na")
+	assert.Equal(t, []int{1, 2, 5}, matchLines(text, []byte("a"), 21))
+	assert.Equal(t, []int{1, 2}, matchLines(text, []byte("a"), 2))
+	assert.Equal(t, []string{"b a", "c", ""}, hintLines(text, 1, 4))
+	long := []byte(strings.Repeat("é", HintLineMaxBytes))
+	got := hintLines(long, 0, 1)
+	require.Len(t, got, 1)
+	assert.Equal(t, HintLineMaxBytes, len(got[0]), "cut on a character boundary")
+}
+
+func TestApplyEditsGrowthBounded(t *testing.T) {
+	text := bytes.Repeat([]byte("x"), 1<<20)
+	_, _, err := applyEdits(text, []Edit{{OldString: "x", NewString: strings.Repeat("y", 65), ReplaceAll: true}}, "/w/a.txt", false)
+	requireCode(t, err, CodeTooLarge, `cannot edit "/w/a.txt": the edits would make the file larger than 64 MiB, the most a batch of edits holds in memory`)
+}
+
+// FuzzSimilar: the finder never panics, stays in bounds, and always finds a
+// block of whole lines that differs from the file only in whitespace.
+func FuzzSimilar(f *testing.F) {
+	f.Add([]byte("a\nb\nc\n"), "b\n", uint8(1), uint8(1))
+	f.Add([]byte("x\r\n\ty\r\nz"), "  y\n", uint8(0), uint8(2))
+	f.Add([]byte(""), "", uint8(0), uint8(0))
+	f.Fuzz(func(t *testing.T, text []byte, needle string, from, n uint8) {
+		start, end, ok := Similar(text, needle)
+		lines := bytes.Split(text, []byte{'\n'})
+		if ok {
+			if start < 0 || end <= start || end > len(lines) || end-start > HintMaxLines {
+				t.Fatalf("region %d-%d out of bounds (%d lines)", start, end, len(lines))
+			}
+			_ = hintLines(text, start, end)
+		}
+		// A block of whole lines, re-indented, is always found.
+		if int(from) >= len(lines) || n == 0 {
+			return
+		}
+		block := lines[from:min(len(lines), int(from)+int(n))]
+		var b strings.Builder
+		anchored := false
+		for _, l := range block {
+			anchored = anchored || len(stripSpace(l)) > 0
+			b.WriteString("  " + strings.TrimLeft(string(l), " \t") + "\n")
+		}
+		if !anchored {
+			return
+		}
+		if _, _, ok := Similar(text, b.String()); !ok {
+			t.Fatalf("block of lines %d+%d not found", from, n)
+		}
+	})
+}
+
+// FuzzEditBatch: a batch gives the same file as its edits applied one by
+// one with single edits (the reference), or fails without writing.
+func FuzzEditBatch(f *testing.F) {
+	f.Add("alpha\nbeta\ngamma\n", "alpha", "A", "beta\n", "B\r\n", "A\nB", "x", false)
+	f.Add("a\r\nb\r\nc\r\n", "a\nb", "q\nr", "r", "s", "c", "", true)
+	f.Fuzz(func(t *testing.T, content, o1, n1, o2, n2, o3, n3 string, all bool) {
+		var edits []Edit
+		for _, e := range []Edit{{o1, n1, all}, {o2, n2, false}, {o3, n3, all}} {
+			if e.OldString != "" && e.OldString != e.NewString {
+				edits = append(edits, e)
+			}
+		}
+		if len(edits) == 0 || strings.IndexByte(content, 0) >= 0 {
+			return
+		}
+		fx := newFixture(t, "batch.txt = "+content, "ref.txt = "+content)
+		ctx := context.Background()
+		run := func(name string, req EditRequest) error {
+			tg := fx.resolve(t, "edit", name)
+			_, err := fx.l.EditText(ctx, tg, req, nil)
+			return err
+		}
+		batchErr := run("batch.txt", EditRequest{Batch: edits})
+		var refErr error
+		for _, e := range edits {
+			if refErr = run("ref.txt", EditRequest{OldString: e.OldString, NewString: e.NewString, ReplaceAll: e.ReplaceAll}); refErr != nil {
+				break
+			}
+		}
+		got, err := os.ReadFile(filepath.Join(fx.root, "batch.txt"))
+		require.NoError(t, err)
+		if refErr != nil {
+			require.Error(t, batchErr)
+			assert.Equal(t, CodeOf(refErr), CodeOf(batchErr))
+			assert.Equal(t, content, string(got), "a failed batch writes nothing")
+			return
+		}
+		require.NoError(t, batchErr)
+		assert.Equal(t, fx.read(t, "ref.txt"), string(got))
+	})
+}
+
+// BenchmarkEditMiss10MiB: a miss on a 10 MiB file, plain (original
+// profile) and with the hint search (extended). The needle's lines each
+// differ from a file line by whitespace only, the case a hint must find.
+func BenchmarkEditMiss10MiB(b *testing.B) {
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < 10<<20; i++ {
+		buf.WriteString("\tvalue := compute(")
+		buf.WriteString(strings.Repeat("x", i%40))
+		buf.WriteString(")\n")
+	}
+	content := buf.Bytes()
+	needle := "    value := compute(xxxxxxxxxx)\n    value := compute(xxxxxxxxxxx)\n"
+	for _, hints := range []bool{false, true} {
+		name := "plain"
+		if hints {
+			name = "hint"
+		}
+		b.Run(name, func(b *testing.B) {
+			l, root := benchFixture(b)
+			if err := os.WriteFile(filepath.Join(root, "f.txt"), content, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			tg, _ := l.Resolve(ctx, "edit", "f.txt", "")
+			b.SetBytes(int64(len(content)))
+			for b.Loop() {
+				_, err := l.EditText(ctx, tg, EditRequest{OldString: needle, NewString: "y", Hints: hints}, nil)
+				var fe *Error
+				if !asError(err, &fe) || fe.Code != CodeEditNotFound || hints && (fe.Hint == nil || fe.Hint.StartLine != 11) {
+					b.Fatalf("want a miss (with hint %v), got %v %+v", hints, err, fe)
+				}
+			}
+		})
+	}
+}
+
+func asError(err error, target **Error) bool {
+	e, ok := err.(*Error)
+	*target = e
+	return ok
+}
