@@ -112,6 +112,10 @@ func TestKubernetesManifests(t *testing.T) {
 	require.NotNil(t, svc)
 	assert.Equal(t, dig(dep, "spec", "template", "metadata", "labels"), dig(svc, "spec", "selector"))
 	assert.Equal(t, "None", dig(svc, "spec", "sessionAffinity"))
+	mcp := docs["Service/toolfs-api-mcp"]
+	require.NotNil(t, mcp, "the /mcp Service")
+	assert.Equal(t, dig(svc, "spec", "selector"), dig(mcp, "spec", "selector"))
+	assert.Equal(t, "ClientIP", dig(mcp, "spec", "sessionAffinity"), "MCP sessions live in one replica")
 }
 
 // TestSystemdUnit: the unit is hardened as docs/deployment.md says, and

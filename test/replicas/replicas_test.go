@@ -119,20 +119,17 @@ func nginxConf(t *testing.T, replicaPorts []int, listen int) string {
 	t.Helper()
 	src, err := os.ReadFile("../../deploy/nginx/toolfs-api.conf")
 	require.NoError(t, err)
-	servers := regexp.MustCompile(`(?m)^(\s*)server 127\.0\.0\.1:\d+( [^;]*)?;\n`)
-	found := servers.FindAllSubmatch(src, -1)
-	require.Len(t, found, 3, "the upstream lists three replicas")
-	var lines strings.Builder
-	for _, p := range replicaPorts {
-		fmt.Fprintf(&lines, "%sserver 127.0.0.1:%d%s;\n", found[0][1], p, found[0][2])
-	}
-	first := true
-	out := servers.ReplaceAllFunc(src, func([]byte) []byte {
-		if first {
-			first = false
-			return []byte(lines.String())
+	// Each upstream's run of server lines becomes one line per test replica.
+	servers := regexp.MustCompile(`(?m)(?:^[ \t]*server 127\.0\.0\.1:\d+(?: [^;]*)?;\n)+`)
+	line := regexp.MustCompile(`^([ \t]*)server 127\.0\.0\.1:\d+((?: [^;]*)?);`)
+	require.Len(t, servers.FindAll(src, -1), 2, "two upstreams: REST round robin, /mcp with affinity")
+	out := servers.ReplaceAllFunc(src, func(group []byte) []byte {
+		m := line.FindSubmatch(group)
+		var lines strings.Builder
+		for _, p := range replicaPorts {
+			fmt.Fprintf(&lines, "%sserver 127.0.0.1:%d%s;\n", m[1], p, m[2])
 		}
-		return nil
+		return []byte(lines.String())
 	})
 	listenRe := regexp.MustCompile(`(?m)^(\s*)listen 127\.0\.0\.1:8080;`)
 	require.True(t, listenRe.Match(out))
@@ -201,13 +198,24 @@ func TestNginxConfig(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "test is successful")
 	directives := regexp.MustCompile(`(?m)#.*$`).ReplaceAllString(string(src), "")
-	for _, want := range []string{"proxy_buffering off;", "proxy_http_version 1.1;", "upstream toolfs_api", "client_max_body_size 32m;"} {
+	for _, want := range []string{"proxy_buffering off;", "proxy_http_version 1.1;", "client_max_body_size 32m;"} {
 		assert.Contains(t, directives, want)
 	}
-	// No affinity, and a POST that reached a replica is never replayed.
-	for _, affinity := range []string{"ip_hash", "sticky", "hash ", "non_idempotent"} {
-		assert.NotContains(t, directives, affinity)
+	block := func(re string) string {
+		m := regexp.MustCompile(`(?s)` + re + `\s*\{(.*?)\}`).FindStringSubmatch(directives)
+		require.NotNil(t, m, re)
+		return m[1]
 	}
+	// REST: round robin without affinity; /mcp: affinity (TestMCPBehindNginx).
+	rest := block(`upstream toolfs_api`)
+	for _, affinity := range []string{"ip_hash", "sticky", "hash "} {
+		assert.NotContains(t, rest, affinity)
+	}
+	assert.Contains(t, block(`upstream toolfs_api_mcp`), "ip_hash;")
+	assert.Contains(t, block(`location /`), "proxy_pass http://toolfs_api;")
+	assert.Contains(t, block(`location /mcp`), "proxy_pass http://toolfs_api_mcp;")
+	// A POST that reached a replica is never replayed on another.
+	assert.NotContains(t, directives, "non_idempotent")
 }
 
 // counters is the workspace of the load: files of 8 lines "sNN: <value>",
@@ -398,6 +406,45 @@ func (s *session) run(base string, st *loadStats, until time.Time, outageOver *a
 	}
 }
 
+// startDeployment starts replicasN replicas on root with the session store
+// at storeURL, behind nginx with deploy/nginx/toolfs-api.conf; it returns
+// nginx's URL, the replicas and nginx's folder (its error.log).
+func startDeployment(t *testing.T, nginx, root, storeURL string) (string, []*replica, string) {
+	t.Helper()
+	logs := t.TempDir()
+	replicas := make([]*replica, replicasN)
+	ports := make([]int, replicasN)
+	for i := range replicas {
+		log, err := os.Create(filepath.Join(logs, fmt.Sprintf("replica-%d.log", i)))
+		require.NoError(t, err)
+		t.Cleanup(func() { log.Close() })
+		ports[i] = freePort(t)
+		replicas[i] = &replica{port: ports[i], log: log, args: []string{"--root", root, "--token", token,
+			"--session-store", storeURL, "--log-format", "json"}}
+		replicas[i].start(t)
+		t.Cleanup(replicas[i].kill)
+	}
+
+	dir := nginxDir(t)
+	listen := freePort(t)
+	conf := writeNginxMain(t, dir, nginxConf(t, ports, listen))
+	ng := exec.Command(nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	ng.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, ng.Start())
+	t.Cleanup(func() { ng.Process.Signal(syscall.SIGQUIT); ng.Wait() })
+	base := fmt.Sprintf("http://127.0.0.1:%d", listen)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 10*time.Second, 20*time.Millisecond, "nginx did not start")
+
+	return base, replicas, dir
+}
+
 // TestReplicasBehindNginx is the proof of docs/deployment.md: 3 replicas,
 // 64 sessions whose consecutive calls land on different replicas, replicas
 // SIGKILLed and restarted and Redis stopped and restarted during the load.
@@ -426,36 +473,7 @@ func TestReplicasBehindNginx(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d.txt", f)), []byte(b.String()), 0o644))
 	}
 
-	logs := t.TempDir()
-	replicas := make([]*replica, replicasN)
-	ports := make([]int, replicasN)
-	for i := range replicas {
-		log, err := os.Create(filepath.Join(logs, fmt.Sprintf("replica-%d.log", i)))
-		require.NoError(t, err)
-		t.Cleanup(func() { log.Close() })
-		ports[i] = freePort(t)
-		replicas[i] = &replica{port: ports[i], log: log, args: []string{"--root", root, "--token", token,
-			"--session-store", rs.URL(redisDBIndex), "--log-format", "json"}}
-		replicas[i].start(t)
-		t.Cleanup(replicas[i].kill)
-	}
-
-	dir := nginxDir(t)
-	listen := freePort(t)
-	conf := writeNginxMain(t, dir, nginxConf(t, ports, listen))
-	ng := exec.Command(nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
-	ng.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, ng.Start())
-	t.Cleanup(func() { ng.Process.Signal(syscall.SIGQUIT); ng.Wait() })
-	base := fmt.Sprintf("http://127.0.0.1:%d", listen)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 10*time.Second, 20*time.Millisecond, "nginx did not start")
+	base, replicas, dir := startDeployment(t, nginx, root, rs.URL(redisDBIndex))
 
 	var st loadStats
 	var outageOver atomic.Bool
@@ -550,4 +568,69 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// mcpCall posts one JSON-RPC message to base/mcp (a protocol revision with
+// sessions) and returns the status, the Mcp-Session-Id and the body.
+func mcpCall(t *testing.T, base, session, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(data)
+}
+
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"replicas","version":"0"}}}`
+
+// TestMCPBehindNginx: an MCP session of a revision with sessions lives in
+// the replica that minted its Mcp-Session-Id (another replica answers 404),
+// so deploy/nginx/toolfs-api.conf routes /mcp with client affinity: every
+// call of the session reaches its replica, while REST calls still go round
+// robin.
+func TestMCPBehindNginx(t *testing.T) {
+	nginx := nginxBin(t)
+	rs := redistest.Start(t)
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
+	base, replicas, _ := startDeployment(t, nginx, root, rs.URL(redisDBIndex))
+
+	direct := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(replicas[i].port) }
+	status, id, body := mcpCall(t, direct(0), "", mcpInitialize)
+	require.Equal(t, 200, status, body)
+	require.NotEmpty(t, id)
+	status, _, _ = mcpCall(t, direct(1), id, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	assert.Equal(t, 404, status, "another replica does not know the MCP session: hence the affinity")
+
+	status, id, body = mcpCall(t, base, "", mcpInitialize)
+	require.Equal(t, 200, status, body)
+	require.NotEmpty(t, id)
+	status, _, body = mcpCall(t, base, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	require.Less(t, status, 300, body)
+	for i := range 3 * replicasN {
+		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a.txt"}}}`, 10+i)
+		status, _, body = mcpCall(t, base, id, call)
+		require.Equal(t, 200, status, "call %d through nginx: %s", i, body)
+		assert.Contains(t, body, `1: one`)
+	}
+
+	// REST through the same nginx still spreads over the replicas.
+	seen := map[string]bool{}
+	for range 3 * replicasN {
+		r, err := post(base, "rest", "read", map[string]any{"file_path": "a.txt"})
+		require.NoError(t, err)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		seen[r.upstream] = true
+	}
+	assert.Len(t, seen, replicasN, "round robin: %v", seen)
 }
