@@ -8,8 +8,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -47,6 +45,9 @@ type Config struct {
 	// SessionTimeout closes an MCP session idle this long, which bounds the
 	// SDK's table of sessions in time (0: 30 minutes).
 	SessionTimeout time.Duration
+	// MaxSessions bounds the MCP sessions open at once; past it the least
+	// recently used is closed (0: 10000; --max-sessions).
+	MaxSessions int
 	// Version is the server version announced to clients ("" = "dev").
 	Version string
 	// Logger receives the SDK's own logs (nil: discarded).
@@ -59,6 +60,9 @@ type Config struct {
 type Handler struct {
 	stateful, stateless http.Handler
 	origins             map[string]bool
+	srv                 *sdk.Server
+	x                   *tools.Executor
+	table               *sessionTable
 }
 
 // New returns the /mcp handler over x. The tool list is the executor's
@@ -72,6 +76,9 @@ func New(cfg Config, x *tools.Executor) *Handler {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 10000
 	}
 	srv := newServer(cfg, x)
 	get := func(*http.Request) *sdk.Server { return srv }
@@ -94,6 +101,9 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		stateful:  sdk.NewStreamableHTTPHandler(get, &opts),
 		stateless: sdk.NewStreamableHTTPHandler(get, &stateless),
 		origins:   map[string]bool{},
+		srv:       srv,
+		x:         x,
+		table:     newSessionTable(cfg.MaxSessions),
 	}
 	for _, o := range cfg.Origins {
 		h.origins[strings.ToLower(o)] = true
@@ -112,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stateless.ServeHTTP(w, r)
 		return
 	}
-	h.stateful.ServeHTTP(w, r)
+	h.serveStateful(w, r)
 }
 
 // allowedOrigin reports whether r's Origin is absent, a configured CORS
@@ -278,20 +288,6 @@ func (a adapter) handler(tool string, f run) sdk.ToolHandler {
 // REST problem's output, remedy included.
 func failure(err *tools.Error) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Output()}}}
-}
-
-// sessionOf derives the policy session of an MCP session: "mcp-" and 32 hex
-// digits of the SHA-256 of its Mcp-Session-Id, stable for that MCP session
-// and a valid session id whatever the SDK mints. The hash keeps the
-// Mcp-Session-Id, which lets its holder speak in that session, out of logs
-// and anything else that shows session ids. "" (no MCP session: the
-// sessionless revisions) derives none.
-func sessionOf(s *sdk.ServerSession) string {
-	if s == nil || s.ID() == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(s.ID()))
-	return "mcp-" + hex.EncodeToString(sum[:16])
 }
 
 func quote(s string) string {

@@ -43,6 +43,7 @@ type options struct {
 	origins    []string
 	sessions   tools.Sessions
 	structured bool
+	maxMCP     int
 }
 
 // harness is a real server on a loopback port over a real temporary root.
@@ -61,7 +62,7 @@ func start(t *testing.T, o options) *harness {
 			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: 1 << 20,
 			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
 		},
-		MCP: mcp.Config{Structured: o.structured},
+		MCP: mcp.Config{Structured: o.structured, MaxSessions: o.maxMCP},
 	})
 	return &harness{t: t, srv: srv, token: o.token}
 }
@@ -628,4 +629,27 @@ func TestMetricsTransportLabel(t *testing.T) {
 	} {
 		assert.Contains(t, m, line+"\n")
 	}
+}
+
+// TestMCPSessionsBounded: past the bound the least recently used MCP session
+// is closed (its client gets 404); closing a session forgets its policy
+// session.
+func TestMCPSessionsBounded(t *testing.T) {
+	h := start(t, options{maxMCP: 2})
+	h.file("a.txt", "one\n")
+	read := map[string]any{"file_path": "a.txt"}
+	first, second := h.connect("2025-11-25"), h.connect("2025-11-25")
+	first.call(t, "read", read) // first is now the most recently used
+	third := h.connect("2025-11-25")
+	_, err := second.CallTool(context.Background(), &sdk.CallToolParams{Name: "read", Arguments: read})
+	require.Error(t, err, "the least recently used session was closed")
+	for _, c := range []*client{first, third} {
+		_, isErr := c.call(t, "read", read)
+		assert.False(t, isErr)
+	}
+
+	sessions, _ := h.srv.Store.Stats()
+	require.NoError(t, third.Close())
+	after, _ := h.srv.Store.Stats()
+	assert.Equal(t, sessions-1, after, "DELETE /mcp forgot the session's observations")
 }

@@ -48,7 +48,8 @@ type Options struct {
 	REST handlers.Config
 	// MCP configures the /mcp transport (docs/mcp.md). Its Sessions,
 	// Origins, MaxBodyBytes and Logger come from REST and Logger;
-	// SessionTimeout defaults to the policy's session TTL.
+	// SessionTimeout and MaxSessions default to the policy's session TTL
+	// and bound.
 	MCP mcp.Config
 	// Logger defaults to discarding.
 	Logger *slog.Logger
@@ -110,6 +111,9 @@ func New(o Options) (*Server, error) {
 	mc.Sessions, mc.Origins, mc.MaxBodyBytes, mc.Logger = o.REST.Sessions, o.REST.CORSOrigins, o.REST.MaxBodyBytes, o.Logger
 	if mc.SessionTimeout == 0 {
 		mc.SessionTimeout = o.Sessions.TTL
+	}
+	if mc.MaxSessions == 0 {
+		mc.MaxSessions = o.Sessions.MaxSessions
 	}
 	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{
 		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger,
