@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -267,4 +268,36 @@ func TestSessionStoreRedis(t *testing.T) {
 	stopB()
 	assert.Contains(t, logA, `"msg":"session store unavailable"`)
 	assert.NotContains(t, logA, "panic")
+}
+
+// TestMCPEndpointAndStructuredFlag: the binary serves /mcp, and
+// --mcp-structured adds the metadata as structuredContent.
+func TestMCPEndpointAndStructuredFlag(t *testing.T) {
+	for _, structured := range []bool{false, true} {
+		root := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
+		args := []string{"--addr", "127.0.0.1:0", "--root", root}
+		if structured {
+			args = append(args, "--mcp-structured")
+		}
+		base, stop := startRun(t, args)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "0"}, nil).
+			Connect(ctx, &mcpsdk.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
+		require.NoError(t, err)
+		res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "read", Arguments: map[string]any{"file_path": "a.txt"}})
+		require.NoError(t, err)
+		require.Len(t, res.Content, 1)
+		assert.Contains(t, res.Content[0].(*mcpsdk.TextContent).Text, "1: one\n")
+		if structured {
+			meta, ok := res.StructuredContent.(map[string]any)
+			require.True(t, ok, "%T", res.StructuredContent)
+			assert.Equal(t, float64(1), meta["totalLines"])
+		} else {
+			assert.Nil(t, res.StructuredContent)
+		}
+		cs.Close()
+		cancel()
+		stop()
+	}
 }

@@ -35,6 +35,7 @@ var versions = []struct {
 	{"default", "", "2026-07-28", false},
 	{"2025-11-25", "2025-11-25", "2025-11-25", true},
 	{"2025-03-26", "2025-03-26", "2025-03-26", true},
+	{"2024-11-05", "2024-11-05", "2024-11-05", true},
 }
 
 type options struct {
@@ -44,6 +45,7 @@ type options struct {
 	sessions   tools.Sessions
 	structured bool
 	maxMCP     int
+	idle       time.Duration
 }
 
 // harness is a real server on a loopback port over a real temporary root.
@@ -62,7 +64,7 @@ func start(t *testing.T, o options) *harness {
 			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: 1 << 20,
 			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
 		},
-		MCP: mcp.Config{Structured: o.structured, MaxSessions: o.maxMCP},
+		MCP: mcp.Config{Structured: o.structured, MaxSessions: o.maxMCP, SessionTimeout: o.idle},
 	})
 	return &harness{t: t, srv: srv, token: o.token}
 }
@@ -652,4 +654,24 @@ func TestMCPSessionsBounded(t *testing.T) {
 	require.NoError(t, third.Close())
 	after, _ := h.srv.Store.Stats()
 	assert.Equal(t, sessions-1, after, "DELETE /mcp forgot the session's observations")
+}
+
+func TestCallWithoutArguments(t *testing.T) {
+	h := start(t, options{})
+	for _, v := range versions {
+		text, isErr := h.connect(v.ask).call(t, "read", nil)
+		assert.True(t, isErr)
+		assert.Equal(t, h.rest("read", map[string]any{}).Output, text, v.name)
+		assert.Equal(t, "Error: file_path must be a non-empty string", text)
+	}
+}
+
+func TestIdleMCPSessionCloses(t *testing.T) {
+	h := start(t, options{idle: 300 * time.Millisecond})
+	h.file("a.txt", "one\n")
+	c := h.connect("2025-11-25")
+	c.call(t, "read", map[string]any{"file_path": "a.txt"})
+	time.Sleep(time.Second)
+	_, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"file_path": "a.txt"}})
+	require.Error(t, err, "the idle session was closed")
 }

@@ -63,12 +63,6 @@ func (t *sessionTable) remove(id string) {
 	}
 }
 
-func (t *sessionTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.order.Len()
-}
-
 // serveStateful serves a request of a revision with MCP sessions and keeps
 // the table: a new session is added (closing the least recently used past
 // the bound), a request of a known one touches it, a DELETE ends it and
