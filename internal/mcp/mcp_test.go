@@ -50,7 +50,7 @@ type options struct {
 
 // harness is a real server on a loopback port over a real temporary root.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *servertest.Server
 	token string
 }
