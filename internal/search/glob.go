@@ -2,7 +2,9 @@ package search
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -15,14 +17,21 @@ var vcsDirs = []string{".git", ".svn", ".hg", ".bzr", ".jj", ".sl"}
 
 const globRecovery = "The complete result could not be saved; narrow pattern or path to see more."
 
+// privateGlobs hide the server's own folder and temporary files (SPEC §9).
+// They come after the caller's glob: in rg the later glob wins, so no
+// pattern or include can bring them back.
+var privateGlobs = []string{"--glob=!**/" + fs.PrivateDir, "--glob=!**/" + fs.PrivateDir + "/**", "--glob=!**/" + fs.TempGlob}
+
 // globArgs is the original's argv after --no-config: files only, oldest
-// first, hidden and ignored files included, VCS folders excluded.
+// first, hidden and ignored files included (--no-ignore also reads no ignore
+// file anywhere), VCS folders and the server's private files excluded.
 func globArgs(pattern, root string) []string {
-	args := make([]string, 0, 8+2*len(vcsDirs))
+	args := make([]string, 0, 9+2*len(vcsDirs)+len(privateGlobs))
 	args = append(args, "--files", "--glob="+pattern, "--sort=modified", "--no-ignore", "--hidden")
 	for _, d := range vcsDirs {
 		args = append(args, "--glob=!**/"+d, "--glob=!**/"+d+"/**")
 	}
+	args = append(args, privateGlobs...)
 	args = append(args, "--")
 	if root != "" {
 		args = append(args, root)
@@ -45,26 +54,47 @@ func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	root, err := searchRoot(ctx, fsys, cwd, path)
+	if !s.Available() {
+		return Result{}, launchError("glob", errors.New(s.unavailable))
+	}
+	at, err := newPlace("glob", fsys, cwd)
 	if err != nil {
 		return Result{}, err
 	}
-	dir := string(cwd.Key)
+	root, empty, err := at.searchArg(ctx, fsys, path)
+	if err != nil {
+		return Result{}, err
+	}
 	var paths []string
-	_, err = s.run(ctx, "glob", dir, globArgs(pattern, root), func(r io.Reader) error {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			if line := sc.Text(); line != "" {
-				paths = append(paths, cwdRelative(line, dir))
+	if !empty {
+		_, err = s.run(ctx, "glob", at, globArgs(pattern, root), func(r io.Reader) error {
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+			sc.Split(scanNewlines)
+			for sc.Scan() {
+				if line := sc.Text(); line != "" {
+					paths = append(paths, at.shown(line))
+				}
 			}
+			return scanErr(sc.Err())
+		})
+		if err != nil {
+			return Result{}, err
 		}
-		return scanErr(sc.Err())
-	})
-	if err != nil {
-		return Result{}, err
 	}
-	return s.globResult(paths, root), nil
+	return s.globResult(paths, at.shown(root)), nil
+}
+
+// scanNewlines splits on "\n" only: unlike bufio.ScanLines it keeps a "\r"
+// that ends a file name (rg --files prints names as they are).
+func scanNewlines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // scanErr maps a scanner's too-long token (which only a runaway output can

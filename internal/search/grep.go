@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -22,12 +23,17 @@ const (
 )
 
 // grepArgs is the original's argv after --no-config: rg's default filtering
-// (.gitignore, hidden files skipped) applies.
+// (.gitignore, hidden files skipped) applies, but only with ignore files
+// inside the searched tree: none from the folders above it, the user's
+// global one or .git/info/exclude (which a .git file may place anywhere).
+// The server's private files are excluded after the include glob, so it
+// cannot bring them back.
 func grepArgs(pattern, include, root string) []string {
-	args := []string{"--json", "--regexp=" + pattern}
+	args := []string{"--json", "--regexp=" + pattern, "--no-ignore-parent", "--no-ignore-global", "--no-ignore-exclude"}
 	if include != "" {
 		args = append(args, "--glob="+include)
 	}
+	args = append(args, privateGlobs...)
 	args = append(args, "--")
 	if root != "" {
 		args = append(args, root)
@@ -54,15 +60,24 @@ func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	root, err := searchRoot(ctx, fsys, cwd, path)
+	if !s.Available() {
+		return Result{}, launchError("grep", errors.New(s.unavailable))
+	}
+	at, err := newPlace("grep", fsys, cwd)
 	if err != nil {
 		return Result{}, err
 	}
-	dir := string(cwd.Key)
-	acc := matchAccumulator{max: s.grepMax, lineMax: s.lineMax, cwd: dir}
-	code, err := s.run(ctx, "grep", dir, grepArgs(pattern, glob, root), acc.consume)
+	root, empty, err := at.searchArg(ctx, fsys, path)
 	if err != nil {
 		return Result{}, err
+	}
+	acc := matchAccumulator{max: s.grepMax, lineMax: s.lineMax, cwd: at.display()}
+	code := 1
+	if !empty {
+		code, err = s.run(ctx, "grep", at, grepArgs(pattern, glob, root), acc.consume)
+		if err != nil {
+			return Result{}, err
+		}
 	}
 	if code == 1 || acc.seen == 0 {
 		return Result{Output: "No matches found", Metadata: MatchesMeta{Shape: "matches", Files: []FileMatches{}}}, nil
@@ -170,7 +185,9 @@ func (a *matchAccumulator) record(line []byte) error {
 		return nil
 	}
 	a.kept++
-	path := cwdRelative(pathText(m.Path), a.cwd)
+	// Files are told apart by the bytes of their names: two names that
+	// differ only in invalid UTF-8 show alike but are distinct groups.
+	name := cwdRelative(pathBytes(m.Path), a.cwd)
 	preview := lineNotUTF8
 	if m.Lines.Text != nil {
 		preview = a.preview(*m.Lines.Text)
@@ -178,11 +195,11 @@ func (a *matchAccumulator) record(line []byte) error {
 	if a.index == nil {
 		a.index = map[string]int{}
 	}
-	i, ok := a.index[path]
+	i, ok := a.index[name]
 	if !ok {
 		i = len(a.files)
-		a.index[path] = i
-		a.files = append(a.files, FileMatches{Path: path})
+		a.index[name] = i
+		a.files = append(a.files, FileMatches{Path: strings.ToValidUTF8(name, "\uFFFD")})
 	}
 	a.files[i].Matches = append(a.files[i].Matches, Match{LineNumber: n, Line: preview})
 	return nil
@@ -202,9 +219,10 @@ func leadingType(line []byte) (string, bool) {
 	return string(rest[:end]), true
 }
 
-// pathText is a path as rg reported it; a non-UTF-8 name (base64 bytes) is
-// shown with replacement characters rather than failing the whole search.
-func pathText(t *rgText) string {
+// pathBytes is a path's bytes as rg reported them: its text, or its base64
+// bytes for a name that is not UTF-8 (shown with replacement characters
+// rather than failing the whole search).
+func pathBytes(t *rgText) string {
 	if t.Text != nil {
 		return *t.Text
 	}
@@ -212,7 +230,7 @@ func pathText(t *rgText) string {
 	if err != nil {
 		return *t.Bytes
 	}
-	return strings.ToValidUTF8(string(raw), "\uFFFD")
+	return string(raw)
 }
 
 // preview strips the line ending and cuts the line to lineMax bytes on a

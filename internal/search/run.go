@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,6 +21,26 @@ var errOverflow = errors.New("raw output over budget")
 // original's two phrases, a literal newline in a regex ("the literal '"\n"'
 // is not allowed in a regex") is the caller's pattern too, not a failure.
 var invalidPattern = regexp.MustCompile(`(?i)regex parse error|error parsing glob|is not allowed in a regex`)
+
+// ignoreFileError is how rg names a bad line of an ignore file
+// ("./.ignore: line 1: error parsing glob ..."): the tree's fault, not the
+// caller's pattern.
+var ignoreFileError = regexp.MustCompile(`^.*: line [0-9]+: `)
+
+// patternRejected reports whether rg's stderr says the caller's pattern or
+// include glob is invalid; complaints about ignore files do not count.
+func patternRejected(stderr string) bool {
+	if !invalidPattern.MatchString(stderr) {
+		return false
+	}
+	for _, line := range strings.Split(stderr, "\n") {
+		if invalidPattern.MatchString(line) && !ignoreFileError.MatchString(line) {
+			return true
+		}
+	}
+	// A multi-line regex error names the pattern on later lines.
+	return strings.HasPrefix(stderr, "regex parse error")
+}
 
 // budgetReader fails with errOverflow once more than max bytes were read, so
 // a runaway search is cut off instead of buffered.
@@ -66,16 +85,12 @@ func (t *stderrTail) fill(r io.Reader) {
 // runs in its own process group with stdin on /dev/null; on cancellation,
 // timeout, overflow or malformed output the whole group is killed, and the
 // child is always reaped before run returns.
-func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, consume func(io.Reader) error) (int, error) {
+func (s *Searcher) run(ctx context.Context, tool string, at place, args []string, consume func(io.Reader) error) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, abortedError(tool, err)
 	}
-	if s.rg == "" {
-		return 0, launchError(tool, exec.ErrNotFound)
-	}
-	if !filepath.IsAbs(dir) {
-		// An empty Dir would search the server's own working directory.
-		return 0, launchError(tool, errors.New("search: cwd is not an absolute path"))
+	if s.unavailable != "" {
+		return 0, launchError(tool, errors.New(s.unavailable))
 	}
 	select {
 	case s.sem <- struct{}{}:
@@ -83,6 +98,11 @@ func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, con
 	case <-ctx.Done():
 		return 0, abortedError(tool, ctx.Err())
 	}
+	pinned, err := at.pin()
+	if err != nil {
+		return 0, err
+	}
+	defer pinned.close()
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -96,13 +116,26 @@ func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, con
 	}
 	defer errR.Close()
 
+	rgArgv := append([]string{"rg", "--no-config"}, args...)
 	cmd := &exec.Cmd{
 		Path:        s.rg,
-		Args:        append([]string{"rg", "--no-config"}, args...),
-		Dir:         dir,
+		Args:        rgArgv,
 		Stdout:      outW,
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if s.confined {
+		// The child confines itself, moves into the pinned folder and
+		// execs rg in its place (same pid, so the same process group).
+		cmd.Path = s.exe
+		cmd.Args = append([]string{"toolfs-api"}, childArgs(s.rg, s.rgFiles, rgArgv)...)
+		cmd.Env = append(os.Environ(), childEnv+"=1")
+		cmd.ExtraFiles = []*os.File{pinned.root, pinned.cwd} // fds 3 and 4
+	} else {
+		// The forked child still holds our descriptors when os/exec
+		// changes its directory, so this is the pinned folder, not a path
+		// the walk could be led away from.
+		cmd.Dir = "/proc/self/fd/" + strconv.Itoa(int(pinned.cwd.Fd()))
 	}
 	err = cmd.Start()
 	outW.Close()
@@ -181,14 +214,18 @@ func (s *Searcher) run(ctx context.Context, tool, dir string, args []string, con
 	}
 	// The cap may split a character; messages must stay valid UTF-8.
 	text := strings.ToValidUTF8(strings.TrimSpace(stderr.buf.String()), "\uFFFD")
+	if s.confined && code == childFailed && strings.HasPrefix(text, childErrPrefix) {
+		return 0, launchError(tool, errors.New(text))
+	}
 	if code == 2 && strings.HasPrefix(text, "No files were searched") {
 		// rg 13 exits 2 when filters (include) leave nothing to search: that
 		// is an empty result, not a failure.
 		return 1, nil
 	}
-	if invalidPattern.MatchString(text) {
+	if patternRejected(text) {
 		return 0, &Error{Code: CodeInvalidPattern, Message: tool + " pattern rejected by ripgrep: " + text}
 	}
+	text = at.redact(text)
 	msg := tool + " search failed (exit " + strconv.Itoa(code) + ")"
 	if text != "" {
 		msg += ": " + text

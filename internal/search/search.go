@@ -8,13 +8,10 @@
 package search
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
 // The error codes a search can fail with. Filesystem errors from Resolve
@@ -60,6 +57,9 @@ type Config struct {
 	// a burst of calls cannot fork-bomb the host; excess callers wait,
 	// honouring their context.
 	MaxConcurrent int
+	// Sandbox says what to do where the kernel has no Landlock to confine
+	// rg with; "" is SandboxRequire.
+	Sandbox SandboxMode
 }
 
 // Searcher runs glob and grep. It is safe for concurrent use.
@@ -68,6 +68,14 @@ type Searcher struct {
 	timeout time.Duration
 	sem     chan struct{}
 
+	// confined: rg runs in the Landlock sandbox, started from exe and
+	// allowed rgFiles. unavailable is why glob and grep cannot run ("" when
+	// they can).
+	confined    bool
+	exe         string
+	rgFiles     []string
+	unavailable string
+
 	// Limits, fixed at New; tests in this package shrink them.
 	globMax, grepMax, lineMax, metaMax int
 	rawMax                             int64
@@ -75,9 +83,30 @@ type Searcher struct {
 	onStart func(pid int) // test hook: called with rg's pid (= its process group)
 }
 
-// New returns a Searcher. It never fails: when ripgrep cannot be found,
-// Available reports false and every search fails with SEARCH_FAILED.
+// New returns a Searcher. It never fails: when ripgrep cannot be found, or
+// the sandbox is required and cannot confine it, Available reports false,
+// UnavailableReason says why, and every search fails with SEARCH_FAILED.
+// With Landlock present, New proves the sandbox once per rg binary by
+// running it confined in an empty folder.
 func New(cfg Config) *Searcher {
+	s := newSearcher(cfg)
+	if s.rg == "" {
+		return s
+	}
+	why := sandboxProblem(s.rg)
+	if why == "" {
+		p := proveSandbox(s.rg)
+		s.confined, s.exe, s.rgFiles, why = p.ok, p.exe, p.files, p.why
+	}
+	if why != "" && cfg.Sandbox != SandboxBestEffort {
+		s.unavailable = "the search sandbox cannot confine ripgrep (" + why + "); glob and grep need it (--search-sandbox require)"
+	}
+	return s
+}
+
+// newSearcher is New without ripgrep's sandbox: rg runs unconfined. Tests use
+// it for fake rg scripts, which the sandbox would not let start.
+func newSearcher(cfg Config) *Searcher {
 	s := &Searcher{
 		timeout: cfg.Timeout,
 		globMax: GlobMaxResults,
@@ -103,11 +132,23 @@ func New(cfg Config) *Searcher {
 			s.rg = abs
 		}
 	}
+	if s.rg == "" {
+		s.unavailable = "ripgrep (rg) was not found at start-up; install it or set --rg-path"
+	}
 	return s
 }
 
-// Available reports whether ripgrep was found at New.
-func (s *Searcher) Available() bool { return s.rg != "" }
+// Available reports whether glob and grep can run: ripgrep was found at New,
+// and confined unless the sandbox mode is best-effort.
+func (s *Searcher) Available() bool { return s.unavailable == "" }
+
+// UnavailableReason says why glob and grep cannot run, for the catalog and
+// the start-up log; "" when they can.
+func (s *Searcher) UnavailableReason() string { return s.unavailable }
+
+// Sandboxed reports whether rg runs confined by Landlock
+// (toolfs_search_sandboxed).
+func (s *Searcher) Sandboxed() bool { return s.confined }
 
 // Result is a successful search: Output is the exact model-facing text and
 // Metadata is a PathsMeta (glob) or MatchesMeta (grep), ready for JSON.
@@ -261,33 +302,6 @@ func hasTopLevelComma(g string) bool {
 		}
 	}
 	return false
-}
-
-// searchRoot resolves the optional path through the provider (confinement)
-// and returns the rg argument for it: relative to the cwd so rg prints
-// cwd-relative paths, "" when it is the cwd itself (no argument, so rg
-// prints "a.txt", not "./a.txt").
-func searchRoot(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, path *string) (string, error) {
-	if path == nil {
-		return "", nil
-	}
-	ref := cwd.Display
-	if ref == "" {
-		ref = string(cwd.Key)
-	}
-	t, err := fsys.Resolve(ctx, "search", *path, ref)
-	if err != nil {
-		return "", err
-	}
-	target := string(t.Key)
-	rel, err := filepath.Rel(string(cwd.Key), target)
-	if err != nil {
-		return target, nil
-	}
-	if rel == "." {
-		return "", nil
-	}
-	return rel, nil
 }
 
 // cwdRelative makes an absolute path inside cwd relative to it (cwd itself

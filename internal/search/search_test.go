@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -24,16 +25,25 @@ func TestArgv(t *testing.T) {
 		"--glob=!**/.hg", "--glob=!**/.hg/**", "--glob=!**/.bzr", "--glob=!**/.bzr/**",
 		"--glob=!**/.jj", "--glob=!**/.jj/**", "--glob=!**/.sl", "--glob=!**/.sl/**",
 	}
+	private := []string{"--glob=!**/.toolfs-api", "--glob=!**/.toolfs-api/**", "--glob=!**/.*.toolfs-*.tmp"}
 	globHead := []string{"--files", "--glob=*.ts", "--sort=modified", "--no-ignore", "--hidden"}
+	grepHead := []string{"--no-ignore-parent", "--no-ignore-global", "--no-ignore-exclude"}
+	cat := func(parts ...[]string) []string {
+		var out []string
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
 	tests := []struct {
 		name string
 		got  []string
 		want []string
 	}{
-		{"glob without path", globArgs("*.ts", ""), append(append(append([]string{}, globHead...), vcs...), "--")},
-		{"glob with path", globArgs("*.ts", "src"), append(append(append([]string{}, globHead...), vcs...), "--", "src")},
-		{"grep bare", grepArgs("a|b", "", ""), []string{"--json", "--regexp=a|b", "--"}},
-		{"grep with include and path", grepArgs("-x", "*.{js,ts}", "-dir"), []string{"--json", "--regexp=-x", "--glob=*.{js,ts}", "--", "-dir"}},
+		{"glob without path", globArgs("*.ts", ""), cat(globHead, vcs, private, []string{"--"})},
+		{"glob with path", globArgs("*.ts", "src"), cat(globHead, vcs, private, []string{"--", "src"})},
+		{"grep bare", grepArgs("a|b", "", ""), cat([]string{"--json", "--regexp=a|b"}, grepHead, private, []string{"--"})},
+		{"grep with include and path", grepArgs("-x", "*.{js,ts}", "-dir"), cat([]string{"--json", "--regexp=-x"}, grepHead, []string{"--glob=*.{js,ts}"}, private, []string{"--", "-dir"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +147,7 @@ func TestGlob(t *testing.T) {
 		{"relative path", "", "*", ptr("src/deep"), "src/deep/gamma.ts"},
 		{"path equal to the cwd prints no ./", "", "*.md", ptr("."), "src/readme.md"},
 		{"absolute path inside the root", "", "*.md", ptr(filepath.Join(w.root, "src")), "src/readme.md"},
-		{"path through a symlink inside the root", "", "*.md", ptr("linkdir"), "src/readme.md"},
+		{"path through a symlink inside the root", "", "*.md", ptr("linkdir"), "linkdir/readme.md"},
 		{"session cwd makes results relative to it", "src", "*.ts", nil, "deep/gamma.ts"},
 		{"path above the session cwd", "src/deep", "alpha.ts", ptr("../.."), "../../alpha.ts"},
 		{".git as the root finds nothing", "", "*", ptr(".git"), "No files found"},
@@ -442,21 +452,40 @@ func TestUnusableCwd(t *testing.T) {
 	}
 }
 
-// fifoWorkspace holds a FIFO that rg blocks on when asked to search it.
-func fifoWorkspace(t *testing.T) *workspace {
+// A FIFO (or socket, or device) as the search path is refused before rg
+// runs: rg would block on it and hold a slot until the timeout.
+func TestPathNeitherFileNorFolder(t *testing.T) {
+	requireRg(t)
 	w := newWorkspace(t)
 	require.NoError(t, syscall.Mkfifo(filepath.Join(w.root, "fifo"), 0o644))
-	return w
+	require.NoError(t, os.Symlink("fifo", filepath.Join(w.root, "link-to-fifo")))
+	s := New(Config{Timeout: 20 * time.Second})
+	for _, p := range []string{"fifo", "link-to-fifo"} {
+		start := time.Now()
+		_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", ptr(p), nil)
+		require.Equal(t, fs.CodeNotRegularFile, fs.CodeOf(err))
+		assert.Equal(t, `cannot search "`+filepath.Join(w.root, p)+`": not a regular file or folder`, err.Error())
+		_, err = s.Glob(context.Background(), w.fsys, w.cwd(""), "*", ptr(p))
+		require.Equal(t, fs.CodeNotRegularFile, fs.CodeOf(err))
+		assert.Less(t, time.Since(start), 2*time.Second)
+	}
+}
+
+// hangingRg is a stand-in for an rg that never finishes (the real one
+// cannot be made to hang: a FIFO path is refused). It runs unconfined, as
+// the sandbox lets only the real rg start.
+func hangingRg(t *testing.T, cfg Config) *Searcher {
+	cfg.RgPath = fakeRg(t, "exec sleep 60")
+	return newSearcher(cfg)
 }
 
 func TestTimeoutKillsTheProcessGroup(t *testing.T) {
-	requireRg(t)
-	w := fifoWorkspace(t)
-	s := New(Config{Timeout: 200 * time.Millisecond})
+	w := newWorkspace(t)
+	s := hangingRg(t, Config{Timeout: 200 * time.Millisecond})
 	var pid atomic.Int64
 	s.onStart = func(p int) { pid.Store(int64(p)) }
 	start := time.Now()
-	_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", ptr("fifo"), nil)
+	_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", nil, nil)
 	se := requireCode(t, err, CodeAborted)
 	assert.Equal(t, "grep was aborted before completion (tool timeout or caller cancellation)", se.Message)
 	assert.Less(t, time.Since(start), 5*time.Second)
@@ -464,9 +493,8 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 }
 
 func TestCallerCancellation(t *testing.T) {
-	requireRg(t)
-	w := fifoWorkspace(t)
-	s := New(Config{})
+	w := newWorkspace(t)
+	s := hangingRg(t, Config{})
 	started := make(chan int, 1)
 	s.onStart = func(p int) { started <- p }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -474,7 +502,7 @@ func TestCallerCancellation(t *testing.T) {
 		<-started
 		cancel()
 	}()
-	_, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", ptr("fifo"), nil)
+	_, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", nil, nil)
 	requireCode(t, err, CodeAborted)
 
 	t.Run("already cancelled", func(t *testing.T) {
@@ -486,23 +514,27 @@ func TestCallerCancellation(t *testing.T) {
 
 func TestMaxConcurrentQueuesCallers(t *testing.T) {
 	requireRg(t)
-	w := fifoWorkspace(t)
+	rg, err := exec.LookPath("rg")
+	require.NoError(t, err)
+	w := newWorkspace(t)
 	w.write("a.txt", "x\n")
-	s := New(Config{MaxConcurrent: 1, Timeout: 10 * time.Second})
+	w.write("hang.txt", "x\n")
+	// rg, except that searching hang.txt never finishes.
+	s := newSearcher(Config{RgPath: fakeRg(t, `case "$*" in *hang.txt*) exec sleep 60;; esac; exec `+rg+` "$@"`), MaxConcurrent: 1, Timeout: 10 * time.Second})
 	started := make(chan int, 2)
 	s.onStart = func(p int) { started <- p }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	blocked := make(chan error, 1)
 	go func() {
-		_, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", ptr("fifo"), nil)
+		_, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", ptr("hang.txt"), nil)
 		blocked <- err
 	}()
-	<-started // the only slot is taken by an rg stuck on the FIFO
+	<-started // the only slot is taken by an rg that never finishes
 
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelShort()
-	_, err := s.Grep(short, w.fsys, w.cwd(""), "x", ptr("a.txt"), nil)
+	_, err = s.Grep(short, w.fsys, w.cwd(""), "x", ptr("a.txt"), nil)
 	requireCode(t, err, CodeAborted)
 	assert.Empty(t, started, "a second rg started beyond MaxConcurrent")
 
@@ -653,7 +685,7 @@ func TestFakeRgFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(Config{RgPath: fakeRg(t, tt.script)})
+			s := newSearcher(Config{RgPath: fakeRg(t, tt.script)})
 			_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", nil, nil)
 			se := requireCode(t, err, tt.code)
 			assert.Equal(t, tt.want, se.Message)
@@ -664,7 +696,7 @@ func TestFakeRgFailures(t *testing.T) {
 func TestStragglersInTheGroupAreKilled(t *testing.T) {
 	w := newWorkspace(t)
 	// The fake rg exits at once but leaves a child holding stdout open.
-	s := New(Config{RgPath: fakeRg(t, "sleep 60 &\nexit 1")})
+	s := newSearcher(Config{RgPath: fakeRg(t, "sleep 60 &\nexit 1")})
 	var pid atomic.Int64
 	s.onStart = func(p int) { pid.Store(int64(p)) }
 	start := time.Now()

@@ -1,0 +1,194 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// place is where one search runs: the workspace root (the one folder the
+// sandbox lets rg read) and the session cwd below it.
+type place struct {
+	tool string
+	root string    // the root as the provider shows it (Display paths start with it)
+	real string    // the root with symlinks resolved (Keys start with it)
+	cwd  fs.Target // the session cwd
+}
+
+// rooted is the optional provider method that names the workspace root;
+// fs.Local has it. The sandbox needs the root to build its ruleset.
+type rooted interface{ Root() string }
+
+func newPlace(tool string, fsys fs.FileSystem, cwd fs.Target) (place, error) {
+	p := place{tool: tool, cwd: cwd}
+	r, ok := fsys.(rooted)
+	if !ok {
+		return p, launchError(tool, errors.New("search: the provider does not name its root"))
+	}
+	p.root = r.Root()
+	real, err := filepath.EvalSymlinks(p.root)
+	if err != nil {
+		return p, launchError(tool, err)
+	}
+	p.real = real
+	if !filepath.IsAbs(string(cwd.Key)) {
+		// A zero cwd must never become the server's own working directory.
+		return p, launchError(tool, errors.New("search: cwd is not an absolute path"))
+	}
+	return p, nil
+}
+
+// display is the session cwd as the model sees it.
+func (p place) display() string {
+	if p.cwd.Display != "" {
+		return p.cwd.Display
+	}
+	return string(p.cwd.Key)
+}
+
+// pinnedPlace holds the root and the session cwd open for the time of one
+// rg run.
+type pinnedPlace struct {
+	root, cwd *os.File
+}
+
+func (p pinnedPlace) close() {
+	p.root.Close()
+	p.cwd.Close()
+}
+
+// pin opens the root, then the session cwd beneath it with the kernel's
+// RESOLVE_BENEATH, so rg starts in a folder inside the root even if the
+// cwd's path was swapped for a symlink since it was resolved.
+func (p place) pin() (pinnedPlace, error) {
+	rootFD, err := unix.Open(p.real, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pinnedPlace{}, launchError(p.tool, err)
+	}
+	root := os.NewFile(uintptr(rootFD), p.real)
+	rel, err := filepath.Rel(p.real, string(p.cwd.Key))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		root.Close()
+		return pinnedPlace{}, p.cwdOutside()
+	}
+	cwdFD, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		root.Close()
+		if errors.Is(err, unix.EXDEV) {
+			return pinnedPlace{}, p.cwdOutside()
+		}
+		return pinnedPlace{}, launchError(p.tool, err)
+	}
+	return pinnedPlace{root: root, cwd: os.NewFile(uintptr(cwdFD), string(p.cwd.Key))}, nil
+}
+
+func (p place) cwdOutside() error {
+	return fs.NewError(fs.CodeSandboxDenied, `cannot search "`+p.display()+`": outside the workspace root`)
+}
+
+// absPath finds absolute paths in rg's messages.
+var absPath = regexp.MustCompile(`(^|[\s'"(<\[])(/[^\s'"]*)`)
+
+// redact replaces every absolute path outside the root in rg's stderr, so no
+// message names a host path (SPEC §10).
+func (p place) redact(text string) string {
+	return absPath.ReplaceAllStringFunc(text, func(m string) string {
+		i := strings.IndexByte(m, '/')
+		path := strings.TrimRight(m[i:], ":,;)]>")
+		if within(path, p.root) || within(path, p.real) {
+			return m
+		}
+		return m[:i] + "(a path outside the workspace root)" + m[i+len(path):]
+	})
+}
+
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// searchArg checks the optional path argument and returns it as rg should
+// get it, spelled as the caller spelled it (SPEC §3: displayed paths keep
+// symlinks unresolved):
+//   - absolute: its cleaned absolute form, so rg names it as given;
+//   - relative, below the cwd: relative to the cwd ("" for the cwd itself);
+//   - relative, climbing with "..": lexically the same only while the cwd's
+//     own path has no symlink below the root; else the real path relative to
+//     the real cwd, which is what the kernel walks.
+//
+// A path that is neither a regular file nor a folder is refused before rg
+// runs (it would block on a FIFO). empty reports a path in the server's
+// private folder or one of its temporary files: nothing to list.
+func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) (arg string, empty bool, err error) {
+	if path == nil {
+		return "", false, nil
+	}
+	t, err := fsys.Resolve(ctx, "search", *path, p.display())
+	if err != nil {
+		return "", false, err
+	}
+	if p.private(string(t.Key)) {
+		return "", true, nil
+	}
+	info, err := fsys.Stat(ctx, t)
+	if err != nil {
+		return "", false, err
+	}
+	if info.Type == fs.TypeOther {
+		return "", false, fs.NewError(fs.CodeNotRegularFile, `cannot search "`+t.Display+`": not a regular file or folder`)
+	}
+	if filepath.IsAbs(*path) {
+		return t.Display, false, nil
+	}
+	rel, err := filepath.Rel(p.display(), t.Display)
+	if err != nil {
+		return "", false, launchError(p.tool, err)
+	}
+	if rel != ".." && !strings.HasPrefix(rel, "../") {
+		if rel == "." {
+			return "", false, nil
+		}
+		return rel, false, nil
+	}
+	shown, _ := filepath.Rel(p.root, p.display())
+	walked, _ := filepath.Rel(p.real, string(p.cwd.Key))
+	if shown == walked {
+		return rel, false, nil
+	}
+	rel, err = filepath.Rel(string(p.cwd.Key), string(t.Key))
+	if err != nil {
+		return "", false, launchError(p.tool, err)
+	}
+	return rel, false, nil
+}
+
+// private reports whether a real path is the server's private folder, lies in
+// it, or is one of its temporary files (SPEC §9: never listed).
+func (p place) private(key string) bool {
+	rel, err := filepath.Rel(p.real, key)
+	if err != nil {
+		return false
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		if seg == fs.PrivateDir {
+			return true
+		}
+	}
+	ok, _ := filepath.Match(fs.TempGlob, filepath.Base(key))
+	return ok
+}
+
+// shown makes a path rg printed relative to the session cwd when it lies
+// inside it, as the original did; anything else is returned unchanged.
+func (p place) shown(rgPath string) string {
+	return cwdRelative(rgPath, p.display())
+}

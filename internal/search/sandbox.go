@@ -1,0 +1,372 @@
+package search
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// The search sandbox (docs/search.md, "Confinement"): rg is started by a
+// short re-exec of the server's own binary, which applies a Landlock ruleset
+// to itself and then execs rg in its place. The ruleset lets rg read the
+// workspace root (files and folders) and read and execute its own binary and
+// shared libraries, file by file; nothing else, and no writes anywhere. So a
+// folder swapped for a symlink while rg walks cannot lead it outside the
+// root: the kernel refuses the open, whatever path rg used.
+//
+// The child is recognised by two markers only the server sets: argv[1] is
+// childMarker (it starts with a control character nobody types) and the
+// environment holds childEnv=1. Request data never reaches either.
+const (
+	childMarker = "\x01toolfs-search-sandbox-child"
+	childEnv    = "_TOOLFS_SEARCH_CHILD"
+	// childFailed is the child's exit code when it could not confine itself
+	// or exec rg (rg itself exits 0, 1 or 2); its stderr then starts with
+	// childErrPrefix.
+	childFailed    = 125
+	childErrPrefix = "toolfs-search-sandbox: "
+	// The child's descriptors: the workspace root (the ruleset's one
+	// folder) and the pinned working folder.
+	childRootFD = 3
+	childCwdFD  = 4
+)
+
+// SandboxMode says what glob and grep do where the kernel cannot confine rg.
+type SandboxMode string
+
+// The sandbox modes of --search-sandbox (SPEC §10).
+const (
+	// SandboxRequire (the default) makes glob and grep unavailable without
+	// Landlock.
+	SandboxRequire SandboxMode = "require"
+	// SandboxBestEffort runs rg unconfined without Landlock.
+	SandboxBestEffort SandboxMode = "best-effort"
+)
+
+func init() {
+	// Also here, not only in main: any binary that links this package (every
+	// go test binary included) must turn into the child when asked to, or a
+	// re-exec would run the whole program again.
+	RunSandboxChildIfRequested()
+}
+
+// RunSandboxChildIfRequested turns this process into the confined rg when it
+// was started as the search sandbox child, and returns at once otherwise. It
+// never returns in the child: it execs rg, or exits 125 with the reason on
+// stderr. cmd/toolfs-api calls it first thing in main (the package's init
+// already did, so that test binaries behave the same).
+func RunSandboxChildIfRequested() {
+	if len(os.Args) < 2 || os.Args[1] != childMarker || os.Getenv(childEnv) != "1" {
+		return
+	}
+	err := sandboxChild(os.Args[2:])
+	fmt.Fprintf(os.Stderr, "%s%v\n", childErrPrefix, err)
+	os.Exit(childFailed)
+}
+
+// childArgs is the child's argv after the marker: rg, the count of files it
+// needs, those files, "--", then rg's own argv (argv[0] included).
+func childArgs(rg string, files []string, rgArgv []string) []string {
+	args := make([]string, 0, 4+len(files)+len(rgArgv))
+	args = append(args, childMarker, rg, strconv.Itoa(len(files)))
+	args = append(args, files...)
+	args = append(args, "--")
+	return append(args, rgArgv...)
+}
+
+func sandboxChild(args []string) error {
+	if len(args) < 2 {
+		return errors.New("missing arguments")
+	}
+	rg := args[0]
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 0 || len(args) < 3+n || args[2+n] != "--" {
+		return errors.New("malformed arguments")
+	}
+	files, rgArgv := args[2:2+n], args[3+n:]
+	if len(rgArgv) == 0 {
+		return errors.New("no rg argv")
+	}
+
+	// The ruleset is enforced on this thread only, and rg is exec'd from it:
+	// the thread must never run another goroutine (so it is never unlocked).
+	runtime.LockOSThread()
+	cfg := landlock.V7.BestEffort()
+	rs, flags, err := cfg.NewRulesetFD(landlock.PathAccess(ll.AccessFSExecute|ll.AccessFSReadFile, files...))
+	if err != nil {
+		return fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if rs < 0 {
+		return errors.New("landlock is not available")
+	}
+	root := ll.PathBeneathAttr{ParentFd: childRootFD, AllowedAccess: ll.AccessFSReadFile | ll.AccessFSReadDir}
+	if err := ll.LandlockAddPathBeneathRule(rs, &root, 0); err != nil {
+		return fmt.Errorf("landlock rule for the root: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(rs, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	unix.Close(rs)
+	if err := unix.Fchdir(childCwdFD); err != nil {
+		return fmt.Errorf("fchdir: %w", err)
+	}
+	unix.Close(childRootFD)
+	unix.Close(childCwdFD)
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, childEnv+"=") })
+	return syscall.Exec(rg, rgArgv, env)
+}
+
+// landlockABI is the kernel's Landlock ABI version, 0 without Landlock.
+func landlockABI() int {
+	v, err := ll.LandlockGetABIVersion()
+	if err != nil || v < 1 {
+		return 0
+	}
+	return v
+}
+
+// selfExe is the binary the child is started from: /proc/self/exe is this
+// very binary even if the file on disk was replaced since start-up.
+func selfExe() (string, error) {
+	const proc = "/proc/self/exe"
+	if _, err := os.Stat(proc); err == nil {
+		return proc, nil
+	}
+	return os.Executable()
+}
+
+// runtimeFiles lists the files rg needs to start: the binary itself, its ELF
+// interpreter and every shared library it loads, found as the dynamic loader
+// finds them (DT_RUNPATH/DT_RPATH, /etc/ld.so.conf, the default folders). A
+// static binary needs only itself.
+func runtimeFiles(bin string) ([]string, error) {
+	dirs := libraryDirs()
+	var files []string
+	seen := map[string]bool{}
+	queue := []string{bin}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		files = append(files, p)
+		f, err := elf.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		interp, needed, own, err := dynamicInfo(f, p)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		if interp != "" {
+			queue = append(queue, interp)
+		}
+		for _, lib := range needed {
+			found, err := findLibrary(lib, append(own, dirs...), f)
+			if err != nil {
+				return nil, fmt.Errorf("%s needs %s: %w", p, lib, err)
+			}
+			queue = append(queue, found)
+		}
+	}
+	return files, nil
+}
+
+// dynamicInfo reads an ELF object's interpreter, needed libraries and own
+// search folders ($ORIGIN expanded).
+func dynamicInfo(f *elf.File, path string) (interp string, needed, dirs []string, err error) {
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			b := make([]byte, prog.Filesz)
+			if _, err := prog.ReadAt(b, 0); err != nil {
+				return "", nil, nil, fmt.Errorf("%s: interpreter: %w", path, err)
+			}
+			interp = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	if f.Section(".dynamic") == nil && f.Type != elf.ET_DYN {
+		return interp, nil, nil, nil
+	}
+	needed, _ = f.DynString(elf.DT_NEEDED)
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		vals, _ := f.DynString(tag)
+		for _, v := range vals {
+			for _, d := range strings.Split(v, ":") {
+				d = strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(path))
+				d = strings.ReplaceAll(d, "${ORIGIN}", filepath.Dir(path))
+				if d != "" {
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	return interp, needed, dirs, nil
+}
+
+// findLibrary finds a needed library of the same class and machine as the
+// object that needs it.
+func findLibrary(name string, dirs []string, by *elf.File) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		ok := f.Class == by.Class && f.Machine == by.Machine
+		f.Close()
+		if ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("not found")
+}
+
+// libraryDirs are the loader's folders: /etc/ld.so.conf (with its includes)
+// and the default ones.
+func libraryDirs() []string {
+	var dirs []string
+	var read func(path string, depth int)
+	read = func(path string, depth int) {
+		b, err := os.ReadFile(path)
+		if err != nil || depth > 4 {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if i := strings.IndexByte(line, '#'); i >= 0 {
+				line = line[:i]
+			}
+			line = strings.TrimSpace(line)
+			if inc, ok := strings.CutPrefix(line, "include"); ok && (strings.HasPrefix(inc, " ") || strings.HasPrefix(inc, "\t")) {
+				pattern := strings.TrimSpace(inc)
+				if !filepath.IsAbs(pattern) {
+					pattern = filepath.Join(filepath.Dir(path), pattern)
+				}
+				matches, _ := filepath.Glob(pattern)
+				for _, m := range matches {
+					read(m, depth+1)
+				}
+				continue
+			}
+			if filepath.IsAbs(line) {
+				dirs = append(dirs, line)
+			}
+		}
+	}
+	read("/etc/ld.so.conf", 0)
+	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+}
+
+// sandboxProblem says why the kernel cannot confine rg, "" when it can.
+func sandboxProblem(string) string {
+	if landlockABI() == 0 {
+		return "the kernel does not offer Landlock"
+	}
+	return ""
+}
+
+// proof is the outcome of proving the sandbox for one rg binary.
+type proof struct {
+	ok    bool
+	exe   string
+	files []string
+	why   string
+}
+
+var proofs sync.Map // rg path -> *proofOnce
+
+type proofOnce struct {
+	once sync.Once
+	p    proof
+}
+
+// proveSandbox finds what rg needs to start and runs it confined once, in a
+// fresh folder beside another that it must not be able to read: the
+// sandbox counts as working only if rg lists the one file and not the
+// other. The outcome is kept per rg binary for the life of the process.
+func proveSandbox(rg string) proof {
+	v, _ := proofs.LoadOrStore(rg, &proofOnce{})
+	po := v.(*proofOnce)
+	po.once.Do(func() { po.p = runProof(rg) })
+	return po.p
+}
+
+func runProof(rg string) proof {
+	exe, err := selfExe()
+	if err != nil {
+		return proof{why: "cannot find the server's own binary: " + err.Error()}
+	}
+	files, err := runtimeFiles(rg)
+	if err != nil {
+		return proof{why: "cannot list the files ripgrep needs: " + err.Error()}
+	}
+	tmp, err := os.MkdirTemp("", "toolfs-search-proof-")
+	if err != nil {
+		return proof{why: err.Error()}
+	}
+	defer os.RemoveAll(tmp)
+	tmp, err = filepath.EvalSymlinks(tmp)
+	if err != nil {
+		return proof{why: err.Error()}
+	}
+	root, outside := filepath.Join(tmp, "root"), filepath.Join(tmp, "outside")
+	for _, f := range []string{filepath.Join(root, "inside.txt"), filepath.Join(outside, "outside.txt")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			return proof{why: err.Error()}
+		}
+		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+			return proof{why: err.Error()}
+		}
+	}
+	s := newSearcher(Config{RgPath: rg, Timeout: 10 * time.Second, MaxConcurrent: 1})
+	s.confined, s.exe, s.rgFiles = true, exe, files
+	at := place{tool: "glob", root: root, real: root, cwd: fs.Target{Key: fs.TargetKey(root), Display: root}}
+	var out []byte
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = s.run(ctx, "glob", at, []string{"--files", "--sort=path", "--", ".", "../outside"}, func(r io.Reader) error {
+		out, err = io.ReadAll(r)
+		return err
+	})
+	switch {
+	case strings.Contains(string(out), "outside.txt"):
+		return proof{why: "ripgrep read a folder outside the root under the ruleset"}
+	case !strings.Contains(string(out), "inside.txt"):
+		why := "ripgrep did not run under the ruleset"
+		if err != nil {
+			var se *Error
+			if errors.As(err, &se) && se.Err != nil {
+				why += ": " + se.Err.Error()
+			} else {
+				why += ": " + err.Error()
+			}
+		}
+		return proof{why: why}
+	}
+	return proof{ok: true, exe: exe, files: files}
+}
