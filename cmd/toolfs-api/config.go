@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -39,6 +40,7 @@ type config struct {
 	rgPath            string
 	searchTimeout     time.Duration
 	maxSearches       int
+	searchSandbox     string
 	lockDir           string
 	sessionStore      string
 	sessionKeyPrefix  string
@@ -71,6 +73,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.rgPath, "rg-path", "", "ripgrep binary for glob and grep (default: rg on PATH)")
 	fl.DurationVar(&c.searchTimeout, "search-timeout", 30*time.Second, "glob and grep time limit")
 	fl.IntVar(&c.maxSearches, "max-searches", 4, "glob and grep calls running at once")
+	fl.StringVar(&c.searchSandbox, "search-sandbox", "require", "confinement of rg by Landlock: require (glob and grep are unavailable without it) or best-effort (run rg unconfined without it)")
 	fl.StringVar(&c.lockDir, "lock-dir", "", "cross-process locks: empty (default) = lock files in <root>/"+fs.PrivateDir+"/locks, shared by every process that sees the root; \"off\" = in-process locks only (two servers on one root can then lose updates)")
 	fl.StringVar(&c.sessionStore, "session-store", "memory", "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
 	fl.StringVar(&c.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
@@ -147,6 +150,9 @@ func (c config) validate() error {
 	}
 	if _, ok := render.ParseProfile(c.profile); !ok {
 		return fmt.Errorf("--profile must be extended or original, not %q", c.profile)
+	}
+	if c.searchSandbox != string(search.SandboxRequire) && c.searchSandbox != string(search.SandboxBestEffort) {
+		return fmt.Errorf("--search-sandbox must be require or best-effort, not %q", c.searchSandbox)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Policy:       cfg.policy,
 		Sessions:     storeCfg,
 		SessionStore: store,
-		Search:       search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches},
+		Search:       search.Config{RgPath: cfg.rgPath, Timeout: cfg.searchTimeout, MaxConcurrent: cfg.maxSearches, Sandbox: search.SandboxMode(cfg.searchSandbox)},
 		Caps:         render.Caps{Limit: cfg.readLimit, MaxLineLength: cfg.readMaxLineLength, MaxBytes: cfg.readMaxBytes},
 		Profile:      render.Profile(cfg.profile),
 		REST: handlers.Config{
@@ -80,8 +80,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("--root: %w", err)
 	}
 	defer built.Close()
-	if !built.Searcher.Available() {
-		log.Warn("ripgrep not found: glob and grep are unavailable", "rg-path", cfg.rgPath)
+	switch sr := built.Searcher; {
+	case !sr.Available():
+		log.Warn("glob and grep are unavailable", "reason", sr.UnavailableReason(), "rg-path", cfg.rgPath, "search-sandbox", cfg.searchSandbox)
+	case !sr.Sandboxed():
+		log.Warn("search sandbox off: rg runs unconfined, so a folder swapped for a symlink during a search can lead it outside the root (--search-sandbox best-effort without Landlock)")
+	default:
+		log.Info("search sandbox on: rg is confined to the root by Landlock")
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)

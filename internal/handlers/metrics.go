@@ -90,6 +90,20 @@ func (m *Metrics) StatCall() { m.statCalls.Inc() }
 // SessionStoreError counts a failed session store operation (tools.Observer).
 func (m *Metrics) SessionStoreError(op string) { m.storeErrors.WithLabelValues(op).Inc() }
 
+// WatchSearch exports toolfs_search_sandboxed: 1 when rg runs confined by
+// Landlock, 0 when it runs unconfined (--search-sandbox best-effort).
+func (m *Metrics) WatchSearch(sandboxed func() bool) {
+	_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolfs_search_sandboxed",
+		Help: "1 when glob and grep run rg confined to the root by Landlock, else 0.",
+	}, func() float64 {
+		if sandboxed() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // WatchSessions exports the size of the session store, when the gate has one,
 // so the bounds (--max-sessions, --max-paths-per-session) can be watched.
 func (m *Metrics) WatchSessions(gate any) {

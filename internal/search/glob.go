@@ -57,7 +57,7 @@ func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	if !s.Available() {
 		return Result{}, launchError("glob", errors.New(s.unavailable))
 	}
-	at, err := newPlace("glob", fsys, cwd)
+	at, err := newPlace(ctx, "glob", fsys, cwd)
 	if err != nil {
 		return Result{}, err
 	}

@@ -63,7 +63,7 @@ func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	if !s.Available() {
 		return Result{}, launchError("grep", errors.New(s.unavailable))
 	}
-	at, err := newPlace("grep", fsys, cwd)
+	at, err := newPlace(ctx, "grep", fsys, cwd)
 	if err != nil {
 		return Result{}, err
 	}

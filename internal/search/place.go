@@ -22,26 +22,18 @@ type place struct {
 	cwd  fs.Target // the session cwd
 }
 
-// rooted is the optional provider method that names the workspace root;
-// fs.Local has it. The sandbox needs the root to build its ruleset.
-type rooted interface{ Root() string }
-
-func newPlace(tool string, fsys fs.FileSystem, cwd fs.Target) (place, error) {
+func newPlace(ctx context.Context, tool string, fsys fs.FileSystem, cwd fs.Target) (place, error) {
 	p := place{tool: tool, cwd: cwd}
-	r, ok := fsys.(rooted)
-	if !ok {
-		return p, launchError(tool, errors.New("search: the provider does not name its root"))
-	}
-	p.root = r.Root()
-	real, err := filepath.EvalSymlinks(p.root)
-	if err != nil {
-		return p, launchError(tool, err)
-	}
-	p.real = real
 	if !filepath.IsAbs(string(cwd.Key)) {
 		// A zero cwd must never become the server's own working directory.
 		return p, launchError(tool, errors.New("search: cwd is not an absolute path"))
 	}
+	// The root through the seam: "." from no cwd is the root itself.
+	r, err := fsys.Resolve(ctx, "search", ".", "")
+	if err != nil {
+		return p, launchError(tool, err)
+	}
+	p.root, p.real = r.Display, string(r.Key)
 	return p, nil
 }
 
@@ -139,11 +131,7 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 	if p.private(string(t.Key)) {
 		return "", true, nil
 	}
-	info, err := fsys.Stat(ctx, t)
-	if err != nil {
-		return "", false, err
-	}
-	if info.Type == fs.TypeOther {
+	if !fileOrFolder(string(t.Key)) {
 		return "", false, fs.NewError(fs.CodeNotRegularFile, `cannot search "`+t.Display+`": not a regular file or folder`)
 	}
 	if filepath.IsAbs(*path) {
@@ -169,6 +157,18 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 		return "", false, launchError(p.tool, err)
 	}
 	return rel, false, nil
+}
+
+// fileOrFolder reports whether the real path is a regular file or a folder,
+// or is missing (rg then says so). It opens nothing: a FIFO is only looked
+// at, never read.
+func fileOrFolder(key string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(key, &st); err != nil {
+		return true
+	}
+	mode := st.Mode & unix.S_IFMT
+	return mode == unix.S_IFREG || mode == unix.S_IFDIR
 }
 
 // private reports whether a real path is the server's private folder, lies in

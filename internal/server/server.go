@@ -103,6 +103,7 @@ func New(o Options) (*Server, error) {
 	if gate != nil {
 		s.Metrics.WatchSessions(gate)
 	}
+	s.Metrics.WatchSearch(s.Searcher.Sandboxed)
 	s.Executor = tools.New(tools.Options{
 		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
 		Observer: s.Metrics, Logger: o.Logger,

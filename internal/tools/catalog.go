@@ -23,7 +23,10 @@ func (x *Executor) Catalog() Catalog {
 	searchable := x.searchable()
 	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable, x.profile)}
 	if !searchable {
-		const reason = "ripgrep (rg) was not found at start-up; install it or set --rg-path"
+		reason := "ripgrep (rg) was not found at start-up; install it or set --rg-path"
+		if x.search != nil {
+			reason = x.search.UnavailableReason()
+		}
 		c.Unavailable = []UnavailableTool{{ToolGlob, reason}, {ToolGrep, reason}}
 	}
 	return c

@@ -1,0 +1,223 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// requireLandlock skips a test of the search sandbox on a kernel without
+// Landlock, saying so: such a test must never pass there without running.
+func requireLandlock(t *testing.T) {
+	t.Helper()
+	if v, err := ll.LandlockGetABIVersion(); err != nil || v < 1 {
+		t.Skipf("the kernel offers no Landlock (%v): the search sandbox cannot confine rg here, so glob and grep are unavailable under --search-sandbox require and unconfined under best-effort; this test cannot run", err)
+	}
+}
+
+// swapTree is a root holding a folder d and a symlink dlink to an outside
+// folder holding a canary; swap exchanges the two names atomically
+// (renameat2 RENAME_EXCHANGE), so d is by turns the real folder and the
+// link out.
+type swapTree struct {
+	root, outside string
+}
+
+const (
+	canaryName    = "canary-secret.txt"
+	canaryContent = "TOPSECRET canary outside the root"
+)
+
+func newSwapTree(t *testing.T) swapTree {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	st := swapTree{root: filepath.Join(base, "root"), outside: filepath.Join(base, "host-only-9d1c")}
+	require.NoError(t, os.MkdirAll(filepath.Join(st.root, "d", "sub"), 0o755))
+	require.NoError(t, os.MkdirAll(st.outside, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(st.root, "d", "inside.txt"), []byte("Line needle inside\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(st.root, "d", "sub", "deeper.txt"), []byte("needle deeper\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(st.outside, canaryName), []byte(canaryContent+" needle\n"), 0o644))
+	require.NoError(t, os.Symlink(st.outside, filepath.Join(st.root, "dlink")))
+	return st
+}
+
+// swap exchanges d and dlink in a tight loop until stop is closed and
+// returns how many exchanges it made.
+func (st swapTree) swap(t *testing.T, stop <-chan struct{}) int {
+	d, link := filepath.Join(st.root, "d"), filepath.Join(st.root, "dlink")
+	n := 0
+	for {
+		select {
+		case <-stop:
+			// Leave d the real folder.
+			if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				require.NoError(t, unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE))
+			}
+			return n
+		default:
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE); err != nil {
+			t.Errorf("renameat2: %v", err)
+			return n
+		}
+		n++
+	}
+}
+
+// leaks reports whether an answer shows anything of the outside folder.
+func (st swapTree) leaks(body string) bool {
+	return strings.Contains(body, "canary") || strings.Contains(body, "TOPSECRET") ||
+		strings.Contains(body, st.outside) || strings.Contains(body, filepath.Base(st.outside))
+}
+
+// searchCase is one kind of search the race runs.
+type searchCase struct {
+	name, tool, cwd string
+	body            map[string]any
+}
+
+var escapeCases = []searchCase{
+	{"glob path", "glob", "", map[string]any{"pattern": "**", "path": "d"}},
+	{"grep path", "grep", "", map[string]any{"pattern": "needle|TOPSECRET", "path": "d"}},
+	{"glob cwd", "glob", "d", map[string]any{"pattern": "**"}},
+	{"grep cwd", "grep", "d", map[string]any{"pattern": "needle|TOPSECRET"}},
+	{"glob neither", "glob", "", map[string]any{"pattern": "**"}},
+	{"grep neither", "grep", "", map[string]any{"pattern": "needle|TOPSECRET"}},
+}
+
+// escapeCounts are the outcomes of one kind of search during the race.
+type escapeCounts struct {
+	requests, leaks, leaking5xx, ok atomic.Int64
+}
+
+// raceSearches runs every escape case against base from workers goroutines
+// for d while st swaps, and returns the counts per case and the swaps made.
+func raceSearches(t *testing.T, st swapTree, base string, d time.Duration, workers int) (map[string]*escapeCounts, int) {
+	counts := map[string]*escapeCounts{}
+	for _, c := range escapeCases {
+		counts[c.name] = &escapeCounts{}
+	}
+	hc := newClient()
+	stop := make(chan struct{})
+	swaps := make(chan int, 1)
+	go func() { swaps <- st.swap(t, stop) }()
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var firstLeak sync.Once
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; time.Now().Before(deadline); i++ {
+				c := escapeCases[i%len(escapeCases)]
+				status, body, err := postSearch(hc, base, c)
+				if err != nil {
+					t.Errorf("%s: %v", c.name, err)
+					return
+				}
+				n := counts[c.name]
+				n.requests.Add(1)
+				if status == 200 {
+					n.ok.Add(1)
+				}
+				if st.leaks(body) {
+					n.leaks.Add(1)
+					if status >= 500 {
+						n.leaking5xx.Add(1)
+					}
+					firstLeak.Do(func() { t.Logf("first leak (%s): %d %s", c.name, status, body) })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	return counts, <-swaps
+}
+
+func postSearch(hc *http.Client, base string, c searchCase) (int, string, error) {
+	b, _ := json.Marshal(c.body)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/tools/"+c.tool, bytes.NewReader(b))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.cwd != "" {
+		req.Header.Set("X-Session-Cwd", c.cwd)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw), err
+}
+
+// TestSearchCannotBeLedOutsideTheRoot swaps a folder with a symlink to an
+// outside folder while glob and grep run through the real binary (rg
+// confined by the sandbox, re-executed from the server binary): nothing of
+// the outside folder may appear in any answer (docs/reliability-hostile.md).
+func TestSearchCannotBeLedOutsideTheRoot(t *testing.T) {
+	requireLandlock(t)
+	st := newSwapTree(t)
+	c := startChild(t, st.root)
+	hc := newClient()
+	require.Equal(t, []float64{1}, c.metrics(hc, "toolfs_search_sandboxed"))
+
+	d := 5 * time.Second
+	if long {
+		d = 60 * time.Second
+	}
+	counts, swaps := raceSearches(t, st, c.base, d, 4)
+	var total, leaks, ok int64
+	for _, sc := range escapeCases {
+		n := counts[sc.name]
+		t.Logf("%-13s %5d requests, %5d ok, %d leaks (%d in 5xx)", sc.name, n.requests.Load(), n.ok.Load(), n.leaks.Load(), n.leaking5xx.Load())
+		total += n.requests.Load()
+		leaks += n.leaks.Load()
+		ok += n.ok.Load()
+		assert.Zero(t, n.leaks.Load(), sc.name)
+		assert.NotZero(t, n.ok.Load(), "%s: no search succeeded during the race", sc.name)
+	}
+	t.Logf("%d swaps, %d searches, %d ok, %d leaks", swaps, total, ok, leaks)
+	require.Greater(t, swaps, 1000, "the swapper barely ran")
+
+	// Once the swapping stops, the same searches see the inside again.
+	a := mustCall(t, hc, c.base, "grep", "", obj{"pattern": "needle|TOPSECRET", "path": "d"})
+	require.Equal(t, 200, a.Status, a.Raw)
+	assert.Equal(t, "Found 2 matches\n\nd/inside.txt\nLine 1: Line needle inside\n\nd/sub/deeper.txt\nLine 1: needle deeper", sortedGroups(a.Output))
+}
+
+// sortedGroups orders grep's file groups by name (rg reports them in
+// parallel order).
+func sortedGroups(out string) string {
+	head, body, ok := strings.Cut(out, "\n\n")
+	if !ok {
+		return out
+	}
+	groups := strings.Split(body, "\n\n")
+	for i := range groups {
+		for j := i + 1; j < len(groups); j++ {
+			if groups[j] < groups[i] {
+				groups[i], groups[j] = groups[j], groups[i]
+			}
+		}
+	}
+	return fmt.Sprintf("%s\n\n%s", head, strings.Join(groups, "\n\n"))
+}
