@@ -65,6 +65,7 @@ func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	if err != nil {
 		return Result{}, err
 	}
+	at.arg = root
 	var paths []string
 	if !empty {
 		_, err = s.run(ctx, "glob", at, globArgs(pattern, root), func(r io.Reader) error {

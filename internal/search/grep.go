@@ -71,6 +71,7 @@ func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	if err != nil {
 		return Result{}, err
 	}
+	at.arg = root
 	acc := matchAccumulator{max: s.grepMax, lineMax: s.lineMax, cwd: at.display()}
 	code := 1
 	if !empty {

@@ -119,7 +119,8 @@ func liveGroupMembers(t testing.TB, pgid int) []int {
 }
 
 // fakeRg writes an executable shell script standing in for rg, for failure
-// modes the real binary cannot be made to show (signals, stragglers).
+// modes the real binary cannot be made to show (signals, stragglers). Run
+// it through newSearcher: the sandbox lets only the real rg start.
 func fakeRg(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "rg")

@@ -17,13 +17,15 @@ import (
 // sandbox lets rg read) and the session cwd below it.
 type place struct {
 	tool string
+	fsys fs.FileSystem
+	arg  string // the path argument as rg gets it, "" for none
 	root string    // the root as the provider shows it (Display paths start with it)
 	real string    // the root with symlinks resolved (Keys start with it)
 	cwd  fs.Target // the session cwd
 }
 
 func newPlace(ctx context.Context, tool string, fsys fs.FileSystem, cwd fs.Target) (place, error) {
-	p := place{tool: tool, cwd: cwd}
+	p := place{tool: tool, fsys: fsys, cwd: cwd}
 	if !filepath.IsAbs(string(cwd.Key)) {
 		// A zero cwd must never become the server's own working directory.
 		return p, launchError(tool, errors.New("search: cwd is not an absolute path"))
@@ -86,6 +88,93 @@ func (p place) pin() (pinnedPlace, error) {
 
 func (p place) cwdOutside() error {
 	return fs.NewError(fs.CodeSandboxDenied, `cannot search "`+p.display()+`": outside the workspace root`)
+}
+
+// deniedSuffix ends rg's complaint about a path it may not open:
+// "d: Permission denied (os error 13)", or from its walk
+// "./d: IO error for operation on ./d: Permission denied (os error 13)".
+const (
+	deniedSuffix = ": Permission denied (os error 13)"
+	walkPrefix   = "IO error for operation on "
+)
+
+// deniedPath is the path a complaint names, "" for another line.
+func deniedPath(line string) string {
+	p, ok := strings.CutSuffix(line, deniedSuffix)
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndex(p, walkPrefix); i >= 0 {
+		p = p[i+len(walkPrefix):]
+	}
+	return p
+}
+
+// maxDenials bounds the complaints sortDenials looks into.
+const maxDenials = 64
+
+// sortDenials reads rg's stderr after a confined run. A path rg was refused
+// that the server itself can open inside the root, or that now leads
+// outside it, was outside the root when rg opened it: a folder swapped for a
+// symlink during the search, refused by Landlock. Such complaints are
+// dropped from rest: a folder that is a symlink out is not part of the tree,
+// as rg's own walk, which never follows symlinks, would say. argOutside
+// reports that the path argument itself (or the session cwd) was outside,
+// which is FS_SANDBOX_DENIED, as for a path that leads outside at the start.
+func (p place) sortDenials(ctx context.Context, stderr string) (rest string, argOutside bool) {
+	var kept []string
+	seen := 0
+	for _, line := range strings.Split(stderr, "\n") {
+		name := deniedPath(line)
+		if name == "" || seen >= maxDenials {
+			kept = append(kept, line)
+			continue
+		}
+		seen++
+		if !p.ledOutside(ctx, name) {
+			kept = append(kept, line)
+			continue
+		}
+		if arg := p.arg; filepath.Clean(name) == filepath.Clean(arg) || (arg == "" && filepath.Clean(name) == ".") {
+			argOutside = true
+		}
+	}
+	return strings.TrimSpace(strings.Join(kept, "\n")), argOutside
+}
+
+// ledOutside reports whether the path rg named was denied by the sandbox
+// rather than by the file's own permissions.
+func (p place) ledOutside(ctx context.Context, name string) bool {
+	if p.fsys == nil {
+		return false // the sandbox's proof at start-up
+	}
+	display := name
+	if !filepath.IsAbs(name) {
+		display = filepath.Join(p.display(), name)
+	}
+	t, err := p.fsys.Resolve(ctx, "search", display, "")
+	if err != nil {
+		return fs.CodeOf(err) == fs.CodeSandboxDenied
+	}
+	fd, err := unix.Open(string(t.Key), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// argOutside is the refusal of a path argument (or cwd) that led outside
+// the root while rg ran.
+func (p place) argOutside() error {
+	display := p.display()
+	if p.arg != "" {
+		display = p.arg
+		if !filepath.IsAbs(p.arg) {
+			display = filepath.Join(p.display(), p.arg)
+		}
+	}
+	return fs.NewError(fs.CodeSandboxDenied, `cannot search "`+display+`": outside the workspace root`)
 }
 
 // absPath finds absolute paths in rg's messages.

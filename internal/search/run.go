@@ -217,6 +217,16 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 	if s.confined && code == childFailed && strings.HasPrefix(text, childErrPrefix) {
 		return 0, launchError(tool, errors.New(text))
 	}
+	if s.confined && code == 2 {
+		rest, argOutside := at.sortDenials(ctx, text)
+		if argOutside {
+			return 0, at.argOutside()
+		}
+		if rest == "" {
+			return 0, nil // only folders swapped out of the tree were missed
+		}
+		text = rest
+	}
 	if code == 2 && strings.HasPrefix(text, "No files were searched") {
 		// rg 13 exits 2 when filters (include) leave nothing to search: that
 		// is an empty result, not a failure.

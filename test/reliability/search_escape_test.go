@@ -102,7 +102,7 @@ var escapeCases = []searchCase{
 
 // escapeCounts are the outcomes of one kind of search during the race.
 type escapeCounts struct {
-	requests, leaks, leaking5xx, ok atomic.Int64
+	requests, leaks, leaking5xx, ok, fivexx atomic.Int64
 }
 
 // raceSearches runs every escape case against base from workers goroutines
@@ -118,7 +118,7 @@ func raceSearches(t *testing.T, st swapTree, base string, d time.Duration, worke
 	go func() { swaps <- st.swap(t, stop) }()
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
-	var firstLeak sync.Once
+	var firstLeak, first5xx sync.Once
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -134,6 +134,10 @@ func raceSearches(t *testing.T, st swapTree, base string, d time.Duration, worke
 				n.requests.Add(1)
 				if status == 200 {
 					n.ok.Add(1)
+				}
+				if status >= 500 {
+					n.fivexx.Add(1)
+					first5xx.Do(func() { t.Logf("first 5xx (%s): %d %s", c.name, status, body) })
 				}
 				if st.leaks(body) {
 					n.leaks.Add(1)
@@ -188,7 +192,7 @@ func TestSearchCannotBeLedOutsideTheRoot(t *testing.T) {
 	var total, leaks, ok int64
 	for _, sc := range escapeCases {
 		n := counts[sc.name]
-		t.Logf("%-13s %5d requests, %5d ok, %d leaks (%d in 5xx)", sc.name, n.requests.Load(), n.ok.Load(), n.leaks.Load(), n.leaking5xx.Load())
+		t.Logf("%-13s %5d requests, %5d ok, %d 5xx, %d leaks (%d in 5xx)", sc.name, n.requests.Load(), n.ok.Load(), n.fivexx.Load(), n.leaks.Load(), n.leaking5xx.Load())
 		total += n.requests.Load()
 		leaks += n.leaks.Load()
 		ok += n.ok.Load()
