@@ -18,7 +18,7 @@ import (
 type place struct {
 	tool string
 	fsys fs.FileSystem
-	arg  string // the path argument as rg gets it, "" for none
+	arg  string    // the path argument as rg gets it, "" for none
 	root string    // the root as the provider shows it (Display paths start with it)
 	real string    // the root with symlinks resolved (Keys start with it)
 	cwd  fs.Target // the session cwd
@@ -33,6 +33,9 @@ func newPlace(ctx context.Context, tool string, fsys fs.FileSystem, cwd fs.Targe
 	// The root through the seam: "." from no cwd is the root itself.
 	r, err := fsys.Resolve(ctx, "search", ".", "")
 	if err != nil {
+		if ctx.Err() != nil {
+			return p, abortedError(tool, ctx.Err())
+		}
 		return p, launchError(tool, err)
 	}
 	p.root, p.real = r.Display, string(r.Key)
