@@ -205,9 +205,9 @@ func within(path, dir string) bool {
 // symlinks unresolved):
 //   - absolute: its cleaned absolute form, so rg names it as given;
 //   - relative, below the cwd: relative to the cwd ("" for the cwd itself);
-//   - relative, climbing with "..": lexically the same only while the cwd's
-//     own path has no symlink below the root; else the real path relative to
-//     the real cwd, which is what the kernel walks.
+//   - relative, climbing with "..": as given when the kernel's ".." (from the
+//     real cwd) reaches the folder the lexical one does; else the real path
+//     relative to the real cwd, which is what the kernel walks.
 //
 // A path that is neither a regular file nor a folder is refused before rg
 // runs (it would block on a FIFO). empty reports a path in the server's
@@ -239,14 +239,30 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 		}
 		return rel, false, nil
 	}
-	shown, _ := filepath.Rel(p.root, p.display())
-	walked, _ := filepath.Rel(p.real, string(p.cwd.Key))
-	if shown == walked {
+	// The kernel takes ".." from the real cwd; the caller meant it from the
+	// shown one. Both then walk the same rest, so they agree when the
+	// folder the ".."s reach is the same.
+	up := 0
+	for _, seg := range strings.Split(rel, "/") {
+		if seg != ".." {
+			break
+		}
+		up++
+	}
+	lexical := p.display()
+	walked := string(p.cwd.Key)
+	for range up {
+		lexical, walked = filepath.Dir(lexical), filepath.Dir(walked)
+	}
+	if b, err := fsys.Resolve(ctx, "search", lexical, ""); err == nil && string(b.Key) == walked {
 		return rel, false, nil
 	}
 	rel, err = filepath.Rel(string(p.cwd.Key), string(t.Key))
 	if err != nil {
 		return "", false, launchError(p.tool, err)
+	}
+	if rel == "." {
+		return "", false, nil
 	}
 	return rel, false, nil
 }

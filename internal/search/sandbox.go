@@ -136,8 +136,11 @@ func sandboxChild(args []string) error {
 	return syscall.Exec(rg, rgArgv, env)
 }
 
-// landlockABI is the kernel's Landlock ABI version, 0 without Landlock.
-func landlockABI() int {
+// landlockABI is the kernel's Landlock ABI version, 0 without Landlock. A
+// variable so that tests can play a kernel without it.
+var landlockABI = kernelLandlockABI
+
+func kernelLandlockABI() int {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil || v < 1 {
 		return 0
