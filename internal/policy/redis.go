@@ -30,8 +30,7 @@ const DefaultRedisTimeout = 2 * time.Second
 // When Redis cannot be reached, every method returns an error wrapping
 // ErrUnavailable (decisions: an *fs.Error with CodeUnavailable) and changes
 // nothing; the client reconnects on its own. The scripts touch keys they
-// compute, so they run on a single Redis (or a Sentinel-managed primary),
-// not on Redis Cluster.
+// compute, so they run on a single Redis, not on Redis Cluster.
 type RedisStore struct {
 	client      redis.UniversalClient
 	prefix      string
