@@ -42,6 +42,7 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display); err != nil {
 			return EditOutcome{}, err
 		}
+		out.Hash = HashBytes(after)
 	}
 	if int64(len(text)) < l.diffMax && int64(len(after)) < l.diffMax {
 		b, a := string(lfNormalize(text)), string(lfNormalize(after))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	}
 	defer o.close(l)
 	version := versionOf(&o.st)
-	if expected != nil && *expected != version {
+	if expected != nil && *expected != version && !sameBytes(ctx, o.f, edit.SeenHash) {
 		return EditOutcome{}, staleEdit(t.Display)
 	}
 	if edit.Batch != nil {
@@ -80,6 +81,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display); err != nil {
 			return EditOutcome{}, err
 		}
+		out.Hash = hashOf(sc.hash)
 	}
 	if sc.keepBasis {
 		b, a := lfNormalizeString(sc.before.String()), lfNormalizeString(sc.after.String())
@@ -130,6 +132,7 @@ type editScan struct {
 	keepBasis     bool
 	size          int64
 	before, after strings.Builder
+	hash          *xxh3.Hasher // of the rewritten content
 }
 
 // scan checks the text (no NUL, valid UTF-8, runes split by a chunk
@@ -201,6 +204,7 @@ func (l *Local) rewriteInto(ctx context.Context, o *opened, m *matcher, sc *edit
 	grow := int64(m.count) * int64(max(len(m.repl)-len(m.needle), 0))
 	return func(out io.Writer) error {
 		sc.after = strings.Builder{} // a second run (EXDEV) starts again
+		sc.hash = xxh3.New()
 		if sc.keepBasis {
 			sc.after.Grow(int(min(sc.size+grow, l.diffMax))) // the basis stops at diffMax
 		}
@@ -213,6 +217,7 @@ func (l *Local) rewriteInto(ctx context.Context, o *opened, m *matcher, sc *edit
 					sc.before, sc.after = strings.Builder{}, strings.Builder{}
 				}
 			}
+			sc.hash.Write(b)
 			_, err := bw.Write(b)
 			return err
 		}

@@ -59,6 +59,24 @@ type TargetKey string
 // versions for equality.
 type Version string
 
+// Hash identifies a file's bytes: the local provider's is the 128-bit
+// XXH3 of the content, in hex. "" means unknown. Callers only compare
+// hashes for equality, and only the provider computes them.
+type Hash string
+
+// Observed is what a session saw of a present file: its version and, when
+// known, the hash of its bytes (docs/edits.md, "No false staleness").
+type Observed struct {
+	Version Version
+	Hash    Hash
+}
+
+// ContentHasher is implemented by the readers OpenText returns: once the
+// reader reached EOF, ContentHash is the Hash of every byte it gave.
+type ContentHasher interface {
+	ContentHash() (Hash, bool)
+}
+
 // Target is a resolved path: Key for identity (locks, observations) and
 // Display for every model-facing text.
 type Target struct {
@@ -113,6 +131,10 @@ const (
 type WriteIntent struct {
 	Kind    IntentKind
 	Version Version // for ReplaceIfVersion
+	// Hash (for ReplaceIfVersion) is the hash of the bytes seen at Version:
+	// a file at another version whose bytes still have this hash is
+	// replaced, not stale ("" = compare versions only).
+	Hash Hash
 	// DryRun runs every check under the lock and computes the diff basis,
 	// but stages, publishes and creates nothing (docs/edits.md).
 	DryRun bool
@@ -134,6 +156,7 @@ const (
 type WriteOutcome struct {
 	Operation Operation
 	Version   Version
+	Hash      Hash // of the content written ("" for a dry run)
 	Before    *string
 	After     string
 }
@@ -156,6 +179,10 @@ type EditRequest struct {
 	// Hints asks, on a miss, for the most similar text and, on an ambiguous
 	// edit, for the lines of the matches (Error.Hint).
 	Hints bool
+	// SeenHash is the hash of the bytes seen at the expected version: a
+	// file at another version whose bytes still have this hash is edited,
+	// not stale ("" = compare versions only).
+	SeenHash Hash
 }
 
 // Edit is one item of a batch.
@@ -173,6 +200,7 @@ const BatchMaxBytes = 64 << 20
 // bases, nil when the file is at or above the diff-basis limit.
 type EditOutcome struct {
 	Version      Version
+	Hash         Hash // of the new content ("" for a dry run)
 	Replacements int
 	Before       *string
 	After        *string

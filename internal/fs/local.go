@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/zeebo/xxh3"
 	"io"
 	"os"
 	"path/filepath"
@@ -189,7 +190,7 @@ func (l *Local) OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, er
 		return nil, Info{}, err
 	}
 	o.w.close(l)
-	return &ctxReader{ctx: ctx, f: o.f, display: t.Display}, infoOf(&o.st), nil
+	return &ctxReader{ctx: ctx, f: o.f, display: t.Display, hash: xxh3.New()}, infoOf(&o.st), nil
 }
 
 // readFlags opens every target whose bytes we read (read, edit, the diff
@@ -269,21 +270,39 @@ func openAt(dir int, name string) (*os.File, unix.Stat_t, error) {
 
 // ctxReader is the reader OpenText returns: cancellable between reads, with
 // errors mapped to *Error.
+// It hashes what it reads (ContentHasher), so a read records the hash of
+// the bytes it saw (docs/edits.md, "No false staleness").
 type ctxReader struct {
 	ctx     context.Context
 	f       *os.File
 	display string
+	hash    *xxh3.Hasher
+	eof     bool
 }
+
+var _ ContentHasher = (*ctxReader)(nil)
 
 func (r *ctxReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
 	}
 	n, err := r.f.Read(p)
+	r.hash.Write(p[:n])
+	if err == io.EOF {
+		r.eof = true
+	}
 	if err != nil && err != io.EOF {
 		return n, ioError("read", r.display, err)
 	}
 	return n, err
+}
+
+// ContentHash is the hash of every byte read, once the reader reached EOF.
+func (r *ctxReader) ContentHash() (Hash, bool) {
+	if !r.eof {
+		return "", false
+	}
+	return hashOf(r.hash), true
 }
 
 func (r *ctxReader) Close() error { return r.f.Close() }

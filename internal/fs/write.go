@@ -40,7 +40,8 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 	if exists {
 		version = versionOf(&w.st)
 	}
-	if err := checkIntent(intent, exists, version, t.Display); err != nil {
+	same := func() bool { return intent.Hash != "" && l.sameBytesAt(ctx, w.dir, w.name, version, intent.Hash) }
+	if err := checkIntent(intent, exists, version, t.Display, same); err != nil {
 		return WriteOutcome{}, err
 	}
 
@@ -86,7 +87,19 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 	if out.Version, err = tmp.commit(); err != nil {
 		return WriteOutcome{}, l.fail("write", t.Display, err)
 	}
+	out.Hash = HashBytes(content)
 	return out, nil
+}
+
+// sameBytesAt reports whether the file at dir/name, still at version,
+// holds the bytes whose hash is seen.
+func (l *Local) sameBytesAt(ctx context.Context, dir int, name string, version Version, seen Hash) bool {
+	f, st, err := openAt(dir, name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return isRegular(&st) && versionOf(&st) == version && sameBytes(ctx, f, seen)
 }
 
 // checkWriteTarget walks to the target now: it may be missing or a regular
@@ -104,8 +117,9 @@ func (l *Local) checkWriteTarget(t Target) (walked, error) {
 }
 
 // checkIntent checks the write's precondition against what the target is
-// now. A nil intent is unconditional.
-func checkIntent(intent *WriteIntent, exists bool, version Version, display string) error {
+// now. A nil intent is unconditional. same reports whether a target at
+// another version still holds the bytes the session saw (not stale).
+func checkIntent(intent *WriteIntent, exists bool, version Version, display string, same func() bool) error {
 	if intent == nil {
 		return nil
 	}
@@ -115,7 +129,7 @@ func checkIntent(intent *WriteIntent, exists bool, version Version, display stri
 		if !exists {
 			return NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, display))
 		}
-		if version != intent.Version {
+		if version != intent.Version && !same() {
 			return staleWrite(display)
 		}
 	case CreateIfAbsent:

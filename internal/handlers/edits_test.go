@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -330,4 +331,67 @@ func TestOriginalProfileNoHints(t *testing.T) {
 	// Both profiles accept the extended arguments.
 	r = h.tool("edit", "s1", obj{"file_path": "a.txt", "edits": []obj{{"old_string": "alpha", "new_string": "A"}}, "dry_run": true})
 	assert.Equal(t, 200, r.Status, r.Raw)
+}
+
+// TestNoFalseStaleness: a file whose version changed but whose bytes are
+// what the session read is not stale (touch, chmod, a same-content
+// rewrite); one changed byte is.
+func TestNoFalseStaleness(t *testing.T) {
+	h := start(t, options{})
+	later := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name   string
+		change func(p string)
+	}{
+		{"touch", func(p string) { require.NoError(t, os.Chtimes(p, later, later)) }},
+		{"chmod", func(p string) { require.NoError(t, os.Chmod(p, 0o600)) }},
+		{"same-content rewrite", func(p string) { // a new inode, as a checkout makes
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.WriteFile(p, b, 0o644))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.ReplaceAll(tc.name, " ", "-") + ".txt"
+			p := h.file(name, "alpha\nbeta\n")
+			require.Equal(t, 200, h.tool("read", "s1", obj{"file_path": name}).Status)
+			tc.change(p)
+			r := h.tool("edit", "s1", obj{"file_path": name, "old_string": "alpha", "new_string": "gamma"})
+			require.Equal(t, 200, r.Status, r.Raw)
+			assert.Equal(t, "gamma\nbeta\n", h.contents(name))
+
+			// The edit recorded the new version; a write after another
+			// metadata-only change is not stale either.
+			tc.change(p)
+			r = h.tool("write", "s1", obj{"file_path": name, "content": "delta\n"})
+			require.Equal(t, 200, r.Status, r.Raw)
+			assert.Equal(t, "delta\n", h.contents(name))
+		})
+	}
+
+	t.Run("one changed byte", func(t *testing.T) {
+		p := h.file("byte.txt", "alpha\nbeta\n")
+		require.Equal(t, 200, h.tool("read", "s1", obj{"file_path": "byte.txt"}).Status)
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, []byte("alpha\nbetA\n"), 0o644))
+		require.NoError(t, os.Chtimes(p, st.ModTime(), st.ModTime())) // mtime restored
+		r := h.tool("edit", "s1", obj{"file_path": "byte.txt", "old_string": "alpha", "new_string": "gamma"})
+		assert.Equal(t, 409, r.Status)
+		assert.Equal(t, "Error: cannot edit \""+p+"\": file changed since it was read \u2014 re-read the file, then retry", r.Output)
+		r = h.tool("write", "s1", obj{"file_path": "byte.txt", "content": "x"})
+		assert.Equal(t, 409, r.Status)
+		assert.Equal(t, "Error: cannot write \""+p+"\": file changed since it was read \u2014 re-read the file, then retry", r.Output)
+		assert.Equal(t, "alpha\nbetA\n", h.contents("byte.txt"))
+	})
+
+	t.Run("batch after touch", func(t *testing.T) {
+		p := h.file("batch.txt", "a\nb\n")
+		require.Equal(t, 200, h.tool("read", "s1", obj{"file_path": "batch.txt"}).Status)
+		require.NoError(t, os.Chtimes(p, later, later))
+		r := h.tool("edit", "s1", obj{"file_path": "batch.txt", "edits": []obj{{"old_string": "a", "new_string": "c"}, {"old_string": "b", "new_string": "d"}}})
+		require.Equal(t, 200, r.Status, r.Raw)
+		assert.Equal(t, "c\nd\n", h.contents("batch.txt"))
+	})
 }

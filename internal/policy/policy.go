@@ -24,12 +24,14 @@ type Gate interface {
 	// session saw the target present, else CreateIfAbsent. Nil, nil means
 	// unconditional (Off only).
 	WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error)
-	// EditGuard is the version an edit must still find. An unseen target is
-	// CodeNotObserved, one seen absent is CodeNotFound. Nil, nil means
-	// unconditional (Off only).
-	EditGuard(session string, t fs.Target) (*fs.Version, error)
-	// ObservePresent records that the session saw key at version v.
-	ObservePresent(session string, key fs.TargetKey, v fs.Version) error
+	// EditGuard is what the session saw of the target: the version an edit
+	// must still find, or whose bytes (hash) it must still hold. An unseen
+	// target is CodeNotObserved, one seen absent is CodeNotFound. Nil, nil
+	// means unconditional (Off only).
+	EditGuard(session string, t fs.Target) (*fs.Observed, error)
+	// ObservePresent records that the session saw key at version v, with
+	// bytes of hash h ("" = unknown; docs/edits.md).
+	ObservePresent(session string, key fs.TargetKey, v fs.Version, h fs.Hash) error
 	// ObserveAbsent records that the session confirmed key does not exist.
 	ObserveAbsent(session string, key fs.TargetKey) error
 	// Touch counts as use of the session: any request carrying the session
@@ -51,10 +53,10 @@ var _ Gate = Off{}
 func (Off) WriteIntent(string, fs.Target) (*fs.WriteIntent, error) { return nil, nil }
 
 // EditGuard returns nil, nil: unconditional.
-func (Off) EditGuard(string, fs.Target) (*fs.Version, error) { return nil, nil }
+func (Off) EditGuard(string, fs.Target) (*fs.Observed, error) { return nil, nil }
 
 // ObservePresent records nothing.
-func (Off) ObservePresent(string, fs.TargetKey, fs.Version) error { return nil }
+func (Off) ObservePresent(string, fs.TargetKey, fs.Version, fs.Hash) error { return nil }
 
 // ObserveAbsent records nothing.
 func (Off) ObserveAbsent(string, fs.TargetKey) error { return nil }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -98,7 +99,7 @@ const (
 // gateScript is every operation of the store. Keys, under the prefix:
 // lru (sessions by last use, scored by seq), used (session -> last use in
 // microseconds), n (observations in all), seq (the recency counter),
-// o:<id> (path -> version, "" = confirmed absent) and r:<id> (paths by
+// o:<id> (path -> "<version>|<hash>" (seenValue), "" = confirmed absent) and r:<id> (paths by
 // last use). It mirrors Store step for step (store.go): a bounded sweep of
 // expired sessions from the idle end, then use (creating and evicting when
 // asked), then the operation, then the cap on observations.
@@ -216,20 +217,40 @@ func (s *RedisStore) run(op, session string, key fs.TargetKey, v fs.Version) (an
 }
 
 // lookup returns what the session saw of key, marking both used.
-func (s *RedisStore) lookup(session string, key fs.TargetKey) (v fs.Version, seen bool, err error) {
+func (s *RedisStore) lookup(session string, key fs.TargetKey) (o fs.Observed, seen bool, err error) {
 	if session == "" {
-		return "", false, nil
+		return fs.Observed{}, false, nil
 	}
 	res, err := s.run(opGet, session, key, "")
 	if err != nil || res == nil {
-		return "", false, err
+		return fs.Observed{}, false, err
 	}
 	arr, ok := res.([]any)
 	if !ok || len(arr) != 1 {
-		return "", false, fmt.Errorf("%w: unexpected reply %T", ErrUnavailable, res)
+		return fs.Observed{}, false, fmt.Errorf("%w: unexpected reply %T", ErrUnavailable, res)
 	}
 	str, _ := arr[0].(string)
-	return fs.Version(str), true, nil
+	return parseSeen(str), true, nil
+}
+
+// seenValue is how an observation of a present file is stored: the version
+// and the content hash joined by "|" (neither contains one; the scripts
+// store the value as it is, so they did not change). "" stays confirmed
+// absence.
+func seenValue(o fs.Observed) fs.Version {
+	if o.Version == "" {
+		return ""
+	}
+	return o.Version + "|" + fs.Version(o.Hash)
+}
+
+// parseSeen reads a stored observation; a value without "|" (written before
+// hashes were kept) is a version with an unknown hash.
+func parseSeen(s string) fs.Observed {
+	if i := strings.LastIndexByte(s, '|'); i >= 0 {
+		return fs.Observed{Version: fs.Version(s[:i]), Hash: fs.Hash(s[i+1:])}
+	}
+	return fs.Observed{Version: fs.Version(s)}
 }
 
 // refusal is the model-facing answer of a write or edit whose decision the
@@ -245,39 +266,39 @@ func refusal(tool string, t fs.Target, err error) error {
 // WriteIntent is as Store's; when Redis cannot be reached it returns nil
 // and an *fs.Error with CodeUnavailable (never an unconditional intent).
 func (s *RedisStore) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
-	v, _, err := s.lookup(session, t.Key)
+	o, _, err := s.lookup(session, t.Key)
 	if err != nil {
 		return nil, refusal("write", t, err)
 	}
-	if v != "" {
-		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: v}, nil
+	if o.Version != "" {
+		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: o.Version, Hash: o.Hash}, nil
 	}
 	return &fs.WriteIntent{Kind: fs.CreateIfAbsent}, nil
 }
 
 // EditGuard is as Store's; when Redis cannot be reached it returns an
 // *fs.Error with CodeUnavailable.
-func (s *RedisStore) EditGuard(session string, t fs.Target) (*fs.Version, error) {
-	v, seen, err := s.lookup(session, t.Key)
+func (s *RedisStore) EditGuard(session string, t fs.Target) (*fs.Observed, error) {
+	o, seen, err := s.lookup(session, t.Key)
 	switch {
 	case err != nil:
 		return nil, refusal("edit", t, err)
 	case !seen:
 		return nil, notObserved(t)
-	case v == "":
+	case o.Version == "":
 		return nil, confirmedAbsent(t)
 	}
-	return &v, nil
+	return &o, nil
 }
 
 // ObservePresent is as Store's. On error nothing is recorded, which fails
 // closed: the session must read again.
-func (s *RedisStore) ObservePresent(session string, key fs.TargetKey, v fs.Version) error {
+func (s *RedisStore) ObservePresent(session string, key fs.TargetKey, v fs.Version, h fs.Hash) error {
 	op := opPresent
 	if v == "" {
 		op = opUnset
 	}
-	return s.observe(op, session, key, v)
+	return s.observe(op, session, key, seenValue(fs.Observed{Version: v, Hash: h}))
 }
 
 // ObserveAbsent is as Store's.

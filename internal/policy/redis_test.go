@@ -154,9 +154,9 @@ func TestRedisSharedBetweenClients(t *testing.T) {
 	b := NewRedisStore(redis.NewClient(&redis.Options{Addr: sharedRedis.Addr}), Config{}, RedisOptions{Prefix: a.prefix})
 	t.Cleanup(func() { b.client.Close() })
 
-	require.NoError(t, a.ObservePresent("s1", target.Key, "v1"))
+	require.NoError(t, a.ObservePresent("s1", target.Key, "v1", ""))
 	assert.Equal(t, present("v1"), decide(t, b, "s1", target))
-	require.NoError(t, b.ObservePresent("s1", target.Key, "v2"))
+	require.NoError(t, b.ObservePresent("s1", target.Key, "v2", ""))
 	assert.Equal(t, present("v2"), decide(t, a, "s1", target))
 	assert.True(t, forget(t, b, "s1"))
 	assert.Equal(t, unseen, decide(t, a, "s1", target))
@@ -172,7 +172,7 @@ func TestRedisOutage(t *testing.T) {
 	s := newTestRedisStore(t, srv.Addr, Config{})
 	s.timeout = 500 * time.Millisecond
 
-	require.NoError(t, s.ObservePresent("s1", target.Key, "v1"))
+	require.NoError(t, s.ObservePresent("s1", target.Key, "v1", ""))
 	assert.Equal(t, present("v1"), decide(t, s, "s1", target))
 
 	srv.Stop()
@@ -185,7 +185,7 @@ func TestRedisOutage(t *testing.T) {
 	assert.Nil(t, v)
 	assert.Equal(t, CodeUnavailable, fs.CodeOf(err))
 	assert.EqualError(t, err, `cannot edit "/ws/link/a.txt": the session store is unavailable, nothing was written; retry shortly`)
-	assert.ErrorIs(t, s.ObservePresent("s1", target.Key, "v2"), ErrUnavailable)
+	assert.ErrorIs(t, s.ObservePresent("s1", target.Key, "v2", ""), ErrUnavailable)
 	assert.ErrorIs(t, s.ObserveAbsent("s1", other.Key), ErrUnavailable)
 	assert.ErrorIs(t, s.Touch("s1"), ErrUnavailable)
 	_, err = s.Forget("s2")
@@ -198,7 +198,7 @@ func TestRedisOutage(t *testing.T) {
 	require.NoError(t, srv.Start())
 	require.NoError(t, s.Ping(context.Background()), "the client reconnects on its own")
 	assert.Equal(t, present("v1"), decide(t, s, "s1", target), "the lost observation of v2 was never recorded")
-	require.NoError(t, s.ObservePresent("s1", target.Key, "v3"))
+	require.NoError(t, s.ObservePresent("s1", target.Key, "v3", ""))
 	assert.Equal(t, present("v3"), decide(t, s, "s1", target))
 	checkInvariants(t, s)
 }

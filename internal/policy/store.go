@@ -71,6 +71,7 @@ func (ss *session) links() *links[session] { return &ss.lk }
 type observation struct {
 	key     fs.TargetKey
 	version fs.Version // "" = confirmed absent
+	hash    fs.Hash    // of the bytes seen at version ("" = unknown)
 	lk      links[observation]
 }
 
@@ -115,37 +116,37 @@ func (s *Store) lock() int64 {
 // WriteIntent is ReplaceIfVersion at the version the session last saw
 // present, else CreateIfAbsent (unseen, seen absent, or empty session id).
 func (s *Store) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
-	if v, _ := s.lookup(session, t.Key); v != "" {
-		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: v}, nil
+	if o, _ := s.lookup(session, t.Key); o.Version != "" {
+		return &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: o.Version, Hash: o.Hash}, nil
 	}
 	return &fs.WriteIntent{Kind: fs.CreateIfAbsent}, nil
 }
 
-// EditGuard is the version the session last saw present. Unseen (or an empty
-// session id) is CodeNotObserved; seen absent is CodeNotFound. It never
-// returns nil, nil.
-func (s *Store) EditGuard(session string, t fs.Target) (*fs.Version, error) {
-	v, seen := s.lookup(session, t.Key)
+// EditGuard is what the session last saw present (version and hash).
+// Unseen (or an empty session id) is CodeNotObserved; seen absent is
+// CodeNotFound. It never returns nil, nil.
+func (s *Store) EditGuard(session string, t fs.Target) (*fs.Observed, error) {
+	o, seen := s.lookup(session, t.Key)
 	switch {
 	case !seen:
 		return nil, notObserved(t)
-	case v == "":
+	case o.Version == "":
 		return nil, confirmedAbsent(t)
 	}
-	return &v, nil
+	return &o, nil
 }
 
-// ObservePresent records that the session saw key at v, replacing what it
-// saw before. An empty v is no evidence (a provider bug): the session's
-// observation of key is dropped, which fails closed.
-func (s *Store) ObservePresent(session string, key fs.TargetKey, v fs.Version) error {
-	s.observe(session, key, v, v == "")
+// ObservePresent records that the session saw key at v with bytes of hash
+// h, replacing what it saw before. An empty v is no evidence (a provider
+// bug): the session's observation of key is dropped, which fails closed.
+func (s *Store) ObservePresent(session string, key fs.TargetKey, v fs.Version, h fs.Hash) error {
+	s.observe(session, key, fs.Observed{Version: v, Hash: h}, v == "")
 	return nil
 }
 
 // ObserveAbsent records that the session confirmed key does not exist.
 func (s *Store) ObserveAbsent(session string, key fs.TargetKey) error {
-	s.observe(session, key, "", false)
+	s.observe(session, key, fs.Observed{}, false)
 	return nil
 }
 
@@ -189,27 +190,28 @@ func (s *Store) Stats() (sessions, observations int) {
 }
 
 // lookup returns what the session saw of key, marking both used.
-func (s *Store) lookup(session string, key fs.TargetKey) (v fs.Version, seen bool) {
+func (s *Store) lookup(session string, key fs.TargetKey) (seen fs.Observed, ok bool) {
 	if session == "" {
-		return "", false
+		return fs.Observed{}, false
 	}
 	now := s.lock()
 	defer s.mu.Unlock()
 	ss := s.use(session, now, false)
 	if ss == nil {
-		return "", false
+		return fs.Observed{}, false
 	}
 	o := ss.paths[key]
 	if o == nil {
-		return "", false
+		return fs.Observed{}, false
 	}
 	ss.recent.moveToFront(o)
-	return o.version, true
+	return fs.Observed{Version: o.version, Hash: o.hash}, true
 }
 
-// observe sets the session's observation of key to v ("" = absent), or drops
-// it when unset.
-func (s *Store) observe(session string, key fs.TargetKey, v fs.Version, unset bool) {
+// observe sets the session's observation of key to seen (a "" version =
+// absent), or drops it when unset.
+func (s *Store) observe(session string, key fs.TargetKey, seen fs.Observed, unset bool) {
+	v := seen.Version
 	if session == "" {
 		return
 	}
@@ -227,6 +229,9 @@ func (s *Store) observe(session string, key fs.TargetKey, v fs.Version, unset bo
 		if o.version != v {
 			o.version = fs.Version(strings.Clone(string(v)))
 		}
+		if o.hash != seen.Hash {
+			o.hash = fs.Hash(strings.Clone(string(seen.Hash)))
+		}
 		ss.recent.moveToFront(o)
 		return
 	}
@@ -240,7 +245,7 @@ func (s *Store) observe(session string, key fs.TargetKey, v fs.Version, unset bo
 		o = new(observation)
 	}
 	// Clone so a long-lived entry never pins a caller's larger buffer.
-	*o = observation{key: fs.TargetKey(strings.Clone(string(key))), version: fs.Version(strings.Clone(string(v)))}
+	*o = observation{key: fs.TargetKey(strings.Clone(string(key))), version: fs.Version(strings.Clone(string(v))), hash: fs.Hash(strings.Clone(string(seen.Hash)))}
 	ss.paths[o.key] = o
 	ss.recent.pushFront(o)
 	s.observations++

@@ -47,8 +47,8 @@ func benchSessionIDs(n int) []string {
 
 // observeDecider is the part of a Gate the benchmarks exercise.
 type observeDecider interface {
-	ObservePresent(session string, key fs.TargetKey, v fs.Version) error
-	EditGuard(session string, t fs.Target) (*fs.Version, error)
+	ObservePresent(session string, key fs.TargetKey, v fs.Version, _ fs.Hash) error
+	EditGuard(session string, t fs.Target) (*fs.Observed, error)
 }
 
 // baseline is the original's state: unbounded, one mutex.
@@ -61,7 +61,7 @@ func newBaseline() *baseline {
 	return &baseline{sessions: make(map[string]map[fs.TargetKey]fs.Version)}
 }
 
-func (b *baseline) ObservePresent(session string, key fs.TargetKey, v fs.Version) error {
+func (b *baseline) ObservePresent(session string, key fs.TargetKey, v fs.Version, _ fs.Hash) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := b.sessions[session]
@@ -73,14 +73,14 @@ func (b *baseline) ObservePresent(session string, key fs.TargetKey, v fs.Version
 	return nil
 }
 
-func (b *baseline) EditGuard(session string, t fs.Target) (*fs.Version, error) {
+func (b *baseline) EditGuard(session string, t fs.Target) (*fs.Observed, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	v, ok := b.sessions[session][t.Key]
 	if !ok {
 		return nil, notObserved(t)
 	}
-	return &v, nil
+	return &fs.Observed{Version: v}, nil
 }
 
 // observeAndDecide is one read followed by one edit decision on the same
@@ -92,7 +92,7 @@ func observeAndDecide(b *testing.B, g observeDecider) {
 	i := 0
 	for b.Loop() {
 		session, k := ids[i%benchSessions], i%benchPaths
-		g.ObservePresent(session, keys[k], versions[k])
+		g.ObservePresent(session, keys[k], versions[k], "")
 		if _, err := g.EditGuard(session, fs.Target{Key: keys[k]}); err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func BenchmarkDecide(b *testing.B) {
 		ids := benchSessionIDs(benchSessions)
 		keys, versions := benchKeys(benchPaths)
 		for i := range benchSessions * 4 {
-			if err := g.ObservePresent(ids[i%benchSessions], keys[i%benchPaths], versions[i%benchPaths]); err != nil {
+			if err := g.ObservePresent(ids[i%benchSessions], keys[i%benchPaths], versions[i%benchPaths], ""); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -155,7 +155,7 @@ func observeAndDecideParallel(b *testing.B, g observeDecider) {
 		i := 0
 		for pb.Next() {
 			k := i % benchPaths
-			g.ObservePresent(session, keys[k], versions[k])
+			g.ObservePresent(session, keys[k], versions[k], "")
 			if _, err := g.EditGuard(session, fs.Target{Key: keys[k]}); err != nil {
 				b.Error(err)
 				return
@@ -189,7 +189,7 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 				for k := range paths {
 					key := fmt.Sprintf("/home/user/project/internal/pkg%02d/file%04d.go", k%100, k)
 					v := fmt.Sprintf("2049:%d:4096:1767323045123456789:1767323045123456789", 1000000+k)
-					g.ObservePresent(id, fs.TargetKey(key), fs.Version(v))
+					g.ObservePresent(id, fs.TargetKey(key), fs.Version(v), "")
 				}
 			}
 			runtime.GC()

@@ -153,13 +153,13 @@ func matchModel(t *testing.T, data []byte, newGate func(Config) testGate) {
 		where := fmt.Sprintf("op %d (%d %q %s)", i/3, op, id, key)
 		switch op {
 		case 0:
-			require.NoError(t, s.ObservePresent(id, key, v), where)
+			require.NoError(t, s.ObservePresent(id, key, v, ""), where)
 			m.observe(id, key, v, false)
 		case 1:
 			require.NoError(t, s.ObserveAbsent(id, key), where)
 			m.observe(id, key, "", false)
 		case 2:
-			require.NoError(t, s.ObservePresent(id, key, ""), where)
+			require.NoError(t, s.ObservePresent(id, key, "", ""), where)
 			m.observe(id, key, "", true)
 		case 3:
 			got, err := s.WriteIntent(id, tg)
@@ -179,7 +179,7 @@ func matchModel(t *testing.T, data []byte, newGate func(Config) testGate) {
 				require.Equal(t, fs.CodeNotFound, fs.CodeOf(err), where)
 			default:
 				require.NoError(t, err, where)
-				require.Equal(t, mv, *got, where)
+				require.Equal(t, fs.Observed{Version: mv}, *got, where)
 			}
 		case 5:
 			require.NoError(t, s.Touch(id), where)

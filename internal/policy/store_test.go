@@ -75,7 +75,7 @@ func decide(t *testing.T, g Gate, session string, tg fs.Target) decision {
 		return d
 	}
 	require.NotNil(t, v)
-	d.edit = *v
+	d.edit = v.Version
 	return d
 }
 
@@ -128,7 +128,7 @@ func TestDecisions(t *testing.T) {
 		{name: "touched but unseen", steps: func(s testGate) { s.Touch("s1") }, want: unseen},
 		{
 			name:  "seen present",
-			steps: func(s testGate) { s.ObservePresent("s1", target.Key, "v1") },
+			steps: func(s testGate) { s.ObservePresent("s1", target.Key, "v1", "") },
 			want:  present("v1"),
 		},
 		{
@@ -139,15 +139,15 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "last present wins",
 			steps: func(s testGate) {
-				s.ObservePresent("s1", target.Key, "v1")
-				s.ObservePresent("s1", target.Key, "v2")
+				s.ObservePresent("s1", target.Key, "v1", "")
+				s.ObservePresent("s1", target.Key, "v2", "")
 			},
 			want: present("v2"),
 		},
 		{
 			name: "present then absent",
 			steps: func(s testGate) {
-				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "v1", "")
 				s.ObserveAbsent("s1", target.Key)
 			},
 			want: absent,
@@ -156,42 +156,42 @@ func TestDecisions(t *testing.T) {
 			name: "absent then present",
 			steps: func(s testGate) {
 				s.ObserveAbsent("s1", target.Key)
-				s.ObservePresent("s1", target.Key, "v2")
+				s.ObservePresent("s1", target.Key, "v2", "")
 			},
 			want: present("v2"),
 		},
 		{
 			name: "present then absent then present",
 			steps: func(s testGate) {
-				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "v1", "")
 				s.ObserveAbsent("s1", target.Key)
-				s.ObservePresent("s1", target.Key, "v3")
+				s.ObservePresent("s1", target.Key, "v3", "")
 			},
 			want: present("v3"),
 		},
 		{
 			name:  "another path seen",
-			steps: func(s testGate) { s.ObservePresent("s1", other.Key, "v1") },
+			steps: func(s testGate) { s.ObservePresent("s1", other.Key, "v1", "") },
 			want:  unseen,
 		},
 		{
 			name: "present with empty version is no evidence",
 			steps: func(s testGate) {
-				s.ObservePresent("s1", target.Key, "v1")
-				s.ObservePresent("s1", target.Key, "")
+				s.ObservePresent("s1", target.Key, "v1", "")
+				s.ObservePresent("s1", target.Key, "", "")
 			},
 			want: unseen,
 		},
 		{
 			name:      "empty session id records nothing",
-			steps:     func(s testGate) { s.ObservePresent("", target.Key, "v1"); s.Touch("") },
+			steps:     func(s testGate) { s.ObservePresent("", target.Key, "v1", ""); s.Touch("") },
 			anonymous: true,
 			want:      unseen,
 		},
 		{
 			name: "empty session id never sees another's state",
 			steps: func(s testGate) {
-				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "v1", "")
 				s.ObserveAbsent("", target.Key)
 			},
 			anonymous: true,
@@ -200,7 +200,7 @@ func TestDecisions(t *testing.T) {
 		{
 			name: "forgotten session",
 			steps: func(s testGate) {
-				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "v1", "")
 				s.Forget("s1")
 			},
 			want: unseen,
@@ -248,9 +248,9 @@ func TestDisplayIsNotEscaped(t *testing.T) {
 func TestSessionIsolation(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		s := im.new(t, Config{})
-		s.ObservePresent("A", target.Key, "vA")
+		s.ObservePresent("A", target.Key, "vA", "")
 		s.ObserveAbsent("A", other.Key)
-		s.ObservePresent("B", other.Key, "vB")
+		s.ObservePresent("B", other.Key, "vB", "")
 
 		assert.Equal(t, present("vA"), decide(t, s, "A", target))
 		assert.Equal(t, unseen, decide(t, s, "B", target), "A's read must not authorize B")
@@ -267,7 +267,7 @@ func TestEmptySessionID(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		s := im.new(t, Config{})
 		s.Touch("")
-		s.ObservePresent("", target.Key, "v1")
+		s.ObservePresent("", target.Key, "v1", "")
 		s.ObserveAbsent("", other.Key)
 		assert.Equal(t, unseen, decide(t, s, "", target))
 		assert.Equal(t, unseenAt(other), decide(t, s, "", other))
@@ -318,7 +318,7 @@ func TestTTL(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				clk := newClock()
 				s := im.new(t, Config{TTL: ttl, Now: clk.Now})
-				s.ObservePresent("s1", target.Key, "v1")
+				s.ObservePresent("s1", target.Key, "v1", "")
 				idle := tt.idle(im.tick)
 				for i, d := range idle {
 					clk.Advance(d)
@@ -346,7 +346,7 @@ func TestExpiredSessionsAreSwept(t *testing.T) {
 		clk := newClock()
 		s := im.new(t, Config{TTL: time.Minute, Now: clk.Now})
 		for i := range 3 * sweepBatch {
-			s.ObservePresent(fmt.Sprint("old", i), target.Key, "v1")
+			s.ObservePresent(fmt.Sprint("old", i), target.Key, "v1", "")
 		}
 		clk.Advance(time.Minute + im.tick)
 
@@ -383,10 +383,10 @@ func TestSessionLRU(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				s := im.new(t, Config{MaxSessions: 2})
-				s.ObservePresent("A", target.Key, "vA")
-				s.ObservePresent("B", target.Key, "vB")
+				s.ObservePresent("A", target.Key, "vA", "")
+				s.ObservePresent("B", target.Key, "vB", "")
 				tt.use(s)
-				s.ObservePresent("C", target.Key, "vC")
+				s.ObservePresent("C", target.Key, "vC", "")
 				for _, id := range []string{"A", "B", "C"} {
 					want := present("v" + fs.Version(id))
 					if slices.Contains(tt.evicted, id) {
@@ -413,7 +413,7 @@ func TestPathLRU(t *testing.T) {
 		{name: "least recently observed goes first", use: func(testGate) {}, evicted: "/k1"},
 		{name: "write decision refreshes", use: func(s testGate) { s.WriteIntent("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
 		{name: "edit guard refreshes", use: func(s testGate) { _, _ = s.EditGuard("s1", fs.Target{Key: "/k1"}) }, evicted: "/k2"},
-		{name: "re-observation refreshes", use: func(s testGate) { s.ObservePresent("s1", "/k1", "v/k1") }, evicted: "/k2"},
+		{name: "re-observation refreshes", use: func(s testGate) { s.ObservePresent("s1", "/k1", "v/k1", "") }, evicted: "/k2"},
 		{name: "absence counts as an entry", use: func(s testGate) { s.ObserveAbsent("s1", "/k1") }, evicted: "/k2", absent: "/k1"},
 		{name: "a decision on an unseen path changes nothing", use: func(s testGate) { s.WriteIntent("s1", fs.Target{Key: "/k9"}) }, evicted: "/k1"},
 	}
@@ -421,10 +421,10 @@ func TestPathLRU(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				s := im.new(t, Config{MaxPathsPerSession: 2})
-				s.ObservePresent("s1", keys[0], "v/k1")
-				s.ObservePresent("s1", keys[1], "v/k2")
+				s.ObservePresent("s1", keys[0], "v/k1", "")
+				s.ObservePresent("s1", keys[1], "v/k2", "")
 				tt.use(s)
-				s.ObservePresent("s1", keys[2], "v/k3")
+				s.ObservePresent("s1", keys[2], "v/k3", "")
 				for _, k := range keys {
 					_, err := s.EditGuard("s1", fs.Target{Key: k})
 					switch k {
@@ -449,15 +449,15 @@ func TestMaxObservations(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		s := im.new(t, Config{MaxObservations: 3})
 		s.Touch("empty")
-		s.ObservePresent("A", "/a1", "v")
-		s.ObservePresent("A", "/a2", "v")
-		s.ObservePresent("B", "/b1", "v")
+		s.ObservePresent("A", "/a1", "v", "")
+		s.ObservePresent("A", "/a2", "v", "")
+		s.ObservePresent("B", "/b1", "v", "")
 		sessions, observations := s.Stats()
 		assert.Equal(t, 3, sessions)
 		assert.Equal(t, 3, observations)
 
 		// Over the cap: the idle empty session goes, then A's oldest path.
-		s.ObservePresent("B", "/b2", "v")
+		s.ObservePresent("B", "/b2", "v", "")
 		_, err := s.EditGuard("A", fs.Target{Key: "/a1"})
 		assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
 		for _, c := range []struct {
@@ -472,8 +472,8 @@ func TestMaxObservations(t *testing.T) {
 
 		// A session that is alone gives up its own oldest path, never its newest.
 		s.Forget("A")
-		s.ObservePresent("B", "/b3", "v")
-		s.ObservePresent("B", "/b4", "v")
+		s.ObservePresent("B", "/b3", "v", "")
+		s.ObservePresent("B", "/b4", "v", "")
 		for k, want := range map[fs.TargetKey]fs.Code{"/b1": fs.CodeNotObserved, "/b2": "", "/b3": "", "/b4": ""} {
 			_, err := s.EditGuard("B", fs.Target{Key: k})
 			assert.Equal(t, want, fs.CodeOf(err), k)
@@ -485,7 +485,7 @@ func TestMaxObservations(t *testing.T) {
 func TestForget(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		s := im.new(t, Config{})
-		s.ObservePresent("s1", target.Key, "v1")
+		s.ObservePresent("s1", target.Key, "v1", "")
 		s.Touch("t")
 
 		assert.True(t, forget(t, s, "s1"))
@@ -506,16 +506,16 @@ func TestForget(t *testing.T) {
 func TestStats(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		s := im.new(t, Config{})
-		s.ObservePresent("A", "/1", "v")
-		s.ObservePresent("A", "/1", "w")
+		s.ObservePresent("A", "/1", "v", "")
+		s.ObservePresent("A", "/1", "w", "")
 		s.ObserveAbsent("A", "/2")
-		s.ObservePresent("B", "/1", "v")
+		s.ObservePresent("B", "/1", "v", "")
 		s.Touch("C")
 		sessions, observations := s.Stats()
 		assert.Equal(t, 3, sessions)
 		assert.Equal(t, 3, observations)
 
-		s.ObservePresent("A", "/2", "") // no evidence: dropped
+		s.ObservePresent("A", "/2", "", "") // no evidence: dropped
 		_, observations = s.Stats()
 		assert.Equal(t, 2, observations)
 		checkInvariants(t, s)
@@ -543,7 +543,7 @@ func TestConfigDefaults(t *testing.T) {
 func TestOff(t *testing.T) {
 	var g Gate = Off{}
 	assert.NoError(t, g.Touch("s1"))
-	assert.NoError(t, g.ObservePresent("s1", target.Key, "v1"))
+	assert.NoError(t, g.ObservePresent("s1", target.Key, "v1", ""))
 	assert.NoError(t, g.ObserveAbsent("s1", other.Key))
 	for _, session := range []string{"s1", ""} {
 		for _, tg := range []fs.Target{target, other} {
@@ -591,7 +591,7 @@ func hammer(t *testing.T, s testGate, rounds int) {
 				var err error
 				switch i % 7 {
 				case 0, 1:
-					err = s.ObservePresent(session, key, fs.Version(fmt.Sprint(session, key, ":", i)))
+					err = s.ObservePresent(session, key, fs.Version(fmt.Sprint(session, key, ":", i)), "")
 				case 2:
 					err = s.ObserveAbsent(session, key)
 				case 3:
@@ -600,9 +600,9 @@ func hammer(t *testing.T, s testGate, rounds int) {
 						err = fmt.Errorf("got %q for %s", wi.Version, key)
 					}
 				case 4:
-					var v *fs.Version
-					if v, err = s.EditGuard(session, tg); err == nil && !ownVersion(session, key, *v) {
-						err = fmt.Errorf("got %q for %s", *v, key)
+					var v *fs.Observed
+					if v, err = s.EditGuard(session, tg); err == nil && !ownVersion(session, key, v.Version) {
+						err = fmt.Errorf("got %q for %s", v.Version, key)
 					} else if c := fs.CodeOf(err); c == fs.CodeNotObserved || c == fs.CodeNotFound {
 						err = nil
 					}
@@ -641,4 +641,38 @@ func forget(t *testing.T, g Gate, session string) bool {
 	ok, err := g.Forget(session)
 	require.NoError(t, err)
 	return ok
+}
+
+// TestObservationCarriesHash: both stores keep the content hash beside the
+// version, hand it to write and edit decisions, replace it with a new
+// observation, and forget it with a confirmed absence.
+func TestObservationCarriesHash(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, im impl) {
+		s := im.new(t, Config{})
+		require.NoError(t, s.ObservePresent("s1", target.Key, "1:2:3:4:5", "00112233445566778899aabbccddeeff"))
+		w, err := s.WriteIntent("s1", target)
+		require.NoError(t, err)
+		assert.Equal(t, &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: "1:2:3:4:5", Hash: "00112233445566778899aabbccddeeff"}, w)
+		g, err := s.EditGuard("s1", target)
+		require.NoError(t, err)
+		assert.Equal(t, &fs.Observed{Version: "1:2:3:4:5", Hash: "00112233445566778899aabbccddeeff"}, g)
+
+		require.NoError(t, s.ObservePresent("s1", target.Key, "1:2:3:4:6", ""))
+		g, err = s.EditGuard("s1", target)
+		require.NoError(t, err)
+		assert.Equal(t, &fs.Observed{Version: "1:2:3:4:6"}, g, "an unknown hash replaces the old one")
+
+		require.NoError(t, s.ObserveAbsent("s1", target.Key))
+		_, err = s.EditGuard("s1", target)
+		assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+		checkInvariants(t, s)
+	})
+}
+
+func TestRedisSeenValue(t *testing.T) {
+	o := fs.Observed{Version: "1:2:3:4:5", Hash: "ab"}
+	assert.Equal(t, fs.Version("1:2:3:4:5|ab"), seenValue(o))
+	assert.Equal(t, o, parseSeen("1:2:3:4:5|ab"))
+	assert.Equal(t, fs.Observed{Version: "1:2:3:4:5"}, parseSeen("1:2:3:4:5"), "a value stored before hashes were kept")
+	assert.Equal(t, fs.Version(""), seenValue(fs.Observed{}), "absence stays empty")
 }

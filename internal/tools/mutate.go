@@ -66,7 +66,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 		x.done(c, ToolWrite, CodeOK)
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, before, after)), Metadata: meta}, nil
 	}
-	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version))
+	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.done(c, ToolWrite, CodeOK)
 	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate), Metadata: meta}, nil
 }
@@ -92,7 +92,11 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll,
 		Batch: a.batch, DryRun: a.dryRun, Hints: x.profile != render.ProfileOriginal,
 	}
-	out, eerr := x.fs.EditText(ctx, t, req, guard)
+	var expected *fs.Version
+	if guard != nil {
+		expected, req.SeenHash = &guard.Version, guard.Hash
+	}
+	out, eerr := x.fs.EditText(ctx, t, req, expected)
 	if eerr != nil {
 		return Result{}, x.fail(c, ToolEdit, x.editFailure(eerr))
 	}
@@ -101,7 +105,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		x.done(c, ToolEdit, CodeOK) // nothing recorded (docs/edits.md)
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
-	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version))
+	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.done(c, ToolEdit, CodeOK)
 	output := render.EditOutput(t.Display, a.replaceAll)
 	if a.batch != nil {

@@ -191,7 +191,11 @@ func (r *Reading) abort(err error) *Error {
 // succeeded records a successful read: the version of the bytes that were
 // read, and the footer.
 func (r *Reading) succeeded(w render.Window) {
-	r.x.storeFailed("observe", r.x.gate.ObservePresent(r.c.Session, r.target.Key, r.info.Version))
+	var h fs.Hash
+	if ch, ok := r.file.(fs.ContentHasher); ok {
+		h, _ = ch.ContentHash()
+	}
+	r.x.storeFailed("observe", r.x.gate.ObservePresent(r.c.Session, r.target.Key, r.info.Version, h))
 	r.x.obs.ReadFooter(w.Footer.String())
 	r.x.done(r.c, ToolRead, CodeOK)
 }
