@@ -228,7 +228,7 @@ func BenchmarkRedisMemoryPerEntry(b *testing.B) {
 		before := used(r)
 		for _, id := range ids {
 			for k := range paths {
-				if err := r.ObservePresent(id, keys[k], versions[k]); err != nil {
+				if err := r.ObservePresent(id, keys[k], versions[k], ""); err != nil {
 					b.Fatal(err)
 				}
 			}
