@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // mcpEntry is the reference server's entry point under -mcp-dir.
@@ -171,6 +174,25 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 	defer mc.close()
 	client := newClient(1)
 	const session = "mcp"
+	// toolfs-api's own /mcp, with the official Go SDK client on its default
+	// (newest) revision; the header puts it in the REST calls' session.
+	over, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "toolfs-bench", Version: "0"}, nil).Connect(ctx,
+		&mcpsdk.StreamableClientTransport{Endpoint: ts.url + "/mcp", HTTPClient: &http.Client{Transport: withSession{session}}}, nil)
+	if err != nil {
+		return fmt.Errorf("toolfs-api /mcp: %w", err)
+	}
+	defer over.Close()
+	overCall := func(name string, args map[string]any) (string, error) {
+		res, err := over.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			return "", err
+		}
+		text := res.Content[0].(*mcpsdk.TextContent).Text
+		if res.IsError {
+			return "", fmt.Errorf("toolfs-api /mcp %s: %.300s", name, text)
+		}
+		return text, nil
+	}
 
 	editArgs := func(i int) (string, string) {
 		if i%2 == 0 {
@@ -225,11 +247,33 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 			return err
 		},
 	}
+	overMCP := side{
+		read: func(int) error {
+			text, err := overCall("read", map[string]any{"file_path": path})
+			if err == nil && !strings.Contains(text, "\n1: package fixture\n") {
+				err = fmt.Errorf("toolfs /mcp read: unexpected output %.200q", text)
+			}
+			return err
+		},
+		write: func(i int) error {
+			c := src
+			if i%2 == 0 {
+				c = alt
+			}
+			_, err := overCall("write", map[string]any{"file_path": path, "content": c})
+			return err
+		},
+		edit: func(i int) error {
+			old, new := editArgs(i)
+			_, err := overCall("edit", map[string]any{"file_path": path, "old_string": old, "new_string": new})
+			return err
+		},
+	}
 	warm := max(o.mcpCalls/10, 20)
-	var rows [][]string
+	var rows, overRows [][]string
 	for _, op := range []string{"read", "write", "edit"} {
-		var ls [2]latencies
-		for k, s := range []side{toolfs, peer} {
+		var ls [3]latencies
+		for k, s := range []side{toolfs, peer, overMCP} {
 			f := map[string]func(int) error{"read": s.read, "write": s.write, "edit": s.edit}[op]
 			// The file must be in its start state and, for toolfs-api, read
 			// by the session (the policy requires it before write and edit).
@@ -249,7 +293,7 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 			ls[k] = l
 			if op != "read" {
 				if err := checkFinal(path, src, alt, op, warm+o.mcpCalls); err != nil {
-					return fmt.Errorf("%s: %w", []string{"toolfs-api", "MCP"}[k], err)
+					return fmt.Errorf("%s: %w", []string{"toolfs-api", "MCP", "toolfs-api /mcp"}[k], err)
 				}
 			}
 		}
@@ -267,12 +311,28 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 			ms(ls[0].mean()), ms(ls[0].quantile(0.5)), ms(ls[0].quantile(0.99)),
 			ms(ls[1].mean()), ms(ls[1].quantile(0.5)), ms(ls[1].quantile(0.99)),
 			floor, fmt.Sprintf("%.2fx", r), verdict(r < 1)})
+		toREST, toPeer := float64(ls[2].mean())/float64(ls[0].mean()), float64(ls[2].mean())/float64(ls[1].mean())
+		overRows = append(overRows, []string{op,
+			ms(ls[2].mean()), ms(ls[2].quantile(0.5)), ms(ls[2].quantile(0.99)),
+			fmt.Sprintf("%.2fx", toREST), fmt.Sprintf("%.2fx", toPeer), verdict(toPeer < 1)})
 	}
 	rep.table("toolfs-api vs @modelcontextprotocol/server-filesystem (sequential, one call at a time)", []string{
 		"tool", "toolfs mean ms", "toolfs p50", "toolfs p99", "MCP mean ms", "MCP p50", "MCP p99", "durable floor mean ms", "toolfs / MCP (mean)", "goal < 1x"}, rows,
 		fmt.Sprintf("Same %d-byte, 2,000-line file; %d warm-up then %d timed calls per tool and server. MCP tools: read_text_file, write_file, edit_file; its start-up and initialize took %v (not counted). toolfs-api answers with a capped window (51,200 bytes) plus its lines as metadata; the MCP server returns the whole file. toolfs-api fsyncs every mutation (file and folder); the MCP server does not (temp file and rename). The durable floor is this process writing the same bytes durably itself (temp file, fsync, rename, folder fsync), no HTTP, no checks.",
 			len(src), warm, o.mcpCalls, initTime.Round(time.Millisecond)))
+	rep.table("toolfs-api over its own /mcp (Go SDK client, sequential)", []string{
+		"tool", "/mcp mean ms", "/mcp p50", "/mcp p99", "/mcp / REST (mean)", "/mcp / reference MCP (mean)", "goal < 1x vs reference"}, overRows,
+		"The same calls through toolfs-api's /mcp with the official Go SDK client on its default revision (2026-07-28: one POST per call, JSON answers), in the REST calls' session (X-Session-ID). The REST and reference columns are the table above.")
 	return nil
+}
+
+// withSession adds X-Session-ID to every request of the /mcp client.
+type withSession struct{ id string }
+
+func (s withSession) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Session-ID", s.id)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // checkFinal checks the file after n alternating writes or edits.
