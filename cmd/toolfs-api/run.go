@@ -105,6 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(built.MCP.Close) // MCP GET streams never end on their own
 	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", built.Root, ln.Addr())
 	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
 

@@ -301,3 +301,21 @@ func TestMCPEndpointAndStructuredFlag(t *testing.T) {
 		stop()
 	}
 }
+
+// TestShutdownEndsMCPStreams: SIGTERM drains and exits 0 while a stateful
+// MCP client holds its GET stream open (docs/mcp.md, "Shutdown").
+func TestShutdownEndsMCPStreams(t *testing.T) {
+	base, stop := startRun(t, []string{"--addr", "127.0.0.1:0", "--root", t.TempDir(), "--shutdown-grace", "20s"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "0"}, nil).
+		Connect(ctx, &mcpsdk.StreamableClientTransport{Endpoint: base + "/mcp"}, &mcpsdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	_, err = cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // the client's GET stream is open
+	began := time.Now()
+	stop()
+	assert.Less(t, time.Since(began), 5*time.Second, "shutdown did not wait out the grace for the GET stream")
+}

@@ -96,6 +96,15 @@ func (h *Handler) end(id string) {
 	h.x.ForgetSession(derive(id))
 }
 
+// Close closes every MCP session, which ends their GET streams: a server
+// shutting down calls it (http.Server.RegisterOnShutdown) so that draining
+// does not wait for streams that never end on their own.
+func (h *Handler) Close() {
+	for s := range h.srv.Sessions() {
+		s.Close()
+	}
+}
+
 const headerSessionID = "Mcp-Session-Id"
 
 // sessionOf derives the policy session of an MCP session (derive); ""

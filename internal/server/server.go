@@ -66,7 +66,10 @@ type Server struct {
 	// off or Options.SessionStore was given.
 	Store    *policy.Store
 	Searcher *search.Searcher
-	local    *fs.Local
+	// MCP is the /mcp transport; call its Close when shutting down (its
+	// GET streams do not end on their own).
+	MCP   *mcp.Handler
+	local *fs.Local
 }
 
 // New builds a server from o.
@@ -116,9 +119,9 @@ func New(o Options) (*Server, error) {
 	if mc.MaxSessions == 0 {
 		mc.MaxSessions = o.Sessions.MaxSessions
 	}
+	s.MCP = mcp.New(mc, s.Executor)
 	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{
-		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger,
-		MCP: mcp.New(mc, s.Executor),
+		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger, MCP: s.MCP,
 	})
 	if err != nil {
 		local.Close()
