@@ -99,6 +99,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml"}, nil, "--log-format"},
 		{"bad profile", []string{"--profile", "fancy"}, nil, `--profile must be extended or original, not "fancy"`},
 		{"bad profile env", nil, map[string]string{"TOOLFS_PROFILE": "orig"}, `--profile`},
+		{"bad search sandbox", []string{"--search-sandbox", "off"}, nil, `--search-sandbox must be require or best-effort, not "off"`},
+		{"bad search sandbox env", nil, map[string]string{"TOOLFS_SEARCH_SANDBOX": "none"}, `--search-sandbox must be require or best-effort, not "none"`},
 		{"public without token", []string{"--addr", "0.0.0.0:0"}, nil, "--token"},
 		{"stray argument", []string{"serve"}, nil, "unexpected argument"},
 		{"unknown session store", []string{"--session-store", "mysql://db"}, nil, `--session-store must be memory, redis://host:port/db or rediss://host:port/db, not "mysql://db"`},

@@ -183,6 +183,7 @@ func TestSearchCannotBeLedOutsideTheRoot(t *testing.T) {
 	c := startChild(t, st.root)
 	hc := newClient()
 	require.Equal(t, []float64{1}, c.metrics(hc, "toolfs_search_sandboxed"))
+	require.Contains(t, c.log(), "search sandbox on: rg is confined to the root by Landlock")
 
 	d := 5 * time.Second
 	if long {
