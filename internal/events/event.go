@@ -1,0 +1,87 @@
+// Package events is the change feed of docs/events.md: a bounded in-memory
+// ring of what changed in the workspace (mutations through the tools,
+// changes made outside the API, seen through inotify), fanned out to
+// server-sent-event subscribers that never slow the publisher down.
+//
+// It knows nothing of the tool executor or the transports: the executor's
+// mutation hook calls Hub.Publish, a Watcher publishes external changes, and
+// Hub.ServeHTTP is mounted by the REST router.
+package events
+
+import (
+	"encoding/json"
+
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// Type is what an event reports (docs/events.md, "Events").
+type Type string
+
+// The event types.
+const (
+	// TypeWrite and TypeEdit are successful mutations through a tool call.
+	TypeWrite Type = "write"
+	TypeEdit  Type = "edit"
+	// TypeCreated, TypeModified, TypeRemoved and TypeRenamed are changes made
+	// outside the API. A rename is reported as TypeRenamed on the old path
+	// and TypeCreated on the new one when it stays under the root.
+	TypeCreated  Type = "created"
+	TypeModified Type = "modified"
+	TypeRemoved  Type = "removed"
+	TypeRenamed  Type = "renamed"
+	// TypeOverflow says the kernel dropped change notifications: some
+	// external changes were not reported.
+	TypeOverflow Type = "overflow"
+	// TypeReset says the stream cannot account for everything since the
+	// subscriber's last event: reload what you show, then continue.
+	TypeReset Type = "reset"
+)
+
+// Event is one change. Path is relative to the workspace root, '/'
+// separated, never empty for a change and empty for overflow and reset.
+// Session, Version and Diffs belong to mutations only.
+type Event struct {
+	Type    Type
+	Path    string
+	Session string
+	Version string
+	Diffs   []render.Diff
+}
+
+// isMutation reports whether the event came through a tool call.
+func (t Type) isMutation() bool { return t == TypeWrite || t == TypeEdit }
+
+// wire is the JSON form of an event. Diffs is a pointer so that a mutation
+// without hunks (a create) still says "diffs": [].
+type wire struct {
+	Type         Type           `json:"type"`
+	Path         string         `json:"path,omitempty"`
+	Session      string         `json:"session,omitempty"`
+	Version      string         `json:"version,omitempty"`
+	Diffs        *[]render.Diff `json:"diffs,omitempty"`
+	DiffsOmitted bool           `json:"diffsOmitted,omitempty"`
+}
+
+// encode is the event's JSON. A mutation whose encoding would pass maxBytes
+// loses its diffs and says so with "diffsOmitted": true, so one huge edit
+// cannot pin megabytes in the ring and in every subscriber's queue.
+func (e Event) encode(maxBytes int) []byte {
+	w := wire{Type: e.Type, Path: e.Path, Session: e.Session, Version: e.Version}
+	if e.Type.isMutation() {
+		d := e.Diffs
+		if d == nil {
+			d = []render.Diff{}
+		}
+		w.Diffs = &d
+	}
+	b, err := json.Marshal(w)
+	if err == nil && len(b) <= maxBytes {
+		return b
+	}
+	w.Diffs, w.DiffsOmitted = nil, w.Diffs != nil
+	b, err = json.Marshal(w)
+	if err != nil { // strings and bools only: cannot fail
+		return []byte(`{"type":"` + string(e.Type) + `"}`)
+	}
+	return b
+}

@@ -1,0 +1,320 @@
+package events
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config bounds a Hub. Zero fields take the defaults in brackets
+// (docs/events.md, "Bounds").
+type Config struct {
+	RingEvents     int           // events kept for Last-Event-ID resume [1024]
+	RingBytes      int64         // encoded bytes kept for resume [16 MiB]
+	MaxEventBytes  int           // an event's JSON above this loses its diffs [1 MiB]
+	MaxSubscribers int           // streams open at once; more get ErrTooManySubscribers [64]
+	QueueEvents    int           // events queued for one subscriber before it is dropped [256]
+	QueueBytes     int64         // bytes queued for one subscriber before it is dropped [4 MiB]
+	Heartbeat      time.Duration // comment line sent on an idle stream [15s]
+	WriteTimeout   time.Duration // one write to a subscriber must finish within this [30s]
+	OwnEchoes      int           // own mutations remembered to suppress their inotify echo [4096]
+	OwnEchoTTL     time.Duration // how long one is remembered [10s]
+	Metrics        *Metrics      // nil: no metrics
+	// Problem writes a refused request's problem body; nil writes a minimal
+	// one. The REST router passes its one problem writer (docs/api.md).
+	Problem func(w http.ResponseWriter, code, message string)
+}
+
+func (c *Config) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.RingEvents, 1024)
+	def(&c.MaxEventBytes, 1<<20)
+	def(&c.MaxSubscribers, 64)
+	def(&c.QueueEvents, 256)
+	def(&c.OwnEchoes, 4096)
+	if c.RingBytes <= 0 {
+		c.RingBytes = 16 << 20
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = 4 << 20
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.OwnEchoTTL <= 0 {
+		c.OwnEchoTTL = 10 * time.Second
+	}
+}
+
+// ErrTooManySubscribers is Subscribe's answer past Config.MaxSubscribers.
+var ErrTooManySubscribers = errors.New("too many event subscribers")
+
+// CodeTooManySubscribers is the stable problem code of a refused
+// subscription (HTTP 503).
+const CodeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
+
+// record is a published event: immutable once in the ring, shared by every
+// subscriber queue that holds it.
+type record struct {
+	seq     uint64
+	typ     Type
+	path    string
+	session string
+	data    []byte
+}
+
+// Hub is the ring of recent events and the set of live subscriptions. Publish
+// never blocks on a subscriber: one whose queue is full is dropped. Hub is
+// safe for concurrent use.
+type Hub struct {
+	cfg   Config
+	epoch string // distinguishes this process's ids from another's
+	obs   observer
+
+	mu     sync.Mutex
+	seq    uint64    // last id given out
+	ring   []*record // circular, cfg.RingEvents slots
+	head   int       // index of the oldest record
+	n      int       // records held
+	bytes  int64     // their encoded size
+	subs   map[*Subscription]struct{}
+	closed bool
+	own    ownEchoes
+}
+
+// NewHub returns an empty hub. Its ids start afresh: a Last-Event-ID from
+// another process (or before a restart) gets a reset.
+func NewHub(cfg Config) *Hub {
+	cfg.defaults()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return &Hub{
+		cfg:   cfg,
+		obs:   observer{cfg.Metrics},
+		epoch: hex.EncodeToString(b[:]),
+		ring:  make([]*record, cfg.RingEvents),
+		subs:  map[*Subscription]struct{}{},
+		own:   newOwnEchoes(cfg.OwnEchoes, cfg.OwnEchoTTL),
+	}
+}
+
+// Publish adds e to the ring and to the queue of every subscriber whose
+// filter matches. It never waits for a subscriber. A write or edit is also
+// remembered (path and version) so the Watcher does not report its inotify
+// echo as an external change.
+func (h *Hub) Publish(e Event) {
+	data := e.encode(h.cfg.MaxEventBytes)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.seq++
+	r := &record{seq: h.seq, typ: e.Type, path: e.Path, session: e.Session, data: data}
+	if e.Type.isMutation() {
+		h.own.add(e.Path, e.Version, time.Now())
+	}
+	h.keep(r)
+	for s := range h.subs {
+		if !s.filter.matches(r) {
+			continue
+		}
+		if !s.offer(r) {
+			h.drop(s)
+		}
+	}
+	h.obs.published(e.Type)
+}
+
+// keep puts r in the ring, evicting the oldest records past either bound.
+func (h *Hub) keep(r *record) {
+	size := int64(len(r.data))
+	for h.n > 0 && (h.n == len(h.ring) || h.bytes+size > h.cfg.RingBytes) {
+		old := h.ring[h.head]
+		h.ring[h.head] = nil
+		h.bytes -= int64(len(old.data))
+		h.head = (h.head + 1) % len(h.ring)
+		h.n--
+	}
+	h.ring[(h.head+h.n)%len(h.ring)] = r
+	h.n++
+	h.bytes += size
+}
+
+// drop ends a subscription that cannot keep up: its stream sends a reset
+// (reload, then continue from the latest id) and ends.
+func (h *Hub) drop(s *Subscription) {
+	delete(h.subs, s)
+	close(s.dropped)
+	h.obs.dropped()
+	h.obs.subscribed(len(h.subs))
+}
+
+// Close ends every subscription (their streams end without a reset) and
+// makes Publish a no-op. Use it on shutdown: open streams would otherwise
+// hold the server's graceful drain until its grace runs out.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.closed = true
+	for s := range h.subs {
+		delete(h.subs, s)
+		close(s.closed)
+	}
+	h.obs.subscribed(0)
+}
+
+// ownEcho reports whether path was just written through a tool call at
+// version, which the caller then need not report again.
+func (h *Hub) ownEcho(path string, version func() (string, bool)) bool {
+	h.mu.Lock()
+	v, ok := h.own.get(path, time.Now())
+	h.mu.Unlock()
+	if !ok {
+		return false
+	}
+	cur, found := version()
+	return found && cur == v
+}
+
+// id is the SSE id of sequence number seq.
+func (h *Hub) id(seq uint64) string { return h.epoch + "-" + strconv.FormatUint(seq, 10) }
+
+// parseID returns the sequence number of an id this hub gave out.
+func (h *Hub) parseID(id string) (uint64, bool) {
+	epoch, n, ok := strings.Cut(id, "-")
+	if !ok || epoch != h.epoch {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(n, 10, 64)
+	return seq, err == nil
+}
+
+// Subscribe opens a subscription with filter f. lastEventID is the SSE
+// Last-Event-ID the client sent ("" for a fresh start): the events after it
+// that the ring still holds are queued first; when the ring cannot account
+// for all of them (too old, another process's id, malformed) the
+// subscription starts with a reset instead. Past Config.MaxSubscribers it
+// returns ErrTooManySubscribers.
+func (h *Hub) Subscribe(f Filter, lastEventID string) (*Subscription, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || len(h.subs) >= h.cfg.MaxSubscribers {
+		h.obs.refused()
+		return nil, ErrTooManySubscribers
+	}
+	s := &Subscription{
+		hub:     h,
+		filter:  f,
+		queue:   make(chan *record, h.cfg.QueueEvents),
+		dropped: make(chan struct{}),
+		closed:  make(chan struct{}),
+		start:   h.seq,
+	}
+	if lastEventID != "" {
+		s.backlog, s.reset = h.since(lastEventID, f)
+	}
+	h.subs[s] = struct{}{}
+	h.obs.subscribed(len(h.subs))
+	return s, nil
+}
+
+// since returns the ring's records after lastEventID that match f, or
+// reset = true when the ring cannot account for every event after it.
+func (h *Hub) since(lastEventID string, f Filter) (backlog []*record, reset bool) {
+	last, ok := h.parseID(lastEventID)
+	if !ok || last > h.seq {
+		return nil, true
+	}
+	oldest := h.seq + 1 // with an empty ring, nothing is missing only when last == h.seq
+	if h.n > 0 {
+		oldest = h.ring[h.head].seq
+	}
+	if last+1 < oldest {
+		return nil, true
+	}
+	for i := 0; i < h.n; i++ {
+		r := h.ring[(h.head+i)%len(h.ring)]
+		if r.seq > last && f.matches(r) {
+			backlog = append(backlog, r)
+		}
+	}
+	return backlog, false
+}
+
+// Subscription is one subscriber's view of the hub: a backlog from the ring
+// (on resume), then a bounded queue of new events. Close it when done.
+type Subscription struct {
+	hub     *Hub
+	filter  Filter
+	queue   chan *record
+	queued  int64         // bytes in queue; guarded by hub.mu
+	dropped chan struct{} // closed by the hub when the queue overflowed
+	closed  chan struct{} // closed by Hub.Close
+	start   uint64        // the last id when the subscription began
+	backlog []*record
+	reset   bool // the resume point was lost: send a reset first
+}
+
+// offer queues r without blocking; false when the queue is full by count or
+// bytes. Called with hub.mu held.
+func (s *Subscription) offer(r *record) bool {
+	size := int64(len(r.data))
+	if s.queued+size > s.hub.cfg.QueueBytes {
+		return false
+	}
+	select {
+	case s.queue <- r:
+		s.queued += size
+		return true
+	default:
+		return false
+	}
+}
+
+// taken accounts for a record leaving the queue.
+func (s *Subscription) taken(r *record) {
+	s.hub.mu.Lock()
+	s.queued -= int64(len(r.data))
+	s.hub.mu.Unlock()
+}
+
+// Close ends the subscription; it is a no-op after the hub dropped or
+// closed it.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	if _, ok := s.hub.subs[s]; ok {
+		delete(s.hub.subs, s)
+		s.hub.obs.subscribed(len(s.hub.subs))
+	}
+}
+
+// resetRecord is a reset carrying the id to continue from once the
+// subscriber has reloaded: the latest when it is sent, so what follows is
+// news (an event published while it reloads may come twice, never not at all).
+func (h *Hub) resetRecord(seq uint64) *record {
+	return &record{seq: seq, typ: TypeReset, data: []byte(`{"type":"reset"}`)}
+}
+
+// latest is the id of the last event published.
+func (h *Hub) latest() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seq
+}

@@ -1,0 +1,100 @@
+package events
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the change feed's Prometheus series (docs/events.md,
+// "Metrics"). No label carries a path or a session id.
+type Metrics struct {
+	published   *prometheus.CounterVec
+	subscribers prometheus.Gauge
+	dropped     prometheus.Counter
+	refused     prometheus.Counter
+	watches     prometheus.Gauge
+	watchLimit  prometheus.Counter
+	overflows   prometheus.Counter
+}
+
+// NewMetrics registers the series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_events_published_total",
+			Help: "Change-feed events published, by type.",
+		}, []string{"type"}),
+		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolfs_events_subscribers",
+			Help: "Open GET /events streams.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_events_subscribers_dropped_total",
+			Help: "Subscribers dropped (with a reset) because they fell behind.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_events_subscribers_refused_total",
+			Help: "GET /events refused with 503 TOO_MANY_SUBSCRIBERS.",
+		}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolfs_events_watches",
+			Help: "Folders watched for external changes.",
+		}),
+		watchLimit: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_events_watch_limit_hits_total",
+			Help: "Folders left unwatched because the watch bound (--events-max-watches or the kernel's) was reached.",
+		}),
+		overflows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_events_overflows_total",
+			Help: "Times the kernel dropped change notifications.",
+		}),
+	}
+	reg.MustRegister(m.published, m.subscribers, m.dropped, m.refused, m.watches, m.watchLimit, m.overflows)
+	for _, t := range []Type{TypeWrite, TypeEdit, TypeCreated, TypeModified, TypeRemoved, TypeRenamed, TypeOverflow} {
+		m.published.WithLabelValues(string(t))
+	}
+	return m
+}
+
+// observer is a nil-safe view of *Metrics, so a Hub or Watcher built without
+// metrics (a test) needs no checks at every call.
+type observer struct{ m *Metrics }
+
+func (o observer) published(t Type) {
+	if o.m != nil {
+		o.m.published.WithLabelValues(string(t)).Inc()
+	}
+}
+
+func (o observer) subscribed(n int) {
+	if o.m != nil {
+		o.m.subscribers.Set(float64(n))
+	}
+}
+
+func (o observer) dropped() {
+	if o.m != nil {
+		o.m.dropped.Inc()
+	}
+}
+
+func (o observer) refused() {
+	if o.m != nil {
+		o.m.refused.Inc()
+	}
+}
+
+func (o observer) watching(n int) {
+	if o.m != nil {
+		o.m.watches.Set(float64(n))
+	}
+}
+
+func (o observer) watchLimitHit() {
+	if o.m != nil {
+		o.m.watchLimit.Inc()
+	}
+}
+
+func (o observer) overflow() {
+	if o.m != nil {
+		o.m.overflows.Inc()
+	}
+}

@@ -1,0 +1,136 @@
+package events
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// CodeInvalidArgument is the problem code of a malformed ?session= or ?path=.
+const CodeInvalidArgument = "INVALID_ARGUMENT"
+
+// retryMillis is the reconnection delay suggested to EventSource clients.
+const retryMillis = 2000
+
+// ServeHTTP serves GET /events as server-sent events (docs/events.md): the
+// backlog or reset of a resume, then every matching event as it is
+// published, a heartbeat comment on an idle stream, and a reset followed by
+// the end of the stream when the subscriber fell behind. Each event is
+// flushed as it is written (X-Accel-Buffering: no keeps nginx from holding
+// it). The stream ends when the client goes away, a write stalls past
+// Config.WriteTimeout, or the hub closes.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, err := NewFilter(q["session"], q["path"])
+	if err != nil {
+		h.problem(w, CodeInvalidArgument, err.Error())
+		return
+	}
+	sub, err := h.Subscribe(f, r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		h.problem(w, CodeTooManySubscribers, "too many event subscribers (at most "+strconv.Itoa(h.cfg.MaxSubscribers)+"): close another stream or retry later")
+		return
+	}
+	defer sub.Close()
+
+	rc := http.NewResponseController(w)
+	// The server's read timeout would otherwise end a long stream.
+	_ = rc.SetReadDeadline(time.Time{})
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	s := stream{h: h, w: w, rc: rc}
+	if !s.send(func(b []byte) []byte { return append(b, "retry: "+strconv.Itoa(retryMillis)+"\n\n"...) }) {
+		return
+	}
+	if sub.reset && !s.event(h.resetRecord(sub.start)) {
+		return
+	}
+	for _, rec := range sub.backlog {
+		if !s.event(rec) {
+			return
+		}
+	}
+	sub.backlog = nil
+
+	beat := time.NewTicker(h.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-sub.dropped:
+			s.event(h.resetRecord(h.latest()))
+			return
+		default:
+		}
+		select {
+		case rec := <-sub.queue:
+			sub.taken(rec)
+			if !s.event(rec) {
+				return
+			}
+		case <-sub.dropped:
+			s.event(h.resetRecord(h.latest()))
+			return
+		case <-beat.C:
+			if !s.send(func(b []byte) []byte { return append(b, ": heartbeat\n\n"...) }) {
+				return
+			}
+		case <-sub.closed:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// stream writes SSE frames to one response, each flushed and under a write
+// deadline.
+type stream struct {
+	h   *Hub
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+// event writes one record as "id:" and "data:" lines. There is no "event:"
+// line: the type is in the JSON, so EventSource's onmessage sees every event.
+func (s *stream) event(r *record) bool {
+	return s.send(func(b []byte) []byte {
+		b = append(b, "id: "...)
+		b = append(b, s.h.id(r.seq)...)
+		b = append(b, "\ndata: "...)
+		b = append(b, r.data...) // JSON has no raw newline
+		return append(b, "\n\n"...)
+	})
+}
+
+func (s *stream) send(frame func([]byte) []byte) bool {
+	s.buf = frame(s.buf[:0])
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout))
+	if _, err := s.w.Write(s.buf); err != nil {
+		return false
+	}
+	return s.rc.Flush() == nil
+}
+
+// problem writes a refused request's body through Config.Problem, or a
+// minimal RFC 9457 body of its own.
+func (h *Hub) problem(w http.ResponseWriter, code, message string) {
+	if h.cfg.Problem != nil {
+		h.cfg.Problem(w, code, message)
+		return
+	}
+	status := http.StatusBadRequest
+	if code == CodeTooManySubscribers {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": http.StatusText(status), "status": status,
+		"detail": message, "code": code, "output": "Error: " + message,
+	})
+}
