@@ -49,6 +49,10 @@ type config struct {
 	defaultSession    string
 	mcpStructured     bool
 	profile           string
+	events            bool
+	eventsMaxSubs     int
+	eventsMaxWatches  int
+	eventsHeartbeat   time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -82,6 +86,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
 	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	fl.BoolVar(&c.events, "events", true, "serve the change feed GET /events (docs/events.md)")
+	fl.IntVar(&c.eventsMaxSubs, "events-max-subscribers", 64, "GET /events streams open at once (more get 503 TOO_MANY_SUBSCRIBERS)")
+	fl.IntVar(&c.eventsMaxWatches, "events-max-watches", 8192, "folders watched for external changes (0 = report no external changes)")
+	fl.DurationVar(&c.eventsHeartbeat, "events-heartbeat", 15*time.Second, "comment sent on an idle GET /events stream")
 
 	if err := fl.Parse(args); err != nil {
 		return c, err
@@ -123,6 +131,8 @@ func (c config) validate() error {
 		{"max-searches", int64(c.maxSearches)},
 		{"session-ttl", int64(c.sessionTTL)},
 		{"search-timeout", int64(c.searchTimeout)},
+		{"events-max-subscribers", int64(c.eventsMaxSubs)},
+		{"events-heartbeat", int64(c.eventsHeartbeat)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -131,6 +141,9 @@ func (c config) validate() error {
 	}
 	if c.lockDir != "" && c.lockDir != "off" {
 		return fmt.Errorf("--lock-dir must be empty or off, not %q: lock files live in the workspace root's %s folder, so every process that sees the root shares them", c.lockDir, fs.PrivateDir)
+	}
+	if c.eventsMaxWatches < 0 {
+		return fmt.Errorf("--events-max-watches must not be negative")
 	}
 	if c.sessionStore != "memory" {
 		if _, err := redisOptions(c.sessionStore); err != nil {

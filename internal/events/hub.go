@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +24,6 @@ type Config struct {
 	OwnEchoes      int           // own mutations remembered to suppress their inotify echo [4096]
 	OwnEchoTTL     time.Duration // how long one is remembered [10s]
 	Metrics        *Metrics      // nil: no metrics
-	// Problem writes a refused request's problem body; nil writes a minimal
-	// one. The REST router passes its one problem writer (docs/api.md).
-	Problem func(w http.ResponseWriter, code, message string)
 }
 
 func (c *Config) defaults() {

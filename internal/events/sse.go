@@ -13,6 +13,15 @@ const CodeInvalidArgument = "INVALID_ARGUMENT"
 // retryMillis is the reconnection delay suggested to EventSource clients.
 const retryMillis = 2000
 
+// ProblemWriter writes a refused request's problem body (RFC 9457, with a
+// stable code). The REST router passes its one problem writer.
+type ProblemWriter func(w http.ResponseWriter, code, message string)
+
+// Handler is ServeHTTP with refusals written by problem.
+func (h *Hub) Handler(problem ProblemWriter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, problem) })
+}
+
 // ServeHTTP serves GET /events as server-sent events (docs/events.md): the
 // backlog or reset of a resume, then every matching event as it is
 // published, a heartbeat comment on an idle stream, and a reset followed by
@@ -20,17 +29,23 @@ const retryMillis = 2000
 // flushed as it is written (X-Accel-Buffering: no keeps nginx from holding
 // it). The stream ends when the client goes away, a write stalls past
 // Config.WriteTimeout, or the hub closes.
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Refusals get a minimal problem body; see Handler.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, nil) }
+
+func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWriter) {
+	if problem == nil {
+		problem = minimalProblem
+	}
 	q := r.URL.Query()
 	f, err := NewFilter(q["session"], q["path"])
 	if err != nil {
-		h.problem(w, CodeInvalidArgument, err.Error())
+		problem(w, CodeInvalidArgument, err.Error())
 		return
 	}
 	sub, err := h.Subscribe(f, r.Header.Get("Last-Event-ID"))
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		h.problem(w, CodeTooManySubscribers, "too many event subscribers (at most "+strconv.Itoa(h.cfg.MaxSubscribers)+"): close another stream or retry later")
+		problem(w, CodeTooManySubscribers, "too many event subscribers (at most "+strconv.Itoa(h.cfg.MaxSubscribers)+"): close another stream or retry later")
 		return
 	}
 	defer sub.Close()
@@ -116,13 +131,8 @@ func (s *stream) send(frame func([]byte) []byte) bool {
 	return s.rc.Flush() == nil
 }
 
-// problem writes a refused request's body through Config.Problem, or a
-// minimal RFC 9457 body of its own.
-func (h *Hub) problem(w http.ResponseWriter, code, message string) {
-	if h.cfg.Problem != nil {
-		h.cfg.Problem(w, code, message)
-		return
-	}
+// minimalProblem is an RFC 9457 body for a hub served on its own.
+func minimalProblem(w http.ResponseWriter, code, message string) {
 	status := http.StatusBadRequest
 	if code == CodeTooManySubscribers {
 		status = http.StatusServiceUnavailable

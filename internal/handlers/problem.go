@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -34,7 +35,9 @@ var statusByCode = map[tools.Code]int{
 	tools.CodeSearchFailed:         http.StatusInternalServerError,
 	// Writes and edits wait for the session store (docs/deployment.md).
 	tools.CodeSessionStoreUnavailable: http.StatusServiceUnavailable,
-	tools.CodeSearchAborted:           http.StatusGatewayTimeout,
+	// GET /events past --events-max-subscribers (docs/events.md).
+	tools.Code(events.CodeTooManySubscribers): http.StatusServiceUnavailable,
+	tools.CodeSearchAborted:                   http.StatusGatewayTimeout,
 	// A cancelled call has no client left to read the answer; nginx's 499
 	// keeps it apart from server faults in access logs and metrics.
 	tools.CodeAborted: 499,

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -47,7 +48,8 @@ type Deps struct {
 	Logger   *slog.Logger
 	// MCP, when set, is served at /mcp behind the same auth, Host check,
 	// CORS and body cap; it resolves sessions itself (docs/mcp.md).
-	MCP http.Handler
+	MCP    http.Handler
+	Events *events.Hub // nil: GET /events answers 404 (docs/events.md)
 }
 
 // mcpHeaders are the request headers of MCP's Streamable HTTP transport,
@@ -86,9 +88,9 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			MultiError:         true,
 		},
 		DoNotValidateServers: true,
-		// A tool body is decoded once, by the executor. /metrics and
-		// /openapi.yaml are served outside the generated code (oapi-codegen
-		// prunes their operations from the embedded spec).
+		// A tool body is decoded once, by the executor. /metrics,
+		// /openapi.yaml and /events are served outside the generated code
+		// (oapi-codegen prunes their operations from the embedded spec).
 		Skipper: func(r *http.Request) bool {
 			switch {
 			case r.URL.Path == mcpPath:
@@ -96,7 +98,7 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			case r.Method == http.MethodPost:
 				return isTool(r.URL.Path)
 			case r.Method == http.MethodGet:
-				return r.URL.Path == "/metrics" || r.URL.Path == "/openapi.yaml"
+				return r.URL.Path == "/metrics" || r.URL.Path == "/openapi.yaml" || r.URL.Path == "/events"
 			}
 			return false
 		},
@@ -110,6 +112,15 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(api.SpecYAML)
 	})
+	if deps.Events != nil {
+		r.Get("/events", deps.Events.Handler(func(w http.ResponseWriter, code, message string) {
+			writeProblem(w, tools.Code(code), message)
+		}).ServeHTTP)
+	} else {
+		r.Get("/events", func(w http.ResponseWriter, r *http.Request) {
+			writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: GET /events (the change feed is off: --events=false)")
+		})
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})

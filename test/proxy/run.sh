@@ -66,7 +66,9 @@ echo "== nginx"
 # The location is the one README.md shows, under a site-wide gzip for text
 # (common: Debian's nginx.conf turns gzip on). While nginx buffers a response
 # it passes no flushes on, so gzip holds small chunks back until the end;
-# X-Accel-Buffering: no turns buffering off and every chunk is flushed.
+# X-Accel-Buffering: no turns buffering off and every chunk is flushed. The
+# same holds for the change feed's text/event-stream, gzipped here too (some
+# sites gzip every text type).
 # /buffered/ is the control: it ignores that header, and the streaming check
 # must see the difference.
 healthy() { # GET /healthz through nginx, with bash alone
@@ -88,7 +90,7 @@ events { worker_connections 1024; }
 http {
   access_log $work/nginx/access.log;
   gzip on;
-  gzip_types text/plain;
+  gzip_types text/plain text/event-stream;
   gzip_min_length 0;
   client_body_temp_path $work/nginx/client_body;
   proxy_temp_path $work/nginx/proxy;

@@ -162,6 +162,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The change feed, as server-sent events (docs/events.md).
+         * @description One event per successful write or edit (with session, version and
+         *     diffs) and per change made under the root outside the API; each SSE
+         *     frame is `id: <id>` and `data: <ChangeEvent JSON>` (no `event:` line).
+         *     A `reset` event says the stream cannot account for everything since
+         *     `Last-Event-ID`: reload, then continue. Idle streams get a comment line
+         *     every 15 s. A subscriber that falls behind gets a `reset` and the end
+         *     of its stream. Only when the server runs with `--events` (default).
+         */
+        get: operations["events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -280,6 +306,23 @@ export interface components {
             path: string;
             oldText: string | null;
             newText: string;
+        };
+        /**
+         * @description The data of one GET /events frame. write and edit carry session (when
+         *     the call had one), version and diffs (or diffsOmitted: true when they
+         *     would pass 1 MiB); created, modified, removed and renamed (the old
+         *     path of a move; the new one arrives as created) carry path only;
+         *     overflow and reset carry nothing else.
+         */
+        ChangeEvent: {
+            /** @enum {string} */
+            type: "write" | "edit" | "created" | "modified" | "removed" | "renamed" | "overflow" | "reset";
+            /** @description Relative to the workspace root, '/'-separated, symlinks resolved. */
+            path?: string;
+            session?: string;
+            version?: string;
+            diffs?: components["schemas"]["Diff"][];
+            diffsOmitted?: boolean;
         };
         SearchResult: {
             output: string;
@@ -652,6 +695,44 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    events: {
+        parameters: {
+            query?: {
+                /** @description Keep only mutations by these sessions (repeatable; external changes have none). */
+                session?: string[];
+                /** @description Keep only events at or under these root-relative paths, by whole segments (repeatable). */
+                path?: string[];
+            };
+            header?: {
+                /** @description Resume after this event id (sent by EventSource on reconnection). */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An endless event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Too many open streams: code TOO_MANY_SUBSCRIBERS, with Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            default: components["responses"]["Problem"];
         };
     };
     openapiSpec: {

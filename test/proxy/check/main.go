@@ -1,7 +1,7 @@
 // Command check drives a toolfs-api server through an nginx reverse proxy
 // and checks what a deployment behind nginx depends on: streamed reads pass
-// unbuffered, error statuses and bodies pass unchanged, and a bounded mixed
-// load runs without failures. test/proxy/run.sh starts both processes and
+// unbuffered, change-feed events arrive as they happen, error statuses and
+// bodies pass unchanged, and a bounded mixed load runs without failures. test/proxy/run.sh starts both processes and
 // runs this; it prints one line per check and "N passed, M failed".
 package main
 
@@ -42,6 +42,7 @@ func main() {
 	c.run("stream unbuffered through nginx", func() (string, error) { return c.streaming(*bigMiB, *buffered) })
 	c.run("errors pass through", c.errors)
 	c.run("late stream failure stays a broken transfer", c.lateFailure)
+	c.run("events unbuffered through nginx", func() (string, error) { return c.events(*buffered) })
 	c.run("mixed load through nginx", func() (string, error) { return c.load(*load, *workers) })
 	fmt.Printf("%d passed, %d failed\n", c.passed, c.failed)
 	if c.failed > 0 {
@@ -389,4 +390,95 @@ func sharedCounter(output string) (int, bool) {
 	num, _, _ := strings.Cut(rest, "\n")
 	n, err := strconv.Atoi(num)
 	return n, err == nil
+}
+
+// events subscribes to GET /events directly, through nginx, and through the
+// control location that ignores X-Accel-Buffering, then makes a change under
+// the root and times its event. Directly and through nginx it must arrive
+// within 2 s (the feed gathers external changes for 100 ms); through the
+// control it must not arrive within 3 s: nginx holds a buffered SSE body
+// until a buffer fills, which shows the header is what lets events through.
+func (c *checker) events(bufferedPrefix string) (string, error) {
+	var report []string
+	for i, tc := range []struct {
+		name     string
+		base     string
+		buffered bool
+	}{
+		{"direct", c.direct, false},
+		{"nginx", c.proxy, false},
+		{"control: nginx ignoring X-Accel-Buffering", c.proxy + bufferedPrefix, true},
+	} {
+		name := fmt.Sprintf("events-check-%d.txt", i)
+		took, err := timeEvent(tc.base, func() error {
+			return os.WriteFile(filepath.Join(c.root, name), []byte("x"), 0o644)
+		}, `"path":"`+name+`"`)
+		switch {
+		case tc.buffered && err == nil:
+			return "", fmt.Errorf("%s: the event arrived after %v although nginx buffered it", tc.name, took)
+		case tc.buffered && errors.Is(err, errNoEvent):
+			report = append(report, tc.name+": held back")
+		case err != nil:
+			return "", fmt.Errorf("%s: %w", tc.name, err)
+		case took > 2*time.Second:
+			return "", fmt.Errorf("%s: the event took %v", tc.name, took)
+		default:
+			report = append(report, fmt.Sprintf("%s: %v", tc.name, took.Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(report, ", "), nil
+}
+
+var errNoEvent = errors.New("no event within 3s")
+
+// timeEvent opens GET base/events, makes a change, and returns how long its
+// event (the data line containing want) took to arrive.
+func timeEvent(base string, change func() error, want string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	if err != nil {
+		return 0, err
+	}
+	got := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			got <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			got <- fmt.Errorf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			return
+		}
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				got <- err
+				return
+			}
+			if strings.HasPrefix(line, "data: ") && strings.Contains(line, want) {
+				got <- nil
+				return
+			}
+		}
+	}()
+	// nginx may hold the response headers too; the server has the
+	// subscription as soon as nginx has connected.
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := change(); err != nil {
+		return 0, err
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	case <-time.After(3 * time.Second):
+		return 0, errNoEvent
+	}
 }
