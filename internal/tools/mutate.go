@@ -9,6 +9,17 @@ import (
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
+// Mutation is a successful write or edit, as Options.OnMutation hears of
+// it: the tool, the call's session ("" without one), the target, its new
+// version, and the hunks of the answer's metadata.
+type Mutation struct {
+	Tool    string
+	Session string
+	Target  fs.Target
+	Version fs.Version
+	Diffs   []render.Diff
+}
+
 // WriteMetadata is a write's metadata: a create has no diffs.
 type WriteMetadata struct {
 	Operation fs.Operation  `json:"operation"`
@@ -67,6 +78,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, before, after)), Metadata: meta}, nil
 	}
 	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version, out.Hash))
+	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	x.done(c, ToolWrite, CodeOK)
 	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate), Metadata: meta}, nil
 }
@@ -106,6 +118,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
 	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version, out.Hash))
+	x.mutated(Mutation{Tool: ToolEdit, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	x.done(c, ToolEdit, CodeOK)
 	output := render.EditOutput(t.Display, a.replaceAll)
 	if a.batch != nil {

@@ -65,6 +65,11 @@ type Options struct {
 	Profile  render.Profile
 	Observer Observer     // nil: no metrics
 	Logger   *slog.Logger // nil: no logs
+	// OnMutation is told of every successful write and edit, whatever the
+	// transport (the change feed, docs/events.md); nil: nobody is. It runs
+	// on the call's goroutine before the answer is returned, so it must not
+	// block.
+	OnMutation func(Mutation)
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -77,11 +82,15 @@ type Executor struct {
 	profile  render.Profile
 	obs      Observer
 	log      *slog.Logger
+	mutated  func(Mutation)
 }
 
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
-	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger}
+	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger, mutated: opts.OnMutation}
+	if x.mutated == nil {
+		x.mutated = func(Mutation) {}
+	}
 	if x.gate == nil {
 		x.gate = policy.Off{}
 	}
