@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/mcp"
@@ -75,6 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		},
 		MCP:    mcp.Config{Structured: cfg.mcpStructured},
 		Logger: log,
+		Events: eventsOptions(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("--root: %w", err)
@@ -106,6 +108,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(built.MCP.Close) // MCP GET streams never end on their own
+	if built.Events != nil {
+		// Event streams never end by themselves: end them when the drain
+		// starts, or they would hold it until the grace runs out.
+		srv.RegisterOnShutdown(built.Events.Close)
+	}
 	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", built.Root, ln.Addr())
 	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
 
@@ -125,6 +132,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// eventsOptions is the change feed's configuration (docs/events.md); nil
+// with --events=false.
+func eventsOptions(cfg config) *server.Events {
+	if !cfg.events {
+		return nil
+	}
+	return &server.Events{
+		Hub:     events.Config{MaxSubscribers: cfg.eventsMaxSubs, Heartbeat: cfg.eventsHeartbeat},
+		NoWatch: cfg.eventsMaxWatches == 0,
+		Watch:   events.WatchConfig{MaxWatches: cfg.eventsMaxWatches},
+	}
 }
 
 // redisLogger routes go-redis's own messages to the server's log at debug

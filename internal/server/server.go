@@ -6,11 +6,15 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/mcp"
@@ -53,6 +57,20 @@ type Options struct {
 	MCP mcp.Config
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Events switches the change feed GET /events on (docs/events.md); nil
+	// leaves it off.
+	Events *Events
+}
+
+// Events configures the change feed.
+type Events struct {
+	Hub events.Config
+	// NoWatch leaves external changes out: no inotify watcher, only the
+	// mutations made through the tools.
+	NoWatch bool
+	// Watch bounds the watcher; its Root, Version, Logger and Metrics are
+	// the server's.
+	Watch events.WatchConfig
 }
 
 // Server is a built server: Handler serves every route. Close releases the
@@ -68,8 +86,12 @@ type Server struct {
 	Searcher *search.Searcher
 	// MCP is the /mcp transport; call its Close when shutting down (its
 	// GET streams do not end on their own).
-	MCP   *mcp.Handler
-	local *fs.Local
+	MCP *mcp.Handler
+	// Events is the change feed's hub, nil when it is off. Close it when
+	// the HTTP server starts draining: open streams never end by themselves.
+	Events  *events.Hub
+	local   *fs.Local
+	watcher *events.Watcher
 }
 
 // New builds a server from o.
@@ -107,9 +129,16 @@ func New(o Options) (*Server, error) {
 		s.Metrics.WatchSessions(gate)
 	}
 	s.Metrics.WatchSearch(s.Searcher.Sandboxed)
+	var onMutation func(tools.Mutation)
+	if o.Events != nil {
+		if onMutation, err = s.startEvents(*o.Events, o.Logger); err != nil {
+			local.Close()
+			return nil, err
+		}
+	}
 	s.Executor = tools.New(tools.Options{
 		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
-		Observer: s.Metrics, Logger: o.Logger,
+		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation,
 	})
 	mc := o.MCP
 	mc.Sessions, mc.Origins, mc.MaxBodyBytes, mc.Logger = o.REST.Sessions, o.REST.CORSOrigins, o.REST.MaxBodyBytes, o.Logger
@@ -121,15 +150,74 @@ func New(o Options) (*Server, error) {
 	}
 	s.MCP = mcp.New(mc, s.Executor)
 	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{
-		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger, MCP: s.MCP,
+		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger, MCP: s.MCP, Events: s.Events,
 	})
 	if err != nil {
-		local.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// Close releases the provider (its root and private-folder descriptors, its
-// sweeper).
-func (s *Server) Close() error { return s.local.Close() }
+// startEvents builds the change feed's hub and, unless told not to, the
+// watcher of external changes; it returns the executor's mutation hook,
+// which publishes each write and edit (docs/events.md).
+func (s *Server) startEvents(o Events, log *slog.Logger) (func(tools.Mutation), error) {
+	em := events.NewMetrics(s.Metrics.Registry)
+	o.Hub.Metrics = em
+	s.Events = events.NewHub(o.Hub)
+	// Keys are real paths (symlinks resolved), as the watcher reports
+	// changes: one file has one path in the feed.
+	realRoot, err := filepath.EvalSymlinks(s.Root)
+	if err != nil {
+		return nil, err
+	}
+	if !o.NoWatch {
+		w := o.Watch
+		w.Root, w.Logger, w.Metrics = realRoot, log, em
+		w.Version = s.version
+		if s.watcher, err = events.NewWatcher(s.Events, w); err != nil {
+			s.Events.Close()
+			return nil, err
+		}
+	}
+	hub := s.Events
+	return func(m tools.Mutation) {
+		rel, ok := strings.CutPrefix(string(m.Target.Key), realRoot+"/")
+		if !ok {
+			return // the root itself: never a file
+		}
+		t := events.TypeWrite
+		if m.Tool == tools.ToolEdit {
+			t = events.TypeEdit
+		}
+		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Version: string(m.Version), Diffs: m.Diffs})
+	}, nil
+}
+
+// version is the provider's version of a root-relative file, so the
+// watcher can tell a mutation's own inotify echo from a later change.
+func (s *Server) version(rel string) (string, bool) {
+	ctx := context.Background()
+	t, err := s.local.Resolve(ctx, "read", rel, "")
+	if err != nil {
+		return "", false
+	}
+	info, err := s.local.Stat(ctx, t)
+	if err != nil || info.Type != fs.TypeFile {
+		return "", false
+	}
+	return string(info.Version), true
+}
+
+// Close stops the change feed and releases the provider (its root and
+// private-folder descriptors, its sweeper).
+func (s *Server) Close() error {
+	if s.watcher != nil {
+		s.watcher.Close()
+	}
+	if s.Events != nil {
+		s.Events.Close()
+	}
+	return s.local.Close()
+}
