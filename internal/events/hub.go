@@ -175,17 +175,18 @@ func (h *Hub) Close() {
 	h.obs.subscribed(0)
 }
 
-// ownEcho reports whether path was just written through a tool call at
-// version, which the caller then need not report again.
-func (h *Hub) ownEcho(path string, version func() (string, bool)) bool {
+// ownEcho compares the current version of path with the one of the last
+// write or edit published for it: own says one was published lately, echo
+// that the versions are equal (the change is that mutation's own).
+func (h *Hub) ownEcho(path string, version func() (string, bool)) (own, echo bool) {
 	h.mu.Lock()
 	v, ok := h.own.get(path, time.Now())
 	h.mu.Unlock()
 	if !ok {
-		return false
+		return false, false
 	}
 	cur, found := version()
-	return found && cur == v
+	return true, found && cur == v
 }
 
 // id is the SSE id of sequence number seq.

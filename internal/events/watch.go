@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -75,8 +76,9 @@ type dirID struct{ dev, ino uint64 }
 // change is a path's gathered changes, not yet published. kind "" means
 // they cancelled out (created, then removed).
 type change struct {
-	kind Type
-	at   time.Time
+	kind    Type
+	at      time.Time
+	retries int // times it waited for a mutation's event (see publish)
 }
 
 // NewWatcher watches every folder under cfg.Root and starts publishing
@@ -400,9 +402,10 @@ func (w *Watcher) flush(all bool) {
 			break
 		}
 		delete(w.pending, rel)
-		w.publish(rel, c.kind)
+		w.order[i] = ""
+		w.publish(rel, c)
 	}
-	w.order = w.order[i:]
+	w.order = slices.DeleteFunc(w.order, func(p string) bool { return p == "" })
 	if len(w.order) == 0 {
 		w.order = nil
 		return
@@ -410,16 +413,31 @@ func (w *Watcher) flush(all bool) {
 	w.timer.Reset(w.cfg.Quiet - now.Sub(w.pending[w.order[0]].at))
 }
 
-func (w *Watcher) publish(rel string, t Type) {
-	if t == "" {
+func (w *Watcher) publish(rel string, c *change) {
+	if c.kind == "" {
 		return
 	}
-	if (t == TypeCreated || t == TypeModified) && w.cfg.Version != nil &&
-		w.hub.ownEcho(rel, func() (string, bool) { return w.cfg.Version(rel) }) {
-		return
+	if (c.kind == TypeCreated || c.kind == TypeModified) && w.cfg.Version != nil {
+		own, echo := w.hub.ownEcho(rel, func() (string, bool) { return w.cfg.Version(rel) })
+		if echo {
+			return
+		}
+		// A path written through the tools lately, now at another version:
+		// maybe a later write or edit has replaced the file but not yet
+		// published its event. Wait one more quiet period (twice at most)
+		// before calling the change external.
+		if own && c.retries < maxEchoRetries {
+			w.pending[rel] = &change{kind: c.kind, at: time.Now(), retries: c.retries + 1}
+			w.order = append(w.order, rel)
+			return
+		}
 	}
-	w.hub.Publish(Event{Type: t, Path: rel})
+	w.hub.Publish(Event{Type: c.kind, Path: rel})
 }
+
+// maxEchoRetries bounds the waits of a change to a path written through the
+// tools whose version is not the published one.
+const maxEchoRetries = 2
 
 // overflow handles lost notifications: what was gathered is published, then
 // an overflow event, then folders that appeared or vanished meanwhile are

@@ -250,6 +250,16 @@ func TestOwnWritesAreNotReportedTwice(t *testing.T) {
 	mutate("new/dir/b.txt", "b\n") // the folders it made are news
 	x.expect("write new/dir/b.txt", "created new", "created new/dir")
 
+	// The next write replaces the file but publishes its event late (a busy
+	// call): the watcher waits for it rather than report the file changed.
+	tg, err := local.Resolve(ctx, "write", "a.txt", "")
+	require.NoError(t, err)
+	out, err := local.WriteText(ctx, tg, []byte("late\n"), nil)
+	require.NoError(t, err)
+	time.Sleep(quiet * 3 / 2)
+	x.hub.Publish(Event{Type: TypeWrite, Path: "a.txt", Session: "s", Version: string(out.Version)})
+	x.expect("write a.txt")
+
 	write(t, x.path("a.txt"), "three\n")
 	x.expect("modified a.txt")
 }
