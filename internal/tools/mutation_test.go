@@ -36,6 +36,8 @@ func TestOnMutation(t *testing.T) {
 	require.NotNil(t, terr, "a failed edit is not heard of")
 	_, terr = x.Write(ctx, tools.Call{Session: "s2"}, []byte(`{"file_path":"a.txt","content":"x"}`))
 	require.NotNil(t, terr, "a refused write is not heard of")
+	_, terr = x.Edit(ctx, c, []byte(`{"file_path":"a.txt","old_string":"one","new_string":"1","dry_run":true}`))
+	require.Nil(t, terr, "a dry run changes nothing and is not heard of")
 
 	require.Len(t, heard, 2)
 	assert.Equal(t, tools.ToolWrite, heard[0].Tool)
