@@ -23,6 +23,22 @@ export type EditResult = Schemas["EditResult"];
 export type Diff = Schemas["Diff"];
 /** Problem is the RFC 9457 error body with the stable `code` and model text `output`. */
 export type Problem = Schemas["Problem"];
+/** ChangeEvent is one event of the change feed, GET /events (docs/events.md). */
+export type ChangeEvent = Schemas["ChangeEvent"];
+/** FeedEvent is a ChangeEvent with its SSE id (pass it as lastEventId to resume). */
+export type FeedEvent = ChangeEvent & { id: string };
+
+/** EventsOptions filter and resume the change feed. */
+export interface EventsOptions extends CallOptions {
+  /** session keeps only the mutations of these sessions (external changes have none). */
+  session?: string | string[];
+  /** path keeps only events at or under these root-relative paths, by whole segments. */
+  path?: string | string[];
+  /** lastEventId resumes after this event (the id of a FeedEvent). */
+  lastEventId?: string;
+  /** retryMs is the wait before reconnecting; default the server's `retry:` (2000 ms). */
+  retryMs?: number;
+}
 
 /** ToolfsOptions configures createToolfsClient. */
 export interface ToolfsOptions {
@@ -94,6 +110,16 @@ export interface ToolfsClient {
   write(body: WriteRequest, opts?: CallOptions): Promise<WriteResult>;
   /** edit replaces literal text in a file; it throws ToolError on failure. */
   edit(body: EditRequest, opts?: CallOptions): Promise<EditResult>;
+  /**
+   * events reads the change feed (GET /events) over fetch, so the bearer
+   * token goes in a header, as EventSource cannot send one. It reconnects
+   * by itself when the stream ends or the connection drops, resuming with
+   * Last-Event-ID; a `reset` event says to reload what you show. A refusal
+   * (401, 400, 404) throws ToolError; 503 TOO_MANY_SUBSCRIBERS waits for
+   * Retry-After and tries again. Leaving the loop or aborting the signal
+   * closes the stream.
+   */
+  events(opts?: EventsOptions): AsyncGenerator<FeedEvent, void, undefined>;
 }
 
 /** createToolfsClient returns a client that sends the token and session headers on every call. */
@@ -103,6 +129,7 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
   if (o.sessionId !== undefined) headers["X-Session-ID"] = o.sessionId;
   if (o.sessionCwd !== undefined) headers["X-Session-Cwd"] = o.sessionCwd;
   const api = createClient<paths>({ baseUrl: o.baseUrl, headers, fetch: o.fetch });
+  const doFetch = o.fetch ?? globalThis.fetch;
 
   // unwrap returns the body of a 2xx answer or throws its ToolError.
   const unwrap = <T>(r: { data?: T; error?: unknown; response: Response }): T => {
@@ -136,7 +163,78 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
       }
       yield* lines(r.data);
     },
+    async *events(opts = {}) {
+      const query = new URLSearchParams();
+      for (const s of [opts.session ?? []].flat()) query.append("session", s);
+      for (const p of [opts.path ?? []].flat()) query.append("path", p);
+      const url = `${o.baseUrl.replace(/\/$/, "")}/events${query.size > 0 ? `?${query}` : ""}`;
+      let lastId = opts.lastEventId;
+      let retry = opts.retryMs ?? 2000;
+      const signal = opts.signal;
+      while (!signal?.aborted) {
+        const h: Record<string, string> = { Accept: "text/event-stream" };
+        if (o.token !== undefined) h["Authorization"] = `Bearer ${o.token}`;
+        if (lastId !== undefined) h["Last-Event-ID"] = lastId;
+        let response: Response;
+        try {
+          response = await doFetch(url, { headers: h, signal });
+        } catch (err) {
+          if (signal?.aborted) return;
+          await sleep(retry, signal); // the server is away: try again
+          continue;
+        }
+        if (!response.ok || !response.body) {
+          const body = await response.text().catch(() => "");
+          let problem: unknown = body;
+          try { problem = JSON.parse(body); } catch { /* not JSON */ }
+          const e = toolError(problem, response);
+          if (response.status !== 503) throw e;
+          await sleep(Number(response.headers.get("Retry-After") ?? "5") * 1000 || retry, signal);
+          continue;
+        }
+        let id: string | undefined;
+        let data: string[] = [];
+        try {
+          for await (const raw of lines(response.body)) {
+            const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+            if (line === "") {
+              if (data.length > 0) {
+                if (id !== undefined) lastId = id;
+                yield { ...(JSON.parse(data.join("\n")) as ChangeEvent), id: id ?? "" };
+              }
+              data = [];
+              continue;
+            }
+            if (line.startsWith(":")) continue; // a heartbeat
+            const colon = line.indexOf(":");
+            const field = colon < 0 ? line : line.slice(0, colon);
+            const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+            if (field === "id") id = value;
+            else if (field === "data") data.push(value);
+            else if (field === "retry" && /^\d+$/.test(value) && opts.retryMs === undefined) retry = Number(value);
+          }
+        } catch (err) {
+          if (signal?.aborted) return;
+          // A broken transfer: reconnect like after an end.
+        }
+        await sleep(retry, signal);
+      }
+    },
   };
+}
+
+/** sleep waits ms, or less when signal aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }
 
 /**
