@@ -197,7 +197,7 @@ func call(t *testing.T, method, url, session, body string) answer {
 }
 
 // TestSessionStoreRedis runs two servers on one root and one redis-server
-// (SPEC §17): a session that read through one edits through the other; while
+// (docs/deployment.md): a session that read through one edits through the other; while
 // Redis is down, reads answer, writes, edits and forgets answer 503
 // SESSION_STORE_UNAVAILABLE and write nothing, and /healthz stays 200;
 // once Redis is back the same servers work again without a restart.

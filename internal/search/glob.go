@@ -17,7 +17,7 @@ var vcsDirs = []string{".git", ".svn", ".hg", ".bzr", ".jj", ".sl"}
 
 const globRecovery = "The complete result could not be saved; narrow pattern or path to see more."
 
-// privateGlobs hide the server's own folder and temporary files (SPEC §9).
+// privateGlobs hide the server's own folder and temporary files (docs/search.md).
 // They come after the caller's glob: in rg the later glob wins, so no
 // pattern or include can bring them back.
 var privateGlobs = []string{"--glob=!**/" + fs.PrivateDir, "--glob=!**/" + fs.PrivateDir + "/**", "--glob=!**/" + fs.TempGlob}

@@ -184,7 +184,7 @@ func (p place) argOutside() error {
 var absPath = regexp.MustCompile(`(^|[\s'"(<\[])(/[^\s'"]*)`)
 
 // redact replaces every absolute path outside the root in rg's stderr, so no
-// message names a host path (SPEC §10).
+// message names a host path (docs/search.md).
 func (p place) redact(text string) string {
 	return absPath.ReplaceAllStringFunc(text, func(m string) string {
 		i := strings.IndexByte(m, '/')
@@ -201,7 +201,7 @@ func within(path, dir string) bool {
 }
 
 // searchArg checks the optional path argument and returns it as rg should
-// get it, spelled as the caller spelled it (SPEC §3: displayed paths keep
+// get it, spelled as the caller spelled it (docs/api.md: displayed paths keep
 // symlinks unresolved):
 //   - absolute: its cleaned absolute form, so rg names it as given;
 //   - relative, below the cwd: relative to the cwd ("" for the cwd itself);
@@ -280,7 +280,7 @@ func fileOrFolder(key string) bool {
 }
 
 // private reports whether a real path is the server's private folder, lies in
-// it, or is one of its temporary files (SPEC §9: never listed).
+// it, or is one of its temporary files (docs/search.md: never listed).
 func (p place) private(key string) bool {
 	rel, err := filepath.Rel(p.real, key)
 	if err != nil {

@@ -51,7 +51,7 @@ const (
 // SandboxMode says what glob and grep do where the kernel cannot confine rg.
 type SandboxMode string
 
-// The sandbox modes of --search-sandbox (SPEC §10).
+// The sandbox modes of --search-sandbox (docs/search.md).
 const (
 	// SandboxRequire (the default) makes glob and grep unavailable without
 	// Landlock.
