@@ -74,14 +74,29 @@ func (e Event) encode(maxBytes int) []byte {
 		}
 		w.Diffs = &d
 	}
-	b, err := json.Marshal(w)
-	if err == nil && len(b) <= maxBytes {
-		return b
+	// The texts alone pass the bound: leave them out without encoding them
+	// (a 9 MiB rewrite would cost its JSON on the call's own time).
+	if textBytes(e.Diffs) <= maxBytes {
+		if b, err := json.Marshal(w); err == nil && len(b) <= maxBytes {
+			return b
+		}
 	}
 	w.Diffs, w.DiffsOmitted = nil, w.Diffs != nil
-	b, err = json.Marshal(w)
+	b, err := json.Marshal(w)
 	if err != nil { // strings and bools only: cannot fail
 		return []byte(`{"type":"` + string(e.Type) + `"}`)
 	}
 	return b
+}
+
+// textBytes is the size of the diffs' texts, a lower bound of their JSON.
+func textBytes(diffs []render.Diff) int {
+	n := 0
+	for _, d := range diffs {
+		n += len(d.Path) + len(d.NewText)
+		if d.OldText != nil {
+			n += len(*d.OldText)
+		}
+	}
+	return n
 }
