@@ -99,6 +99,24 @@ const toolfs = {
       for (const d of r.metadata.diffs) el("diffs").append(diffCard(d));
       return r.output;
     }),
+  // watch subscribes to the change feed (GET /events) for one session and
+  // renders each mutation's diff as a card as its event arrives. It resolves
+  // once the stream is open.
+  async watch(session: string): Promise<void> {
+    const feed = el("feed");
+    const it = fs.events({ session });
+    const first = it.next();
+    void (async () => {
+      for (let r = await first; !r.done; r = await it.next()) {
+        const e = r.value;
+        const item = node("div", "event");
+        item.append(node("div", "event-head", `${e.type} ${e.path ?? ""} by ${e.session ?? "?"}`));
+        for (const d of e.diffs ?? []) item.append(diffCard(d));
+        feed.append(item);
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300)); // the request is out and answered
+  },
   // withToken repeats a read with another token, to see the 401 problem.
   readWithToken: (file_path: string, other: string) =>
     settle(`read ${file_path} (bad token)`, async () => {

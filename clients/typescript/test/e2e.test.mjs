@@ -303,6 +303,28 @@ test("a page on a third origin is blocked, the configured one is not", async () 
   }
 });
 
+test("an agent's edit appears in the page's change feed as a diff card", async () => {
+  await call("watch", "agent-e2e");
+  write("feed.ts", "const x = 1;\nconst y = 2;\n");
+  // The agent is another client of the server (not the page): it reads,
+  // then edits, with its own session.
+  const agent = async (tool, body) => {
+    const r = await fetch(`${apiOrigin}/tools/${tool}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}`, "X-Session-ID": "agent-e2e" },
+      body: JSON.stringify(body),
+    });
+    assert.equal(r.status, 200, await r.text());
+  };
+  await agent("read", { file_path: "feed.ts" });
+  await agent("edit", { file_path: "feed.ts", old_string: "const y = 2;", new_string: "const y = 42;" });
+  await page.locator("#feed .card").first().waitFor({ timeout: 10_000 });
+  assert.equal(await text("#feed .event-head"), "edit feed.ts by agent-e2e");
+  assert.equal(await text("#feed .card header"), "feed.ts");
+  assert.equal(await textContent("#feed .card pre"), "  const x = 1;- const y = 2;+ const y = 42;");
+  await page.locator("#feed").screenshot({ path: path.join(artifacts, "events.png") });
+});
+
 test("the page raised no errors", () => {
   assert.deepEqual(pageErrors, []);
 });
