@@ -8,6 +8,7 @@ import (
 	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -34,6 +35,21 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for OpenAIToolType.
+const (
+	Function OpenAIToolType = "function"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIToolType enum.
+func (e OpenAIToolType) Valid() bool {
+	switch e {
+	case Function:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WriteMetadataOperation.
 const (
 	Create WriteMetadataOperation = "create"
@@ -51,6 +67,39 @@ func (e WriteMetadataOperation) Valid() bool {
 		return false
 	}
 }
+
+// Defines values for ListToolsParamsFormat.
+const (
+	Anthropic ListToolsParamsFormat = "anthropic"
+	Mcp       ListToolsParamsFormat = "mcp"
+	Openai    ListToolsParamsFormat = "openai"
+)
+
+// Valid indicates whether the value is a known member of the ListToolsParamsFormat enum.
+func (e ListToolsParamsFormat) Valid() bool {
+	switch e {
+	case Anthropic:
+		return true
+	case Mcp:
+		return true
+	case Openai:
+		return true
+	default:
+		return false
+	}
+}
+
+// AnthropicTool defines model for AnthropicTool.
+type AnthropicTool struct {
+	Description string `json:"description"`
+
+	// InputSchema The catalog's `parameters`.
+	InputSchema json.RawMessage `json:"input_schema"`
+	Name        string          `json:"name"`
+}
+
+// AnthropicTools The tools as Anthropic Messages `tools`.
+type AnthropicTools = []AnthropicTool
 
 // Catalog defines model for Catalog.
 type Catalog struct {
@@ -165,6 +214,43 @@ type Line struct {
 	Text   string `json:"text"`
 }
 
+// MCPTool defines model for MCPTool.
+type MCPTool struct {
+	// Annotations MCP tool annotations (readOnlyHint, destructiveHint, openWorldHint).
+	Annotations json.RawMessage `json:"annotations"`
+	Description string          `json:"description"`
+
+	// InputSchema The catalog's `parameters`.
+	InputSchema json.RawMessage `json:"inputSchema"`
+	Name        string          `json:"name"`
+}
+
+// MCPToolList The tools as an MCP `tools/list` result.
+type MCPToolList struct {
+	Tools []MCPTool `json:"tools"`
+}
+
+// OpenAIFunction defines model for OpenAIFunction.
+type OpenAIFunction struct {
+	Description string `json:"description"`
+	Name        string `json:"name"`
+
+	// Parameters The catalog's `parameters`.
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// OpenAITool defines model for OpenAITool.
+type OpenAITool struct {
+	Function OpenAIFunction `json:"function"`
+	Type     OpenAIToolType `json:"type"`
+}
+
+// OpenAIToolType defines model for OpenAITool.Type.
+type OpenAIToolType string
+
+// OpenAITools The tools as OpenAI Chat Completions `tools`.
+type OpenAITools = []OpenAITool
+
 // Problem RFC 9457 problem details with two extension members.
 type Problem struct {
 	// Code Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written).
@@ -262,6 +348,99 @@ type SessionCwd = string
 // SessionID defines model for SessionID.
 type SessionID = string
 
+// ModelEditParams defines parameters for ModelEdit.
+type ModelEditParams struct {
+	// XSessionID Names the session that owns observed state: 1-128 characters of
+	// A-Za-z0-9._:- . Optional on read (no observation is recorded
+	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
+	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
+
+	// XSessionCwd The session's working directory, absolute or relative to the root; an
+	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
+	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
+}
+
+// ModelGlobParams defines parameters for ModelGlob.
+type ModelGlobParams struct {
+	// XSessionID Names the session that owns observed state: 1-128 characters of
+	// A-Za-z0-9._:- . Optional on read (no observation is recorded
+	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
+	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
+
+	// XSessionCwd The session's working directory, absolute or relative to the root; an
+	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
+	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
+}
+
+// ModelGrepParams defines parameters for ModelGrep.
+type ModelGrepParams struct {
+	// XSessionID Names the session that owns observed state: 1-128 characters of
+	// A-Za-z0-9._:- . Optional on read (no observation is recorded
+	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
+	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
+
+	// XSessionCwd The session's working directory, absolute or relative to the root; an
+	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
+	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
+}
+
+// ModelReadParams defines parameters for ModelRead.
+type ModelReadParams struct {
+	// XSessionID Names the session that owns observed state: 1-128 characters of
+	// A-Za-z0-9._:- . Optional on read (no observation is recorded
+	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
+	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
+
+	// XSessionCwd The session's working directory, absolute or relative to the root; an
+	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
+	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
+}
+
+// ModelWriteParams defines parameters for ModelWrite.
+type ModelWriteParams struct {
+	// XSessionID Names the session that owns observed state: 1-128 characters of
+	// A-Za-z0-9._:- . Optional on read (no observation is recorded
+	// without it); required on write and edit while the policy is on.
+	// Present but empty counts as absent. Without it, the server may take
+	// the session from a header named by --session-headers, or from
+	// --default-session.
+	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
+
+	// XSessionCwd The session's working directory, absolute or relative to the root; an
+	// existing folder inside the root. Relative file paths resolve against it.
+	// Present but empty counts as absent.
+	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
+}
+
+// ListToolsParams defines parameters for ListTools.
+type ListToolsParams struct {
+	Format *ListToolsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// ListToolsParamsFormat defines parameters for ListTools.
+type ListToolsParamsFormat string
+
+// ListTools200JSONResponseBody defines parameters for ListTools.
+type ListTools200JSONResponseBody struct {
+	union json.RawMessage
+}
+
 // EditToolParams defines parameters for EditTool.
 type EditToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
@@ -342,6 +521,21 @@ type WriteToolParams struct {
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
+// ModelEditJSONRequestBody defines body for ModelEdit for application/json ContentType.
+type ModelEditJSONRequestBody = EditRequest
+
+// ModelGlobJSONRequestBody defines body for ModelGlob for application/json ContentType.
+type ModelGlobJSONRequestBody = GlobRequest
+
+// ModelGrepJSONRequestBody defines body for ModelGrep for application/json ContentType.
+type ModelGrepJSONRequestBody = GrepRequest
+
+// ModelReadJSONRequestBody defines body for ModelRead for application/json ContentType.
+type ModelReadJSONRequestBody = ReadRequest
+
+// ModelWriteJSONRequestBody defines body for ModelWrite for application/json ContentType.
+type ModelWriteJSONRequestBody = WriteRequest
+
 // EditToolJSONRequestBody defines body for EditTool for application/json ContentType.
 type EditToolJSONRequestBody = EditRequest
 
@@ -357,17 +551,146 @@ type ReadToolJSONRequestBody = ReadRequest
 // WriteToolJSONRequestBody defines body for WriteTool for application/json ContentType.
 type WriteToolJSONRequestBody = WriteRequest
 
+// AsCatalog returns the union data inside the ListTools200JSONResponseBody as a Catalog
+func (t ListTools200JSONResponseBody) AsCatalog() (Catalog, error) {
+	var body Catalog
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCatalog overwrites any union data inside the ListTools200JSONResponseBody as the provided Catalog
+func (t *ListTools200JSONResponseBody) FromCatalog(v Catalog) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCatalog performs a merge with any union data inside the ListTools200JSONResponseBody, using the provided Catalog
+func (t *ListTools200JSONResponseBody) MergeCatalog(v Catalog) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOpenAITools returns the union data inside the ListTools200JSONResponseBody as a OpenAITools
+func (t ListTools200JSONResponseBody) AsOpenAITools() (OpenAITools, error) {
+	var body OpenAITools
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAITools overwrites any union data inside the ListTools200JSONResponseBody as the provided OpenAITools
+func (t *ListTools200JSONResponseBody) FromOpenAITools(v OpenAITools) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAITools performs a merge with any union data inside the ListTools200JSONResponseBody, using the provided OpenAITools
+func (t *ListTools200JSONResponseBody) MergeOpenAITools(v OpenAITools) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAnthropicTools returns the union data inside the ListTools200JSONResponseBody as a AnthropicTools
+func (t ListTools200JSONResponseBody) AsAnthropicTools() (AnthropicTools, error) {
+	var body AnthropicTools
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicTools overwrites any union data inside the ListTools200JSONResponseBody as the provided AnthropicTools
+func (t *ListTools200JSONResponseBody) FromAnthropicTools(v AnthropicTools) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicTools performs a merge with any union data inside the ListTools200JSONResponseBody, using the provided AnthropicTools
+func (t *ListTools200JSONResponseBody) MergeAnthropicTools(v AnthropicTools) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsMCPToolList returns the union data inside the ListTools200JSONResponseBody as a MCPToolList
+func (t ListTools200JSONResponseBody) AsMCPToolList() (MCPToolList, error) {
+	var body MCPToolList
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromMCPToolList overwrites any union data inside the ListTools200JSONResponseBody as the provided MCPToolList
+func (t *ListTools200JSONResponseBody) FromMCPToolList(v MCPToolList) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeMCPToolList performs a merge with any union data inside the ListTools200JSONResponseBody, using the provided MCPToolList
+func (t *ListTools200JSONResponseBody) MergeMCPToolList(v MCPToolList) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ListTools200JSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *ListTools200JSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz Liveness; needs no token.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
+	// ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
+	// (POST /model/edit)
+	ModelEdit(w http.ResponseWriter, r *http.Request, params ModelEditParams)
+	// ModelGlob Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
+	// (POST /model/glob)
+	ModelGlob(w http.ResponseWriter, r *http.Request, params ModelGlobParams)
+	// ModelGrep Search file contents with a ripgrep regular expression. Answers the model text only.
+	// (POST /model/grep)
+	ModelGrep(w http.ResponseWriter, r *http.Request, params ModelGrepParams)
+	// ModelRead Read a UTF-8 text file and return line-numbered content. Answers the model text only.
+	// (POST /model/read)
+	ModelRead(w http.ResponseWriter, r *http.Request, params ModelReadParams)
+	// ModelWrite Create or fully replace a UTF-8 text file. Answers the model text only.
+	// (POST /model/write)
+	ModelWrite(w http.ResponseWriter, r *http.Request, params ModelWriteParams)
 	// DeleteSession Forget a session's observed state.
 	// (DELETE /sessions/{id})
 	DeleteSession(w http.ResponseWriter, r *http.Request, id string)
 	// ListTools The tool catalog, ready to hand to a model.
 	// (GET /tools)
-	ListTools(w http.ResponseWriter, r *http.Request)
+	ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams)
 	// EditTool Edit an existing UTF-8 text file by replacing literal text.
 	// (POST /tools/edit)
 	EditTool(w http.ResponseWriter, r *http.Request, params EditToolParams)
@@ -395,6 +718,36 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
+// (POST /model/edit)
+func (_ Unimplemented) ModelEdit(w http.ResponseWriter, r *http.Request, params ModelEditParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ModelGlob Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
+// (POST /model/glob)
+func (_ Unimplemented) ModelGlob(w http.ResponseWriter, r *http.Request, params ModelGlobParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ModelGrep Search file contents with a ripgrep regular expression. Answers the model text only.
+// (POST /model/grep)
+func (_ Unimplemented) ModelGrep(w http.ResponseWriter, r *http.Request, params ModelGrepParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ModelRead Read a UTF-8 text file and return line-numbered content. Answers the model text only.
+// (POST /model/read)
+func (_ Unimplemented) ModelRead(w http.ResponseWriter, r *http.Request, params ModelReadParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ModelWrite Create or fully replace a UTF-8 text file. Answers the model text only.
+// (POST /model/write)
+func (_ Unimplemented) ModelWrite(w http.ResponseWriter, r *http.Request, params ModelWriteParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // DeleteSession Forget a session's observed state.
 // (DELETE /sessions/{id})
 func (_ Unimplemented) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
@@ -403,7 +756,7 @@ func (_ Unimplemented) DeleteSession(w http.ResponseWriter, r *http.Request, id 
 
 // ListTools The tool catalog, ready to hand to a model.
 // (GET /tools)
-func (_ Unimplemented) ListTools(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -460,6 +813,306 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 	handler.ServeHTTP(w, r)
 }
 
+// ModelEdit operation middleware
+func (siw *ServerInterfaceWrapper) ModelEdit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ModelEditParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "X-Session-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
+		var XSessionID SessionID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
+			return
+		}
+
+		params.XSessionID = &XSessionID
+
+	}
+
+	// ------------- Optional header parameter "X-Session-Cwd" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
+		var XSessionCwd SessionCwd
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
+			return
+		}
+
+		params.XSessionCwd = &XSessionCwd
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelEdit(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ModelGlob operation middleware
+func (siw *ServerInterfaceWrapper) ModelGlob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ModelGlobParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "X-Session-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
+		var XSessionID SessionID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
+			return
+		}
+
+		params.XSessionID = &XSessionID
+
+	}
+
+	// ------------- Optional header parameter "X-Session-Cwd" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
+		var XSessionCwd SessionCwd
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
+			return
+		}
+
+		params.XSessionCwd = &XSessionCwd
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelGlob(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ModelGrep operation middleware
+func (siw *ServerInterfaceWrapper) ModelGrep(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ModelGrepParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "X-Session-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
+		var XSessionID SessionID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
+			return
+		}
+
+		params.XSessionID = &XSessionID
+
+	}
+
+	// ------------- Optional header parameter "X-Session-Cwd" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
+		var XSessionCwd SessionCwd
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
+			return
+		}
+
+		params.XSessionCwd = &XSessionCwd
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelGrep(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ModelRead operation middleware
+func (siw *ServerInterfaceWrapper) ModelRead(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ModelReadParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "X-Session-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
+		var XSessionID SessionID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
+			return
+		}
+
+		params.XSessionID = &XSessionID
+
+	}
+
+	// ------------- Optional header parameter "X-Session-Cwd" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
+		var XSessionCwd SessionCwd
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
+			return
+		}
+
+		params.XSessionCwd = &XSessionCwd
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelRead(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ModelWrite operation middleware
+func (siw *ServerInterfaceWrapper) ModelWrite(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ModelWriteParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "X-Session-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
+		var XSessionID SessionID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
+			return
+		}
+
+		params.XSessionID = &XSessionID
+
+	}
+
+	// ------------- Optional header parameter "X-Session-Cwd" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
+		var XSessionCwd SessionCwd
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
+			return
+		}
+
+		params.XSessionCwd = &XSessionCwd
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelWrite(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // DeleteSession operation middleware
 func (siw *ServerInterfaceWrapper) DeleteSession(w http.ResponseWriter, r *http.Request) {
 
@@ -489,8 +1142,27 @@ func (siw *ServerInterfaceWrapper) DeleteSession(w http.ResponseWriter, r *http.
 // ListTools operation middleware
 func (siw *ServerInterfaceWrapper) ListTools(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListToolsParams
+
+	// ------------- Optional query parameter "format" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "format", r.URL.Query(), &params.Format, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "format"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "format", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListTools(w, r)
+		siw.Handler.ListTools(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -932,6 +1604,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/tools", wrapper.ListTools)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/read", wrapper.ModelRead)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/write", wrapper.ModelWrite)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/edit", wrapper.ModelEdit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/glob", wrapper.ModelGlob)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/grep", wrapper.ModelGrep)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/sessions/{id}", wrapper.DeleteSession)
 	})
 	r.Group(func(r chi.Router) {
@@ -946,67 +1633,81 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Ft7c9u2lv8qZ7h3JlKXkuUkdzeVZ//wtZ3Wd/zIWE67u5HXgogjETEJsABoWfXou+8cgJRIk7Ldxsl0",
-	"Mvc/SQSBg995P3QfRCrNlERpTTC8DzKmWYoWtfs2QmOEkgcLTt84mkiLzAolg2FwGSMY//yVgYXSN0LO",
-	"gQuNkVV6GQKbGpXkFkFp0JgwK24RrAIbI2il7B4wOZZ4J4ylN2cq4ahBSCM4rhf14aJ8dSYShIzZ2IBG",
-	"o5JbBDZnQhoLwvbH8oNGg9LCNLeAaWaXEKlcWgPMEC0oaVEQBoKoj5Fx1EEYSJZiMAz+u1fctUeXDQMT",
-	"xZgyurVdZrTAWC3kPFitwhKV48MmKGcsReOIL6ABGzMLaiENqKlBfYscjGUWh7Db2339DqKYaRYR4KBm",
-	"Y7nf+1/W+33Q+7F/PexBH87dziwBJUEj49CRqtiJ0RMQhEakNEc+lgthY5UTHt090PhbLjRyenWhhUVg",
-	"kgNyYWERE5ZEZqYSES1pFyWfhyH8uj4kLG6qb1FDypZg2Q2OZfX6M61SYODhBgKbw3QJvV6xoOefmJCk",
-	"hBaPZa/HccbyxJZrnsW248Ma1zJmLWp65f8+1TC9ut8Nd1+/W/0tCBusXYWBRpMpadCJ/wetpgmm9DFS",
-	"0qK09JFlWSIih/5O5lf8+2dD7L+vEPA3jbNgGPzbzka/dvxTs1Pu606sC9C+hIv3B/Dj27//JxSbA3HV",
-	"I23ZNEGYRIrjxHGTfk0VxwQs3lmYqNxmuZ30nZwWxxE1B8yyRM0dMlplqK3wV7RKJe6DsJiapwgvtrlU",
-	"KglWa/yY1mxJ33PJbplIiMgWe0EngY2FKSUmZsYJWsSkVBZ0LkGqBXTmiZq62801ZlDKtBYZfe+GGzw0",
-	"MqNkn4TjOdR/3JDXfgPHf680wfBTgc3VepWafsbI0mtVHBqQ1q7dsB9hMM8FZzLCdpNKh74yYJbGYtrL",
-	"tEozC+Urjsv9puSW+tByWt2gM86FNygfKjRbnWO4nZZ/js7PQMgst+ChDAHvWGSTJZmFjQgaREOmOHiI",
-	"WBjc9eaqV/xIutK/YItTNIbNsQG7u0qdnNo1Kgi28eZQzGZNaM8lQpzLGy88byAREsniglPsO7vnPAvZ",
-	"QXIz1+4LI0mV7j51DktcXOKdbcVbJbx8JvOk0AUPcAtvbNzuYqp4uFWbjcP18W23P+LC/iy8oXqIALwf",
-	"XR8dHl9en51fXr8//3h2CB28syg5cjI2dPOut+n08RV5ljkZ8VQZC0akImGaPLhK+LUnNiwlwBueVwbG",
-	"wWltNd7ZcVDAbWK1AGGhw1VkdsgTmX7Ku02AUfITIasCLaTFOWq6oturZrIawD40TMYybbft+ADuzdpw",
-	"TUd56DbEj633Eg0xKWBqcuNEWNQsAY1ZwiJMyek65YaPhhx14X3964Q5xwSt99kps1HcagU2jNl+onMU",
-	"VpUn9+E0N9bvWap1697F+muWJM3NL/xDYEnit0LTh0Pvxg2dNmOJQeiwxChYxCiBlKO75z+7h2FFrCAl",
-	"mliWIdNrW6NkhETZFrWaKpUgkw1+VjAJqyzZxstTtIwzy1oMu5jNnu8rnR16ysX4LbeRcoG/5WhadPlI",
-	"2Bh1FTByl5vLQceZuQrLui7Aciq3B+Rtp8rGTcXjenmtc9k88SDG6AbwFvXSxu4Epuc5ia0JS1/Me1Oc",
-	"KY09H2360DKEW9QUoYVeMIScdx21Gm2upXs3ipmco4sxIZdiJpADIbP2/bShv6U//Tmy9RxRCQOHSPO6",
-	"I7opSzxg4CI+5CAkUKCtQ0AWxetcBk2eWPIlzhCSofM4hE4dlCa8PWa7vd3BAJz4dPswQkl7GktxvZrV",
-	"zGqFlx6sNSf7sB9FmFlPD7GxtN1mDxi/JWYa/9Bh60MVCrrp69reK4nPDpzWJm4VBim7O/bv7A4GYZAK",
-	"WX7dCvfaDK9daxPwD+RwrXKAh2V+x0uq3e1cRARTFt2g5O1B0L8M7l/A4G64vN2ukcY0DWxaMb1PyePa",
-	"TBMXXPDxdCRVrAs3B7VR+FOiphXLWyexXXoPy6oHIW+Q6SgGIesMqWbFC6VvTEb8azKIbYolLgotdMFU",
-	"ix3bmVILLn0G/JBYuh8UT4kwL4mV6kp5UAf78z6Mgx9+2Pmhb8046LbIaTNYdae2Aqsx2wqskFGSc2yP",
-	"3F1GOBOJRQ0zpWERi4JkU0F8Ta8jNnSf7j+b8LO5W42D7p5DGFJk0oAs7N+zY/Q6Ue8JLaU35a4NGX9R",
-	"rl/gPE+ccme6LE2tkSNMO0WCDWYpLbv7Ql7/jCzxwNXZbCyzeRHj56lTypvKBltOKt5qO6iM6h+E3nk6",
-	"Rd2eP9j21O1hFup3KJa3nVypDj2A+mEBh6NlIjFF4WKhvBd2PEiRjjHNSCxSbcow8hUg1FppoCUhOKF/",
-	"P7oeXe6fHF3/cnQxOj4/g87bwY8+5hsdjeiX69Hl+cXR9cez/V/2j0/2/3FyBJ2/D96EwHxxMPSVQeUU",
-	"bI7VGuEFcle08VJjrNJY1mymLvCLYuR76yhnwYzb0qLstjo2D0d7+SP1RYF15Efnj4Mjuu8QxgFkGmfi",
-	"rnXbuEh7n/IcLj2ueY0mGc4FViprYYWIfDB4ExV0ui84DloJ2sh6ixAKm+AjuetDovaTBVsaYFOV2+E0",
-	"YfJmz/EfhKmWBgVHaSmA1k+rr3taUrKmNvSSt4anTfIvkPHtaVLCfDTUuFkzcX+MVU6xW3J5NZsZtO2o",
-	"thtrYujh8ejDyf7/eOPaKVsTlUjTFaqr1jpa8BDMMk2EvDEuZSrXtku1VZYlJ+UVnygylDUdf5cSmtom",
-	"24Df6kGfEV1Tkvano+tEpKJFXU7ZnUjzFLzBpDzGF3vccZTi1R3iQ9fn0hthIKLgkwOzlZ7CKwO9nkss",
-	"3dnQeT0YDBz6M6VTZoNhwFU+deKbCklkPJaHFCa9JkP1u+z2poxyp5nQxrp7bLvGbmu++UVk/aEw2kvC",
-	"l4XRNTV+vkHszVjkcqT2WvSfirlHLg55zoWeX8G+NzHLkLyGC2spInQfQrA6lxGzyENwCrdyARAFmXuw",
-	"eatIq+g9pyFD+HRPG4RlwkU/kIycOQaGTl5WV6urrQdozJrF8RfPXx62OZrB0bZege+nPCM28hX6Ynkb",
-	"Db9SSPF1K2lhQDuyss1ShpORRmaJujzj9OHJ2HKzS/hIOc5daKvprXQHH+QJlHF8vHzfe+fLAMVCsiAu",
-	"6mqPj75CEe4b195etEb1dBXvGa6vCHL/lO/bapnDNecfkZkvM9J1TXphY0FBKka5FnY5ovM8aVNkGvV+",
-	"3gbnRWWowAkioOSZEsXMwE7s8r7foUNidnB+MXIReyLmsTVdLyGVmQGdyyIr6vWsukHXy3U3dwx2dGzY",
-	"EVub+Z65kDO1JX+oeihX03Bd3CLyeTAG0Slb6FyYSLnbuNVjWWtBd4Gewc+Xlx92/jk6P6t0oL1b9BW+",
-	"Wh80BDaWU5U7OXaDGwshuVqEblfWoqmGzdAuC4Xtj+VYHq0pAibNArWByf24YKwvcJS8HQerCbHE5FGE",
-	"xvhDNqMEY1mmolPFl1XyrWZlDlrOFXR8LuEtRTlRMJadyfYEaBJW0NhkTV0iacZEkmt0N9r3t3FEiKKx",
-	"7OZNmIHJgVel3uWS/G91yuKzUXKyR4hW1/jRGq7QR+cZ06awYylywYCkxo/HzHIyNp23FDzCZYzEGU8B",
-	"R7ozd2XfyCbLIQh5yxLBvdEmbkEuM+ZEnn7a/Q8wudZqziyOJZqIZUg59A0uYS5uSbwXIkLokCozeiti",
-	"BntCGkr4rbjFZOmRJbYBm1nUfmLmliU5AtNYIxgmx2e/7J8cH17vX/z08fTo7HJC1lWCKgeDShfggBxL",
-	"QpIM5mTL9FMiIpQGN3FAcHp8WclI3dTDzPRYJoIwKHo3wTAY9Hf7g8LrSno4DN70B/03gc+6nOHYwdti",
-	"jmwVBqUpoAdzH2yvXe0xD4ZFiej34MHQzevB4JGBmz82aFNUoVrmbC43RkgYyLN+zRgGw09XYWDyNGV6",
-	"6Ur5tyjRmD2QiJzkDdbmyrK5qcURJriivXZSJKEq0Shg6y9ZmhQ/FZmm2bkXfOXNWYIWm0gdut+LSaf6",
-	"MMTw072fjCr8UcFTwYOqN/B+8wuno64ajHr76FSgG6ZQeq6sRVkNEYR1NaJc3ki1kN2+rwm5mGIbQ9cH",
-	"V2anqgx672tWrDKRWB+3q3KqxL3g03oEqlVKT4SxbnTpa8ppOZ7VIqhHvtPoBnGIuSFUnofN2RxnW9qn",
-	"h14C6HIsqIzZQufJXPk7dt5Ukf0lD1BFvJik2sDthj+cJCrTAvoRFw70pqy30bxZsrMZzVyFz118sOCB",
-	"F24X3f9D8eWLMbbaxV/VIzTSydVXlKlKo22L/XPhEWkiMQP5S4gHHeqaqeVUbyX3ccdNl0UflB4mlQ7p",
-	"4+JC8dh2cfkpUdPvQlyqrcdvLC61CkyLwJwWCaSvobyIzRaSFz28RaxM2X307Ujme35lm7JsTnWfEBON",
-	"2SNiojH7PsSk0kj9q4qJLwLPtcozn20Tp19CbEZFy5KsSXGlIodk5Yww6Eaz83G5IR9WlZv6nX6lzSe+",
-	"ojF0xmonS5iQE5f0+NRs3YdhaTkMSUkFuoF3CsHHMopzeYMcJtUdKBEJYZbkJvYLPW6UBmRa8TxC3of9",
-	"MokaS5cwFDsTzFOcMwlsqrT1BFjNpJmh9tF+XQEukPHvQgGqfZBvrACVwvuqaCZ7Xu65v3IYtP+V21nv",
-	"XX3Hln8aNP1xpUzwEopClAJreOBK/Y9krefbD5Soenge1xRXq9huYl216rsQsVrB9xvLWLVw+FTsVnTa",
-	"X0JgDlzp3I0A5ElSBmrYlKFWEamnz/Uq4qcrYlPxyrrw4F8ldhc/rBOzym+VtHp1tfr/AAAA//8=",
+	"7Hxrc+O2kvZf6eJ7qkbOS8l2krOb2LUffGzPxKd8mbI8ye6OvBZEtkSMSYABQMvKlP77VgMgRUqULV9y",
+	"aiaz3ywSBPqO7gcNfw4imeVSoDA62Psc5EyxDA0q+6uPWnMpDqcx/YpRR4rnhksR7AVXCYJ2799omEp1",
+	"y8UEYq4wMlLNQmAjLdPCIEgFClNm+B2CkWASBCWl2QcmBgLvuTb05VimMSrgQvMYq0E9uCw/HfMUIWcm",
+	"0aBQy/QOgU0YF9oAN72BeK9QozAwKgxglpsZRLIQRgPTRAsKGhSEASfqE2QxqiAMBMsw2Av+s+t57RKz",
+	"YaCjBDNGXJtZTgO0UVxMgvk8LKVycrQqlHOWobbEe9GASZgBORUa5EijusMYtGEG92C3u/v9TxAlTLGI",
+	"BA5yPBAH3f9m3T92uj/3bva60IMLOzNLQQpQyGLoCOlnYvQGOEkjkirGeCCm3CSyIHls7YPC3wuuMKZP",
+	"p4obBCZiwJgbmCYkSyIzlymPZjSLFJvJEH6rFgk9p+oOFWRsBobd4kDU2R8rmQEDJ24gYccwmkG36wd0",
+	"3RsdkpXQ4IHodmMcsyI15ZiN1HZy1NBazoxBRZ/8z8eGTK8/74a73/80/1sQrqh2HgYKdS6FRmv+ZzLG",
+	"9FgpqehXJIVBYaxN4L3ZzlPGxb5VoEbzH4UZd3+il+tNZx62+FCu5CjF7I2GoSxMXpghdIZ20T0YFDs7",
+	"P0QZas0maH/gcCsEUrMTvWGmIMMBbjREMsYeHN+hmsGY8bRQSLrfzoiN7e+ACT0lO9MyBFaYxNpDIW6F",
+	"nApQsjCogYsoLWKMe8E8dPxf4b35E9k3UqY13kPAexaZdGb5o4XsH5YF0IjaEvbeyWyJLJbnKY+sW2x7",
+	"qf7/T5pWqlP1N4XjYC/4f9uLwLft3urtct4WWg8EXL49hJ9//Pu/lypr6GGUIgxJA0Mr1gXRloeSvZ4N",
+	"IH45ouZAmETJnEdXUqbWcJXMURnuLLBBw4pEySnywtwsmGNxzF3AeF+bx6gC22QfMcNSOSHxL+L+sLfw",
+	"DDn6hJEJwuC+O5Fd/5BE2rtk0zNnlkSG88a2WFkGoWDvoxvVpGOJg+vlledhU0K6fR8iI7IxqhoMnjoN",
+	"Q/vScsUNZvoxG2hqZF5RxJRiM/p96KS2qixTErjROn6adasUgt0xnpJdtfBs+TUJ12X0TZi2QTtiQkgD",
+	"qhAg5BQ6k1SOrEFOFOZQ7g+K5/S7HkoUMtLrplL6sCCvnYMl3TvZtOm3Locn2/+k4DETEa43izca9Ewb",
+	"zLq5klluoPzEOmZvdRdYa83hUnL0NF/ztPyzf3EO1ubBiXIR8JheCnWU1jzVFzdxuRobNQm26eaIj8er",
+	"or0QCEkhbp3x/AApF2g3IRuL782+zdIop6CU7cb+YGSpwvLT1LDAabnDrMhbpnH5ThSp9wUn4BbdmOTx",
+	"EGRHLSYOq+XbuD+OufmFu71lWQLwtn9zfHRydXN+cXXz9uLD+RF08N6giDGm/YE433L5Ef35hrK0CSVE",
+	"mdQGNM94yhRlwzKNbxyxYWkBbq94o2EQnDVG470ZBF7cOpFT4AY6sYz0NmV1upfFW6sCRhGfclE3aC4M",
+	"TlARi3auRshaEexyYNKGKbNuxiVxL8aGFR3louskfmLcxr5iJl5Mq9o45QYVS0FhnrIIM0pgrXPDB01J",
+	"r89k3eck8xhTNC7/zZiJktYosFDM+hVdfiLLlXtwVmjj5izdunVuP/6Gpenq5JfuJbA0dVOh7sGRS4k1",
+	"rTZmqUbosFRLmCYogJxja9/9bV+GNbOCjGhieY5MVbFGigiJsjVuNZIyRSZW9FmTSVhXyTpdnqFhMTOs",
+	"JbDz8XjzvdLGoce2GDflOlIu8fcCdYsvH3OToKoLjLbLBXPQsWGuprItW6xYl9sH2m1H0iSrjher2Y0q",
+	"xOqKhwlGt4CUp5vErsDUpCCz1WG5F8fdEY6lwq6r3FyZFsIdKqp2QmcYXEy2LLUKTaGE/TZKmJigrdeg",
+	"EHzMMQaSTLX304SOS7f6Jra1iamEgZXIKrt94pSlTmBgk3SMgQugolWFgCxKKlwAdZEa2ktsIKRA5+QQ",
+	"WneQiuTtZLbb3d3ZAWs+Wz3oo6A5taEaWY4bYbWmSyesSpM9OIgizI2jh9RYxm69Dyy+I2Vq99Is8mUq",
+	"YOlnFe+lwI0TpyrEzcMgY/cn7pvdnZ0wyLgof64VdxWGq611VeDvacM10go8LLGSuKTacmczIhix6BZF",
+	"3J4E/V/A/QIC7kLL6+MaecxqgM1qofcxe6zCNGnBJh+PZ1J+XLhYqI3Cd6kc1SJvk8R26z0qEUSSvEam",
+	"ogS4aCqkjjBNpbrVOelvVUFsATzaLNT7gq4Dh+uV0kguHZq0TCzxB/4tEeYssYZUlgt1sDfpwSD47rvt",
+	"73pGD4KtFjtdTVbtqq2CVZivFawHcdozd1sRjnlqUMFYKpgm3JOsaxKv6LXEhvavz590+EnfzwfB1r6V",
+	"MGTIhAbh49/GOXqTqLckLakW0PGCjC9U65c4KVLr3LkqYd5KciTTji+wQc+EYfcv1PUvyFInuKaaHfrn",
+	"cvwis055W5tgzUr+q7aFyqx+KfUushGq9vrBtJduy1Wom8EPb1v57PB9OwBg4QwL6T2x5j47fG9rbqjN",
+	"AB3KrC5EOqOyLoQYtVFFRJbiHsgcxW9SpTH93HoGELYRXtf/2uE6z0DY0M4Daj3lbYl3A7hjAkhjDqzb",
+	"Trk2Q58MribWT8PZStN6PkJ1kaM4OHlbiKjU69NAqj8FT3olY3giXrRePO3uO64J7SElLYm40tUitFUz",
+	"PRrg7Nuw7YM2mh9DlN1IOEyYgUOZ5Sm6UPJUWLkmpRZQpXagsbTVLJ85xGgYT7UHbqfSVSF2D8qQwqxe",
+	"dZhItiUDfXdogUpJZc+OQrCb/tv+Tf/q4PT45tfjy/7JxTl0ftz52dW8/eM+PbnpX11cHt98OD/49eDk",
+	"9OAfp8fQ+fvODyEwd9AYulNGaROMCdbPGy8xtqC12zW1kQpLzHpkC98owXi/qvKmTNspDYqt1sTeiaNd",
+	"h/7crKp8af1BUB6tBZArHPP71mkTD/s9ljlbeLCRNa+SYUuA2mFQWCNi9XxvELQStNjrWzZhblJ8ALtb",
+	"JuognbKZBjaShdkbpUzc7lv9A9f10yweozB8zFE9nr54n3OUVNSGzvIq8bR54iWyeD1MlDJXDa5wtgpc",
+	"PqQqm9i0uJ0cjzWadqm2J6uk0KOT/vvTg/9yyWWnbHOoVdr20LuerUbTOAQ9y1IubrWFjMqx7VZtpGHp",
+	"acniIyBriWk7XkrRNCZZJ/i1FcQG6AKlUs9GF1Ke8RZ3OWP3PCsycAkjyLEHu+1yplBLZeBy6m/hHa4h",
+	"ouI7BmZq/QlvNHS7Fliza0Pn+52dHSv9sVQZM8FeEMtiZM0344LIeAiH8Sltw4aavOx2R0yTMXCljeVj",
+	"HRu7rXjbi8h6EozgLOFlMELDjTcPiN0xiyxG1H4W9yzMoW/rsE0Y2jzj+qwTliPtGrasp4rY/hGCUYWI",
+	"mME4BOtwc1sAUpG9D4uvPKxE31kP2YOPn2mCsASc6AHZyLlVYGjtZX49v167gMJ8Ndl7dfxm+Zh3tThc",
+	"l9u68+SNqww/vI2G3yil+HNPEsKAZmRlplrmnJFCZoi6Io/pj0dTz8Us4QPHEZahtaG31tCyhJMUaQof",
+	"rt52f3IwqB9IEcRmXe350Z9wCPEvPnt4VYz+8VOMDbY+n+Q+a+9bG5nDSvMP2MzLgnTTk145WFCSilGh",
+	"uJlZfMCRNkKmUB0UbeK8rDUoWkMEFHEuue8/3E4s7vUHdMjMDi8u+zZjT/kkMXrLWUit/1AVwldF3a6R",
+	"t2h7WSznVsGWjoU6EmNy1+bFxViuqR/qO5TFdF1V6DKfpZbKTtn1FXMdScuNHT0QjRacLaB38MvV1fvt",
+	"f/YvzmsdOG5bbGl5C4ENxEgW1o5tE+iUi1hOQzsra/FUzcZoZt5hewMxEMcVRVUb4PDzwCvWAbylbgfB",
+	"fEgq0UUUodZukUX320CUpehIxrM6+UaxsgYtW+E6rpZwkaJsghuIBxscw5o0FlXTFpHkuxotRweOG0sE",
+	"9401tneVaRgeOlfqXs1o/603Bn7SUgz3SaL1Ma5NN5bosvOcKe3jWIYxZ0BW41ptxwUFm86PlDzCVYKk",
+	"GUdBjMRzbI+9IpPO9oCLO5by2AVt0hYUImfW5OnR7r+BLpSSE2ZwIFBHLEeqoW9xBhN+R+Y95RFCh1yZ",
+	"0VcR09jlQlPBb/gdpjMnWVIbsLFB5bpv71haIDCFDYJheHL+68HpydHNweW7D2fH51dDiq4CZNlkXG4B",
+	"VpADQZKkgDlc00md8giFxkUeEJydXNUqUoupjXWX5TwIA392HewFO73d3o7fdQW93At+6O30fghc1WUD",
+	"xzbe+Z70eRiUoYBeTFyyXW21J3Gw5yHyP4KlBt7vd3Ye6BF9Wm+oR+HXtLH6IMQ1FHmvEQyDvY/XYaCL",
+	"LGNqZo8y71Cg1vsgEGOyN6jClWET3cgjdHBNc21nSEZVSsM19FLYsXuBXIeuapbRhpim1ifeX/SvYNsB",
+	"rPTtEDpV87UvVHVYbvID4ZfcCn3AoCAohW/MXfjlXj1U0Kuqk3cgFh7res1XO52r6LF457AD8i2uB4Jr",
+	"mJJrDt8dX8G2t5eedWKQ4zGFGp7lUhlU2hll0zBcCzdJqgm3fmxX9mLI9qLLfx5uOvhwGgfza7d3ojb/",
+	"kPHs1eyv3sQyb27QlMrM202/bcZq3PaiwdsatU3FNvzKtcVbQ69Mm0i0x//lnY5atmr3z9HMn9zTy7R2",
+	"pk9hyO1KS43TZHF1z7CvSqewbkDb63PdgL79dtzgHUnqa3eDekfBF+oGb7mI/YH6NJG6bAVwvQHMHcCX",
+	"PQPlSfHWSzxAYf5sD1CYf0MeQJL66j2g1vrxhXpA37dCUMz3PPvajJV3D0CtNFG8wAWoBHquC9C3344L",
+	"XJKkvnYXqJ9dfKEuQCQCW8mAaohZygV2HWBPpZ2Tywt8wJb+z3UC+/G34wUWCfvq3aABJH+hfnBoMXTb",
+	"C1CkaZn/46prPMvyvfq7NHfPC6/2vO3RjGWpf1Ta+PZnHs+dx6TofKhpM0f2udfoqtnYq8kexPVACI+D",
+	"ZW28+Hry9Yo6f3zwWr69gSXVRBqDoo6rc2MbK/zV363ekzS9uCPbyHldower/UuA5n33ugZLuXslVv1c",
+	"k7Zz1PK6+dAdiA6rCwP2Ph2J2zbylV+Eq1fsBoKibvstQHedvTa5KcOkw3q5u8E/EBhJNwMFpMQidbVV",
+	"daPJpJx8D4bW6vhwIDrrOoi2Qhiy8s7pEDrLF1fpfRblNMX6JjkPI9f68Ryy5xrxS+4GYhnH2wcmZiDt",
+	"DRgHGnIN7VBhWyw95dq4Jqp2n/i9QDVbOIU/0q47QtW5auVkWwq9KIIwyKK87czt+oUonxR4MV4b75fu",
+	"564N9auNXfrRsUt3mR8bXm+fnF+vQR79gZftzzJJw24R/K5DTkg2+xqeXnbHLRamBNo2bSf2DEQCc+G7",
+	"7vK+u3Lh7yvwZdOyjmNuLesbhe1ecWl7ZLjGdmxKSlsBKcP/04cXmscLMMAHzWUZ5muay7tUjv4S5vI8",
+	"eOtVlm70zbQYzJk/9ndw1qskDc8Cyh42kyUsbMlMFOZ/DTN5Fgb0rzUT17o3UbLIXY+EzfJfwWyeiS49",
+	"aDcPA0guR3R9KHuw+Pc3Q7vJumq46p6l5NFVs6CNQvsvjyjhGogoKcQtxjCszzCS8SyEcVroxA10cmPK",
+	"lsBxEWHcg4OybB4Ie8zrZyYxj3DCBLCRVMYRYBQTeoyqLWG7RBb/JRzgeQjQKy7tzT981X+GVGvueA1H",
+	"eS4G9aCnrMBMTQuzmMRfwsSeia685tob5W7+fsRrGMzmYE2biTSbHpq9Xx+vSU3+k6pdxFRlkH/gsJ3a",
+	"gwoqqD2rdUfMr+f/GwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

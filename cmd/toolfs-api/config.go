@@ -53,6 +53,7 @@ type config struct {
 	eventsMaxSubs     int
 	eventsMaxWatches  int
 	eventsHeartbeat   time.Duration
+	publicURL         string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -85,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.sessionKeyPrefix, "session-key-prefix", "toolfs:", "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
 	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
 	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
+	fl.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server at (e.g. https://tools.example.com/toolfs): the servers entry of /openapi.json (default: the request's scheme and Host; X-Forwarded-* headers are not trusted)")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.BoolVar(&c.events, "events", true, "serve the change feed GET /events (docs/events.md)")
 	fl.IntVar(&c.eventsMaxSubs, "events-max-subscribers", 64, "GET /events streams open at once (more get 503 TOO_MANY_SUBSCRIBERS)")
@@ -166,6 +168,11 @@ func (c config) validate() error {
 	}
 	if c.searchSandbox != string(search.SandboxRequire) && c.searchSandbox != string(search.SandboxBestEffort) {
 		return fmt.Errorf("--search-sandbox must be require or best-effort, not %q", c.searchSandbox)
+	}
+	if c.publicURL != "" {
+		if err := checkPublicURL(c.publicURL); err != nil {
+			return err
+		}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
@@ -270,3 +277,21 @@ func validHeaderName(s string) bool {
 	}
 	return true
 }
+
+// checkPublicURL accepts an absolute http or https URL with a host, and
+// optionally a path (a proxy's prefix), nothing else: importers join it
+// with the view's paths.
+func checkPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("--public-url %q: %v", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#") {
+		return fmt.Errorf("--public-url %q: it must be an absolute http:// or https:// URL with a host and an optional path, no user, query or fragment (e.g. https://tools.example.com/toolfs)", raw)
+	}
+	return nil
+}
+
+// publicBase is --public-url without trailing slashes, so the view's paths
+// (/model/<tool>) join it with one.
+func (c config) publicBase() string { return strings.TrimRight(c.publicURL, "/") }

@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -83,10 +85,62 @@ func newProblem(err *tools.Error) problem {
 
 // writeError is the one writer of problem bodies: tool calls, the
 // validator, auth, the body cap and the generated code's error hook all end
-// here.
+// here. Under /model/ (modelAnswers) the body is the problem's output
+// alone, as text, with the same status.
 func writeError(w http.ResponseWriter, err *tools.Error) {
 	p := newProblem(err)
+	if answersText(w) {
+		writeText(w, p.Status, p.Output)
+		return
+	}
 	writeJSON(w, p.Status, "application/problem+json", p)
+}
+
+// writeText answers text/plain: the model text of /model/*.
+func writeText(w http.ResponseWriter, status int, text string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(text)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	io.WriteString(w, text)
+}
+
+// textAnswers marks the writer of a request under /model/: every answer
+// there, failures included, is the model text alone (api/openapi.yaml,
+// ModelText and ModelError), whichever layer fails.
+type textAnswers struct{ http.ResponseWriter }
+
+func (w textAnswers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w textAnswers) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// modelAnswers marks the requests under /model/ (see textAnswers). It runs
+// before every layer that can refuse a request.
+func modelAnswers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isModel(r.URL.Path) {
+			w = textAnswers{w}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func answersText(w http.ResponseWriter) bool {
+	for {
+		if _, ok := w.(textAnswers); ok {
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
 }
 
 func writeProblem(w http.ResponseWriter, code tools.Code, message string) {

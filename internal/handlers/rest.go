@@ -92,14 +92,7 @@ func quote(s string) string {
 // ReadTool serves POST /tools/read, as JSON or, with Accept: text/plain, as
 // a streamed text body.
 func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request, _ api.ReadToolParams) {
-	c := callFrom(r.Context())
-	raw, terr := s.body(r)
-	if terr != nil {
-		s.x.Refuse(c, tools.ToolRead, terr)
-		writeError(w, terr)
-		return
-	}
-	rd, terr := s.x.Read(r.Context(), c, raw)
+	rd, terr := s.read(r)
 	if terr != nil {
 		writeError(w, terr)
 		return
@@ -114,6 +107,17 @@ func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request, _ api.ReadToolPa
 		return
 	}
 	writeJSON(w, http.StatusOK, "application/json", readResult{res})
+}
+
+// read starts the read of a request: its body, then the executor.
+func (s *rest) read(r *http.Request) (*tools.Reading, *tools.Error) {
+	c := callFrom(r.Context())
+	raw, terr := s.body(r)
+	if terr != nil {
+		s.x.Refuse(c, tools.ToolRead, terr)
+		return nil, terr
+	}
+	return s.x.Read(r.Context(), c, raw)
 }
 
 // stream answers a read as a chunked text/plain body (docs/api.md,
@@ -151,15 +155,11 @@ func (s *rest) GrepTool(w http.ResponseWriter, r *http.Request, _ api.GrepToolPa
 	s.call(w, r, tools.ToolGrep, s.x.Grep)
 }
 
-func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run func(context.Context, tools.Call, []byte) (tools.Result, *tools.Error)) {
-	c := callFrom(r.Context())
-	raw, terr := s.body(r)
-	if terr != nil {
-		s.x.Refuse(c, tool, terr)
-		writeError(w, terr)
-		return
-	}
-	res, terr := run(r.Context(), c, raw)
+// runFunc is one of the executor's tool calls other than read.
+type runFunc func(context.Context, tools.Call, []byte) (tools.Result, *tools.Error)
+
+func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run runFunc) {
+	res, terr := s.run(r, tool, run)
 	if terr != nil {
 		writeError(w, terr)
 		return
@@ -167,9 +167,78 @@ func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run fun
 	writeJSON(w, http.StatusOK, "application/json", res)
 }
 
-// ListTools serves GET /tools.
-func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, "application/json", s.x.Catalog())
+// run reads a request's body and runs the call.
+func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *tools.Error) {
+	c := callFrom(r.Context())
+	raw, terr := s.body(r)
+	if terr != nil {
+		s.x.Refuse(c, tool, terr)
+		return tools.Result{}, terr
+	}
+	return run(r.Context(), c, raw)
+}
+
+// ModelRead serves POST /model/read: the read's output as text, the whole
+// window at once (a late failure keeps its status, never a broken stream).
+// modelAnswers made every failure text.
+func (s *rest) ModelRead(w http.ResponseWriter, r *http.Request, _ api.ModelReadParams) {
+	rd, terr := s.read(r)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	res, terr := rd.Window(r.Context())
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	writeText(w, http.StatusOK, res.Output())
+}
+
+// ModelWrite serves POST /model/write.
+func (s *rest) ModelWrite(w http.ResponseWriter, r *http.Request, _ api.ModelWriteParams) {
+	s.model(w, r, tools.ToolWrite, s.x.Write)
+}
+
+// ModelEdit serves POST /model/edit.
+func (s *rest) ModelEdit(w http.ResponseWriter, r *http.Request, _ api.ModelEditParams) {
+	s.model(w, r, tools.ToolEdit, s.x.Edit)
+}
+
+// ModelGlob serves POST /model/glob.
+func (s *rest) ModelGlob(w http.ResponseWriter, r *http.Request, _ api.ModelGlobParams) {
+	s.model(w, r, tools.ToolGlob, s.x.Glob)
+}
+
+// ModelGrep serves POST /model/grep.
+func (s *rest) ModelGrep(w http.ResponseWriter, r *http.Request, _ api.ModelGrepParams) {
+	s.model(w, r, tools.ToolGrep, s.x.Grep)
+}
+
+// model answers a call with its model text alone (docs/api.md, "Model
+// text answers").
+func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string, run runFunc) {
+	res, terr := s.run(r, tool, run)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	writeText(w, http.StatusOK, res.Output)
+}
+
+// ListTools serves GET /tools: the catalog, or with ?format= the tools in
+// an ecosystem's shape (an empty format counts as absent).
+func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request, p api.ListToolsParams) {
+	format := ""
+	if p.Format != nil {
+		format = string(*p.Format)
+	}
+	body, terr := catalogIn(format, s.x.Catalog())
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", body)
 }
 
 // DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.

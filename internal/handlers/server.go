@@ -39,6 +39,10 @@ type Config struct {
 	// Sessions resolves each request's session from its headers
 	// (--session-headers, --default-session).
 	Sessions tools.Sessions
+	// PublicURL is the base URL clients reach the server at, without a
+	// trailing slash (--public-url): the servers entry of GET
+	// /openapi.json. "" = the request's scheme and Host.
+	PublicURL string
 }
 
 // Deps are what the REST layer calls; every one is required.
@@ -65,10 +69,15 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 		return nil, err
 	}
 	spec.Servers = nil // the validator would otherwise match the Host header
+	specJSON, err := api.SpecJSON()
+	if err != nil {
+		return nil, err
+	}
+	version := spec.Info.Version
 
 	si := &rest{x: deps.Executor, maxBody: cfg.MaxBodyBytes, writeWindow: cfg.StreamWriteWindow}
 	r := chi.NewRouter()
-	r.Use(accessLog(deps.Logger), recoverer(deps.Logger))
+	r.Use(accessLog(deps.Logger), modelAnswers, recoverer(deps.Logger))
 	if len(cfg.CORSOrigins) > 0 {
 		r.Use(cors.New(cors.Options{
 			AllowedOrigins: cfg.CORSOrigins,
@@ -88,9 +97,11 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			MultiError:         true,
 		},
 		DoNotValidateServers: true,
-		// A tool body is decoded once, by the executor. /metrics,
-		// /openapi.yaml and /events are served outside the generated code
+		// A tool body is decoded once, by the executor. /metrics, /events
+		// and the documents are served outside the generated code
 		// (oapi-codegen prunes their operations from the embedded spec).
+		// GET /tools checks its format itself, with a message naming the
+		// formats.
 		Skipper: func(r *http.Request) bool {
 			switch {
 			case r.URL.Path == mcpPath:
@@ -98,7 +109,10 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			case r.Method == http.MethodPost:
 				return isTool(r.URL.Path)
 			case r.Method == http.MethodGet:
-				return r.URL.Path == "/metrics" || r.URL.Path == "/openapi.yaml" || r.URL.Path == "/events"
+				switch r.URL.Path {
+				case "/metrics", "/events", "/openapi.yaml", "/openapi.json", "/openapi-full.json", "/tools":
+					return true
+				}
 			}
 			return false
 		},
@@ -121,6 +135,14 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: GET /events (the change feed is off: --events=false)")
 		})
 	}
+	r.Get("/openapi-full.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(specJSON)
+	})
+	r.Get("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		view := newToolView(deps.Executor.Catalog(), version, serverURL(cfg.PublicURL, r), cfg.Token != "")
+		writeJSON(w, http.StatusOK, "application/json", view)
+	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -133,8 +155,13 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	api.HandlerWithOptions(si, api.ChiServerOptions{
 		BaseRouter: r,
 		// Parameter binding: sessionHeaders checked the session headers
-		// already, so what is left is a malformed header or path value.
+		// already, so what is left is GET /tools' format given twice, or a
+		// malformed header or path value.
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.URL.Path == "/tools" {
+				writeProblem(w, tools.CodeInvalidArgument, "give format at most once: format=openai, format=anthropic or format=mcp")
+				return
+			}
 			writeProblem(w, tools.CodeInvalidSession, "malformed session header or id: "+firstLine(err.Error()))
 		},
 	})
@@ -144,9 +171,13 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 // mcpPath is where the MCP transport is mounted.
 const mcpPath = "/mcp"
 
-// isTool reports whether path is one of the tool routes, /tools/<name>.
+// isTool reports whether path is one of the tool routes, /tools/<name> or
+// /model/<name>.
 func isTool(path string) bool {
 	name, ok := strings.CutPrefix(path, "/tools/")
+	if !ok {
+		name, ok = strings.CutPrefix(path, modelPrefix)
+	}
 	return ok && slices.Contains(tools.Names, name)
 }
 
