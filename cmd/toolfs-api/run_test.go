@@ -108,6 +108,10 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"bad redis url", nil, map[string]string{"TOOLFS_SESSION_STORE": "redis://u:hunter2@h:6379/notadb"}, `--session-store "redis://u:xxxxx@h:6379/notadb"`},
 		{"bad default session", []string{"--default-session", "has space"}, nil, "--default-session"},
 		{"bad session header", nil, map[string]string{"TOOLFS_SESSION_HEADERS": "X-Chat-Id, bad header"}, `--session-headers: "bad header" is not a header name`},
+		{"public url without scheme", []string{"--public-url", "tools.example.com"}, nil, `--public-url "tools.example.com": it must be an absolute http:// or https:// URL`},
+		{"public url with query", nil, map[string]string{"TOOLFS_PUBLIC_URL": "https://tools.example.com/?x=1"}, `--public-url "https://tools.example.com/?x=1"`},
+		{"public url ftp", []string{"--public-url", "ftp://tools.example.com"}, nil, `--public-url "ftp://tools.example.com"`},
+		{"public url with user", []string{"--public-url", "https://u:p@tools.example.com"}, nil, `no user, query or fragment`},
 		{"lock folder path", []string{"--lock-dir", "/tmp/locks"}, nil, `--lock-dir must be empty or off, not "/tmp/locks": lock files live in the workspace root's .toolfs-api folder`},
 	}
 	for _, tc := range cases {

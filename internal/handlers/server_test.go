@@ -40,6 +40,8 @@ type options struct {
 	noRg      bool
 	sessions  tools.Sessions
 	profile   render.Profile
+	publicURL string
+	root      string // "" = a new temporary folder
 }
 
 func start(t *testing.T, o options) *harness {
@@ -51,7 +53,9 @@ func start(t *testing.T, o options) *harness {
 		REST: handlers.Config{
 			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
 			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
+			PublicURL: o.publicURL,
 		},
+		Root: o.root,
 	}
 	if o.caps != nil {
 		so.Caps = *o.caps

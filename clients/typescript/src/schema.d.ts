@@ -101,10 +101,133 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The tool catalog, ready to hand to a model. */
+        /**
+         * The tool catalog, ready to hand to a model.
+         * @description Without `format`, each tool's name, description, JSON input schema
+         *     and system-prompt guidance. With `format`, the same tools in that
+         *     ecosystem's shape, descriptions without the guidance: `openai`
+         *     (Chat Completions `tools`), `anthropic` (Messages `tools`), `mcp`
+         *     (an MCP `tools/list` result, with annotations). An empty `format`
+         *     counts as absent; any other value is 400 `INVALID_ARGUMENT`.
+         */
         get: operations["listTools"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read a UTF-8 text file and return line-numbered content. Answers the model text only.
+         * @description The same call as `POST /tools/read` (headers, sessions, policy,
+         *     metrics), answering only the model text: on success the `output`,
+         *     on failure the problem's `output` with the problem's status. This
+         *     is what `GET /openapi.json` offers importers.
+         */
+        post: operations["modelRead"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/write": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or fully replace a UTF-8 text file. Answers the model text only.
+         * @description The same call as `POST /tools/write` (headers, sessions, policy,
+         *     metrics), answering only the model text: on success the `output`,
+         *     on failure the problem's `output` with the problem's status. This
+         *     is what `GET /openapi.json` offers importers.
+         */
+        post: operations["modelWrite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/edit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
+         * @description The same call as `POST /tools/edit` (headers, sessions, policy,
+         *     metrics), answering only the model text: on success the `output`,
+         *     on failure the problem's `output` with the problem's status. This
+         *     is what `GET /openapi.json` offers importers.
+         */
+        post: operations["modelEdit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/glob": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
+         * @description The same call as `POST /tools/glob` (headers, sessions, policy,
+         *     metrics), answering only the model text: on success the `output`,
+         *     on failure the problem's `output` with the problem's status. This
+         *     is what `GET /openapi.json` offers importers.
+         */
+        post: operations["modelGlob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/grep": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search file contents with a ripgrep regular expression. Answers the model text only.
+         * @description The same call as `POST /tools/grep` (headers, sessions, policy,
+         *     metrics), answering only the model text: on success the `output`,
+         *     on failure the problem's `output` with the problem's status. This
+         *     is what `GET /openapi.json` offers importers.
+         */
+        post: operations["modelGrep"];
         delete?: never;
         options?: never;
         head?: never;
@@ -197,6 +320,49 @@ export interface paths {
         };
         /** This document. */
         get: operations["openapiSpec"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openapi-full.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This document, as JSON. */
+        get: operations["openapiSpecJSON"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tool-only view, for importers that turn an OpenAPI document into model tools.
+         * @description OpenAPI 3.0.3, holding only the available tools: each `POST
+         *     /model/<tool>` with `operationId` = the tool's name, `summary` = its
+         *     catalog description, `description` = the description and its
+         *     guidance, the request body schema = its catalog `parameters`; no
+         *     header parameters; the bearer scheme when the server has a token;
+         *     `servers: [{url}]` from `--public-url`, else from the request's
+         *     `Host` (X-Forwarded-* headers are not trusted).
+         */
+        get: operations["openapiToolView"];
         put?: never;
         post?: never;
         delete?: never;
@@ -336,6 +502,47 @@ export interface components {
             /** @description Tools this server has but cannot run now (glob and grep without ripgrep), with the reason. */
             unavailable?: components["schemas"]["UnavailableTool"][];
         };
+        /** @description The tools as OpenAI Chat Completions `tools`. */
+        OpenAITools: components["schemas"]["OpenAITool"][];
+        OpenAITool: {
+            /** @enum {string} */
+            type: "function";
+            function: components["schemas"]["OpenAIFunction"];
+        };
+        OpenAIFunction: {
+            name: string;
+            description: string;
+            /** @description The catalog's `parameters`. */
+            parameters: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description The tools as Anthropic Messages `tools`. */
+        AnthropicTools: components["schemas"]["AnthropicTool"][];
+        AnthropicTool: {
+            name: string;
+            description: string;
+            /** @description The catalog's `parameters`. */
+            input_schema: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description The tools as an MCP `tools/list` result. */
+        MCPToolList: {
+            tools: components["schemas"]["MCPTool"][];
+        };
+        MCPTool: {
+            name: string;
+            description: string;
+            /** @description The catalog's `parameters`. */
+            inputSchema: {
+                [key: string]: unknown;
+            };
+            /** @description MCP tool annotations (readOnlyHint, destructiveHint, openWorldHint). */
+            annotations: {
+                [key: string]: unknown;
+            };
+        };
         UnavailableTool: {
             name: string;
             reason: string;
@@ -376,6 +583,24 @@ export interface components {
         };
     };
     responses: {
+        /** @description The tool's `output`, exactly the text the model sees. */
+        ModelText: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain; charset=utf-8": string;
+            };
+        };
+        /** @description The problem's `output` (`Error: <message>`), with the status of its code. Every failure on /model/* answers so, auth and unknown routes included. */
+        ModelError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain; charset=utf-8": string;
+            };
+        };
         /** @description An RFC 9457 problem with the stable `code` and the model text `output`. */
         Problem: {
             headers: {
@@ -617,23 +842,190 @@ export interface operations {
     };
     listTools: {
         parameters: {
-            query?: never;
+            query?: {
+                format?: "openai" | "anthropic" | "mcp";
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Each tool's name, description, JSON input schema and system-prompt guidance. */
+            /** @description The catalog, or the tools in the requested shape. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Catalog"];
+                    "application/json": components["schemas"]["Catalog"] | components["schemas"]["OpenAITools"] | components["schemas"]["AnthropicTools"] | components["schemas"]["MCPToolList"];
                 };
             };
             default: components["responses"]["Problem"];
+        };
+    };
+    modelRead: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReadRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelWrite: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WriteRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelEdit: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EditRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelGlob: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GlobRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelGrep: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent. Without it, the server may take
+                 *     the session from a header named by --session-headers, or from
+                 *     --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GrepRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
         };
     };
     deleteSession: {
@@ -751,6 +1143,46 @@ export interface operations {
                 };
                 content: {
                     "application/yaml": string;
+                };
+            };
+        };
+    };
+    openapiSpecJSON: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The OpenAPI document. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+        };
+    };
+    openapiToolView: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tool-only OpenAPI document. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
                 };
             };
         };
