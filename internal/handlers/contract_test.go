@@ -101,6 +101,7 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"tool view", "GET", "/openapi.json", "", nil, 200, h},
 		{"catalog openai", "GET", "/tools?format=openai", "", nil, 200, h},
 		{"catalog anthropic", "GET", "/tools?format=anthropic", "", nil, 200, h},
+		{"catalog mcp", "GET", "/tools?format=mcp", "", nil, 200, h},
 		{"catalog empty format", "GET", "/tools?format=", "", nil, 200, h},
 		{"model read", "POST", "/model/read", `{"file_path":"a.txt"}`, nil, 200, h},
 		{"model write", "POST", "/model/write", `{"file_path":"new2.txt","content":"n\n"}`, nil, 200, h},

@@ -40,6 +40,12 @@ func catalogIn(format string, cat tools.Catalog) (any, *tools.Error) {
 			out[i] = anthropicTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters}
 		}
 		return out, nil
+	case formatMCP:
+		out := mcpToolList{Tools: make([]mcpTool, len(cat.Tools))}
+		for i, t := range cat.Tools {
+			out.Tools[i] = mcpTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters, Annotations: tools.AnnotationsOf(t.Name)}
+		}
+		return out, nil
 	}
 	return nil, tools.NewError(tools.CodeInvalidArgument, "unknown catalog format "+quote(format)+
 		": use format=openai, format=anthropic or format=mcp, or no format for the catalog itself")
@@ -63,6 +69,19 @@ type anthropicTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// mcpToolList is an MCP tools/list result (the MCPToolList schema), with
+// the annotations MCP's own tools/list carries (tools.AnnotationsOf).
+type mcpToolList struct {
+	Tools []mcpTool `json:"tools"`
+}
+
+type mcpTool struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	InputSchema json.RawMessage   `json:"inputSchema"`
+	Annotations tools.Annotations `json:"annotations"`
 }
 
 // toolView is the tool-only OpenAPI 3.0 document of GET /openapi.json

@@ -373,6 +373,7 @@ func TestEmptyTemplatedHeaders(t *testing.T) {
 		{"GET", "/tools", "", 200},
 		{"GET", "/tools?format=openai", "", 200},
 		{"GET", "/tools?format=anthropic", "", 200},
+		{"GET", "/tools?format=mcp", "", 200},
 		{"GET", "/healthz", "", 200},
 		{"GET", "/metrics", "", 200},
 		{"DELETE", "/sessions/s", "", 204},
@@ -444,6 +445,36 @@ func TestCatalogFormats(t *testing.T) {
 		assert.Equal(t, string(tl.Parameters), string(anthropic[i].InputSchema))
 	}
 	assertKeys(t, r.Raw, `[{"name","description","input_schema"}]`)
+
+	r = h.get("/tools?format=mcp")
+	require.Equal(t, 200, r.Status, r.Raw)
+	var mcp struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Raw), &mcp))
+	require.Len(t, mcp.Tools, len(cat.Tools))
+	assert.Equal(t, `{"name":"read","description":"Read a UTF-8 text file and return line-numbered content.","inputSchema":`+readSchema+`,"annotations":{"readOnlyHint":true,"openWorldHint":false}}`, string(mcp.Tools[0]))
+	for i, tl := range cat.Tools {
+		var got struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+			Annotations json.RawMessage `json:"annotations"`
+		}
+		require.NoError(t, json.Unmarshal(mcp.Tools[i], &got))
+		assert.Equal(t, tl.Name, got.Name)
+		assert.Equal(t, tl.Description, got.Description)
+		assert.Equal(t, string(tl.Parameters), string(got.InputSchema))
+		wantAnn := map[string]string{
+			"read": `{"readOnlyHint":true,"openWorldHint":false}`, "glob": `{"readOnlyHint":true,"openWorldHint":false}`, "grep": `{"readOnlyHint":true,"openWorldHint":false}`,
+			"write": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`, "edit": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		}[tl.Name]
+		assert.Equal(t, wantAnn, string(got.Annotations), tl.Name)
+	}
+	var top map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(r.Raw), &top))
+	assert.Len(t, top, 1, "only tools")
+	assertKeys(t, "["+strings.Join(rawStrings(mcp.Tools), ",")+"]", `[{"name","description","inputSchema","annotations"}]`)
 
 	plain := h.do(http.MethodGet, "/tools", "")
 	assert.Equal(t, plain.Raw, h.do(http.MethodGet, "/tools?format=", "").Raw)
@@ -534,4 +565,12 @@ func TestModelCORSWithAlias(t *testing.T) {
 		assert.Equal(t, "https://openwebui.example", resp.Header.Get("Access-Control-Allow-Origin"), c.path)
 		assert.Equal(t, c.headers, strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), c.path)
 	}
+}
+
+func rawStrings(v []json.RawMessage) []string {
+	out := make([]string, len(v))
+	for i, r := range v {
+		out[i] = string(r)
+	}
+	return out
 }
