@@ -62,7 +62,8 @@ var mcpHeaders = []string{"Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method"
 
 // NewServer builds the REST surface: the generated routes over the
 // executor, the validator for the routes without a tool body, auth, CORS,
-// the Host check, the body cap, metrics and /openapi.yaml.
+// the Host check, the body cap, metrics, /openapi.yaml and the frontend
+// views (/openapi.json, /openapi-full.json, /model/<tool>; docs/frontends.md).
 func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	spec, err := api.GetSpec()
 	if err != nil {
