@@ -178,47 +178,39 @@ func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *to
 	return run(r.Context(), c, raw)
 }
 
-// ModelRead serves POST /model/read: the read's output as text, the whole
-// window at once (a late failure keeps its status, never a broken stream).
-// modelAnswers made every failure text.
+// ModelRead serves POST /model/read. A read is answered whole, never
+// streamed, so a late failure keeps its status (docs/api.md, "Model text
+// answers").
 func (s *rest) ModelRead(w http.ResponseWriter, r *http.Request, _ api.ModelReadParams) {
-	rd, terr := s.read(r)
-	if terr != nil {
-		writeError(w, terr)
-		return
-	}
-	res, terr := rd.Window(r.Context())
-	if terr != nil {
-		writeError(w, terr)
-		return
-	}
-	writeText(w, http.StatusOK, res.Output())
+	s.model(w, r, tools.ToolRead)
 }
 
 // ModelWrite serves POST /model/write.
 func (s *rest) ModelWrite(w http.ResponseWriter, r *http.Request, _ api.ModelWriteParams) {
-	s.model(w, r, tools.ToolWrite, s.x.Write)
+	s.model(w, r, tools.ToolWrite)
 }
 
 // ModelEdit serves POST /model/edit.
 func (s *rest) ModelEdit(w http.ResponseWriter, r *http.Request, _ api.ModelEditParams) {
-	s.model(w, r, tools.ToolEdit, s.x.Edit)
+	s.model(w, r, tools.ToolEdit)
 }
 
 // ModelGlob serves POST /model/glob.
 func (s *rest) ModelGlob(w http.ResponseWriter, r *http.Request, _ api.ModelGlobParams) {
-	s.model(w, r, tools.ToolGlob, s.x.Glob)
+	s.model(w, r, tools.ToolGlob)
 }
 
 // ModelGrep serves POST /model/grep.
 func (s *rest) ModelGrep(w http.ResponseWriter, r *http.Request, _ api.ModelGrepParams) {
-	s.model(w, r, tools.ToolGrep, s.x.Grep)
+	s.model(w, r, tools.ToolGrep)
 }
 
-// model answers a call with its model text alone (docs/api.md, "Model
-// text answers").
-func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string, run runFunc) {
-	res, terr := s.run(r, tool, run)
+// model answers a call with its model text alone, through the executor's
+// one entry of text transports; modelAnswers made every failure text.
+func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string) {
+	res, terr := s.run(r, tool, func(ctx context.Context, c tools.Call, raw []byte) (tools.Result, *tools.Error) {
+		return s.x.Run(ctx, c, tool, raw)
+	})
 	if terr != nil {
 		writeError(w, terr)
 		return

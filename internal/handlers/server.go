@@ -175,11 +175,17 @@ const mcpPath = "/mcp"
 // isTool reports whether path is one of the tool routes, /tools/<name> or
 // /model/<name>.
 func isTool(path string) bool {
+	_, ok := toolOf(path)
+	return ok
+}
+
+// toolOf is the tool a tool route calls.
+func toolOf(path string) (string, bool) {
 	name, ok := strings.CutPrefix(path, "/tools/")
 	if !ok {
 		name, ok = strings.CutPrefix(path, modelPrefix)
 	}
-	return ok && slices.Contains(tools.Names, name)
+	return name, ok && slices.Contains(tools.Names, name)
 }
 
 // bearerAuth requires "Authorization: Bearer <token>" on every endpoint but
@@ -280,8 +286,8 @@ func bodyCap(max int64, x *tools.Executor) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > max {
 				err := tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(max))
-				if r.Method == http.MethodPost && isTool(r.URL.Path) {
-					x.Refuse(tools.Call{Transport: "rest"}, strings.TrimPrefix(r.URL.Path, "/tools/"), err)
+				if tool, ok := toolOf(r.URL.Path); ok && r.Method == http.MethodPost {
+					x.Refuse(tools.Call{Transport: "rest"}, tool, err)
 				}
 				writeError(w, err)
 				return

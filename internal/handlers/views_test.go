@@ -328,6 +328,11 @@ func TestModelCallsCountedAsREST(t *testing.T) {
 	status, _, _ := h.raw("POST", "/model/read", `{"file_path":"a.txt"}`)
 	require.Equal(t, 200, status)
 	assert.Equal(t, "1", count())
+
+	// A call refused for its size counts under its tool, as on /tools.
+	status, _, body := h.raw("POST", "/model/write", `{"file_path":"b.txt","content":"`+strings.Repeat("x", 2<<20)+`"}`)
+	require.Equal(t, 413, status, body)
+	assert.Regexp(t, `(?m)^toolfs_tool_calls_total\{code="BODY_TOO_LARGE",tool="write",transport="rest"\} 1$`, h.do(http.MethodGet, "/metrics", "").Raw)
 }
 
 // TestModelSessionFromAlias: with --session-headers X-OpenWebUI-Chat-Id, a
