@@ -20,6 +20,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/policy"
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -674,4 +675,32 @@ func TestIdleMCPSessionCloses(t *testing.T) {
 	time.Sleep(time.Second)
 	_, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"file_path": "a.txt"}})
 	require.Error(t, err, "the idle session was closed")
+}
+
+// TestToolsListFollowsTheProfile: the MCP tool list carries each profile's
+// schemas, as GET /tools does (docs/api.md, "Profiles").
+func TestToolsListFollowsTheProfile(t *testing.T) {
+	for _, p := range []render.Profile{render.ProfileOriginal, render.ProfileExtended} {
+		srv := servertest.Start(t, server.Options{Policy: true, Profile: p})
+		h := &harness{t: t, srv: srv}
+		var cat tools.Catalog
+		require.NoError(t, json.Unmarshal([]byte(h.raw(http.MethodGet, "/tools", "").body), &cat))
+		c := h.connect("")
+		_, err := c.ListTools(context.Background(), nil)
+		require.NoError(t, err)
+		var wire struct {
+			Result struct {
+				Tools []struct {
+					InputSchema json.RawMessage `json:"inputSchema"`
+				} `json:"tools"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal(c.rec.bodies[len(c.rec.bodies)-1], &wire))
+		require.Len(t, wire.Result.Tools, len(cat.Tools))
+		for i, tool := range wire.Result.Tools {
+			assert.Equal(t, string(cat.Tools[i].Parameters), string(tool.InputSchema), "%s %s", p, cat.Tools[i].Name)
+		}
+		edit := string(wire.Result.Tools[2].InputSchema)
+		assert.Equal(t, p == render.ProfileExtended, strings.Contains(edit, `"dry_run"`), "%s: %s", p, edit)
+	}
 }
