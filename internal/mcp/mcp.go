@@ -172,13 +172,6 @@ func newServer(cfg Config, x *tools.Executor) *sdk.Server {
 		Logger:       cfg.Logger,
 	})
 	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured}
-	runs := map[string]run{
-		tools.ToolRead:  a.read,
-		tools.ToolWrite: result(x.Write),
-		tools.ToolEdit:  result(x.Edit),
-		tools.ToolGlob:  result(x.Glob),
-		tools.ToolGrep:  result(x.Grep),
-	}
 	order := map[string]int{}
 	for i, t := range cat.Tools {
 		order[t.Name] = i
@@ -187,7 +180,7 @@ func newServer(cfg Config, x *tools.Executor) *sdk.Server {
 			Description: t.Description,
 			InputSchema: t.Parameters,
 			Annotations: annotations(tools.AnnotationsOf(t.Name)),
-		}, a.handler(t.Name, runs[t.Name]))
+		}, a.handler(t.Name))
 	}
 	srv.AddReceivingMiddleware(catalogOrder(order))
 	return srv
@@ -218,21 +211,6 @@ func annotations(a tools.Annotations) *sdk.ToolAnnotations {
 	return out
 }
 
-// run is one tool of the executor: the model's text and the REST metadata,
-// or the failure.
-type run func(ctx context.Context, c tools.Call, raw []byte) (text string, meta any, _ *tools.Error)
-
-// result adapts a write, edit, glob or grep of the executor.
-func result(f func(context.Context, tools.Call, []byte) (tools.Result, *tools.Error)) run {
-	return func(ctx context.Context, c tools.Call, raw []byte) (string, any, *tools.Error) {
-		res, err := f(ctx, c, raw)
-		if err != nil {
-			return "", nil, err
-		}
-		return res.Output, res.Metadata, nil
-	}
-}
-
 // adapter turns a tools/call into an executor call.
 type adapter struct {
 	x          *tools.Executor
@@ -240,21 +218,10 @@ type adapter struct {
 	structured bool
 }
 
-// read runs a read as one whole window, bounded by the read caps as on
-// REST; MCP results are single messages, so nothing is streamed.
-func (a adapter) read(ctx context.Context, c tools.Call, raw []byte) (string, any, *tools.Error) {
-	rd, err := a.x.Read(ctx, c, raw)
-	if err != nil {
-		return "", nil, err
-	}
-	res, err := rd.Window(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	return res.Output(), res.Meta, nil
-}
-
-func (a adapter) handler(tool string, f run) sdk.ToolHandler {
+// handler runs one tool through Executor.Run: a read is one whole window,
+// bounded by the read caps as on REST (an MCP result is one message, so
+// nothing is streamed).
+func (a adapter) handler(tool string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		c := tools.Call{Transport: Transport, Start: time.Now()}
 		var header http.Header
@@ -272,13 +239,13 @@ func (a adapter) handler(tool string, f run) sdk.ToolHandler {
 		if len(raw) == 0 {
 			raw = []byte("{}") // a call without arguments
 		}
-		text, meta, err := f(ctx, c, raw)
+		out, err := a.x.Run(ctx, c, tool, raw)
 		if err != nil {
 			return failure(err), nil
 		}
-		res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+		res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
 		if a.structured {
-			res.StructuredContent = meta
+			res.StructuredContent = out.Metadata
 		}
 		return res, nil
 	}
