@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -578,4 +579,27 @@ func rawStrings(v []json.RawMessage) []string {
 		out[i] = string(r)
 	}
 	return out
+}
+
+// TestToolViewFollowsProfile: the view's schemas are the catalog's for the
+// server's profile: the extended profile's edit advertises edits and
+// dry_run, the original's does not, and both views stay valid OpenAPI 3.0.
+func TestToolViewFollowsProfile(t *testing.T) {
+	for _, p := range []struct {
+		profile    render.Profile
+		advertises bool
+	}{{render.ProfileExtended, true}, {render.ProfileOriginal, false}} {
+		h := start(t, options{profile: p.profile})
+		doc, _ := loadView(t, h)
+		props := doc.Paths.Value("/model/edit").Post.RequestBody.Value.Content.Get("application/json").Schema.Value.Properties
+		_, edits := props["edits"]
+		_, dry := props["dry_run"]
+		assert.Equal(t, p.advertises, edits, p.profile)
+		assert.Equal(t, p.advertises, dry, p.profile)
+		for _, tl := range catalogOf(t, h).Tools {
+			schema, err := json.Marshal(doc.Paths.Value("/model/" + tl.Name).Post.RequestBody.Value.Content.Get("application/json").Schema.Value)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(tl.Parameters), string(schema), "%s %s", p.profile, tl.Name)
+		}
+	}
 }
