@@ -54,6 +54,8 @@ type config struct {
 	eventsMaxWatches  int
 	eventsHeartbeat   time.Duration
 	publicURL         string
+	cacheBytes        int64
+	cacheRacyWindow   time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -87,6 +89,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
 	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
 	fl.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server at (e.g. https://tools.example.com/toolfs): the servers entry of /openapi.json (default: the request's scheme and Host; X-Forwarded-* headers are not trusted)")
+	fl.Int64Var(&c.cacheBytes, "cache-bytes", 64<<20, "bytes of the read caches (rendered windows, line indexes of large files), least recently used evicted first; 0 = off")
+	fl.DurationVar(&c.cacheRacyWindow, "cache-racy-window", 2*time.Second, "a file whose change time is more recent than this is never cached")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.BoolVar(&c.events, "events", true, "serve the change feed GET /events (docs/events.md)")
 	fl.IntVar(&c.eventsMaxSubs, "events-max-subscribers", 64, "GET /events streams open at once (more get 503 TOO_MANY_SUBSCRIBERS)")
@@ -140,6 +144,12 @@ func (c config) validate() error {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
+	}
+	if c.cacheBytes < 0 {
+		return errors.New("--cache-bytes must be 0 (off) or positive")
+	}
+	if c.cacheRacyWindow < 0 {
+		return errors.New("--cache-racy-window must not be negative")
 	}
 	if c.lockDir != "" && c.lockDir != "off" {
 		return fmt.Errorf("--lock-dir must be empty or off, not %q: lock files live in the workspace root's %s folder, so every process that sees the root shares them", c.lockDir, fs.PrivateDir)

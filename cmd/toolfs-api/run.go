@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			PublicURL:         cfg.publicBase(),
 		},
 		MCP:    mcp.Config{Structured: cfg.mcpStructured},
+		Cache:  &tools.CacheConfig{Bytes: cfg.cacheBytes, RacyWindow: cfg.cacheRacyWindow},
 		Logger: log,
 		Events: eventsOptions(cfg),
 	})

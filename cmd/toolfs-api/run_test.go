@@ -112,6 +112,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"public url with query", nil, map[string]string{"TOOLFS_PUBLIC_URL": "https://tools.example.com/?x=1"}, `--public-url "https://tools.example.com/?x=1"`},
 		{"public url ftp", []string{"--public-url", "ftp://tools.example.com"}, nil, `--public-url "ftp://tools.example.com"`},
 		{"public url with user", []string{"--public-url", "https://u:p@tools.example.com"}, nil, `no user, query or fragment`},
+		{"negative cache bytes", []string{"--cache-bytes", "-1"}, nil, "--cache-bytes must be 0 (off) or positive"},
+		{"negative racy window", nil, map[string]string{"TOOLFS_CACHE_RACY_WINDOW": "-1s"}, "--cache-racy-window must not be negative"},
 		{"lock folder path", []string{"--lock-dir", "/tmp/locks"}, nil, `--lock-dir must be empty or off, not "/tmp/locks": lock files live in the workspace root's .toolfs-api folder`},
 	}
 	for _, tc := range cases {
@@ -147,6 +149,37 @@ func TestFlagWinsOverEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.sessionAliases())
 	assert.Equal(t, "shared:1", c.defaultSession)
+}
+
+// TestCacheFlags: --cache-racy-window and --cache-bytes reach the read
+// caches, as their counters on /metrics show; --cache-bytes 0 turns them
+// off.
+func TestCacheFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		args                []string
+		hits, misses, reads string
+	}{
+		{"defaults: the file is too recent (racy window 2s)", nil, "0", "2", "2"},
+		{"racy window 1ms", []string{"--cache-racy-window", "1ms"}, "1", "1", "2"},
+		{"off", []string{"--cache-racy-window", "1ms", "--cache-bytes", "0"}, "0", "0", "2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("hi\n"), 0o644))
+			time.Sleep(20 * time.Millisecond)
+			base, stop := startRun(t, append([]string{"--root", root, "--addr", "127.0.0.1:0", "--lock-dir", "off"}, tc.args...))
+			for range 2 {
+				assert.Contains(t, call(t, "POST", base+"/tools/read", "", `{"file_path":"a.txt"}`).body, "1: hi")
+			}
+			m := call(t, "GET", base+"/metrics", "", "").body
+			assert.Contains(t, m, `toolfs_cache_hits_total{cache="window"} `+tc.hits+"\n")
+			assert.Contains(t, m, `toolfs_cache_misses_total{cache="window"} `+tc.misses+"\n")
+			assert.Contains(t, m, `toolfs_read_footers_total{footer="eof"} `+tc.reads+"\n")
+			assert.Contains(t, m, `toolfs_fs_stat_calls_total `+tc.reads+"\n")
+			stop()
+		})
+	}
 }
 
 // startRun starts the whole server in-process and returns its base URL and

@@ -17,6 +17,7 @@ package fs
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // FileSystem is the provider seam. Every method honours ctx cancellation at
@@ -38,6 +39,8 @@ type FileSystem interface {
 	// opened file (so the version describes the bytes being read). FIFOs,
 	// sockets and devices are never opened for reading: they are
 	// CodeNotRegularFile. The bytes are raw: text checks are the reader's.
+	// The local provider's reader is also an io.ReaderAt, which a cached
+	// read uses to start deep in the file.
 	OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, error)
 
 	// WriteText atomically creates or replaces the target with content under
@@ -108,11 +111,14 @@ func (t FileType) String() string {
 }
 
 // Info is metadata only. Size is -1 when unknown; Version is empty for a
-// missing target.
+// missing target. Changed is the change time (ctime) the version was taken
+// at, zero when unknown: caches keyed by version use it for their
+// racy-timestamp rule (docs/performance.md, "Caches").
 type Info struct {
 	Type    FileType
 	Size    int64
 	Version Version
+	Changed time.Time
 }
 
 // IntentKind is the precondition of a guarded write.

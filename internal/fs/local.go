@@ -305,11 +305,23 @@ func (r *ctxReader) ContentHash() (Hash, bool) {
 	return hashOf(r.hash), true
 }
 
+// ReadAt reads at off without moving the reader (io.ReaderAt).
+func (r *ctxReader) ReadAt(p []byte, off int64) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
+	}
+	n, err := r.f.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		return n, ioError("read", r.display, err)
+	}
+	return n, err
+}
+
 func (r *ctxReader) Close() error { return r.f.Close() }
 
 // infoOf converts a followed stat into Info.
 func infoOf(st *unix.Stat_t) Info {
-	info := Info{Type: TypeOther, Size: -1, Version: versionOf(st)}
+	info := Info{Type: TypeOther, Size: -1, Version: versionOf(st), Changed: time.Unix(st.Ctim.Unix())}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		info.Type, info.Size = TypeFile, st.Size

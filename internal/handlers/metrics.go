@@ -20,6 +20,8 @@ type Metrics struct {
 	toolCalls     *prometheus.CounterVec
 	toolDuration  *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
+	cacheHits     *prometheus.CounterVec
+	cacheMisses   *prometheus.CounterVec
 }
 
 // NewMetrics registers every series, with the Go and process collectors, on a
@@ -52,9 +54,18 @@ func NewMetrics() *Metrics {
 			Name: "toolfs_session_store_errors_total",
 			Help: "Session store operations that failed (Redis unreachable): a lost observation or touch, a refused decision, a failed forget.",
 		}, []string{"op"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_cache_hits_total",
+			Help: "Read cache lookups that hit: window (a rendered window of an unchanged file), index (the line index of an unchanged large file).",
+		}, []string{"cache"}),
+		cacheMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_cache_misses_total",
+			Help: "Read cache lookups that missed, by cache (window, index).",
+		}, []string{"cache"}),
 	}
 	m.Registry.MustRegister(
 		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration, m.storeErrors,
+		m.cacheHits, m.cacheMisses,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -63,6 +74,10 @@ func NewMetrics() *Metrics {
 	}
 	for _, t := range []string{"write", "edit"} {
 		m.staleVersions.WithLabelValues(t)
+	}
+	for _, c := range []string{tools.CacheWindow, tools.CacheIndex} {
+		m.cacheHits.WithLabelValues(c)
+		m.cacheMisses.WithLabelValues(c)
 	}
 	for _, op := range []string{"observe", "touch", "decide", "forget"} {
 		m.storeErrors.WithLabelValues(op)
@@ -83,6 +98,15 @@ func (m *Metrics) ReadFooter(footer string) { m.readFooters.WithLabelValues(foot
 
 // StaleVersion counts a mutation refused as stale (tools.Observer).
 func (m *Metrics) StaleVersion(tool string) { m.staleVersions.WithLabelValues(tool).Inc() }
+
+// CacheLookup counts a read cache lookup (tools.Observer).
+func (m *Metrics) CacheLookup(cache string, hit bool) {
+	if hit {
+		m.cacheHits.WithLabelValues(cache).Inc()
+	} else {
+		m.cacheMisses.WithLabelValues(cache).Inc()
+	}
+}
 
 // StatCall counts one provider Stat call (tools.Observer).
 func (m *Metrics) StatCall() { m.statCalls.Inc() }

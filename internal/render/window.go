@@ -147,6 +147,17 @@ func NewWindower(offset, limit int, caps Caps) *Windower {
 	}
 }
 
+// ResumeWindower starts a window like NewWindower, over bytes that begin
+// at mark at of a file whose text checks a full read already passed (the
+// LineIndex of its version): a BOM is stripped only at byte 0, and the line numbers go on
+// from at.Line. Feed it until Selecting is false, then Stop; or to the end
+// of the file, then Close.
+func ResumeWindower(offset, limit int, caps Caps, at Mark) *Windower {
+	w := NewWindower(offset, limit, caps)
+	w.started, w.lineNo, w.pos = at.Byte > 0, at.Line, at.Byte
+	return w
+}
+
 // Write feeds the next bytes of the file. It returns ErrBinary or
 // ErrInvalidUTF8 as soon as the outcome is certain (invalid UTF-8 inside the
 // NUL sample waits for the sample to end), and keeps returning it. p is not
@@ -400,6 +411,30 @@ func (w *Windower) Selecting() bool {
 	return w.selecting && w.err == nil && !w.invalid && !w.closed
 }
 
+// Stop ends the input of a window that is no longer Selecting, in a file
+// of total lines (a LineIndex's Total): the rest of the file is not read.
+// It returns what Close would have returned after the whole file.
+func (w *Windower) Stop(total int) (Window, error) {
+	if w.closed {
+		return w.win, w.err
+	}
+	if w.err == nil && w.invalid {
+		w.err = ErrInvalidUTF8
+	}
+	if w.err == nil && w.selecting {
+		w.err = errNotStopped
+	}
+	w.closed = true
+	if w.err != nil {
+		return Window{}, w.err
+	}
+	w.seal()
+	return w.finishWindow(total)
+}
+
+// errNotStopped is Stop called while lines could still join the window.
+var errNotStopped = errors.New("render: stop while selecting")
+
 // Close ends the input and returns the finished Window, or ErrBinary,
 // ErrInvalidUTF8 or *OffsetOutOfRangeError. Calling it again returns the
 // same result.
@@ -422,7 +457,12 @@ func (w *Windower) Close() (Window, error) {
 		}
 	}
 	w.seal()
-	total := w.lineNo
+	return w.finishWindow(w.lineNo)
+}
+
+// finishWindow checks the offset against the file's total lines and
+// chooses the footer.
+func (w *Windower) finishWindow(total int) (Window, error) {
 	if w.offset > total && !(total == 0 && w.offset == 1) {
 		w.err = &OffsetOutOfRangeError{Offset: w.offset, Total: total}
 		return Window{}, w.err

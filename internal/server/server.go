@@ -55,6 +55,9 @@ type Options struct {
 	// SessionTimeout and MaxSessions default to the policy's session TTL
 	// and bound.
 	MCP mcp.Config
+	// Cache sizes the read caches; nil is tools.DefaultCacheConfig(), and a
+	// zero Bytes turns them off.
+	Cache *tools.CacheConfig
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// Events switches the change feed GET /events on (docs/events.md); nil
@@ -136,9 +139,13 @@ func New(o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	cache := tools.DefaultCacheConfig()
+	if o.Cache != nil {
+		cache = *o.Cache
+	}
 	s.Executor = tools.New(tools.Options{
 		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
-		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation,
+		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation, Cache: cache,
 	})
 	mc := o.MCP
 	mc.Sessions, mc.Origins, mc.MaxBodyBytes, mc.Logger = o.REST.Sessions, o.REST.CORSOrigins, o.REST.MaxBodyBytes, o.Logger

@@ -24,6 +24,9 @@ type Observer interface {
 	// SessionStoreError is a session store operation that failed ("observe",
 	// "touch", "decide", "forget"): the store could not be reached.
 	SessionStoreError(op string)
+	// CacheLookup is one lookup in a read cache (CacheWindow, CacheIndex)
+	// and whether it hit.
+	CacheLookup(cache string, hit bool)
 }
 
 type nopObserver struct{}
@@ -33,6 +36,7 @@ func (nopObserver) ReadFooter(string)                            {}
 func (nopObserver) StaleVersion(string)                          {}
 func (nopObserver) StatCall()                                    {}
 func (nopObserver) SessionStoreError(string)                     {}
+func (nopObserver) CacheLookup(string, bool)                     {}
 
 // statCounter counts the provider's Stat calls where they happen, so the
 // count is the provider's, whichever step of a call made them: one per

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -38,11 +40,21 @@ type Reading struct {
 	x      *Executor
 	c      Call
 	target fs.Target
-	file   io.ReadCloser
+	file   io.ReadCloser // nil when hit is set
 	info   fs.Info
 	offset int
 	limit  int
 	closed bool
+
+	// The read caches (docs/performance.md, "Caches"): hit is this window
+	// of this version, already rendered; index lets the window start at
+	// the mark nearest its offset; indexer builds that index during a full
+	// read of a large file. at is when the version was stat'ed, at the
+	// latest (the racy-timestamp rule).
+	hit     *cached
+	index   *cached
+	indexer *render.Indexer
+	at      time.Time
 }
 
 // Read checks the arguments of a read, resolves and stats its target (one
@@ -58,6 +70,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	if err != nil {
 		return nil, x.fail(c, ToolRead, err)
 	}
+	at := time.Now() // before the stat: the racy rule errs on the safe side
 	info, serr := x.fs.Stat(ctx, t)
 	if serr != nil {
 		return nil, x.fail(c, ToolRead, errorOf(serr))
@@ -70,6 +83,11 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	default:
 		return nil, x.fail(c, ToolRead, NewError(CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
 	}
+	if x.cache != nil {
+		if e, ok := x.cache.window(info.Version, a.offset, a.limit, x.caps); ok {
+			return &Reading{x: x, c: c, target: t, info: info, offset: a.offset, limit: a.limit, hit: e, at: at}, nil
+		}
+	}
 	f, opened, oerr := x.fs.OpenText(ctx, t)
 	if oerr != nil {
 		if fs.CodeOf(oerr) == fs.CodeNotFound {
@@ -77,7 +95,15 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 		}
 		return nil, x.fail(c, ToolRead, errorOf(oerr))
 	}
-	return &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit}, nil
+	r := &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit, at: at}
+	if _, seeks := f.(io.ReaderAt); x.cache != nil && seeks && opened.Size >= IndexMinBytes {
+		if e, ok := x.cache.index(opened.Version); ok {
+			r.index = e
+		} else if x.cache.cacheable(opened, at) {
+			r.indexer = render.NewIndexer(max(indexEvery, opened.Size/indexMarks), indexMarks)
+		}
+	}
+	return r, nil
 }
 
 // Display is the read's DISPLAY path.
@@ -87,7 +113,9 @@ func (r *Reading) Display() string { return r.target.Display }
 func (r *Reading) Close() {
 	if !r.closed {
 		r.closed = true
-		r.file.Close()
+		if r.file != nil {
+			r.file.Close()
+		}
 		r.x.done(r.c, ToolRead, CodeAborted)
 	}
 }
@@ -95,17 +123,51 @@ func (r *Reading) Close() {
 // Window reads the whole window: the answer of a non-streamed read.
 func (r *Reading) Window(ctx context.Context) (ReadResult, *Error) {
 	r.closed = true
+	if r.hit != nil {
+		r.succeeded(r.hit.window)
+		return r.result(r.hit.window), nil
+	}
 	defer r.file.Close()
-	win := render.NewWindower(r.offset, r.limit, r.x.caps)
-	if err := feed(ctx, r.file, win, nil); err != nil {
+	win, src := r.windower()
+	if err := r.feed(ctx, src, win, nil); err != nil {
 		return ReadResult{}, r.x.fail(r.c, ToolRead, r.failure(err))
 	}
-	window, err := win.Close()
+	window, err := r.finish(win)
 	if err != nil {
 		return ReadResult{}, r.x.fail(r.c, ToolRead, r.failure(err))
 	}
 	r.succeeded(window)
 	return r.result(window), nil
+}
+
+// windower starts the window and says where its bytes come from: the
+// file from the top, or from the mark of the cached index nearest the
+// offset. A full read of a large file feeds the indexer too.
+func (r *Reading) windower() (*render.Windower, io.Reader) {
+	if r.index != nil {
+		at := r.index.index.Seek(r.offset)
+		return render.ResumeWindower(r.offset, r.limit, r.x.caps, at), io.NewSectionReader(r.file.(io.ReaderAt), at.Byte, math.MaxInt64-at.Byte)
+	}
+	win := render.NewWindower(r.offset, r.limit, r.x.caps)
+	if r.indexer != nil {
+		return win, io.TeeReader(r.file, r.indexer)
+	}
+	return win, r.file
+}
+
+// feed feeds the window; a window read from an index stops as soon as it
+// is complete, since the index knows the rest of the file.
+func (r *Reading) feed(ctx context.Context, src io.Reader, win *render.Windower, emit func([]render.Line) error) error {
+	return feed(ctx, src, win, emit, r.index != nil)
+}
+
+// finish closes the window: a window read from an index is stopped, with
+// the index's line count.
+func (r *Reading) finish(win *render.Windower) (render.Window, error) {
+	if r.index != nil && !win.Selecting() {
+		return win.Stop(r.index.index.Total)
+	}
+	return win.Close()
 }
 
 func (r *Reading) result(w render.Window) ReadResult {
@@ -136,12 +198,15 @@ type LineSink interface {
 // when not, the error is answered like any other.
 func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Error) {
 	r.closed = true
+	if r.hit != nil {
+		return true, r.streamHit(sink)
+	}
 	defer r.file.Close()
-	win := render.NewWindower(r.offset, r.limit, r.x.caps)
+	win, src := r.windower()
 
 	// Until the first lines are ready, an error is still an ordinary answer.
 	var first []render.Line
-	err := feed(ctx, r.file, win, func(lines []render.Line) error {
+	err := r.feed(ctx, src, win, func(lines []render.Line) error {
 		first = lines
 		return errFirstLines
 	})
@@ -151,7 +216,7 @@ func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Err
 	}
 	var window render.Window
 	if eof {
-		if window, err = win.Close(); err != nil {
+		if window, err = r.finish(win); err != nil {
 			return false, r.x.fail(r.c, ToolRead, r.failure(err))
 		}
 		first = win.Ready()
@@ -163,10 +228,10 @@ func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Err
 		return true, r.abort(err)
 	}
 	if !eof {
-		if err := feed(ctx, r.file, win, sink.Lines); err != nil {
+		if err := r.feed(ctx, src, win, sink.Lines); err != nil {
 			return true, r.abort(err)
 		}
-		if window, err = win.Close(); err != nil {
+		if window, err = r.finish(win); err != nil {
 			return true, r.abort(err)
 		}
 		if err := sink.Lines(win.Ready()); err != nil {
@@ -182,6 +247,22 @@ func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Err
 
 var errFirstLines = errors.New("first lines ready")
 
+// streamHit streams a cached window.
+func (r *Reading) streamHit(sink LineSink) *Error {
+	w := r.hit.window
+	if err := sink.Begin(render.ReadHeader(r.target.Display)); err != nil {
+		return r.abort(err)
+	}
+	if err := sink.Lines(w.Lines); err != nil {
+		return r.abort(err)
+	}
+	if err := sink.End(render.ReadTail(w)); err != nil {
+		return r.abort(err)
+	}
+	r.succeeded(w)
+	return nil
+}
+
 func (r *Reading) abort(err error) *Error {
 	e := r.x.fail(r.c, ToolRead, r.failure(err))
 	r.x.log.Info("streamed read aborted", "code", e.Code)
@@ -189,21 +270,59 @@ func (r *Reading) abort(err error) *Error {
 }
 
 // succeeded records a successful read: the version of the bytes that were
-// read, and the footer.
+// read, and the footer; and caches what the read computed.
 func (r *Reading) succeeded(w render.Window) {
-	var h fs.Hash
-	if ch, ok := r.file.(fs.ContentHasher); ok {
-		h, _ = ch.ContentHash()
-	}
+	h := r.contentHash()
+	r.store(w, h)
 	r.x.storeFailed("observe", r.x.gate.ObservePresent(r.c.Session, r.target.Key, r.info.Version, h))
 	r.x.obs.ReadFooter(w.Footer.String())
 	r.x.done(r.c, ToolRead, CodeOK)
+}
+
+// contentHash is the provider's hash of the version's bytes (docs/edits.md,
+// "No false staleness"): the reader's, once it read the whole file, or the
+// cache entry's, which the read that made it computed.
+func (r *Reading) contentHash() fs.Hash {
+	switch {
+	case r.hit != nil:
+		return r.hit.hash
+	case r.index != nil:
+		return r.index.hash // the file was read from a mark, not whole
+	}
+	if ch, ok := r.file.(fs.ContentHasher); ok {
+		if h, ok := ch.ContentHash(); ok {
+			return h
+		}
+	}
+	return ""
+}
+
+// store caches the window of a read that was not a hit, and the index a
+// full read built, with the hash of the version, unless the version is
+// racy.
+func (r *Reading) store(w render.Window, h fs.Hash) {
+	c := r.x.cache
+	if c == nil || r.hit != nil || !c.cacheable(r.info, r.at) {
+		return
+	}
+	c.putWindow(r.info.Version, r.offset, r.limit, r.x.caps, w, h)
+	r.storeIndex(w.TotalLines, h)
+}
+
+func (r *Reading) storeIndex(total int, h fs.Hash) {
+	if r.indexer != nil {
+		r.x.cache.putIndex(r.info.Version, r.indexer.Index(total), h)
+		r.indexer = nil
+	}
 }
 
 // failure maps what can go wrong after the file is open.
 func (r *Reading) failure(err error) *Error {
 	d := r.target.Display
 	var oor *render.OffsetOutOfRangeError
+	if errors.As(err, &oor) && r.x.cache != nil && r.x.cache.cacheable(r.info, r.at) {
+		r.storeIndex(oor.Total, r.contentHash()) // the whole file was read and passed the checks
+	}
 	switch {
 	case errors.Is(err, render.ErrBinary):
 		return NewError(CodeNotText, render.MsgReadBinary(d))
@@ -220,7 +339,8 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &
 // feed copies the file into the windower chunk by chunk (memory is bounded by
 // the chunk, never by the file). After each chunk it hands the lines that are
 // ready to emit, if emit is set.
-func feed(ctx context.Context, f io.Reader, win *render.Windower, emit func([]render.Line) error) error {
+// With early, it stops once the window is complete.
+func feed(ctx context.Context, f io.Reader, win *render.Windower, emit func([]render.Line) error, early bool) error {
 	bp := chunkPool.Get().(*[]byte)
 	defer chunkPool.Put(bp)
 	buf := *bp
@@ -238,7 +358,7 @@ func feed(ctx context.Context, f io.Reader, win *render.Windower, emit func([]re
 				}
 			}
 		}
-		if err == io.EOF {
+		if err == io.EOF || (early && !win.Selecting()) {
 			return nil
 		}
 		if err != nil {

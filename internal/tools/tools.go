@@ -70,6 +70,9 @@ type Options struct {
 	// on the call's goroutine before the answer is returned, so it must not
 	// block.
 	OnMutation func(Mutation)
+	// Cache sizes the read caches (docs/performance.md, "Caches"); the zero
+	// value turns them off.
+	Cache CacheConfig
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -83,6 +86,7 @@ type Executor struct {
 	obs      Observer
 	log      *slog.Logger
 	mutated  func(Mutation)
+	cache    *Cache // nil: off
 }
 
 // New returns an Executor over opts.
@@ -105,7 +109,16 @@ func New(opts Options) *Executor {
 		x.log = slog.New(slog.DiscardHandler)
 	}
 	x.fs = statCounter{FileSystem: opts.FS, count: x.obs.StatCall}
+	x.cache = newCache(opts.Cache, x.obs)
 	return x
+}
+
+// CacheBytes is what the read caches hold now, against their cap.
+func (x *Executor) CacheBytes() int64 {
+	if x.cache == nil {
+		return 0
+	}
+	return x.cache.Bytes()
 }
 
 // Touch counts a request carrying session as use of it (session TTL and

@@ -26,6 +26,7 @@ type record struct {
 	calls   []string // "transport tool code"
 	footers []string
 	stats   int
+	cache   map[string]int // "window hit", "index miss", ...
 }
 
 func (r *record) ToolCall(transport, tool string, code tools.Code, _ time.Duration) {
@@ -37,6 +38,18 @@ func (r *record) ReadFooter(f string) { r.mu.Lock(); r.footers = append(r.footer
 func (r *record) StaleVersion(string) {}
 func (r *record) StatCall()           { r.mu.Lock(); r.stats++; r.mu.Unlock() }
 func (r *record) SessionStoreError(string) {
+}
+func (r *record) CacheLookup(cache string, hit bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cache == nil {
+		r.cache = map[string]int{}
+	}
+	if hit {
+		r.cache[cache+" hit"]++
+	} else {
+		r.cache[cache+" miss"]++
+	}
 }
 
 func newExecutor(t *testing.T, gate policy.Gate) (*tools.Executor, *record, string) {

@@ -1,0 +1,154 @@
+package tools
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// The caches, as the cache label of the hit and miss counters names them.
+const (
+	CacheWindow = "window" // rendered windows, by version, offset, limit and caps
+	CacheIndex  = "index"  // line counts and sparse line indexes of large files
+)
+
+// Read caches (docs/performance.md, "Caches"): what a read computed from a
+// version of a file, reused while a file is at that version.
+const (
+	// IndexMinBytes is the smallest file whose line index is kept: below
+	// it a window is read from the top.
+	IndexMinBytes = 1 << 20
+	// indexEvery and indexMarks bound an index: a mark at least every 64
+	// KiB, at most 16,384 marks (256 KiB) for any size.
+	indexEvery = 64 << 10
+	indexMarks = 16384
+	// entryOverhead is what an entry costs besides its data (key, list
+	// element, map slot), counted against the cap.
+	entryOverhead = 256
+)
+
+// CacheConfig sizes the read caches.
+type CacheConfig struct {
+	// Bytes bounds every cache together (least recently used evicted
+	// first); 0 turns the caches off.
+	Bytes int64
+	// RacyWindow: a version whose change time is less than this before its
+	// stat is never cached, so a file rewritten within one timestamp tick
+	// of a read is never answered from a cache.
+	RacyWindow time.Duration
+}
+
+// DefaultCacheConfig is 64 MiB for every cache together and a 2 s racy
+// window (--cache-bytes, --cache-racy-window).
+func DefaultCacheConfig() CacheConfig {
+	return CacheConfig{Bytes: 64 << 20, RacyWindow: 2 * time.Second}
+}
+
+type cacheKey struct {
+	cache         string
+	version       fs.Version
+	offset, limit int
+	caps          render.Caps
+}
+
+// cached is one entry: a window or an index of one version, with the
+// provider's content hash of that version when the read that made it knew
+// it.
+type cached struct {
+	key    cacheKey
+	window render.Window
+	index  render.LineIndex
+	hash   fs.Hash
+	size   int64
+}
+
+// Cache holds the read caches of one executor: entries keyed by version,
+// evicted least recently used first once their bytes pass the cap. It is
+// safe for concurrent use; entries are never modified once stored.
+type Cache struct {
+	cfg  CacheConfig
+	now  func() time.Time
+	obs  Observer
+	mu   sync.Mutex
+	used int64
+	lru  list.List // of *cached, most recent first
+	m    map[cacheKey]*list.Element
+}
+
+func newCache(cfg CacheConfig, obs Observer) *Cache {
+	if cfg.Bytes <= 0 {
+		return nil
+	}
+	return &Cache{cfg: cfg, now: time.Now, obs: obs, m: make(map[cacheKey]*list.Element)}
+}
+
+// Bytes is what the entries cost against the cap now.
+func (c *Cache) Bytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
+// cacheable says whether a version stat'ed at or after at may be cached:
+// its change time is at least the racy window before at.
+func (c *Cache) cacheable(info fs.Info, at time.Time) bool {
+	return !info.Changed.IsZero() && at.Sub(info.Changed) >= c.cfg.RacyWindow
+}
+
+func (c *Cache) get(k cacheKey) (*cached, bool) {
+	c.mu.Lock()
+	el, ok := c.m[k]
+	if ok {
+		c.lru.MoveToFront(el)
+	}
+	c.mu.Unlock()
+	c.obs.CacheLookup(k.cache, ok)
+	if !ok {
+		return nil, false
+	}
+	return el.Value.(*cached), true
+}
+
+func (c *Cache) put(e *cached) {
+	e.size += entryOverhead
+	if e.size > c.cfg.Bytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[e.key]; ok {
+		return // another read stored the same version's entry
+	}
+	c.m[e.key] = c.lru.PushFront(e)
+	c.used += e.size
+	for c.used > c.cfg.Bytes {
+		old := c.lru.Back()
+		o := old.Value.(*cached)
+		c.lru.Remove(old)
+		delete(c.m, o.key)
+		c.used -= o.size
+	}
+}
+
+func (c *Cache) window(v fs.Version, offset, limit int, caps render.Caps) (*cached, bool) {
+	return c.get(cacheKey{cache: CacheWindow, version: v, offset: offset, limit: limit, caps: caps})
+}
+
+func (c *Cache) putWindow(v fs.Version, offset, limit int, caps render.Caps, w render.Window, h fs.Hash) {
+	size := int64(len(w.Lines)) * 24 // a Line: number and string header
+	for _, l := range w.Lines {
+		size += int64(len(l.Text))
+	}
+	c.put(&cached{key: cacheKey{cache: CacheWindow, version: v, offset: offset, limit: limit, caps: caps}, window: w, hash: h, size: size})
+}
+
+func (c *Cache) index(v fs.Version) (*cached, bool) {
+	return c.get(cacheKey{cache: CacheIndex, version: v})
+}
+
+func (c *Cache) putIndex(v fs.Version, x render.LineIndex, h fs.Hash) {
+	c.put(&cached{key: cacheKey{cache: CacheIndex, version: v}, index: x, hash: h, size: int64(len(x.Marks)) * 16})
+}
