@@ -102,6 +102,23 @@ func (x *watched) expect(want ...string) {
 	assert.Equal(x.t, want, got)
 }
 
+// expectEither is expect with two acceptable outcomes: the first is what a
+// quiet machine gives, the second what one that stalled the test between
+// two steps for longer than the quiet window gives.
+func (x *watched) expectEither(quick, split []string) {
+	x.t.Helper()
+	var got []string
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < len(quick) && time.Now().Before(deadline) {
+		got = append(got, x.settle(quiet)...)
+	}
+	got = append(got, x.settle(6*quiet)...)
+	if !slices.Equal(got, quick) {
+		assert.Equal(x.t, split, got)
+		x.t.Logf("split outcome %v (the machine stalled the test)", got)
+	}
+}
+
 func write(t *testing.T, p, content string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
@@ -141,10 +158,10 @@ func TestExternalChangesAppearOnce(t *testing.T) {
 	require.NoError(t, os.Rename(x.path("c.txt.swp"), x.path("c.txt")))
 	x.expect("created c.txt")
 
-	// Removed and made again at once: modified.
+	// Removed and made again at once (within one quiet window): modified.
 	require.NoError(t, os.Remove(x.path("c.txt")))
 	write(t, x.path("c.txt"), "again")
-	x.expect("modified c.txt")
+	x.expectEither([]string{"modified c.txt"}, []string{"removed c.txt", "created c.txt"})
 }
 
 func TestNewFoldersAreWatched(t *testing.T) {
@@ -197,7 +214,9 @@ func TestNothingOutsideTheRootIsReported(t *testing.T) {
 	x.expect("created swap")
 	require.NoError(t, os.Remove(x.path("swap")))
 	require.NoError(t, os.Symlink(outside, x.path("swap")))
-	x.expect("modified swap") // removed, then created again as a link
+	// Removed, then made again as a link: one "modified" when both fall in
+	// one quiet window, else both (a loaded machine).
+	x.expectEither([]string{"modified swap"}, []string{"removed swap", "created swap"})
 	write(t, filepath.Join(outside, "after-swap.txt"), "z")
 	x.expect()
 	for _, d := range x.w.snapshotDirs() {
