@@ -348,3 +348,23 @@ func (w *Watcher) snapshotDirs() []string {
 	}
 	return out
 }
+
+// merge is what two changes of one path within a quiet window amount to.
+func TestMerge(t *testing.T) {
+	for _, c := range []struct{ prev, next, want Type }{
+		{TypeCreated, TypeModified, TypeCreated},
+		{TypeCreated, TypeRemoved, ""},
+		{TypeCreated, TypeRenamed, ""},
+		{TypeModified, TypeModified, TypeModified},
+		{TypeModified, TypeRemoved, TypeRemoved},
+		{TypeModified, TypeRenamed, TypeRenamed},
+		{TypeModified, TypeCreated, TypeModified},
+		{TypeRemoved, TypeCreated, TypeModified},
+		{TypeRenamed, TypeCreated, TypeModified},
+		{TypeRemoved, TypeModified, TypeModified},
+		{"", TypeCreated, TypeCreated},
+		{"", TypeRemoved, TypeRemoved},
+	} {
+		assert.Equal(t, c.want, merge(c.prev, c.next), "%q then %q", c.prev, c.next)
+	}
+}
