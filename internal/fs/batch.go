@@ -81,8 +81,14 @@ func (l *Local) loadText(ctx context.Context, o *opened, display string) ([]byte
 // and the replacements made, or the first failing edit's error prefixed
 // "edit <i> of <n>: ". No intermediate text exceeds BatchMaxBytes.
 func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, int, error) {
-	total := 0
+	total, binary := 0, false
 	for i, e := range edits {
+		prefix := "edit " + strconv.Itoa(i+1) + " of " + strconv.Itoa(len(edits)) + ": "
+		if binary {
+			// An earlier edit wrote a NUL: as a single edit would, refuse
+			// to edit what is now a binary file.
+			return nil, 0, NewError(CodeNotText, fmt.Sprintf(`%scannot edit "%s": binary file`, prefix, display))
+		}
 		needle, repl := []byte(e.OldString), []byte(e.NewString)
 		n := bytes.Count(text, needle)
 		if n == 0 && bytes.Contains(text, []byte("\r\n")) {
@@ -95,7 +101,7 @@ func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, 
 			if hints {
 				err.Hint = hintFor(text, err.Code, e.OldString)
 			}
-			err.Message = "edit " + strconv.Itoa(i+1) + " of " + strconv.Itoa(len(edits)) + ": " + err.Message
+			err.Message = prefix + err.Message
 			return nil, 0, err
 		}
 		if int64(len(text))+int64(n)*int64(len(repl)-len(needle)) > BatchMaxBytes {
@@ -104,6 +110,7 @@ func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, 
 		}
 		text = bytes.Replace(text, needle, repl, -1)
 		total += n
+		binary = bytes.IndexByte(repl, 0) >= 0
 	}
 	return text, total, nil
 }

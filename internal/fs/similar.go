@@ -146,7 +146,8 @@ func Similar(text []byte, needle string) (start, end int, ok bool) {
 	// line, a vote for the window that would align them.
 	var offs []int
 	votes := map[int]int{}
-	for pos := 0; pos <= len(text); {
+	pos := 0
+	for pos <= len(text) {
 		e := bytes.IndexByte(text[pos:], '\n')
 		if e < 0 {
 			e = len(text) - pos
@@ -166,7 +167,8 @@ func Similar(text []byte, needle string) (start, end int, ok bool) {
 		}
 		pos += e + 1
 	}
-	offs = append(offs, len(text)+1) // line i is text[offs[i]:offs[i+1]-1]
+	// pos is where a next line would start: line i is text[offs[i]:offs[i+1]-1].
+	offs = append(offs, pos)
 	n := len(offs) - 1
 	if len(votes) == 0 {
 		return 0, 0, false

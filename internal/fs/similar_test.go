@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,7 +89,11 @@ func FuzzSimilar(f *testing.F) {
 			}
 			_ = hintLines(text, start, end)
 		}
-		// A block of whole lines, re-indented, is always found.
+		// A block of whole lines, re-indented, is always found (lines as
+		// read splits them: a final newline starts no line).
+		if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
+			lines = lines[:len(lines)-1]
+		}
 		if int(from) >= len(lines) || n == 0 {
 			return
 		}
@@ -122,6 +127,11 @@ func FuzzEditBatch(f *testing.F) {
 		}
 		if len(edits) == 0 || strings.IndexByte(content, 0) >= 0 {
 			return
+		}
+		for _, e := range edits { // arguments come from JSON strings: always UTF-8
+			if !utf8.ValidString(e.OldString) || !utf8.ValidString(e.NewString) {
+				return
+			}
 		}
 		fx := newFixture(t, "batch.txt = "+content, "ref.txt = "+content)
 		ctx := context.Background()
@@ -190,4 +200,106 @@ func asError(err error, target **Error) bool {
 	e, ok := err.(*Error)
 	*target = e
 	return ok
+}
+
+// BenchmarkEditBatch10: ten edits of one 1 MiB file as one batch versus as
+// ten single edits (each its own lock, scan, staged file and publication).
+func BenchmarkEditBatch10(b *testing.B) {
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < 1<<20; i++ {
+		buf.WriteString("line of ordinary text, number ")
+		buf.WriteString(strings.Repeat("z", i%30))
+		buf.WriteString("\n")
+	}
+	content := buf.Bytes()
+	for i := range 10 { // ten unique needles spread over the file
+		copy(content[(i*2+1)*len(content)/21:], "NEEDLE"+string(rune('A'+i)))
+	}
+	swap := func(round int) []Edit {
+		edits := make([]Edit, 10)
+		for i := range edits {
+			a, c := "NEEDLE"+string(rune('A'+i)), "PINPIN"+string(rune('A'+i))
+			if round%2 == 1 {
+				a, c = c, a
+			}
+			edits[i] = Edit{OldString: a, NewString: c}
+		}
+		return edits
+	}
+	for _, batch := range []bool{true, false} {
+		name := "batch"
+		if !batch {
+			name = "singles"
+		}
+		b.Run(name, func(b *testing.B) {
+			l, root := benchFixture(b)
+			if err := os.WriteFile(filepath.Join(root, "f.txt"), content, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			tg, _ := l.Resolve(ctx, "edit", "f.txt", "")
+			round := 0
+			for b.Loop() {
+				edits := swap(round)
+				if batch {
+					if _, err := l.EditText(ctx, tg, EditRequest{Batch: edits}, nil); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					for _, e := range edits {
+						if _, err := l.EditText(ctx, tg, EditRequest{OldString: e.OldString, NewString: e.NewString}, nil); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				round++
+			}
+		})
+	}
+}
+
+// BenchmarkReadHash256MiB: what hashing adds to a read's pass over a file
+// in the page cache: the OpenText reader (which hashes) versus the same
+// reads of the bare file, both into a 256 KiB buffer.
+func BenchmarkReadHash256MiB(b *testing.B) {
+	l, root := benchFixture(b)
+	p := filepath.Join(root, "big.txt")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrs\n"), 4<<20), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	tg, _ := l.Resolve(ctx, "read", "big.txt", "")
+	buf := make([]byte, 256<<10)
+	drain := func(r interface{ Read([]byte) (int, error) }) {
+		for {
+			if _, err := r.Read(buf); err != nil {
+				return
+			}
+		}
+	}
+	b.Run("hashed", func(b *testing.B) {
+		b.SetBytes(256 << 20)
+		for b.Loop() {
+			r, _, err := l.OpenText(ctx, tg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			drain(r)
+			if _, ok := r.(ContentHasher).ContentHash(); !ok {
+				b.Fatal("no hash at EOF")
+			}
+			r.Close()
+		}
+	})
+	b.Run("bare", func(b *testing.B) {
+		b.SetBytes(256 << 20)
+		for b.Loop() {
+			f, err := os.Open(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			drain(f)
+			f.Close()
+		}
+	})
 }
