@@ -1,0 +1,327 @@
+// Package approval holds the pending approvals of sandbox escalations
+// (docs/sandbox.md): a tool call that asks a person for a wider sandbox mode
+// opens one, waits on it, and it ends when a person decides, when it times
+// out, or when its call goes away. It knows nothing of HTTP or of the
+// tools: the executor opens approvals, a transport lists and decides them.
+//
+// Everything is bounded: the number of pending approvals (Open refuses past
+// Config.Max), their life (Config.Timeout, and never longer than their
+// call), and the memory of ended ones (a ring of the last ids, so a late
+// decision gets a precise answer).
+package approval
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Approval is one question put to a person: the call's session, tool,
+// target (DISPLAY) and the mode it asks for, with the model's reason.
+type Approval struct {
+	ID      string    `json:"id"`
+	Session string    `json:"session"`
+	Tool    string    `json:"tool"`
+	Path    string    `json:"path"`
+	Mode    string    `json:"mode"`
+	Reason  string    `json:"reason"`
+	Created time.Time `json:"created"`
+	// Expires is when the call stops waiting (Created + Config.Timeout).
+	Expires time.Time `json:"expires"`
+}
+
+// Request is what a call asks; the store adds the id and the times.
+type Request struct {
+	Session, Tool, Path, Mode, Reason string
+}
+
+// Decision is a person's answer.
+type Decision string
+
+// The two decisions.
+const (
+	Approve Decision = "approve"
+	Reject  Decision = "reject"
+)
+
+// Outcome is how an approval ended; the values are the decision label of
+// toolfs_approvals_total.
+type Outcome string
+
+// The four outcomes.
+const (
+	Approved  Outcome = "approve"
+	Rejected  Outcome = "reject"
+	TimedOut  Outcome = "timeout"
+	Cancelled Outcome = "cancelled"
+)
+
+// Errors of Open and Decide.
+var (
+	// ErrFull: Config.Max approvals are pending already.
+	ErrFull = errors.New("too many pending approvals")
+	// ErrClosed: the store was closed (the server is shutting down).
+	ErrClosed = errors.New("approvals are closed")
+	// ErrUnknown: no such approval, or it was decided already.
+	ErrUnknown = errors.New("no such pending approval")
+	// ErrNotPending: the approval ended without a decision (timed out, or
+	// its call went away).
+	ErrNotPending = errors.New("the approval is no longer pending")
+)
+
+// Config bounds a Store and tells its owner what happens.
+type Config struct {
+	// Max is the most approvals pending at once (default 32).
+	Max int
+	// Timeout is how long a call waits for a decision (default 5m).
+	Timeout time.Duration
+	// OnOpen, when set, is told of every new approval (the change feed).
+	OnOpen func(Approval)
+	// OnEnd, when set, is told how every approval ended, exactly once
+	// (metrics, the decision log).
+	OnEnd func(Approval, Outcome)
+}
+
+// endedMemory is how many ended approvals a store remembers, so a decision
+// that arrives late says why it is refused.
+const endedMemory = 1024
+
+// Store holds the pending approvals. It is safe for concurrent use.
+type Store struct {
+	cfg Config
+
+	mu      sync.Mutex
+	pending map[string]*Pending
+	seq     uint64        // of the last approval opened
+	wake    chan struct{} // closed and replaced when one opens or the store closes
+	closed  bool
+	ended   map[string]Outcome
+	ring    []string // ids of ended, oldest first, at most endedMemory
+}
+
+// New returns an empty Store.
+func New(cfg Config) *Store {
+	if cfg.Max <= 0 {
+		cfg.Max = 32
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	return &Store{cfg: cfg, pending: map[string]*Pending{}, wake: make(chan struct{}), ended: map[string]Outcome{}}
+}
+
+// Timeout is how long a call waits for a decision.
+func (s *Store) Timeout() time.Duration { return s.cfg.Timeout }
+
+// Max is the most approvals pending at once.
+func (s *Store) Max() int { return s.cfg.Max }
+
+// Pending is one open approval, owned by the call that opened it: Wait for
+// the outcome, and defer Cancel, which ends it if it is still open (a no-op
+// once it ended), so it never outlives its call.
+type Pending struct {
+	s       *Store
+	a       Approval
+	seq     uint64
+	done    chan struct{} // closed when it ends
+	outcome Outcome       // set under s.mu when it ends
+}
+
+// Open asks: it records a pending approval for r. ErrFull past Config.Max,
+// ErrClosed once the store is closed.
+func (s *Store) Open(r Request) (*Pending, error) {
+	id := newID()
+	now := time.Now()
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	case len(s.pending) >= s.cfg.Max:
+		s.mu.Unlock()
+		return nil, ErrFull
+	}
+	s.seq++
+	p := &Pending{s: s, seq: s.seq, done: make(chan struct{}), a: Approval{
+		ID: id, Session: r.Session, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
+		Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
+	}}
+	s.pending[id] = p
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.mu.Unlock()
+	if s.cfg.OnOpen != nil {
+		s.cfg.OnOpen(p.a)
+	}
+	return p, nil
+}
+
+// Approval is what the person is asked.
+func (p *Pending) Approval() Approval { return p.a }
+
+// Wait blocks until a person decides, the store's timeout passes, or ctx
+// ends (the caller went away: Cancelled), and returns the outcome. The
+// approval has ended when Wait returns.
+func (p *Pending) Wait(ctx context.Context) Outcome {
+	t := time.NewTimer(time.Until(p.a.Expires))
+	defer t.Stop()
+	select {
+	case <-p.done: // decided, or the store closed
+	case <-t.C:
+		p.end(TimedOut)
+	case <-ctx.Done():
+		p.end(Cancelled)
+	}
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.outcome
+}
+
+// Cancel ends the approval as Cancelled if it is still pending; after it
+// ended it does nothing. Defer it right after Open.
+func (p *Pending) Cancel() { p.end(Cancelled) }
+
+// end moves p from pending to ended with o, unless it ended already (a
+// decision that won the race keeps its outcome).
+func (p *Pending) end(o Outcome) {
+	s := p.s
+	s.mu.Lock()
+	if p.outcome != "" {
+		s.mu.Unlock()
+		return
+	}
+	p.outcome = o
+	delete(s.pending, p.a.ID)
+	s.remember(p.a.ID, o)
+	close(p.done)
+	s.mu.Unlock()
+	if s.cfg.OnEnd != nil {
+		s.cfg.OnEnd(p.a, o)
+	}
+}
+
+// remember keeps how id ended, forgetting the oldest past endedMemory.
+// Called with s.mu held.
+func (s *Store) remember(id string, o Outcome) {
+	if len(s.ring) == endedMemory {
+		delete(s.ended, s.ring[0])
+		s.ring = slices.Delete(s.ring, 0, 1)
+	}
+	s.ring = append(s.ring, id)
+	s.ended[id] = o
+}
+
+// Decide records a person's decision on the pending approval id: ErrUnknown
+// when there is none (or it was decided already), ErrNotPending when it
+// ended without a decision.
+func (s *Store) Decide(id string, d Decision) error {
+	s.mu.Lock()
+	p, ok := s.pending[id]
+	if !ok {
+		o, ended := s.ended[id]
+		s.mu.Unlock()
+		if ended && (o == TimedOut || o == Cancelled) {
+			return ErrNotPending
+		}
+		return ErrUnknown
+	}
+	s.mu.Unlock()
+	o := Rejected
+	if d == Approve {
+		o = Approved
+	}
+	p.end(o)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.outcome != o { // it timed out or was cancelled meanwhile
+		return ErrNotPending
+	}
+	return nil
+}
+
+// List returns the pending approvals, oldest first, and the cursor of the
+// newest one opened so far (for Next).
+func (s *Store) List() ([]Approval, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listLocked(), s.seq
+}
+
+func (s *Store) listLocked() []Approval {
+	ps := make([]*Pending, 0, len(s.pending))
+	for _, p := range s.pending {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b *Pending) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]Approval, len(ps))
+	for i, p := range ps {
+		out[i] = p.a
+	}
+	return out
+}
+
+// Next waits up to wait (bounded by ctx) until an approval opened after
+// cursor is pending, then returns the pending approvals and the new cursor,
+// as List does. With cursor 0 any pending approval answers at once. When
+// the wait ends with nothing new, it returns the list as it is then.
+func (s *Store) Next(ctx context.Context, cursor uint64, wait time.Duration) ([]Approval, uint64) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		fresh := false
+		for _, p := range s.pending {
+			if p.seq > cursor {
+				fresh = true
+				break
+			}
+		}
+		if fresh || s.closed {
+			defer s.mu.Unlock()
+			return s.listLocked(), s.seq
+		}
+		wake := s.wake
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-t.C:
+			return s.List()
+		case <-ctx.Done():
+			return s.List()
+		}
+	}
+}
+
+// Close ends every pending approval as Cancelled, answers every Next, and
+// refuses new approvals (ErrClosed): the server is shutting down and no
+// person can reach it any more.
+func (s *Store) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.wake)
+	ps := make([]*Pending, 0, len(s.pending))
+	for _, p := range s.pending {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.end(Cancelled)
+	}
+}
+
+// newID returns 128 random bits in hex: ids cannot be guessed, so only
+// someone who listed the approvals can decide one.
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
