@@ -60,11 +60,37 @@ var editsSchema = func() json.RawMessage {
 	return b.Bytes()
 }()
 
+// The original's escalation parameters of write and edit under a sandbox
+// fence (docs/sandbox.md), byte for byte, in both profiles.
+var sandboxParams = []param{
+	{name: "sandbox_permissions", raw: func() json.RawMessage {
+		var b bytes.Buffer
+		b.WriteString(`{"type":"string","enum":[`)
+		for i, m := range SandboxModes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(jsonString(m))
+		}
+		b.WriteString(`],"description":`)
+		b.Write(jsonString("The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval."))
+		b.WriteByte('}')
+		return b.Bytes()
+	}()},
+	{name: "justification", typ: "string", description: "Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access."},
+}
+
+// SandboxModes are the values of sandbox_permissions: the modes a call can
+// ask to be widened to.
+var SandboxModes = []string{"workspace-write", "danger-full-access"}
+
 // Catalog returns read, write and edit, then glob and grep when search is
 // true. limit is the configured read limit, quoted in read's schema. The
 // profile is applied here and nowhere else: every view of the catalog (REST,
-// MCP, OpenAPI) reads it.
-func Catalog(limit int, search bool, profile Profile) []Tool {
+// MCP, OpenAPI) reads it. fenced (a sandbox mode other than off) adds the
+// original's sandbox_permissions and justification to write and edit, after
+// the original's other properties and before the extended profile's.
+func Catalog(limit int, search bool, profile Profile, fenced bool) []Tool {
 	ext := profile != ProfileOriginal
 	writeParams := []param{
 		{name: "file_path", typ: "string", description: "Path to write, resolved by the filesystem backend."},
@@ -77,6 +103,10 @@ func Catalog(limit int, search bool, profile Profile) []Tool {
 		{name: "replace_all", typ: "boolean", description: "Replace all matches. Defaults to false; when false, old_string must appear exactly once."},
 	}
 	editRequired := []string{"file_path", "old_string", "new_string"}
+	if fenced {
+		writeParams = append(writeParams, sandboxParams...)
+		editParams = append(editParams, sandboxParams...)
+	}
 	if ext {
 		dry := param{name: "dry_run", typ: "boolean", description: DescDryRun}
 		writeParams = append(writeParams, dry)

@@ -83,6 +83,7 @@ type writeArgs struct {
 	path    string // file_path as sent: diffs name it so
 	content string
 	dryRun  bool
+	esc     escalation
 }
 
 func writeArgsOf(raw []byte) (writeArgs, *Error) {
@@ -104,7 +105,7 @@ func writeArgsOf(raw []byte) (writeArgs, *Error) {
 	if err := checkFilePath(path); err != nil {
 		return writeArgs{}, err
 	}
-	return writeArgs{path: path, content: content, dryRun: dryRun}, nil
+	return writeArgs{path: path, content: content, dryRun: dryRun, esc: escalationOf(a)}, nil
 }
 
 type editArgs struct {
@@ -112,6 +113,7 @@ type editArgs struct {
 	replaceAll                 bool
 	batch                      []fs.Edit // nil: the single form
 	dryRun                     bool
+	esc                        escalation
 }
 
 func editArgsOf(raw []byte) (editArgs, *Error) {
@@ -127,6 +129,7 @@ func editArgsOf(raw []byte) (editArgs, *Error) {
 	e.replaceAll, hasAll, allOK = a.boolean("replace_all")
 	edits := a.get("edits")
 	e.dryRun, hasDry, dryOK = a.boolean("dry_run")
+	e.esc = escalationOf(a)
 	switch {
 	case !pathOK:
 		return editArgs{}, argError(render.MsgFilePath)

@@ -45,7 +45,10 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
-	t, err := x.mutationTarget(ctx, c, "write", a.path)
+	if err := x.checkEscalation(a.esc); err != nil {
+		return Result{}, x.fail(c, ToolWrite, err)
+	}
+	t, cwd, err := x.mutationTarget(ctx, c, "write", a.path)
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
@@ -53,6 +56,16 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	if ierr != nil {
 		x.storeFailed("decide", ierr)
 		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
+	}
+	if escalated, err := x.fence(ctx, c, ToolWrite, t, cwd, a.esc); err != nil {
+		return Result{}, x.fail(c, ToolWrite, err)
+	} else if escalated {
+		// The session may have read or written the file while a person
+		// decided: its intent now, not the one before the wait.
+		if intent, ierr = x.gate.WriteIntent(c.Session, t); ierr != nil {
+			x.storeFailed("decide", ierr)
+			return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
+		}
 	}
 	if a.dryRun {
 		dry := fs.WriteIntent{DryRun: true}
@@ -91,7 +104,10 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 	if err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
-	t, err := x.mutationTarget(ctx, c, "edit", a.path)
+	if err := x.checkEscalation(a.esc); err != nil {
+		return Result{}, x.fail(c, ToolEdit, err)
+	}
+	t, cwd, err := x.mutationTarget(ctx, c, "edit", a.path)
 	if err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
@@ -99,6 +115,15 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 	if gerr != nil {
 		x.storeFailed("decide", gerr)
 		return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
+	}
+	if escalated, err := x.fence(ctx, c, ToolEdit, t, cwd, a.esc); err != nil {
+		return Result{}, x.fail(c, ToolEdit, err)
+	} else if escalated {
+		// Fresh, as for a write.
+		if guard, gerr = x.gate.EditGuard(c.Session, t); gerr != nil {
+			x.storeFailed("decide", gerr)
+			return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
+		}
 	}
 	req := fs.EditRequest{
 		OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll,
@@ -170,11 +195,11 @@ func lfNormalize(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // mutationTarget resolves the target of a write or edit, whose session is
 // required while the policy is on (arguments are checked first).
-func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) (fs.Target, *Error) {
+func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *Error) {
 	if x.policyOn && c.Session == "" {
-		return fs.Target{}, sessionError(msgNoSession)
+		return fs.Target{}, "", sessionError(msgNoSession)
 	}
-	return x.target(ctx, c, op, path)
+	return x.targetIn(ctx, c, op, path)
 }
 
 // mutationFailure adds the remedy the model needs after a refused write or

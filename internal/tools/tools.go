@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -73,27 +74,38 @@ type Options struct {
 	// Cache sizes the read caches (docs/performance.md, "Caches"); the zero
 	// value turns them off.
 	Cache CacheConfig
+	// Sandbox fences writes and edits ("" = SandboxOff; docs/sandbox.md).
+	Sandbox SandboxMode
+	// Approvals asks a person about escalations; nil: no approval channel
+	// (--approvals=false), so every escalation is denied.
+	Approvals *approval.Store
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
 type Executor struct {
-	fs       fs.FileSystem // counts Stat calls (Observer.StatCall)
-	gate     policy.Gate
-	policyOn bool
-	search   *search.Searcher
-	caps     render.Caps
-	profile  render.Profile
-	obs      Observer
-	log      *slog.Logger
-	mutated  func(Mutation)
-	cache    *Cache // nil: off
+	fs        fs.FileSystem // counts Stat calls (Observer.StatCall)
+	gate      policy.Gate
+	policyOn  bool
+	search    *search.Searcher
+	caps      render.Caps
+	profile   render.Profile
+	obs       Observer
+	log       *slog.Logger
+	mutated   func(Mutation)
+	cache     *Cache // nil: off
+	sandbox   SandboxMode
+	approvals *approval.Store
 }
 
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
-	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger, mutated: opts.OnMutation}
+	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
+		mutated: opts.OnMutation, sandbox: opts.Sandbox, approvals: opts.Approvals}
 	if x.mutated == nil {
 		x.mutated = func(Mutation) {}
+	}
+	if x.sandbox == "" {
+		x.sandbox = SandboxOff
 	}
 	if x.gate == nil {
 		x.gate = policy.Off{}
@@ -249,17 +261,25 @@ func badCwd(p string) *Error {
 
 // target resolves a tool's file_path against the session cwd.
 func (x *Executor) target(ctx context.Context, c Call, op, path string) (fs.Target, *Error) {
+	t, _, err := x.targetIn(ctx, c, op, path)
+	return t, err
+}
+
+// targetIn is target that also returns the Key of the session cwd ("" for
+// the root), for the sandbox fence.
+func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *Error) {
 	cwd := ""
+	var cwdKey fs.TargetKey
 	if c.Cwd != "" {
 		ct, err := x.cwd(ctx, c)
 		if err != nil {
-			return fs.Target{}, err
+			return fs.Target{}, "", err
 		}
-		cwd = ct.Display
+		cwd, cwdKey = ct.Display, ct.Key
 	}
 	t, err := x.fs.Resolve(ctx, op, path, cwd)
 	if err != nil {
-		return fs.Target{}, errorOf(err)
+		return fs.Target{}, "", errorOf(err)
 	}
-	return t, nil
+	return t, cwdKey, nil
 }

@@ -1,0 +1,229 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// SandboxMode is the fence on writes and edits (docs/sandbox.md). The
+// workspace root stays the hard boundary in every mode; the mode is a
+// second fence inside it, for writes and edits only.
+type SandboxMode string
+
+// The sandbox modes, narrowest fence first.
+const (
+	// SandboxOff: no fence, and no escalation fields (the default).
+	SandboxOff SandboxMode = "off"
+	// SandboxReadOnly denies every write and edit.
+	SandboxReadOnly SandboxMode = "read-only"
+	// SandboxWorkspaceWrite allows writes and edits under the session's cwd.
+	SandboxWorkspaceWrite SandboxMode = "workspace-write"
+	// SandboxDangerFullAccess allows writes and edits anywhere in the root.
+	SandboxDangerFullAccess SandboxMode = "danger-full-access"
+)
+
+// ParseSandboxMode accepts the four modes.
+func ParseSandboxMode(s string) (SandboxMode, bool) {
+	switch m := SandboxMode(s); m {
+	case SandboxOff, SandboxReadOnly, SandboxWorkspaceWrite, SandboxDangerFullAccess:
+		return m, true
+	}
+	return "", false
+}
+
+// Fenced reports whether m fences writes and edits (so the catalog
+// advertises sandbox_permissions and justification).
+func (m SandboxMode) Fenced() bool { return m != "" && m != SandboxOff }
+
+// rank orders the fenced modes from narrowest to widest.
+func (m SandboxMode) rank() int {
+	switch m {
+	case SandboxReadOnly:
+		return 1
+	case SandboxWorkspaceWrite:
+		return 2
+	case SandboxDangerFullAccess:
+		return 3
+	}
+	return 0
+}
+
+// CodeEscalationDenied: a sandbox escalation was not granted (rejected,
+// timed out, the caller went away, or no approval channel).
+const CodeEscalationDenied Code = "ESCALATION_DENIED"
+
+// CodeTooManyApprovals: --max-approvals approvals are pending already; the
+// call asked nobody and ran nothing (docs/sandbox.md).
+const CodeTooManyApprovals Code = "TOO_MANY_APPROVALS"
+
+// The original's texts of the fence and the escalation (docs/sandbox.md),
+// byte for byte.
+const (
+	msgEscalationNeedsJustification = "invalid escalation: sandbox_permissions requires a justification"
+	msgJustificationAlone           = "invalid escalation: justification is only valid together with sandbox_permissions"
+	msgJustificationEmpty           = "invalid justification: expected a non-empty sentence"
+	msgEscalationUnavailable        = "sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)"
+)
+
+// Our own argument texts where the original has none (docs/sandbox.md).
+const (
+	msgSandboxPermissions = `sandbox_permissions must be "workspace-write" or "danger-full-access"`
+	msgJustificationLong  = "invalid justification: expected one sentence of at most 1000 characters"
+	// maxJustification bounds what a pending approval holds and shows.
+	maxJustification = 1000
+)
+
+// sandboxDenied is the original's denial: the marker and the hint.
+func sandboxDenied(mode SandboxMode) *Error {
+	return NewError(CodeSandboxDenied, "[sandbox: file access denied under "+string(mode)+" mode]\n"+
+		"[sandbox: escalation available \u2014 retry this exact operation once with sandbox_permissions "+
+		"(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]")
+}
+
+func notWider(requested, current SandboxMode) *Error {
+	return argError("sandbox escalation to " + modeQ(requested) + " is not strictly wider than this call's current " + modeQ(current) + " mode")
+}
+
+func escalationRejected(mode SandboxMode) *Error {
+	return NewError(CodeEscalationDenied, "the user rejected escalating this operation to "+modeQ(mode))
+}
+
+func escalationCancelled(mode SandboxMode) *Error {
+	return NewError(CodeEscalationDenied, "approval for escalating to "+modeQ(mode)+" was cancelled")
+}
+
+func escalationNoChannel(mode SandboxMode) *Error {
+	return NewError(CodeEscalationDenied, "sandbox escalation to "+modeQ(mode)+" requires approval, but no approval channel is available")
+}
+
+// escalation is a write's or edit's sandbox_permissions and justification
+// after the type pass.
+type escalation struct {
+	present       bool // sandbox_permissions sent (not null)
+	modeOK        bool // ... and one of the two wider modes
+	mode          SandboxMode
+	hasReason     bool // justification sent (not null)
+	reasonOK      bool // ... and a string
+	justification string
+}
+
+// escalationOf reads the two escalation arguments; their checks depend on
+// the server's mode (Executor.checkEscalation).
+func escalationOf(a args) escalation {
+	var e escalation
+	var mode string
+	var isString bool
+	mode, e.present, isString = a.str("sandbox_permissions")
+	if m := SandboxMode(mode); isString && (m == SandboxWorkspaceWrite || m == SandboxDangerFullAccess) {
+		e.mode, e.modeOK = m, true
+	}
+	e.justification, e.hasReason, e.reasonOK = a.str("justification")
+	return e
+}
+
+// checkEscalation applies the original's checks of the two arguments, in
+// its order (docs/sandbox.md). Without a fence sandbox_permissions is
+// refused and justification alone is an unknown argument, ignored as any
+// other.
+func (x *Executor) checkEscalation(e escalation) *Error {
+	if !x.sandbox.Fenced() {
+		if e.present {
+			return argError(msgEscalationUnavailable)
+		}
+		return nil
+	}
+	switch {
+	case e.present && !e.modeOK:
+		return argError(msgSandboxPermissions)
+	case e.present && !e.hasReason:
+		return argError(msgEscalationNeedsJustification)
+	case !e.present && e.hasReason:
+		return argError(msgJustificationAlone)
+	case !e.present:
+		return nil
+	case !e.reasonOK || strings.TrimSpace(e.justification) == "":
+		return argError(msgJustificationEmpty)
+	case utf8.RuneCountInString(e.justification) > maxJustification:
+		return argError(msgJustificationLong)
+	case e.mode.rank() <= x.sandbox.rank():
+		return notWider(e.mode, x.sandbox)
+	}
+	return nil
+}
+
+// allows reports whether mode lets a write or edit reach t: read-only
+// nothing, workspace-write only under the session cwd (cwd; "" = the root,
+// so anything Resolve accepted), danger-full-access anything in the root.
+// Keys are real paths, so a symlink under the cwd to a file elsewhere is
+// judged by where it leads.
+func allows(mode SandboxMode, t fs.Target, cwd fs.TargetKey) bool {
+	switch mode {
+	case SandboxOff, SandboxDangerFullAccess:
+		return true
+	case SandboxWorkspaceWrite:
+		if cwd == "" {
+			return true
+		}
+		k, base := string(t.Key), string(cwd)
+		return k == base || strings.HasPrefix(k, strings.TrimSuffix(base, "/")+"/")
+	}
+	return false
+}
+
+// fence applies the sandbox to a write or edit of t, after the policy
+// decided (docs/sandbox.md, order of checks). Without an escalation it
+// allows or denies under the server's mode. With one it asks a person and
+// waits; approved, the call is judged under the granted mode, once.
+// escalated reports that the call waited for a person, so the caller
+// decides the policy's intent again, fresh.
+func (x *Executor) fence(ctx context.Context, c Call, tool string, t fs.Target, cwd fs.TargetKey, e escalation) (escalated bool, _ *Error) {
+	if !e.present {
+		if allows(x.sandbox, t, cwd) {
+			return false, nil
+		}
+		return false, sandboxDenied(x.sandbox)
+	}
+	if err := x.ask(ctx, c, tool, t, e); err != nil {
+		return true, err
+	}
+	if !allows(e.mode, t, cwd) {
+		return true, sandboxDenied(e.mode)
+	}
+	return true, nil
+}
+
+// ask opens a pending approval for the call and waits for its outcome.
+// Nothing is granted without a person's decision.
+func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation) *Error {
+	if x.approvals == nil {
+		return escalationNoChannel(e.mode)
+	}
+	p, err := x.approvals.Open(approval.Request{
+		Session: c.Session, Tool: tool, Path: t.Display, Mode: string(e.mode),
+		Reason: "escalate sandbox to " + string(e.mode) + ": " + e.justification,
+	})
+	switch {
+	case errors.Is(err, approval.ErrFull):
+		return NewError(CodeTooManyApprovals, "cannot ask for approval: "+strconv.Itoa(x.approvals.Max())+
+			" approvals are pending already; retry once a person has decided them")
+	case err != nil: // closed: the server is shutting down
+		return escalationCancelled(e.mode)
+	}
+	defer p.Cancel()
+	switch p.Wait(ctx) {
+	case approval.Approved:
+		return nil
+	case approval.Rejected:
+		return escalationRejected(e.mode)
+	}
+	return escalationCancelled(e.mode)
+}
+
+// modeQ quotes a mode as the original's texts do.
+func modeQ(m SandboxMode) string { return `"` + string(m) + `"` }
