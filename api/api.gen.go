@@ -14,11 +14,84 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for ApprovalMode.
+const (
+	ApprovalModeDangerFullAccess ApprovalMode = "danger-full-access"
+	ApprovalModeWorkspaceWrite   ApprovalMode = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the ApprovalMode enum.
+func (e ApprovalMode) Valid() bool {
+	switch e {
+	case ApprovalModeDangerFullAccess:
+		return true
+	case ApprovalModeWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApprovalTool.
+const (
+	Edit  ApprovalTool = "edit"
+	Write ApprovalTool = "write"
+)
+
+// Valid indicates whether the value is a known member of the ApprovalTool enum.
+func (e ApprovalTool) Valid() bool {
+	switch e {
+	case Edit:
+		return true
+	case Write:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApprovalDecisionDecision.
+const (
+	Approve ApprovalDecisionDecision = "approve"
+	Reject  ApprovalDecisionDecision = "reject"
+)
+
+// Valid indicates whether the value is a known member of the ApprovalDecisionDecision enum.
+func (e ApprovalDecisionDecision) Valid() bool {
+	switch e {
+	case Approve:
+		return true
+	case Reject:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EditRequestSandboxPermissions.
+const (
+	EditRequestSandboxPermissionsDangerFullAccess EditRequestSandboxPermissions = "danger-full-access"
+	EditRequestSandboxPermissionsWorkspaceWrite   EditRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the EditRequestSandboxPermissions enum.
+func (e EditRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case EditRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case EditRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for HealthStatus.
 const (
@@ -68,6 +141,24 @@ func (e WriteMetadataOperation) Valid() bool {
 	}
 }
 
+// Defines values for WriteRequestSandboxPermissions.
+const (
+	WriteRequestSandboxPermissionsDangerFullAccess WriteRequestSandboxPermissions = "danger-full-access"
+	WriteRequestSandboxPermissionsWorkspaceWrite   WriteRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the WriteRequestSandboxPermissions enum.
+func (e WriteRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case WriteRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case WriteRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListToolsParamsFormat.
 const (
 	Anthropic ListToolsParamsFormat = "anthropic"
@@ -100,6 +191,50 @@ type AnthropicTool struct {
 
 // AnthropicTools The tools as Anthropic Messages `tools`.
 type AnthropicTools = []AnthropicTool
+
+// Approval defines model for Approval.
+type Approval struct {
+	Created time.Time `json:"created"`
+
+	// Expires When the call stops waiting (--approval-timeout after created).
+	Expires time.Time `json:"expires"`
+	Id      string    `json:"id"`
+
+	// Mode The mode the call asks for.
+	Mode ApprovalMode `json:"mode"`
+
+	// Path The DISPLAY path of the target.
+	Path string `json:"path"`
+
+	// Reason "escalate sandbox to <mode>: <justification>"
+	Reason string `json:"reason"`
+
+	// Session The calling session ("" when the call had none).
+	Session string       `json:"session"`
+	Tool    ApprovalTool `json:"tool"`
+}
+
+// ApprovalMode The mode the call asks for.
+type ApprovalMode string
+
+// ApprovalTool defines model for Approval.Tool.
+type ApprovalTool string
+
+// ApprovalDecision defines model for ApprovalDecision.
+type ApprovalDecision struct {
+	Decision ApprovalDecisionDecision `json:"decision"`
+}
+
+// ApprovalDecisionDecision defines model for ApprovalDecision.Decision.
+type ApprovalDecisionDecision string
+
+// ApprovalList defines model for ApprovalList.
+type ApprovalList struct {
+	Approvals []Approval `json:"approvals"`
+
+	// Cursor The newest approval opened so far; send it as `after` to wait for the next.
+	Cursor int64 `json:"cursor"`
+}
 
 // Catalog defines model for Catalog.
 type Catalog struct {
@@ -163,6 +298,9 @@ type EditRequest struct {
 	// FilePath Path to edit, resolved by the filesystem backend.
 	FilePath string `json:"file_path"`
 
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
 	// NewString Literal replacement text. Use an empty string to delete the match.
 	NewString *string `json:"new_string,omitempty"`
 
@@ -171,7 +309,13 @@ type EditRequest struct {
 
 	// ReplaceAll Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once.
 	ReplaceAll *bool `json:"replace_all,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *EditRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
 }
+
+// EditRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type EditRequestSandboxPermissions string
 
 // EditResult defines model for EditResult.
 type EditResult struct {
@@ -253,7 +397,7 @@ type OpenAITools = []OpenAITool
 
 // Problem RFC 9457 problem details with two extension members.
 type Problem struct {
-	// Code Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written).
+	// Code Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409).
 	Code string `json:"code"`
 
 	// Detail The message without the "Error: " prefix.
@@ -334,7 +478,16 @@ type WriteRequest struct {
 
 	// FilePath Path to write, resolved by the filesystem backend.
 	FilePath string `json:"file_path"`
+
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *WriteRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
 }
+
+// WriteRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type WriteRequestSandboxPermissions string
 
 // WriteResult defines model for WriteResult.
 type WriteResult struct {
@@ -347,6 +500,15 @@ type SessionCwd = string
 
 // SessionID defines model for SessionID.
 type SessionID = string
+
+// ListApprovalsParams defines parameters for ListApprovals.
+type ListApprovalsParams struct {
+	// Wait How long to wait for a new approval, a Go duration such as 30s; 0 or absent answers at once. At most 60s.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// After The cursor of a previous answer; only approvals opened after it end the wait. Default 0 (any pending approval ends it).
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+}
 
 // ModelEditParams defines parameters for ModelEdit.
 type ModelEditParams struct {
@@ -521,6 +683,9 @@ type WriteToolParams struct {
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
+// DecideApprovalJSONRequestBody defines body for DecideApproval for application/json ContentType.
+type DecideApprovalJSONRequestBody = ApprovalDecision
+
 // ModelEditJSONRequestBody defines body for ModelEdit for application/json ContentType.
 type ModelEditJSONRequestBody = EditRequest
 
@@ -667,6 +832,12 @@ func (t *ListTools200JSONResponseBody) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListApprovals The pending sandbox escalations, for a person to decide.
+	// (GET /approvals)
+	ListApprovals(w http.ResponseWriter, r *http.Request, params ListApprovalsParams)
+	// DecideApproval Approve or reject one pending sandbox escalation.
+	// (POST /approvals/{id})
+	DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 	// Healthz Liveness; needs no token.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
@@ -711,6 +882,18 @@ type ServerInterface interface {
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
 
 type Unimplemented struct{}
+
+// ListApprovals The pending sandbox escalations, for a person to decide.
+// (GET /approvals)
+func (_ Unimplemented) ListApprovals(w http.ResponseWriter, r *http.Request, params ListApprovalsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DecideApproval Approve or reject one pending sandbox escalation.
+// (POST /approvals/{id})
+func (_ Unimplemented) DecideApproval(w http.ResponseWriter, r *http.Request, id string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
 
 // Healthz Liveness; needs no token.
 // (GET /healthz)
@@ -798,6 +981,78 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// ListApprovals operation middleware
+func (siw *ServerInterfaceWrapper) ListApprovals(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListApprovalsParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListApprovals(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DecideApproval operation middleware
+func (siw *ServerInterfaceWrapper) DecideApproval(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DecideApproval(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // Healthz operation middleware
 func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Request) {
@@ -1622,6 +1877,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Delete(options.BaseURL+"/sessions/{id}", wrapper.DeleteSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/approvals", wrapper.ListApprovals)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/approvals/{id}", wrapper.DecideApproval)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 
@@ -1633,81 +1894,100 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hxrc+O2kvZf6eJ7qkbOS8l2krOb2LUffGzPxKd8mbI8ye6OvBZEtkSMSYABQMvKlP77VgMgRUqULV9y",
-	"aiaz3ywSBPqO7gcNfw4imeVSoDA62Psc5EyxDA0q+6uPWnMpDqcx/YpRR4rnhksR7AVXCYJ2799omEp1",
-	"y8UEYq4wMlLNQmAjLdPCIEgFClNm+B2CkWASBCWl2QcmBgLvuTb05VimMSrgQvMYq0E9uCw/HfMUIWcm",
-	"0aBQy/QOgU0YF9oAN72BeK9QozAwKgxglpsZRLIQRgPTRAsKGhSEASfqE2QxqiAMBMsw2Av+s+t57RKz",
-	"YaCjBDNGXJtZTgO0UVxMgvk8LKVycrQqlHOWobbEe9GASZgBORUa5EijusMYtGEG92C3u/v9TxAlTLGI",
-	"BA5yPBAH3f9m3T92uj/3bva60IMLOzNLQQpQyGLoCOlnYvQGOEkjkirGeCCm3CSyIHls7YPC3wuuMKZP",
-	"p4obBCZiwJgbmCYkSyIzlymPZjSLFJvJEH6rFgk9p+oOFWRsBobd4kDU2R8rmQEDJ24gYccwmkG36wd0",
-	"3RsdkpXQ4IHodmMcsyI15ZiN1HZy1NBazoxBRZ/8z8eGTK8/74a73/80/1sQrqh2HgYKdS6FRmv+ZzLG",
-	"9FgpqehXJIVBYaxN4L3ZzlPGxb5VoEbzH4UZd3+il+tNZx62+FCu5CjF7I2GoSxMXpghdIZ20T0YFDs7",
-	"P0QZas0maH/gcCsEUrMTvWGmIMMBbjREMsYeHN+hmsGY8bRQSLrfzoiN7e+ACT0lO9MyBFaYxNpDIW6F",
-	"nApQsjCogYsoLWKMe8E8dPxf4b35E9k3UqY13kPAexaZdGb5o4XsH5YF0IjaEvbeyWyJLJbnKY+sW2x7",
-	"qf7/T5pWqlP1N4XjYC/4f9uLwLft3urtct4WWg8EXL49hJ9//Pu/lypr6GGUIgxJA0Mr1gXRloeSvZ4N",
-	"IH45ouZAmETJnEdXUqbWcJXMURnuLLBBw4pEySnywtwsmGNxzF3AeF+bx6gC22QfMcNSOSHxL+L+sLfw",
-	"DDn6hJEJwuC+O5Fd/5BE2rtk0zNnlkSG88a2WFkGoWDvoxvVpGOJg+vlledhU0K6fR8iI7IxqhoMnjoN",
-	"Q/vScsUNZvoxG2hqZF5RxJRiM/p96KS2qixTErjROn6adasUgt0xnpJdtfBs+TUJ12X0TZi2QTtiQkgD",
-	"qhAg5BQ6k1SOrEFOFOZQ7g+K5/S7HkoUMtLrplL6sCCvnYMl3TvZtOm3Locn2/+k4DETEa43izca9Ewb",
-	"zLq5klluoPzEOmZvdRdYa83hUnL0NF/ztPyzf3EO1ubBiXIR8JheCnWU1jzVFzdxuRobNQm26eaIj8er",
-	"or0QCEkhbp3x/AApF2g3IRuL782+zdIop6CU7cb+YGSpwvLT1LDAabnDrMhbpnH5ThSp9wUn4BbdmOTx",
-	"EGRHLSYOq+XbuD+OufmFu71lWQLwtn9zfHRydXN+cXXz9uLD+RF08N6giDGm/YE433L5Ef35hrK0CSVE",
-	"mdQGNM94yhRlwzKNbxyxYWkBbq94o2EQnDVG470ZBF7cOpFT4AY6sYz0NmV1upfFW6sCRhGfclE3aC4M",
-	"TlARi3auRshaEexyYNKGKbNuxiVxL8aGFR3louskfmLcxr5iJl5Mq9o45QYVS0FhnrIIM0pgrXPDB01J",
-	"r89k3eck8xhTNC7/zZiJktYosFDM+hVdfiLLlXtwVmjj5izdunVuP/6Gpenq5JfuJbA0dVOh7sGRS4k1",
-	"rTZmqUbosFRLmCYogJxja9/9bV+GNbOCjGhieY5MVbFGigiJsjVuNZIyRSZW9FmTSVhXyTpdnqFhMTOs",
-	"JbDz8XjzvdLGoce2GDflOlIu8fcCdYsvH3OToKoLjLbLBXPQsWGuprItW6xYl9sH2m1H0iSrjher2Y0q",
-	"xOqKhwlGt4CUp5vErsDUpCCz1WG5F8fdEY6lwq6r3FyZFsIdKqp2QmcYXEy2LLUKTaGE/TZKmJigrdeg",
-	"EHzMMQaSTLX304SOS7f6Jra1iamEgZXIKrt94pSlTmBgk3SMgQugolWFgCxKKlwAdZEa2ktsIKRA5+QQ",
-	"WneQiuTtZLbb3d3ZAWs+Wz3oo6A5taEaWY4bYbWmSyesSpM9OIgizI2jh9RYxm69Dyy+I2Vq99Is8mUq",
-	"YOlnFe+lwI0TpyrEzcMgY/cn7pvdnZ0wyLgof64VdxWGq611VeDvacM10go8LLGSuKTacmczIhix6BZF",
-	"3J4E/V/A/QIC7kLL6+MaecxqgM1qofcxe6zCNGnBJh+PZ1J+XLhYqI3Cd6kc1SJvk8R26z0qEUSSvEam",
-	"ogS4aCqkjjBNpbrVOelvVUFsATzaLNT7gq4Dh+uV0kguHZq0TCzxB/4tEeYssYZUlgt1sDfpwSD47rvt",
-	"73pGD4KtFjtdTVbtqq2CVZivFawHcdozd1sRjnlqUMFYKpgm3JOsaxKv6LXEhvavz590+EnfzwfB1r6V",
-	"MGTIhAbh49/GOXqTqLckLakW0PGCjC9U65c4KVLr3LkqYd5KciTTji+wQc+EYfcv1PUvyFInuKaaHfrn",
-	"cvwis055W5tgzUr+q7aFyqx+KfUushGq9vrBtJduy1Wom8EPb1v57PB9OwBg4QwL6T2x5j47fG9rbqjN",
-	"AB3KrC5EOqOyLoQYtVFFRJbiHsgcxW9SpTH93HoGELYRXtf/2uE6z0DY0M4Daj3lbYl3A7hjAkhjDqzb",
-	"Trk2Q58MribWT8PZStN6PkJ1kaM4OHlbiKjU69NAqj8FT3olY3giXrRePO3uO64J7SElLYm40tUitFUz",
-	"PRrg7Nuw7YM2mh9DlN1IOEyYgUOZ5Sm6UPJUWLkmpRZQpXagsbTVLJ85xGgYT7UHbqfSVSF2D8qQwqxe",
-	"dZhItiUDfXdogUpJZc+OQrCb/tv+Tf/q4PT45tfjy/7JxTl0ftz52dW8/eM+PbnpX11cHt98OD/49eDk",
-	"9OAfp8fQ+fvODyEwd9AYulNGaROMCdbPGy8xtqC12zW1kQpLzHpkC98owXi/qvKmTNspDYqt1sTeiaNd",
-	"h/7crKp8af1BUB6tBZArHPP71mkTD/s9ljlbeLCRNa+SYUuA2mFQWCNi9XxvELQStNjrWzZhblJ8ALtb",
-	"JuognbKZBjaShdkbpUzc7lv9A9f10yweozB8zFE9nr54n3OUVNSGzvIq8bR54iWyeD1MlDJXDa5wtgpc",
-	"PqQqm9i0uJ0cjzWadqm2J6uk0KOT/vvTg/9yyWWnbHOoVdr20LuerUbTOAQ9y1IubrWFjMqx7VZtpGHp",
-	"acniIyBriWk7XkrRNCZZJ/i1FcQG6AKlUs9GF1Ke8RZ3OWP3PCsycAkjyLEHu+1yplBLZeBy6m/hHa4h",
-	"ouI7BmZq/QlvNHS7Fliza0Pn+52dHSv9sVQZM8FeEMtiZM0344LIeAiH8Sltw4aavOx2R0yTMXCljeVj",
-	"HRu7rXjbi8h6EozgLOFlMELDjTcPiN0xiyxG1H4W9yzMoW/rsE0Y2jzj+qwTliPtGrasp4rY/hGCUYWI",
-	"mME4BOtwc1sAUpG9D4uvPKxE31kP2YOPn2mCsASc6AHZyLlVYGjtZX49v167gMJ8Ndl7dfxm+Zh3tThc",
-	"l9u68+SNqww/vI2G3yil+HNPEsKAZmRlplrmnJFCZoi6Io/pj0dTz8Us4QPHEZahtaG31tCyhJMUaQof",
-	"rt52f3IwqB9IEcRmXe350Z9wCPEvPnt4VYz+8VOMDbY+n+Q+a+9bG5nDSvMP2MzLgnTTk145WFCSilGh",
-	"uJlZfMCRNkKmUB0UbeK8rDUoWkMEFHEuue8/3E4s7vUHdMjMDi8u+zZjT/kkMXrLWUit/1AVwldF3a6R",
-	"t2h7WSznVsGWjoU6EmNy1+bFxViuqR/qO5TFdF1V6DKfpZbKTtn1FXMdScuNHT0QjRacLaB38MvV1fvt",
-	"f/YvzmsdOG5bbGl5C4ENxEgW1o5tE+iUi1hOQzsra/FUzcZoZt5hewMxEMcVRVUb4PDzwCvWAbylbgfB",
-	"fEgq0UUUodZukUX320CUpehIxrM6+UaxsgYtW+E6rpZwkaJsghuIBxscw5o0FlXTFpHkuxotRweOG0sE",
-	"9401tneVaRgeOlfqXs1o/603Bn7SUgz3SaL1Ma5NN5bosvOcKe3jWIYxZ0BW41ptxwUFm86PlDzCVYKk",
-	"GUdBjMRzbI+9IpPO9oCLO5by2AVt0hYUImfW5OnR7r+BLpSSE2ZwIFBHLEeqoW9xBhN+R+Y95RFCh1yZ",
-	"0VcR09jlQlPBb/gdpjMnWVIbsLFB5bpv71haIDCFDYJheHL+68HpydHNweW7D2fH51dDiq4CZNlkXG4B",
-	"VpADQZKkgDlc00md8giFxkUeEJydXNUqUoupjXWX5TwIA392HewFO73d3o7fdQW93At+6O30fghc1WUD",
-	"xzbe+Z70eRiUoYBeTFyyXW21J3Gw5yHyP4KlBt7vd3Ye6BF9Wm+oR+HXtLH6IMQ1FHmvEQyDvY/XYaCL",
-	"LGNqZo8y71Cg1vsgEGOyN6jClWET3cgjdHBNc21nSEZVSsM19FLYsXuBXIeuapbRhpim1ifeX/SvYNsB",
-	"rPTtEDpV87UvVHVYbvID4ZfcCn3AoCAohW/MXfjlXj1U0Kuqk3cgFh7res1XO52r6LF457AD8i2uB4Jr",
-	"mJJrDt8dX8G2t5eedWKQ4zGFGp7lUhlU2hll0zBcCzdJqgm3fmxX9mLI9qLLfx5uOvhwGgfza7d3ojb/",
-	"kPHs1eyv3sQyb27QlMrM202/bcZq3PaiwdsatU3FNvzKtcVbQ69Mm0i0x//lnY5atmr3z9HMn9zTy7R2",
-	"pk9hyO1KS43TZHF1z7CvSqewbkDb63PdgL79dtzgHUnqa3eDekfBF+oGb7mI/YH6NJG6bAVwvQHMHcCX",
-	"PQPlSfHWSzxAYf5sD1CYf0MeQJL66j2g1vrxhXpA37dCUMz3PPvajJV3D0CtNFG8wAWoBHquC9C3344L",
-	"XJKkvnYXqJ9dfKEuQCQCW8mAaohZygV2HWBPpZ2Tywt8wJb+z3UC+/G34wUWCfvq3aABJH+hfnBoMXTb",
-	"C1CkaZn/46prPMvyvfq7NHfPC6/2vO3RjGWpf1Ta+PZnHs+dx6TofKhpM0f2udfoqtnYq8kexPVACI+D",
-	"ZW28+Hry9Yo6f3zwWr69gSXVRBqDoo6rc2MbK/zV363ekzS9uCPbyHldower/UuA5n33ugZLuXslVv1c",
-	"k7Zz1PK6+dAdiA6rCwP2Ph2J2zbylV+Eq1fsBoKibvstQHedvTa5KcOkw3q5u8E/EBhJNwMFpMQidbVV",
-	"daPJpJx8D4bW6vhwIDrrOoi2Qhiy8s7pEDrLF1fpfRblNMX6JjkPI9f68Ryy5xrxS+4GYhnH2wcmZiDt",
-	"DRgHGnIN7VBhWyw95dq4Jqp2n/i9QDVbOIU/0q47QtW5auVkWwq9KIIwyKK87czt+oUonxR4MV4b75fu",
-	"564N9auNXfrRsUt3mR8bXm+fnF+vQR79gZftzzJJw24R/K5DTkg2+xqeXnbHLRamBNo2bSf2DEQCc+G7",
-	"7vK+u3Lh7yvwZdOyjmNuLesbhe1ecWl7ZLjGdmxKSlsBKcP/04cXmscLMMAHzWUZ5muay7tUjv4S5vI8",
-	"eOtVlm70zbQYzJk/9ndw1qskDc8Cyh42kyUsbMlMFOZ/DTN5Fgb0rzUT17o3UbLIXY+EzfJfwWyeiS49",
-	"aDcPA0guR3R9KHuw+Pc3Q7vJumq46p6l5NFVs6CNQvsvjyjhGogoKcQtxjCszzCS8SyEcVroxA10cmPK",
-	"lsBxEWHcg4OybB4Ie8zrZyYxj3DCBLCRVMYRYBQTeoyqLWG7RBb/JRzgeQjQKy7tzT981X+GVGvueA1H",
-	"eS4G9aCnrMBMTQuzmMRfwsSeia685tob5W7+fsRrGMzmYE2biTSbHpq9Xx+vSU3+k6pdxFRlkH/gsJ3a",
-	"gwoqqD2rdUfMr+f/GwAA//8=",
+	"7Hxtc9tGkvBf6cKzVabygBQde3OJVPdBK8mOtmxJJSnJ7YU+cQg0yYnAGezMQBTXpf9+1T0DECBBiZaV",
+	"XBLvNxIvMz39/oqPUaJnuVaonI32Pka5MGKGDg3/u0RrpVaH85T+pWgTI3MntYr2oqspgvX3X1iYa3Mj",
+	"1QRSaTBx2ixiECOrs8IhaAMGM+HkLYLT4KYIRmu3D0INFN5J6+jNsc5SNCCVlSlWD/Xgonx1LDOEXLip",
+	"BYNWZ7cIYiKksg6k6w3UuUGLysGocICz3C0g0YVyFoQlWFDRQ1EcSYJ+iiJFE8WREjOM9qL/6oazdumw",
+	"cWSTKc4EndotcnrAOiPVJLq/j0usnBytI+VUzNAy8AE14KbCgZ4rC3pk0dxiCtYJh3vwsvvy628hmQoj",
+	"EkI46PFAHXT/W3T/1e9+17ve60IPznhlkYFWYFCk0FE6rCToDkjCRqJNiulAzaWb6oLwsbMPBv9ZSIMp",
+	"vTo30iEIlQKm0sF8SrgkMHOdyWRBq2i1HQ7hp2qTOJzU3KKBmViAEzc4UPXjj42egQCPbiBkpzBaQLcb",
+	"Huj6OzYmLqGHB6rbTXEsisyVz2xFtpOjBtVy4RwaeuV/fm7g9MPHl/HLr7+9/0sUr5H2Po4M2lwri8z+",
+	"73WK2bEx2tC/RCuHyjFP4J3bzTMh1T4T0KL7z8KNu9/Szc2scx+3yFBu9CjD2QsLQ124vHBD6Ax50z0Y",
+	"FP3+q2SG1ooJ8h8c7sRAZPaod8IVxDggnYVEp9iD41s0CxgLmRUGifa7MzrG7lcglJ0Tn1kdgyjclPmh",
+	"UDdKzxUYXTi0IFWSFSmmveg+9ue/wjv3Kx7faZ3Vzh4D3onEZQs+H23EP/gIYBEtA3bucbYClsjzTCYs",
+	"FrsBq///F0s71aH6i8FxtBf9v92l4tv1d+1uuW4LrAcKLt4cwnev//ofJckadBhlCEOiwJDRugSaz1Ae",
+	"r8cKJGxH0BwoNzU6l8mV1hkzrtE5Gic9BzZgWMMoCUVeuOvl4USaSq8wzmvrOFNgG+4T4USmJ4T+pd4f",
+	"9paSoUe/YOKiOLrrTnQ3XCSU9i7E/L1nSwLDS2ObriyVULT3s3+qCcfKCT6s7nwfNzFk2+0QMRHrqOph",
+	"CNBZGPJNPpV0OLOP8UCTIvcVRMIYsWCA8tzoW9FCrcSgcMi2cqzNTLhoL0qFw66TfPI18uFdLk0LpaOf",
+	"pqiYhxKRZWCdzi3MhWRD2el2RQCBFyZdLMYODYT9d+is2wEg01a2Is5txzTdWQIm7I2FsTa0IapiRlQm",
+	"T8DmIsEuGx0iuFATNN1xkWVdkSRobY3Qy03JtLdvenRyef7u4B9s/EnZsWoQZoKu13YogyJIfXOpQYQ2",
+	"EZlwCFaodKTvyB0JOlanQcGWWveXwjo5DvrE3xpEbdsFK9UOOqGJiFbaw84gGkQwb5B3KlJQWuFO62lc",
+	"UAwVfgNWyZC34HFF5iQ7MwHCsFhAdSBzha+44t8lY7YKZGC+I0xkefBVrbW8U4LtWdZvxys9Cnq1ykNA",
+	"vJPWrQNQygf/2U7qS6FuEfikMNa7AOv0VThH66DcEHSOilw8DWNh9sGiSkE6Uk1DltEhsRxJMokNs4DC",
+	"O9cQWKncN6+XnCCVwwmaNfQsz1hB2IaoQ6/j13HkSnW6FX7CMpt0YqHErZAZWcEWPLF2dlNpS19xKiy7",
+	"mIlQSjswhQKl59CZZHrE5nNiMIfSmzUyp/91x8ez7NY6/YcleO0nWMGtx80D6HyatZ4UMhUqwc1G7IUF",
+	"u7AOZ93c6FnuoHyF3YhW/bDB9sYrodyneQYBlr9fnp0CW2jwqFy6Z8KuOGYUhH2q57CNg1A7Rg2DbbQ5",
+	"kuPxOmrPFMK0UDeeeV5BJhWyy8ye453b92ZFWg4wr/mPIE5VfJ4mhRXOS394Dd86S8t7qsiCLHgEb7R1",
+	"D2vAoKbLheNq+7bTH6fSfS+9J7yKAXhzeX18dHJ1fXp2df3m7IfTI+jgnUOVYkreLJ18x0dz9PMFxZQT",
+	"MlczbR1YOZOZMKS5dJZee2DjkgO8Z/vCwiB633ga79wgCui2Uz0nPdhJdWJ3yXTZ3sw7Kk0Eo0rfSVVn",
+	"6Er/xRGv1VBZ69ZyRTFZJ4zbtOIKupfPxhUc5aabMH7ifBiyxiYBTevUeCcdGpGBwTwTCc4o3Gbhhh8s",
+	"hegh7vavE85TzNB5p2smXDJt1QJLwmze0UdTuty5B+8L6/yapVhv8Kf4+WuRZeuLX/ibQI4ML4W2B0c+",
+	"gLe021hkFqEjMqu930PCsbPvf/PNuMZWMCu8OUVhKl2jVYIE2QaxGmmdoVBr9KzhJK6TZBMt36MTqXCi",
+	"RbHL8Xh7W8l66DET45fcBMoF/rNA2yLLx9JN0dQRRuZyeTjosJqrkWyHUysscvtA1nak3XRd8FKzuDZF",
+	"ixd7OMXkBvAWzcJNeQdhJgWxrY1LW5x2RzjWJrj8IakUwy0acuBizxhSTXYYWoOuMMH/nVJswNklKJQc",
+	"S0yBMFPZflrQn9Lvvg1vbcMq3n9uibwu6aQi8wgDTilgClKBNimaGFAk0yqLibbIXBmRaFJ0Hg8xi4M2",
+	"hG+Ps5fdl/0+MPvs9OCS3UJlHYqUXq+r1RotPbIqSvbgIEkwdx4eImOpu+0+iPSWiGn9TbeM7mHkcymV",
+	"vtcKt3acKhVHQaG4O/HvvOz342gmVfl3I7orNVyZ1nWEn5PBdZoRHpeZ3bSEmk/HHhGMRHKDKm1VUY1g",
+	"rU1JhVQoC0cI/q5zNDPJkZHdI6ywzUdytkrfvLBIWohTXUSQ+XTh/VjWTD4jTULkU7EKMfU2cS5TNOBj",
+	"3Qe4sebE/dtg/F8YjDhq4YV279yTtMwbhDRIcBpXeaAHZypbwK3IZOp1m1bYtVMKddCZBYm8ULW3OIcY",
+	"liZWhhSVxLTK4VtoMLhP3BJvlkFg2LFQBGS3G9bqMpiaLYab0o7jcXDBwhOlE/apyZtHGHrF1i2lf7O9",
+	"I026bnhnNZP8mJ6qzDdxNzulj3vY4bl4uVEbhG8zPapZ5CaI7VrtqKyDEUdbFCaZglRNRq/XSSrEtzC+",
+	"WJbPODoJOtLWy1/bKJmqJrIKLJ0Pwl0CzEt4rd5WbtTB3qQHg+irr3a/6jk7iNpSVutBDO/ailiD+UbE",
+	"hlJEe0THmYKxzBwa1tbzqQwg2xrGK3gZ2Jh/ffzFxr/Yu/tBtLPPGIYZCmU5A7ctGlsI/ob1gFkWQJdg",
+	"/E6pfoGTImOlmZuyWFlhjnDaCYkXsAvlxN1n0vp7FJlHXJPMvoZVTxXqm8eTg+Gtto3KaG8lJCtmIzTt",
+	"caVrD+lXsxN+hfB4287vD8/bE0Oc5mLV/Ym5mPeH55yLgdoK0CGPm/Q9hfsxpGidKRLiFH9B56h+0iZL",
+	"6e/OE8o5W1WdLv/oRadwgLhBnQfIWqaaHyg/CQVEMV9y2s2kdcMQJKwHXJ+Wfy1Z6+mZy7Mc1cHJm0Il",
+	"bkPS/mGi/yp5xmdihk/MI25GT7v4jmtIe4hIKyiuaLVUbdVKjyo4vhu3vdAG82N1Uf8kHE6Fg0M9yzP0",
+	"quRTi6M1LLUk22pl+RVTs1o5T9EJmdmQ0J9rH52yDZohqVm7LjBJa1Hy0pfe0RhtuAMiBjb6by6vL68O",
+	"3h1f/3h8cXlydgqd1/3vfC7k8viSrlxfXp1dHF//cHrw48HJu4O/vTuGzl/7r2IQvl0m9r0ymh2MCda7",
+	"Zi4w5WKGt5rWaYNlLWPECZFkSt57Gf3PheUlHSoK/oOjH4qRXqWvOuUg0hSOLw8P3h1cEaxHx6cnx0d0",
+	"iFc7MVydnV2/Pzj9x/XB+fnF2Y8H7y4Z9J0YTs+uwsXji/Lp8qF69vd1/7VPxjRunh+fHp2cvvW4ag3t",
+	"POE21Ia9OFa5G8LUICpbWSLIDY7lXeuy05C4fszH5wR3w79fB8PH5svmi7gGxHo/zSBqBWjplbS4C9Jl",
+	"+ED2eRWog2wuFhbESBdub5QJdbPPnArS1rtHZIqKYjw0jztaQTt4SCpoYy8jFXradMYFinRzojMTPh+w",
+	"drL11PtDpGIXrEVB6PHYomvH6pbl/07ZVljLFXGTWd2vTuZpDHYxy6S6sZz0LJ/dVGN3IntXHvGRMkFZ",
+	"lfFnKVHTWGQT4jfGOlvkx8jpe3J+LJMz2SIu78WdnBUz8K4t6HEo1/B2rjArAetqkMIKRFpIRJ5jCsLV",
+	"+gFfWOh2OTXMe0Pn636/v9KZoosRs+9MKgLjoUxicL4bPNQ8y8vuSFhiBmms43NsOsbL1ozxZ4H1SQkP",
+	"zwmfl/BoiPH2CrE7FglnCduryU/KjlxyxLjNgbb3DT/aqciRrAYnICh25x8xOFOoRDhMY2CBu+dQdZLp",
+	"0T4s3wqJRXqPJWQPfv5IC8RlypEuEI+cMgFj5pf7D/cfNm5gMF93S58907TaqLAexm7ywpdNT1vFQ+Hx",
+	"Nhh+Iufn162FxVGV+6x7x77/KIqjIk/px6NO8nKV+IGCGh9oo+qtNZCuZHSKLIMfrt50v/WJ8PAgN/DQ",
+	"iu3+0a9QRvuNq2fPWmV6PAO/hekL7vgXWhv6d4niNy1RxJVGeECXfJ7xbmrYZzYi3JGaFEa6BWe4PGgj",
+	"FAbNQdEmZhe1QRFWUIAqzbUMcyC7U87c/gs6RNPDs4tLjuQyOZk6u7PsZQ29faZQIa7vdp2+Qe7S45Oz",
+	"4DMcSzGdOpf7dnupxnpzz3HluTAz+7yG94hXRls6Zfd9Km2i+TT89EA1mgt3gO7B91dX57t/vzw7rfUW",
+	"evltGT2IQQzUSBes33gYZy5VqucxrypaNLgVY3SLoMh7AzVQxxVE1TjG8OMgENaXKEraDqL7IZHEFszT",
+	"fpPlFMJAlcmUkU4XdfCdEWUWpRxJ6PgY01uQchhhoB4cNIlr2FhG0zsEUpgu4RMd+NMwEDK0DPIMkbAw",
+	"PPSi1L1akF9WH9D4xWo13CeM1p/x41KpRh+15cLYYN9mmEoBxDV+5GlckBHqvKagAq6mSJTxEKRIZ065",
+	"IJ64bLEHUnk9x8acqAWFygWzPF16+Q3Ywhg9EQ4HCm0icoxBwA0uYCJvib3nMkHokCgLeisRFrtSWVRW",
+	"OnmL2cJjlsjme/H9FNStyAoEYbABMAxPTn88eHdydH1w8faH98enV0OyuqRtw7BX6RowIgeKMEnqbLhh",
+	"oi2TCSqLS/8wen9yVctUcFZ4bLsil1Echa6caC/q9172+sEbU3RzL3rV6/dehQ5xVhy7jV7qSVvkdSyS",
+	"KeSoUnY1yk5oactEWtl/VE0wkAkVkKOxWr2wA1V2ercofp42gyG9GRjSiw2vZaEjHPcoDtQ3fbsDhXKS",
+	"BGutH9vPR5Qt2NKW4PKSCjJpnWWSzUBk2f5SqXGrNqo0qLQyo6eQ2xn5PZgTz0o7UCUOeM1Orq2Vo2xR",
+	"vrTTg3NhvROQG7yVurDhNC9IULmHe+ip/UCvOHtWHi1BwRIkS/+CLw1UeKOcFUETlDEzTGXWT1Ju97Du",
+	"oNZNXk/o/7xK7O/1HDLtG00q2AQjpEQ6yc5bDWkRXAdbJNxS+6pv96FP3OCZt9KAwvmODTjw1IRv+uwa",
+	"8cjfPws0i+XEH+358Hxm6xgGI5edmlXc74Mmv6Ri8ybLeOpXrFA50NAnS7NYZ3vmFenLbm3w87KNA6w1",
+	"/ld5h37LEMCHlRnFr/v9B8bgPm38rTFUsWlcceXAlptx0DqfeOn5JDHjaNN2Ffy1ebs4ssVsJsxiZRu7",
+	"niyPG/rDNzwlMvXxmJjY5nDEB1p7qcR2P8r0nj033VbN8xjAvdoUIjNnmNRh38Z7sMQREyMUxUkzLjuw",
+	"gmD/aaC8Q5tQzNeDCx542auNTQW+X8vv9+B1//VAtSTs+ciqmtaUKYkRwSUycjsWAQfpPrzuf7eyQpnV",
+	"Z6UmHTg5I2ev4NoGD46KLCOVyjI5FwuvXgZqVXl4SWGU+P8zUW7MtYZm9SEorYESE1SO84H81k6bDjri",
+	"VaopnDUlxKIU/PMgSTzatPSOvZe/WS988A+jdX/T6eLZZaaahrpvOu0E1v2azL5u93QrQ1ib6t6vlA/J",
+	"A/PPhPwjrZ5D1gLD+xl9YlNmqs3S95CQ4W34igD9CUFDzWloEvz7cP9XVGeh42SDIgvhirRQ5L1G2BTt",
+	"/fyhjqN35AOitfvByioNVWBT4qI6XImMGZL7WWLDj2DzyN5G3cNAiVk1WgnD87PLK9j1zQT07hA61bh8",
+	"KHXYuEwTDVTYcicOCoYoGCS2Poy8Vw8q6FY1ez1QS98+uClrs+lVnLG856tP5IWTEySDQzR8e3wFu8Gz",
+	"7LG7T8E96T05y7Uh0W7TBH7oPmUrv6IE2oi9fGR3+V0GcgK2e/hwnka/lmqoN/JvpRX6j0vxciT/U2S/",
+	"9iGDpvgTiNxCXH6Fo5bv5Eh7tAjdv3Qzq/UFU8DirdjKqDtxXF0y+FYpFCwGFIg/VQzo3S9HDN4Spv7o",
+	"YlDvnv2disEbqdLQPDqfalu2vfo+WOGbTcv+2LIrcudzJMBg/mQJMJh/QRJAmPrDS0Ctzfl3KgGXoe2X",
+	"dH44c0h5iHL+Gsxaw/BniABFLU8VAXr3yxGBC8LUH10E6t0vv1MRIBBBrHlAtZprJhV2fcsHpqWYfIYM",
+	"+ALWE4WAX/5ypOCnUOz7Y4tBoxXhdyoHh9yFwX2vRZaV/j+ui8aTOD+Qn6u1vYC82vW2Swsxy8Klkser",
+	"NJ6fdVxPLxzx9cvqwzefnU560gflPmyb+CkbFyV/TmminUNV78zg4okt0387z5H5eeObmkXtI47NLxTW",
+	"KVjiPRCxml1orQeVHwgc+sz2sBqa5m+KELp5aKV8I17/zMhAkdZt/xJKWRKqFnelmvRVYem/uThQmGi/",
+	"AimkKdf0arvaRptyufgeDJnr5HCgOpu65XdiGIryK2FD6Kx+aozuz5Kcltg8EBLyxbXZE18D9MO85ekG",
+	"arXitw9CLULDhC8vSgvtRcVNtR4/MNAuEyvVilCbqAtCNaXFeOLxmYCKKI5mSd7WtfW5RQut8Gy8Ud+v",
+	"fKNoo6pfH2Kwjz678vW5xx6vjwrdf9iQeQwtUzyL4KYNvkUIVoeEkHj2ueopXKOvNvYlA6dhyt0SGoRX",
+	"33WRD5NES3lfS182Oes4lcxZX2ja7hm35uaiDbzDLimZAiJG+EznZ7LHZ+QAH2SX1TRfk13eZnr0p2CX",
+	"p6W3nmXrRud1C8O8D42jPp31LE7DkxJlD7PJSi5shU0M5n8ONnlSDui3ZRM//DExush9ly17+c/ANk/M",
+	"Lj3INw8nkLyP6DuZ92D5weJhvYeonL8i59FHs2CdQf5INTlcA5VMC3WDKQzrK4x0uohhnBV26h/0eBOG",
+	"Q+C0SDDtwUEZNg+U7yTxKxOaRzgRCsRIGxdadoxQdoymzWG7QJH+KQTgaRmgZ9w6sH/8rJ+vrrWBPoeg",
+	"PDUH9aCkrKWZmhzGOYk/BYs9MbvynHtv5buFWeDnYJjtkzVtLNJsemh2if/8gcgUXqkaS10VBoULPrdT",
+	"u1ClCmrXlp0itYu1lon7D/f/GwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -48,6 +48,11 @@ type config struct {
 	sessionHeaders    string
 	defaultSession    string
 	mcpStructured     bool
+	sandboxMode       string
+	approvals         bool
+	approvalTimeout   time.Duration
+	maxApprovals      int
+	approverToken     string
 	profile           string
 	events            bool
 	eventsMaxSubs     int
@@ -91,6 +96,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server at (e.g. https://tools.example.com/toolfs): the servers entry of /openapi.json (default: the request's scheme and Host; X-Forwarded-* headers are not trusted)")
 	fl.Int64Var(&c.cacheBytes, "cache-bytes", 64<<20, "bytes of the read caches (rendered windows, line indexes of large files), least recently used evicted first; 0 = off")
 	fl.DurationVar(&c.cacheRacyWindow, "cache-racy-window", 2*time.Second, "a file whose change time is more recent than this is never cached")
+	fl.StringVar(&c.sandboxMode, "sandbox-mode", "off", "fence on writes and edits inside the root: off, read-only, workspace-write (under the session's cwd only) or danger-full-access; a fenced call may ask a person for a wider mode (docs/sandbox.md)")
+	fl.BoolVar(&c.approvals, "approvals", true, "let escalations ask a person through GET/POST /approvals (false: every escalation is denied)")
+	fl.DurationVar(&c.approvalTimeout, "approval-timeout", 5*time.Minute, "how long an escalated call waits for a person's decision")
+	fl.IntVar(&c.maxApprovals, "max-approvals", 32, "approvals pending at once; past it an escalation answers 503 TOO_MANY_APPROVALS")
+	fl.StringVar(&c.approverToken, "approver-token", "", "the only bearer token that may decide approvals (the agent's --token then cannot)")
 	fl.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.BoolVar(&c.events, "events", true, "serve the change feed GET /events (docs/events.md)")
 	fl.IntVar(&c.eventsMaxSubs, "events-max-subscribers", 64, "GET /events streams open at once (more get 503 TOO_MANY_SUBSCRIBERS)")
@@ -139,6 +149,8 @@ func (c config) validate() error {
 		{"search-timeout", int64(c.searchTimeout)},
 		{"events-max-subscribers", int64(c.eventsMaxSubs)},
 		{"events-heartbeat", int64(c.eventsHeartbeat)},
+		{"approval-timeout", int64(c.approvalTimeout)},
+		{"max-approvals", int64(c.maxApprovals)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -183,6 +195,12 @@ func (c config) validate() error {
 		if err := checkPublicURL(c.publicURL); err != nil {
 			return err
 		}
+	}
+	if _, ok := tools.ParseSandboxMode(c.sandboxMode); !ok {
+		return fmt.Errorf("--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not %q", c.sandboxMode)
+	}
+	if c.approverToken != "" && c.approverToken == c.token {
+		return errors.New("--approver-token must differ from --token: the agent's token must not decide its own escalations")
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)

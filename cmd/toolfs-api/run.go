@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
@@ -74,11 +75,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			LoopbackHosts:     cfg.token == "" && cfg.loopback(),
 			Sessions:          tools.Sessions{Aliases: cfg.sessionAliases(), Default: cfg.defaultSession},
 			PublicURL:         cfg.publicBase(),
+			ApproverToken:     cfg.approverToken,
 		},
-		MCP:    mcp.Config{Structured: cfg.mcpStructured},
-		Cache:  &tools.CacheConfig{Bytes: cfg.cacheBytes, RacyWindow: cfg.cacheRacyWindow},
-		Logger: log,
-		Events: eventsOptions(cfg),
+		Sandbox:     tools.SandboxMode(cfg.sandboxMode),
+		NoApprovals: !cfg.approvals,
+		Approvals:   approval.Config{Max: cfg.maxApprovals, Timeout: cfg.approvalTimeout},
+		MCP:         mcp.Config{Structured: cfg.mcpStructured},
+		Cache:       &tools.CacheConfig{Bytes: cfg.cacheBytes, RacyWindow: cfg.cacheRacyWindow},
+		Logger:      log,
+		Events:      eventsOptions(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("--root: %w", err)
@@ -115,8 +120,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// starts, or they would hold it until the grace runs out.
 		srv.RegisterOnShutdown(built.Events.Close)
 	}
+	// Pending approvals would hold the drain until their timeout: end them
+	// (cancelled) as it starts.
+	srv.RegisterOnShutdown(built.Approvals.Close)
+	if cfg.sandboxMode != "off" && cfg.approvals && cfg.token != "" && cfg.approverToken == "" {
+		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
+	}
 	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", built.Root, ln.Addr())
-	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
+	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "sandbox-mode", cfg.sandboxMode, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -118,6 +118,13 @@ func New(cfg Config) *Store {
 // Timeout is how long a call waits for a decision.
 func (s *Store) Timeout() time.Duration { return s.cfg.Timeout }
 
+// Len is the number of pending approvals.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
 // Max is the most approvals pending at once.
 func (s *Store) Max() int { return s.cfg.Max }
 

@@ -22,6 +22,7 @@ type Metrics struct {
 	storeErrors   *prometheus.CounterVec
 	cacheHits     *prometheus.CounterVec
 	cacheMisses   *prometheus.CounterVec
+	approvals     *prometheus.CounterVec
 }
 
 // NewMetrics registers every series, with the Go and process collectors, on a
@@ -62,10 +63,14 @@ func NewMetrics() *Metrics {
 			Name: "toolfs_cache_misses_total",
 			Help: "Read cache lookups that missed, by cache (window, index).",
 		}, []string{"cache"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_approvals_total",
+			Help: "Sandbox escalation approvals by how they ended: approve, reject, timeout or cancelled (the caller went away, or the server shut down).",
+		}, []string{"decision"}),
 	}
 	m.Registry.MustRegister(
 		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration, m.storeErrors,
-		m.cacheHits, m.cacheMisses,
+		m.cacheHits, m.cacheMisses, m.approvals,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -81,6 +86,9 @@ func NewMetrics() *Metrics {
 	}
 	for _, op := range []string{"observe", "touch", "decide", "forget"} {
 		m.storeErrors.WithLabelValues(op)
+	}
+	for _, d := range []string{"approve", "reject", "timeout", "cancelled"} {
+		m.approvals.WithLabelValues(d)
 	}
 	return m
 }
@@ -126,6 +134,16 @@ func (m *Metrics) WatchSearch(sandboxed func() bool) {
 		}
 		return 0
 	}))
+}
+
+// Approval counts an approval by how it ended (approval.Outcome).
+func (m *Metrics) Approval(outcome string) { m.approvals.WithLabelValues(outcome).Inc() }
+
+// WatchApprovals exports the number of pending approvals.
+func (m *Metrics) WatchApprovals(pending func() int) {
+	_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolfs_approvals_pending", Help: "Sandbox escalations waiting for a person's decision.",
+	}, func() float64 { return float64(pending()) }))
 }
 
 // WatchSessions exports the size of the session store, when the gate has one,

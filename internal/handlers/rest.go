@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -21,9 +22,12 @@ import (
 // request into a tools.Call and the raw body, runs the executor, and writes
 // its result or error. It holds no tool logic.
 type rest struct {
-	x           *tools.Executor
-	maxBody     int64
-	writeWindow time.Duration
+	x             *tools.Executor
+	maxBody       int64
+	writeWindow   time.Duration
+	approvals     *approval.Store
+	token         string // --token
+	approverToken string // --approver-token
 }
 
 var _ api.ServerInterface = (*rest)(nil)

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -43,6 +44,10 @@ type Config struct {
 	// trailing slash (--public-url): the servers entry of GET
 	// /openapi.json. "" = the request's scheme and Host.
 	PublicURL string
+	// ApproverToken, when set, is the only bearer token that may decide
+	// approvals (POST /approvals/{id}); it also lists them, and reaches
+	// nothing else (docs/sandbox.md).
+	ApproverToken string
 }
 
 // Deps are what the REST layer calls; every one is required.
@@ -54,6 +59,9 @@ type Deps struct {
 	// CORS and body cap; it resolves sessions itself (docs/mcp.md).
 	MCP    http.Handler
 	Events *events.Hub // nil: GET /events answers 404 (docs/events.md)
+	// Approvals are the pending sandbox escalations served at /approvals
+	// (docs/sandbox.md); nil: an empty store, nothing ever pending.
+	Approvals *approval.Store
 }
 
 // mcpHeaders are the request headers of MCP's Streamable HTTP transport,
@@ -76,7 +84,11 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	}
 	version := spec.Info.Version
 
-	si := &rest{x: deps.Executor, maxBody: cfg.MaxBodyBytes, writeWindow: cfg.StreamWriteWindow}
+	if deps.Approvals == nil {
+		deps.Approvals = approval.New(approval.Config{})
+	}
+	si := &rest{x: deps.Executor, maxBody: cfg.MaxBodyBytes, writeWindow: cfg.StreamWriteWindow,
+		approvals: deps.Approvals, token: cfg.Token, approverToken: cfg.ApproverToken}
 	r := chi.NewRouter()
 	r.Use(accessLog(deps.Logger), modelAnswers, recoverer(deps.Logger))
 	if len(cfg.CORSOrigins) > 0 {
@@ -91,7 +103,7 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 	if cfg.LoopbackHosts {
 		r.Use(loopbackHosts)
 	}
-	r.Use(bearerAuth(cfg.Token), bodyCap(cfg.MaxBodyBytes, deps.Executor), sessionHeaders(cfg.Sessions, deps.Executor))
+	r.Use(bearerAuth(cfg.Token, cfg.ApproverToken), bodyCap(cfg.MaxBodyBytes, deps.Executor), sessionHeaders(cfg.Sessions, deps.Executor))
 	r.Use(nethttpmw.OapiRequestValidatorWithOptions(spec, &nethttpmw.Options{
 		Options: openapi3filter.Options{
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // bearerAuth did it
@@ -108,7 +120,9 @@ func NewServer(cfg Config, deps Deps) (http.Handler, error) {
 			case r.URL.Path == mcpPath:
 				return true
 			case r.Method == http.MethodPost:
-				return isTool(r.URL.Path)
+				// A decision's body is read by DecideApproval, with
+				// its own message.
+				return isTool(r.URL.Path) || isApprovals(r.URL.Path)
 			case r.Method == http.MethodGet:
 				switch r.URL.Path {
 				case "/metrics", "/events", "/openapi.yaml", "/openapi.json", "/openapi-full.json", "/tools":
@@ -189,9 +203,12 @@ func toolOf(path string) (string, bool) {
 }
 
 // bearerAuth requires "Authorization: Bearer <token>" on every endpoint but
-// /healthz, comparing in constant time. CORS preflights never reach it.
-func bearerAuth(token string) func(http.Handler) http.Handler {
+// /healthz, comparing in constant time. CORS preflights never reach it. On
+// the approvals endpoints the approver token passes too (which of the two
+// may decide is DecideApproval's to say).
+func bearerAuth(token, approverToken string) func(http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
+	approver := []byte("Bearer " + approverToken)
 	return func(next http.Handler) http.Handler {
 		if token == "" {
 			return next
@@ -202,7 +219,11 @@ func bearerAuth(token string) func(http.Handler) http.Handler {
 				return
 			}
 			got := []byte(r.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
+			ok := subtle.ConstantTimeCompare(got, want) == 1
+			if !ok && approverToken != "" && isApprovals(r.URL.Path) {
+				ok = subtle.ConstantTimeCompare(got, approver) == 1
+			}
+			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="toolfs-api"`)
 				writeProblem(w, tools.CodeUnauthorized, "missing or wrong bearer token")
 				return

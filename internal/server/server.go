@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
@@ -63,6 +64,14 @@ type Options struct {
 	// Events switches the change feed GET /events on (docs/events.md); nil
 	// leaves it off.
 	Events *Events
+	// Sandbox is the fence on writes and edits ("" = off; docs/sandbox.md).
+	Sandbox tools.SandboxMode
+	// NoApprovals leaves escalations without an approval channel
+	// (--approvals=false): each is denied at once.
+	NoApprovals bool
+	// Approvals bounds the pending approvals (Max, Timeout); OnOpen and
+	// OnEnd are the server's own (metrics, logs).
+	Approvals approval.Config
 }
 
 // Events configures the change feed.
@@ -92,9 +101,12 @@ type Server struct {
 	MCP *mcp.Handler
 	// Events is the change feed's hub, nil when it is off. Close it when
 	// the HTTP server starts draining: open streams never end by themselves.
-	Events  *events.Hub
-	local   *fs.Local
-	watcher *events.Watcher
+	Events *events.Hub
+	// Approvals are the pending sandbox escalations. Close it when the HTTP
+	// server starts draining: no person can decide them any more.
+	Approvals *approval.Store
+	local     *fs.Local
+	watcher   *events.Watcher
 }
 
 // New builds a server from o.
@@ -143,9 +155,15 @@ func New(o Options) (*Server, error) {
 	if o.Cache != nil {
 		cache = *o.Cache
 	}
+	s.Approvals = newApprovals(o.Approvals, s.Metrics, o.Logger)
+	var channel *approval.Store // nil: no approval channel
+	if !o.NoApprovals {
+		channel = s.Approvals
+	}
 	s.Executor = tools.New(tools.Options{
 		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
 		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation, Cache: cache,
+		Sandbox: o.Sandbox, Approvals: channel,
 	})
 	mc := o.MCP
 	mc.Sessions, mc.Origins, mc.MaxBodyBytes, mc.Logger = o.REST.Sessions, o.REST.CORSOrigins, o.REST.MaxBodyBytes, o.Logger
@@ -158,6 +176,7 @@ func New(o Options) (*Server, error) {
 	s.MCP = mcp.New(mc, s.Executor)
 	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{
 		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger, MCP: s.MCP, Events: s.Events,
+		Approvals: s.Approvals,
 	})
 	if err != nil {
 		s.Close()
@@ -217,9 +236,25 @@ func (s *Server) version(rel string) (string, bool) {
 	return string(info.Version), true
 }
 
-// Close stops the change feed and releases the provider (its root and
-// private-folder descriptors, its sweeper).
+// newApprovals is the approvals store, its outcomes counted and every
+// approval logged when it opens and when it ends (never file contents).
+func newApprovals(cfg approval.Config, m *handlers.Metrics, log *slog.Logger) *approval.Store {
+	cfg.OnOpen = func(a approval.Approval) {
+		log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
+	}
+	cfg.OnEnd = func(a approval.Approval, o approval.Outcome) {
+		m.Approval(string(o))
+		log.Info("approval ended", "id", a.ID, "decision", string(o), "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
+	}
+	st := approval.New(cfg)
+	m.WatchApprovals(st.Len)
+	return st
+}
+
+// Close ends the pending approvals, stops the change feed and releases the
+// provider (its root and private-folder descriptors, its sweeper).
 func (s *Server) Close() error {
+	s.Approvals.Close()
 	if s.watcher != nil {
 		s.watcher.Close()
 	}

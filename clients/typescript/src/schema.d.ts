@@ -251,6 +251,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/approvals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The pending sandbox escalations, for a person to decide.
+         * @description Each pending approval is a write or edit waiting for a person's
+         *     decision (docs/sandbox.md). With `wait`, the answer waits (at most
+         *     60s) until an approval opened after `after` is pending, then lists
+         *     them all; when the wait ends with nothing new it lists what is
+         *     pending then (possibly nothing). Pass the previous answer's `cursor`
+         *     as `after` to wait for the next one. With --token it needs the token
+         *     or the --approver-token.
+         */
+        get: operations["listApprovals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/approvals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve or reject one pending sandbox escalation.
+         * @description Approve: exactly that one call runs under the granted mode, with every
+         *     other check. Reject: the call answers ESCALATION_DENIED. 404
+         *     APPROVAL_NOT_FOUND for an unknown id or one already decided; 409
+         *     APPROVAL_NOT_PENDING when it timed out or its caller went away. With
+         *     --approver-token only that token may decide (403 NOT_APPROVER for the
+         *     agent's --token).
+         */
+        post: operations["decideApproval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -394,6 +445,13 @@ export interface components {
             file_path: string;
             /** @description Full UTF-8 text content to write. */
             content: string;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
             /** @description Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). Accepted in both profiles; advertised in the catalog by the extended one. */
             dry_run?: boolean | null;
         };
@@ -407,6 +465,13 @@ export interface components {
             new_string?: string;
             /** @description Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once. */
             replace_all?: boolean | null;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
             /** @description Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all. Accepted in both profiles; advertised in the catalog by the extended one. */
             edits?: components["schemas"]["EditItem"][] | null;
             /** @description Check everything (arguments, the read-before-write policy, version, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). */
@@ -557,6 +622,41 @@ export interface components {
             /** @description The tool's system-prompt guidance text. */
             guidance: string;
         };
+        ApprovalList: {
+            approvals: components["schemas"]["Approval"][];
+            /**
+             * Format: int64
+             * @description The newest approval opened so far; send it as `after` to wait for the next.
+             */
+            cursor: number;
+        };
+        Approval: {
+            id: string;
+            /** @description The calling session ("" when the call had none). */
+            session: string;
+            /** @enum {string} */
+            tool: "write" | "edit";
+            /** @description The DISPLAY path of the target. */
+            path: string;
+            /**
+             * @description The mode the call asks for.
+             * @enum {string}
+             */
+            mode: "workspace-write" | "danger-full-access";
+            /** @description "escalate sandbox to <mode>: <justification>" */
+            reason: string;
+            /** Format: date-time */
+            created: string;
+            /**
+             * Format: date-time
+             * @description When the call stops waiting (--approval-timeout after created).
+             */
+            expires: string;
+        };
+        ApprovalDecision: {
+            /** @enum {string} */
+            decision: "approve" | "reject";
+        };
         Health: {
             /** @enum {string} */
             status: "ok";
@@ -569,7 +669,7 @@ export interface components {
             status: number;
             /** @description The message without the "Error: " prefix. */
             detail?: string;
-            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). */
+            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). */
             code: string;
             /** @description The exact model text, "Error: <message>". */
             output: string;
@@ -1040,6 +1140,57 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The session is forgotten (also when it was unknown). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    listApprovals: {
+        parameters: {
+            query?: {
+                /** @description How long to wait for a new approval, a Go duration such as 30s; 0 or absent answers at once. At most 60s. */
+                wait?: string;
+                /** @description The cursor of a previous answer; only approvals opened after it end the wait. Default 0 (any pending approval ends it). */
+                after?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pending approvals, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalList"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    decideApproval: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovalDecision"];
+            };
+        };
+        responses: {
+            /** @description The decision is recorded; the waiting call goes on. */
             204: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,127 @@
+package handlers
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/tools"
+)
+
+// Codes of the approvals endpoints (docs/sandbox.md).
+const (
+	CodeApprovalNotFound   tools.Code = "APPROVAL_NOT_FOUND"
+	CodeApprovalNotPending tools.Code = "APPROVAL_NOT_PENDING"
+	CodeNotApprover        tools.Code = "NOT_APPROVER"
+)
+
+// maxApprovalWait bounds GET /approvals?wait=.
+const maxApprovalWait = 60 * time.Second
+
+const msgWait = "wait must be a duration between 0s and 60s, such as 30s"
+
+// approvalsPath is the prefix of the approvals endpoints.
+const approvalsPath = "/approvals"
+
+func isApprovals(path string) bool {
+	return path == approvalsPath || strings.HasPrefix(path, approvalsPath+"/")
+}
+
+// approvalList is the body of GET /approvals (ApprovalList in
+// api/openapi.yaml).
+type approvalList struct {
+	Approvals []approval.Approval `json:"approvals"`
+	Cursor    uint64              `json:"cursor"`
+}
+
+// ListApprovals serves GET /approvals, and with ?wait= long-polls for the
+// next approval (docs/sandbox.md).
+func (s *rest) ListApprovals(w http.ResponseWriter, r *http.Request, p api.ListApprovalsParams) {
+	var wait time.Duration
+	if p.Wait != nil && *p.Wait != "" {
+		d, err := time.ParseDuration(*p.Wait)
+		if err != nil || d < 0 || d > maxApprovalWait {
+			writeProblem(w, tools.CodeInvalidArgument, msgWait)
+			return
+		}
+		wait = d
+	}
+	var after uint64
+	if p.After != nil && *p.After > 0 {
+		after = uint64(*p.After)
+	}
+	var l approvalList
+	if wait > 0 {
+		l.Approvals, l.Cursor = s.approvals.Next(r.Context(), after, wait)
+	} else {
+		l.Approvals, l.Cursor = s.approvals.List()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, "application/json", l)
+}
+
+// DecideApproval serves POST /approvals/{id}: 204 once the decision is
+// recorded. With --approver-token, only that token decides.
+func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string) {
+	if s.approverToken != "" {
+		switch got := r.Header.Get("Authorization"); {
+		case subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.approverToken)) == 1:
+		case s.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.token)) == 1:
+			writeProblem(w, CodeNotApprover, "only the approver token (--approver-token) may decide approvals; the agent's token cannot")
+			return
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfs-api"`)
+			writeProblem(w, tools.CodeUnauthorized, "deciding approvals needs the approver token (--approver-token)")
+			return
+		}
+	}
+	d, terr := decisionOf(r)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	switch err := s.approvals.Decide(id, d); {
+	case errors.Is(err, approval.ErrNotPending):
+		writeProblem(w, CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
+	case err != nil:
+		writeProblem(w, CodeApprovalNotFound, "no pending approval "+quote(id)+": unknown, or decided already")
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+const msgDecision = `request body must be {"decision": "approve"} or {"decision": "reject"}`
+
+// decisionOf reads {"decision": "approve"|"reject"} (bodyCap bounds it).
+func decisionOf(r *http.Request) (approval.Decision, *tools.Error) {
+	raw, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return "", tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
+	case err != nil:
+		return "", tools.BodyIncomplete()
+	}
+	if terr := jsonContentType(r.Header.Values("Content-Type")); terr != nil {
+		return "", terr
+	}
+	var body struct {
+		Decision string `json:"decision"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || dec.More() {
+		return "", tools.NewError(tools.CodeInvalidArgument, msgDecision)
+	}
+	switch d := approval.Decision(body.Decision); d {
+	case approval.Approve, approval.Reject:
+		return d, nil
+	}
+	return "", tools.NewError(tools.CodeInvalidArgument, msgDecision)
+}
