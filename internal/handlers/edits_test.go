@@ -395,3 +395,14 @@ func TestNoFalseStaleness(t *testing.T) {
 		assert.Equal(t, "c\nd\n", h.contents("batch.txt"))
 	})
 }
+
+// TestEditBatchItemDuplicateKey: an item is decoded as strictly as a body.
+func TestEditBatchItemDuplicateKey(t *testing.T) {
+	h := start(t, options{})
+	h.file("a.txt", "alpha\n")
+	require.Equal(t, 200, h.tool("read", "s1", obj{"file_path": "a.txt"}).Status)
+	r := h.do(http.MethodPost, "/tools/edit", `{"file_path":"a.txt","edits":[{"old_string":"alpha","old_string":"x","new_string":"b"}]}`, "X-Session-ID", "s1")
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Equal(t, `Error: edits[0]: request body has a duplicate key "old_string"`, r.Output)
+	assert.Equal(t, "alpha\n", h.contents("a.txt"))
+}
