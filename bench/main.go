@@ -101,6 +101,7 @@ func mainErr() error {
 	var o options
 	var only string
 	var loadDur time.Duration
+	var loadFiles int
 	flag.StringVar(&o.mode, "mode", "short", "short (tiny, for CI) or full (the documented figures)")
 	flag.StringVar(&only, "only", "", "comma-separated scenarios to run (default all): "+strings.Join(scenarioOrder, ","))
 	flag.StringVar(&o.dir, "dir", "", "work folder (default: a new temporary folder, removed at the end)")
@@ -110,6 +111,7 @@ func mainErr() error {
 	flag.StringVar(&o.mcpDir, "mcp-dir", "bench/mcp", "folder with node_modules/@modelcontextprotocol/server-filesystem (npm ci there)")
 	flag.StringVar(&o.mcp, "mcp", "auto", "MCP peer: auto (skip when not installed), on (fail when not installed), off")
 	flag.DurationVar(&loadDur, "load-duration", 0, "mixed workload duration (default: 2s short, 30s full)")
+	flag.IntVar(&loadFiles, "load-files", 0, "files of the mixed workload (default: 100 short, 1000 full)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder")
 	flag.StringVar(&o.sessionStore, "session-store", "", "--session-store of every toolfs-api child (e.g. redis://127.0.0.1:6379/0; default memory)")
 	flag.Parse()
@@ -124,6 +126,9 @@ func mainErr() error {
 	}
 	if loadDur > 0 {
 		o.loadDur = loadDur
+	}
+	if loadFiles > 0 {
+		o.loadFiles = loadFiles
 	}
 	run := map[string]bool{}
 	for _, s := range scenarioOrder {

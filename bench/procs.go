@@ -24,6 +24,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	toolfs "github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // buildServer builds cmd/toolfs-api into dir, as a user would.
@@ -213,19 +214,23 @@ func serveFiles(args []string) error {
 }
 
 // startInProcess wires toolfs-api as cmd/toolfs-api does with its defaults
-// (policy on unless --policy=false is among extra), for CPU profiles.
+// (policy on unless --policy=false is among extra, caches on unless
+// --cache-bytes=0 is), for CPU profiles.
 func startInProcess(root string, extra []string) (*server, error) {
 	policyOn := true
+	var cache *tools.CacheConfig // the default
 	for _, a := range extra {
 		switch a {
 		case "--policy=false":
 			policyOn = false
+		case "--cache-bytes=0":
+			cache = &tools.CacheConfig{}
 		default:
 			return nil, fmt.Errorf("in-process server: unsupported flag %q", a)
 		}
 	}
 	built, err := toolfs.New(toolfs.Options{
-		Root: root, FS: fs.LocalOptions{}, Policy: policyOn,
+		Root: root, FS: fs.LocalOptions{}, Policy: policyOn, Cache: cache,
 		REST: handlers.Config{LoopbackHosts: true},
 	})
 	if err != nil {

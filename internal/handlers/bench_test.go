@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // The executor's read, write and edit paths, served through the whole
@@ -43,13 +44,19 @@ func benchSource() string {
 	return b.String()
 }
 
-// benchServer is the handler over a temp root holding src.go.
+// benchServer is the handler over a temp root holding src.go, with the
+// read caches off.
 func benchServer(b *testing.B, policyOn bool) (http.Handler, string) {
+	return benchServerCache(b, policyOn, &tools.CacheConfig{})
+}
+
+// benchServerCache is benchServer with the read caches of cache.
+func benchServerCache(b *testing.B, policyOn bool, cache *tools.CacheConfig) (http.Handler, string) {
 	b.Helper()
 	root, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(filepath.Join(root, "src.go"), []byte(benchSource()), 0o644))
-	srv, err := server.New(server.Options{Root: root, Policy: policyOn, REST: handlers.Config{MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}})
+	srv, err := server.New(server.Options{Root: root, Policy: policyOn, Cache: cache, REST: handlers.Config{MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}})
 	require.NoError(b, err)
 	b.Cleanup(func() { srv.Close() })
 	return srv.Handler, root
@@ -124,6 +131,27 @@ func BenchmarkRead(b *testing.B) {
 
 func BenchmarkReadStreamed(b *testing.B) {
 	h, _ := benchServer(b, true)
+	b.ReportAllocs()
+	handlers.ReportCPU(b)
+	for b.Loop() {
+		serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 51200, "X-Session-ID", "bench", "Accept", "text/plain")
+	}
+}
+
+// BenchmarkReadCached and BenchmarkReadStreamedCached read src.go with the
+// read caches on and no racy window, so every read after the first is a
+// hit (docs/performance.md, "Caches").
+func BenchmarkReadCached(b *testing.B) {
+	h, _ := benchServerCache(b, true, &tools.CacheConfig{Bytes: 64 << 20})
+	b.ReportAllocs()
+	handlers.ReportCPU(b)
+	for b.Loop() {
+		serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 51200, "X-Session-ID", "bench")
+	}
+}
+
+func BenchmarkReadStreamedCached(b *testing.B) {
+	h, _ := benchServerCache(b, true, &tools.CacheConfig{Bytes: 64 << 20})
 	b.ReportAllocs()
 	handlers.ReportCPU(b)
 	for b.Loop() {

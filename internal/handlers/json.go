@@ -59,6 +59,16 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body any) 
 	return err
 }
 
+// writeBytes writes an encoded body (a read answer kept with its cached
+// window: tools.ReadResult.Memo).
+func writeBytes(w http.ResponseWriter, status int, contentType string, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
 // spanPool holds appendJSON's offsets of escaped line texts (16 bytes a
 // line, so at most 32 KiB for a 2,000-line window).
 var spanPool = sync.Pool{New: func() any { return new([]int) }}

@@ -110,6 +110,10 @@ func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request, _ api.ReadToolPa
 		writeError(w, terr)
 		return
 	}
+	if b, ok := res.Memo("rest json", func() []byte { return readResult{res}.appendJSON(nil) }); ok {
+		writeBytes(w, http.StatusOK, "application/json", b)
+		return
+	}
 	writeJSON(w, http.StatusOK, "application/json", readResult{res})
 }
 

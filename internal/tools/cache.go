@@ -3,6 +3,7 @@ package tools
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -62,7 +63,15 @@ type cached struct {
 	window render.Window
 	index  render.LineIndex
 	hash   fs.Hash
-	size   int64
+	size   int64 // guarded by Cache.mu
+	memo   atomic.Pointer[memo]
+}
+
+// memo is one transport's encoding of a cached window's answer, for one
+// display path.
+type memo struct {
+	name, display string
+	b             []byte
 }
 
 // Cache holds the read caches of one executor: entries keyed by version,
@@ -124,6 +133,25 @@ func (c *Cache) put(e *cached) {
 	}
 	c.m[e.key] = c.lru.PushFront(e)
 	c.used += e.size
+	c.evict()
+}
+
+// remember keeps m with e, if e has no memo yet, and counts its bytes
+// against the cap while e is cached.
+func (c *Cache) remember(e *cached, m *memo) {
+	if !e.memo.CompareAndSwap(nil, m) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[e.key]; ok && el.Value == e {
+		e.size += int64(len(m.b))
+		c.used += int64(len(m.b))
+		c.evict()
+	}
+}
+
+func (c *Cache) evict() {
 	for c.used > c.cfg.Bytes {
 		old := c.lru.Back()
 		o := old.Value.(*cached)

@@ -42,7 +42,7 @@ func (o *observations) ObserveAbsent(s string, k fs.TargetKey) error {
 }
 
 // cachedExecutor is an executor over root with the given read caches.
-func cachedExecutor(t *testing.T, root string, cache tools.CacheConfig) (*tools.Executor, *record, *observations) {
+func cachedExecutor(t testing.TB, root string, cache tools.CacheConfig) (*tools.Executor, *record, *observations) {
 	t.Helper()
 	local, err := fs.NewLocal(root, fs.LocalOptions{})
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func cachedExecutor(t *testing.T, root string, cache tools.CacheConfig) (*tools.
 	return tools.New(tools.Options{FS: local, Gate: obs, Caps: render.DefaultCaps(), Observer: rec, Cache: cache}), rec, obs
 }
 
-func tempRoot(t *testing.T) string {
+func tempRoot(t testing.TB) string {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	return root

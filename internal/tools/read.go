@@ -28,6 +28,26 @@ type ReadResult struct {
 	Display string
 	Window  render.Window
 	Meta    ReadMetadata
+	hit     *cached // the cached window it came from
+	cache   *Cache
+}
+
+// Memo returns a transport's encoding of the answer, named name: for an
+// answer served from a cached window, encode runs once per window and
+// display path and its bytes are kept with the window (counted against
+// --cache-bytes), so a repeated read writes bytes instead of encoding them
+// again. ok is false for any other answer: encode yourself. The bytes must
+// not be modified.
+func (r ReadResult) Memo(name string, encode func() []byte) (b []byte, ok bool) {
+	if r.hit == nil {
+		return nil, false
+	}
+	if m := r.hit.memo.Load(); m != nil && m.name == name && m.display == r.Display {
+		return m.b, true
+	}
+	m := &memo{name: name, display: r.Display, b: encode()}
+	r.cache.remember(r.hit, m)
+	return m.b, true
 }
 
 // Output is the exact model-facing text of the read.
@@ -125,7 +145,9 @@ func (r *Reading) Window(ctx context.Context) (ReadResult, *Error) {
 	r.closed = true
 	if r.hit != nil {
 		r.succeeded(r.hit.window)
-		return r.result(r.hit.window), nil
+		res := r.result(r.hit.window)
+		res.hit, res.cache = r.hit, r.x.cache
+		return res, nil
 	}
 	defer r.file.Close()
 	win, src := r.windower()
