@@ -297,6 +297,14 @@ func TestSandboxFence(t *testing.T) {
 	}
 }
 
+// TestSandboxDryRunIsFenced: a dry run gets the real call's denial.
+func TestSandboxDryRunIsFenced(t *testing.T) {
+	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	r := h.tool("write", "", map[string]any{"file_path": "a.txt", "content": "x", "dry_run": true})
+	require.Equal(t, http.StatusForbidden, r.Status, r.Body)
+	assert.Equal(t, deniedText("read-only"), r.Output)
+}
+
 // TestSandboxWithoutCwdIsTheRoot: under workspace-write a call without
 // X-Session-Cwd may write anywhere in the root (the cwd is the root).
 func TestSandboxWithoutCwdIsTheRoot(t *testing.T) {
