@@ -23,6 +23,21 @@ export type EditResult = Schemas["EditResult"];
 export type Diff = Schemas["Diff"];
 /** Problem is the RFC 9457 error body with the stable `code` and model text `output`. */
 export type Problem = Schemas["Problem"];
+/** Approval is a pending sandbox escalation waiting for a person (docs/sandbox.md). */
+export type Approval = Schemas["Approval"];
+/** ApprovalList is GET /approvals: the pending approvals, oldest first, and the cursor for the next long poll. */
+export type ApprovalList = Schemas["ApprovalList"];
+/** Decision is a person's answer to an approval. */
+export type Decision = Schemas["ApprovalDecision"]["decision"];
+
+/** ListApprovalsOptions are the long-poll options of listApprovals. */
+export interface ListApprovalsOptions extends CallOptions {
+  /** wait long-polls up to this Go duration (e.g. "30s", at most "60s") for an approval opened after `after`. */
+  wait?: string;
+  /** after is the cursor of a previous answer: only newer approvals end the wait. */
+  after?: number;
+}
+
 /** ChangeEvent is one event of the change feed, GET /events (docs/events.md). */
 export type ChangeEvent = Schemas["ChangeEvent"];
 /** FeedEvent is a ChangeEvent with its SSE id (pass it as lastEventId to resume). */
@@ -120,6 +135,19 @@ export interface ToolfsClient {
    * closes the stream.
    */
   events(opts?: EventsOptions): AsyncGenerator<FeedEvent, void, undefined>;
+  /**
+   * listApprovals returns the pending sandbox escalations (GET /approvals);
+   * with `wait` it long-polls until one opened after `after` is pending.
+   * Pass the answer's `cursor` as `after` to wait for the next one.
+   */
+  listApprovals(opts?: ListApprovalsOptions): Promise<ApprovalList>;
+  /**
+   * decide approves or rejects one pending approval (POST /approvals/{id}).
+   * With --approver-token, create the client with that token. It throws
+   * ToolError: APPROVAL_NOT_FOUND (404), APPROVAL_NOT_PENDING (409),
+   * NOT_APPROVER (403).
+   */
+  decide(id: string, decision: Decision, opts?: CallOptions): Promise<void>;
 }
 
 /** createToolfsClient returns a client that sends the token and session headers on every call. */
@@ -147,6 +175,12 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
       return data;
     },
     write: async (body, opts) => unwrap(await api.POST("/tools/write", { body, signal: opts?.signal })),
+    listApprovals: async (opts = {}) =>
+      unwrap(await api.GET("/approvals", { params: { query: { wait: opts.wait, after: opts.after } }, signal: opts.signal })),
+    async decide(id, decision, opts) {
+      const r = await api.POST("/approvals/{id}", { params: { path: { id } }, body: { decision }, signal: opts?.signal });
+      if (r.response.status !== 204) throw toolError(r.error, r.response);
+    },
     edit: async (body, opts) => unwrap(await api.POST("/tools/edit", { body, signal: opts?.signal })),
     async *readLines(body, opts) {
       const r = await api.POST("/tools/read", {
