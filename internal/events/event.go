@@ -35,6 +35,9 @@ const (
 	// TypeReset says the stream cannot account for everything since the
 	// subscriber's last event: reload what you show, then continue.
 	TypeReset Type = "reset"
+	// TypeApproval is a sandbox escalation waiting for a person's decision
+	// (docs/sandbox.md); Approval holds it.
+	TypeApproval Type = "approval"
 )
 
 // Event is one change. Path is relative to the workspace root, '/'
@@ -46,6 +49,9 @@ type Event struct {
 	Session string
 	Version string
 	Diffs   []render.Diff
+	// Approval is the pending approval of a TypeApproval event, as GET
+	// /approvals lists it.
+	Approval any
 }
 
 // isMutation reports whether the event came through a tool call.
@@ -60,13 +66,14 @@ type wire struct {
 	Version      string         `json:"version,omitempty"`
 	Diffs        *[]render.Diff `json:"diffs,omitempty"`
 	DiffsOmitted bool           `json:"diffsOmitted,omitempty"`
+	Approval     any            `json:"approval,omitempty"`
 }
 
 // encode is the event's JSON. A mutation whose encoding would pass maxBytes
 // loses its diffs and says so with "diffsOmitted": true, so one huge edit
 // cannot pin megabytes in the ring and in every subscriber's queue.
 func (e Event) encode(maxBytes int) []byte {
-	w := wire{Type: e.Type, Path: e.Path, Session: e.Session, Version: e.Version}
+	w := wire{Type: e.Type, Path: e.Path, Session: e.Session, Version: e.Version, Approval: e.Approval}
 	if e.Type.isMutation() {
 		d := e.Diffs
 		if d == nil {

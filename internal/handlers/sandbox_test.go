@@ -765,3 +765,30 @@ func TestEscalationCountsOnce(t *testing.T) {
 	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="approve"}`))
 	assert.Equal(t, `1`, h.metric(`toolfs_tool_calls_total{code="ok",tool="write",transport="rest"}`))
 }
+
+// TestApprovalInTheChangeFeed: a pending approval is published on GET
+// /events as {type: "approval", path, session, approval}, filtered by
+// session like any event.
+func TestApprovalInTheChangeFeed(t *testing.T) {
+	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
+	o.Events = &server.Events{NoWatch: true}
+	srv := servertest.Start(t, o)
+	h := &sb{t: t, srv: srv}
+	f := &feed{harness: &harness{t: t, root: srv.Root, srv: srv}}
+	mine, other := f.subscribe("?session=s"), f.subscribe("?session=someone-else")
+	require.Equal(t, http.StatusOK, mine.resp.StatusCode)
+
+	answer := h.async("write", "", map[string]any{"file_path": "d/a.txt", "content": "x",
+		"sandbox_permissions": "workspace-write", "justification": "j"})
+	a := h.pending(1, "")[0]
+	created, err := json.Marshal(a.Created)
+	require.NoError(t, err)
+	expires, err := json.Marshal(a.Expires)
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"approval","path":"d/a.txt","session":"s","approval":{"id":"`+a.ID+`","session":"s","tool":"write","path":"`+filepath.Join(srv.Root, "d/a.txt")+`","mode":"workspace-write","reason":"escalate sandbox to workspace-write: j","created":`+string(created)+`,"expires":`+string(expires)+`}}`, mine.next())
+	other.quiet(200 * time.Millisecond)
+
+	require.Equal(t, http.StatusNoContent, h.decide(a.ID, "approve", "").Status)
+	require.Equal(t, http.StatusOK, wait(t, answer).Status)
+	assert.Contains(t, mine.next(), `"type":"write","path":"d/a.txt"`)
+}

@@ -155,7 +155,7 @@ func New(o Options) (*Server, error) {
 	if o.Cache != nil {
 		cache = *o.Cache
 	}
-	s.Approvals = newApprovals(o.Approvals, s.Metrics, o.Logger)
+	s.Approvals = newApprovals(o.Approvals, s.Metrics, o.Logger, s.publishApproval)
 	var channel *approval.Store // nil: no approval channel
 	if !o.NoApprovals {
 		channel = s.Approvals
@@ -238,9 +238,10 @@ func (s *Server) version(rel string) (string, bool) {
 
 // newApprovals is the approvals store, its outcomes counted and every
 // approval logged when it opens and when it ends (never file contents).
-func newApprovals(cfg approval.Config, m *handlers.Metrics, log *slog.Logger) *approval.Store {
+func newApprovals(cfg approval.Config, m *handlers.Metrics, log *slog.Logger, publish func(approval.Approval)) *approval.Store {
 	cfg.OnOpen = func(a approval.Approval) {
 		log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
+		publish(a)
 	}
 	cfg.OnEnd = func(a approval.Approval, o approval.Outcome) {
 		m.Approval(string(o))
@@ -249,6 +250,20 @@ func newApprovals(cfg approval.Config, m *handlers.Metrics, log *slog.Logger) *a
 	st := approval.New(cfg)
 	m.WatchApprovals(st.Len)
 	return st
+}
+
+// publishApproval tells the change feed, when it is on, of a pending
+// approval: {type: "approval", path (relative to the root), session,
+// approval} (docs/events.md, docs/sandbox.md).
+func (s *Server) publishApproval(a approval.Approval) {
+	if s.Events == nil {
+		return
+	}
+	rel, ok := strings.CutPrefix(a.Path, s.Root+"/")
+	if !ok {
+		rel = "" // not spelled under the root: no path rather than an absolute one
+	}
+	s.Events.Publish(events.Event{Type: events.TypeApproval, Path: rel, Session: a.Session, Approval: a})
 }
 
 // Close ends the pending approvals, stops the change feed and releases the

@@ -543,17 +543,20 @@ export interface components {
          *     the call had one), version and diffs (or diffsOmitted: true when they
          *     would pass 1 MiB); created, modified, removed and renamed (the old
          *     path of a move; the new one arrives as created) carry path only;
-         *     overflow and reset carry nothing else.
+         *     approval (a sandbox escalation waiting for a person, docs/sandbox.md)
+         *     carries path, session and approval; overflow and reset carry nothing
+         *     else.
          */
         ChangeEvent: {
             /** @enum {string} */
-            type: "write" | "edit" | "created" | "modified" | "removed" | "renamed" | "overflow" | "reset";
+            type: "write" | "edit" | "created" | "modified" | "removed" | "renamed" | "approval" | "overflow" | "reset";
             /** @description Relative to the workspace root, '/'-separated, symlinks resolved. */
             path?: string;
             session?: string;
             version?: string;
             diffs?: components["schemas"]["Diff"][];
             diffsOmitted?: boolean;
+            approval?: components["schemas"]["Approval"];
         };
         SearchResult: {
             output: string;
