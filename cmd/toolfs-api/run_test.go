@@ -114,6 +114,11 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"public url with user", []string{"--public-url", "https://u:p@tools.example.com"}, nil, `no user, query or fragment`},
 		{"negative cache bytes", []string{"--cache-bytes", "-1"}, nil, "--cache-bytes must be 0 (off) or positive"},
 		{"negative racy window", nil, map[string]string{"TOOLFS_CACHE_RACY_WINDOW": "-1s"}, "--cache-racy-window must not be negative"},
+		{"bad sandbox mode", []string{"--sandbox-mode", "full"}, nil, `--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not "full"`},
+		{"bad sandbox mode env", nil, map[string]string{"TOOLFS_SANDBOX_MODE": "readonly"}, `--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not "readonly"`},
+		{"approver token is the agent's", []string{"--token", "t", "--approver-token", "t"}, nil, "--approver-token must differ from --token"},
+		{"zero approval timeout", []string{"--approval-timeout", "0s"}, nil, "--approval-timeout must be positive"},
+		{"zero max approvals", nil, map[string]string{"TOOLFS_MAX_APPROVALS": "0"}, "--max-approvals must be positive"},
 		{"lock folder path", []string{"--lock-dir", "/tmp/locks"}, nil, `--lock-dir must be empty or off, not "/tmp/locks": lock files live in the workspace root's .toolfs-api folder`},
 	}
 	for _, tc := range cases {
