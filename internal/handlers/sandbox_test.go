@@ -792,3 +792,48 @@ func TestApprovalInTheChangeFeed(t *testing.T) {
 	require.Equal(t, http.StatusOK, wait(t, answer).Status)
 	assert.Contains(t, mine.next(), `"type":"write","path":"d/a.txt"`)
 }
+
+// TestApprovalAnswersMatchTheContract validates the approvals endpoints'
+// answers, and the escalation's problems, against api/openapi.yaml.
+func TestApprovalAnswersMatchTheContract(t *testing.T) {
+	c := loadContract(t)
+	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, token: "agent", approverToken: "person", max: 1, timeout: 2 * time.Second})
+	send := func(name, method, path, body, auth string, status int) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set("X-Session-ID", "s")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, status, resp.StatusCode, "%s: %s", name, raw)
+		req.Body = io.NopCloser(strings.NewReader(""))
+		c.check(t, name, req, resp, raw)
+	}
+	send("list empty", "GET", "/approvals", "", "person", 200)
+	send("list waited", "GET", "/approvals?wait=10ms&after=0", "", "agent", 200)
+	send("fence", "POST", "/tools/write", `{"file_path":"a.txt","content":"x"}`, "agent", 403)
+	esc := `{"file_path":"a.txt","content":"x","sandbox_permissions":"workspace-write","justification":"j"}`
+	first := h.async("write", "", map[string]any{"file_path": "a.txt", "content": "x", "sandbox_permissions": "workspace-write", "justification": "j"})
+	a := h.pending(1, "person")[0]
+	send("list pending", "GET", "/approvals", "", "person", 200)
+	send("bound", "POST", "/tools/write", esc, "agent", 503)
+	send("decision body", "POST", "/approvals/"+a.ID, `{"decision":"yes"}`, "person", 400)
+	send("not approver", "POST", "/approvals/"+a.ID, `{"decision":"approve"}`, "agent", 403)
+	send("unauthorized", "POST", "/approvals/"+a.ID, `{"decision":"approve"}`, "wrong", 401)
+	send("decide", "POST", "/approvals/"+a.ID, `{"decision":"reject"}`, "person", 204)
+	send("decided", "POST", "/approvals/"+a.ID, `{"decision":"reject"}`, "person", 404)
+	require.Equal(t, http.StatusForbidden, wait(t, first).Status)
+	timedOut := h.async("write", "", map[string]any{"file_path": "b.txt", "content": "x", "sandbox_permissions": "workspace-write", "justification": "j"})
+	b := h.pending(1, "person")[0]
+	r := wait(t, timedOut)
+	require.Equal(t, http.StatusForbidden, r.Status)
+	send("not pending", "POST", "/approvals/"+b.ID, `{"decision":"approve"}`, "person", 409)
+	send("escalation argument", "POST", "/tools/write", `{"file_path":"a.txt","content":"x","sandbox_permissions":"danger-full-access","justification":"   "}`, "agent", 400)
+}
