@@ -165,9 +165,9 @@ func TestCacheFlags(t *testing.T) {
 		args                []string
 		hits, misses, reads string
 	}{
-		{"defaults: the file is too recent (racy window 2s)", nil, "0", "3", "3"},
-		{"racy window 1ms", []string{"--cache-racy-window", "1ms"}, "2", "1", "3"},
-		{"off", []string{"--cache-racy-window", "1ms", "--cache-bytes", "0"}, "0", "0", "3"},
+		{"defaults: the file is too recent (racy window 2s)", nil, "0", "6", "6"},
+		{"racy window 1ms", []string{"--cache-racy-window", "1ms"}, "5", "1", "6"},
+		{"off", []string{"--cache-racy-window", "1ms", "--cache-bytes", "0"}, "0", "0", "6"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -178,6 +178,19 @@ func TestCacheFlags(t *testing.T) {
 			assert.Contains(t, first, "1: hi")
 			for range 2 { // a hit encodes the answer once, then writes the kept bytes
 				assert.Equal(t, first, call(t, "POST", base+"/tools/read", "", `{"file_path":"a.txt"}`).body)
+			}
+			for range 3 { // streamed: the same text whether line by line or kept whole
+				req, err := http.NewRequest("POST", base+"/tools/read", strings.NewReader(`{"file_path":"a.txt"}`))
+				require.NoError(t, err)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "text/plain")
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, "<path>"+filepath.Join(root, "a.txt")+"</path>\n<type>file</type>\n<content>\n1: hi\n\n(End of file - total 1 lines)\n</content>", string(b))
+				assert.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
+				assert.Equal(t, "no", resp.Header.Get("X-Accel-Buffering"))
 			}
 			m := call(t, "GET", base+"/metrics", "", "").body
 			assert.Contains(t, m, `toolfs_cache_hits_total{cache="window"} `+tc.hits+"\n")

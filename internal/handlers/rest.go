@@ -283,15 +283,33 @@ type lineWriter struct {
 	num    []byte // scratch for a line's number prefix
 }
 
+var _ tools.TextSink = (*lineWriter)(nil)
+
 func (o *lineWriter) Begin(header string) error {
+	o.commit()
+	o.bw = bufio.NewWriterSize(o.w, 32<<10)
+	_, err := o.bw.WriteString(header)
+	return err
+}
+
+func (o *lineWriter) commit() {
 	h := o.w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each chunk on at once
 	h.Set("Cache-Control", "no-store")
 	o.w.WriteHeader(http.StatusOK)
-	o.bw = bufio.NewWriterSize(o.w, 32<<10)
-	_, err := o.bw.WriteString(header)
-	return err
+}
+
+// Text writes a cached window's whole answer (tools.TextSink).
+func (o *lineWriter) Text(b []byte) error {
+	o.commit()
+	if o.window > 0 {
+		o.rc.SetWriteDeadline(time.Now().Add(o.window))
+	}
+	if _, err := o.w.Write(b); err != nil {
+		return err
+	}
+	return o.rc.Flush()
 }
 
 func (o *lineWriter) Lines(lines []render.Line) error {

@@ -130,7 +130,7 @@ func FuzzLineIndex(f *testing.F) {
 	f.Add([]byte("\ufeffx\r\ny\n\nzzzzzzzzzz"), int64(3), uint8(2), 3, 2, 2)
 	f.Add([]byte(strings.Repeat("line é\n", 200)), int64(64), uint8(8), 150, 20, 17)
 	f.Fuzz(func(t *testing.T, data []byte, every int64, marks uint8, offset, limit, chunk int) {
-		if len(data) > 1<<16 || offset > 1<<20 || limit > 1<<20 || chunk > 1<<20 {
+		if len(data) > 1<<13 || offset > 1<<20 || limit > 1<<20 || chunk > 1<<20 {
 			t.Skip()
 		}
 		caps := Caps{Limit: 2000, MaxLineLength: 7, MaxBytes: 60}

@@ -63,8 +63,24 @@ type cached struct {
 	window render.Window
 	index  render.LineIndex
 	hash   fs.Hash
-	size   int64 // guarded by Cache.mu
-	memo   atomic.Pointer[memo]
+	size   int64                   // guarded by Cache.mu
+	memos  atomic.Pointer[[]*memo] // copied on write, at most maxMemos
+}
+
+// maxMemos bounds the encodings kept with one window (a JSON and a text
+// answer, for one or two display paths).
+const maxMemos = 4
+
+// find returns the memo of name and display, if kept.
+func (e *cached) find(name, display string) *memo {
+	if ms := e.memos.Load(); ms != nil {
+		for _, m := range *ms {
+			if m.name == name && m.display == display {
+				return m
+			}
+		}
+	}
+	return nil
 }
 
 // memo is one transport's encoding of a cached window's answer, for one
@@ -136,14 +152,21 @@ func (c *Cache) put(e *cached) {
 	c.evict()
 }
 
-// remember keeps m with e, if e has no memo yet, and counts its bytes
-// against the cap while e is cached.
+// remember keeps m with e, unless e keeps maxMemos already, and counts its
+// bytes against the cap while e is cached.
 func (c *Cache) remember(e *cached, m *memo) {
-	if !e.memo.CompareAndSwap(nil, m) {
-		return
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	old := e.memos.Load()
+	var ms []*memo
+	if old != nil {
+		ms = *old
+	}
+	if len(ms) >= maxMemos || e.find(m.name, m.display) != nil {
+		return
+	}
+	ms = append(ms[:len(ms):len(ms)], m)
+	e.memos.Store(&ms)
 	if el, ok := c.m[e.key]; ok && el.Value == e {
 		e.size += int64(len(m.b))
 		c.used += int64(len(m.b))

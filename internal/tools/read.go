@@ -42,12 +42,25 @@ func (r ReadResult) Memo(name string, encode func() []byte) (b []byte, ok bool) 
 	if r.hit == nil {
 		return nil, false
 	}
-	if m := r.hit.memo.Load(); m != nil && m.name == name && m.display == r.Display {
-		return m.b, true
+	return memoOf(r.cache, r.hit, name, r.Display, encode), true
+}
+
+func memoOf(c *Cache, e *cached, name, display string, encode func() []byte) []byte {
+	if m := e.find(name, display); m != nil {
+		return m.b
 	}
-	m := &memo{name: name, display: r.Display, b: encode()}
-	r.cache.remember(r.hit, m)
-	return m.b, true
+	m := &memo{name: name, display: display, b: encode()}
+	c.remember(e, m)
+	return m.b
+}
+
+// TextSink is a LineSink that can also take a whole answer at once: a
+// streamed read of a cached window gets its text (header, lines, tail) as
+// one slice of bytes, kept with the window, instead of line by line.
+type TextSink interface {
+	LineSink
+	// Text commits the answer and writes all of it; b must not be modified.
+	Text(b []byte) error
 }
 
 // Output is the exact model-facing text of the read.
@@ -272,6 +285,14 @@ var errFirstLines = errors.New("first lines ready")
 // streamHit streams a cached window.
 func (r *Reading) streamHit(sink LineSink) *Error {
 	w := r.hit.window
+	if ts, ok := sink.(TextSink); ok {
+		b := memoOf(r.x.cache, r.hit, "text", r.target.Display, func() []byte { return []byte(render.ReadOutput(r.target.Display, w)) })
+		if err := ts.Text(b); err != nil {
+			return r.abort(err)
+		}
+		r.succeeded(w)
+		return nil
+	}
 	if err := sink.Begin(render.ReadHeader(r.target.Display)); err != nil {
 		return r.abort(err)
 	}
