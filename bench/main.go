@@ -52,6 +52,7 @@ type params struct {
 	mcpCalls     int           // timed calls per tool and server
 	loadDur      time.Duration // mixed workload duration
 	loadFiles    int
+	serverArgs   string
 	loadSessions int
 	loadWorkers  int
 }
@@ -111,6 +112,7 @@ func mainErr() error {
 	flag.StringVar(&o.mcpDir, "mcp-dir", "bench/mcp", "folder with node_modules/@modelcontextprotocol/server-filesystem (npm ci there)")
 	flag.StringVar(&o.mcp, "mcp", "auto", "MCP peer: auto (skip when not installed), on (fail when not installed), off")
 	flag.DurationVar(&loadDur, "load-duration", 0, "mixed workload duration (default: 2s short, 30s full)")
+	flag.StringVar(&o.serverArgs, "server-args", "", "comma-separated extra flags of every toolfs-api child (e.g. --cache-bytes=0)")
 	flag.IntVar(&loadFiles, "load-files", 0, "files of the mixed workload (default: 100 short, 1000 full)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder")
 	flag.StringVar(&o.sessionStore, "session-store", "", "--session-store of every toolfs-api child (e.g. redis://127.0.0.1:6379/0; default memory)")

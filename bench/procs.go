@@ -107,6 +107,11 @@ func startToolfs(ctx context.Context, o options, root string, extra ...string) (
 		return startInProcess(root, extra)
 	}
 	args := append([]string{"--root", root, "--addr", "127.0.0.1:0"}, extra...)
+	for _, a := range strings.Split(o.serverArgs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			args = append(args, a)
+		}
+	}
 	if o.sessionStore != "" {
 		args = append(args, "--session-store", o.sessionStore)
 	}
