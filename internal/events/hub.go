@@ -175,18 +175,33 @@ func (h *Hub) Close() {
 	h.obs.subscribed(0)
 }
 
+// Expect notes that a write or edit of path (relative to the root) is about
+// to run through the tools. Until its mutation is published, or the note
+// expires (OwnEchoTTL), the Watcher holds changes of path back instead of
+// reporting them as external: the inotify echo of a rename can arrive
+// before the call that made it has published its event.
+func (h *Hub) Expect(path string) {
+	h.mu.Lock()
+	h.own.add(path, "", time.Now())
+	h.mu.Unlock()
+}
+
 // ownEcho compares the current version of path with the one of the last
 // write or edit published for it: own says one was published lately, echo
-// that the versions are equal (the change is that mutation's own).
-func (h *Hub) ownEcho(path string, version func() (string, bool)) (own, echo bool) {
+// that the versions are equal (the change is that mutation's own), pending
+// that a mutation was announced (Expect) and not yet published.
+func (h *Hub) ownEcho(path string, version func() (string, bool)) (own, echo, pending bool) {
 	h.mu.Lock()
 	v, ok := h.own.get(path, time.Now())
 	h.mu.Unlock()
 	if !ok {
-		return false, false
+		return false, false, false
+	}
+	if v == "" {
+		return true, false, true
 	}
 	cur, found := version()
-	return true, found && cur == v
+	return true, found && cur == v, false
 }
 
 // id is the SSE id of sequence number seq.

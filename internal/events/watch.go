@@ -418,7 +418,7 @@ func (w *Watcher) publish(rel string, c *change) {
 		return
 	}
 	if (c.kind == TypeCreated || c.kind == TypeModified) && w.cfg.Version != nil {
-		own, echo := w.hub.ownEcho(rel, func() (string, bool) { return w.cfg.Version(rel) })
+		own, echo, pending := w.hub.ownEcho(rel, func() (string, bool) { return w.cfg.Version(rel) })
 		if echo {
 			return
 		}
@@ -426,7 +426,9 @@ func (w *Watcher) publish(rel string, c *change) {
 		// maybe a later write or edit has replaced the file but not yet
 		// published its event. Wait one more quiet period (twice at most)
 		// before calling the change external.
-		if own && c.retries < maxEchoRetries {
+		// A mutation announced but not yet published (Hub.Expect) is
+		// waited for longer: under load its event can lag the rename.
+		if own && c.retries < maxEchoRetries || pending && c.retries < maxPendingRetries {
 			w.pending[rel] = &change{kind: c.kind, at: time.Now(), retries: c.retries + 1}
 			w.order = append(w.order, rel)
 			return
@@ -438,6 +440,10 @@ func (w *Watcher) publish(rel string, c *change) {
 // maxEchoRetries bounds the waits of a change to a path written through the
 // tools whose version is not the published one.
 const maxEchoRetries = 2
+
+// maxPendingRetries bounds the waits for an announced mutation's event (50
+// quiet periods: 5 s by default); past it the change is reported.
+const maxPendingRetries = 50
 
 // overflow handles lost notifications: what was gathered is published, then
 // an overflow event, then folders that appeared or vanished meanwhile are

@@ -286,6 +286,46 @@ func TestOwnWritesAreNotReportedTwice(t *testing.T) {
 	x.expect("modified a.txt")
 }
 
+// A first write of a file, announced before it runs (Hub.Expect) but whose
+// event lags its rename by more than the echo retries (a loaded machine):
+// the watcher holds the inotify echo back until the event comes, so the
+// file is reported once, as a write, never also as created.
+func TestAnnouncedWriteIsNotReportedAsExternal(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	local, err := fs.NewLocal(root, fs.LocalOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.Close() })
+	ctx := context.Background()
+	version := func(rel string) (string, bool) {
+		tg, err := local.Resolve(ctx, "read", rel, "")
+		if err != nil {
+			return "", false
+		}
+		info, err := local.Stat(ctx, tg)
+		return string(info.Version), err == nil && info.Type == fs.TypeFile
+	}
+	x := watch(t, root, WatchConfig{Version: version})
+
+	x.hub.Expect("b.txt")
+	tg, err := local.Resolve(ctx, "write", "b.txt", "")
+	require.NoError(t, err)
+	out, err := local.WriteText(ctx, tg, []byte("b\n"), nil)
+	require.NoError(t, err)
+	time.Sleep((maxEchoRetries + 3) * quiet) // past the retries of an unannounced echo
+	x.hub.Publish(Event{Type: TypeWrite, Path: "b.txt", Session: "s", Version: string(out.Version)})
+	x.expect("write b.txt")
+
+	// Without the announcement the same lag is reported as external.
+	tg, err = local.Resolve(ctx, "write", "c.txt", "")
+	require.NoError(t, err)
+	out, err = local.WriteText(ctx, tg, []byte("c\n"), nil)
+	require.NoError(t, err)
+	time.Sleep((maxEchoRetries + 3) * quiet)
+	x.hub.Publish(Event{Type: TypeWrite, Path: "c.txt", Session: "s", Version: string(out.Version)})
+	x.expect("created c.txt", "write c.txt")
+}
+
 func TestOverflowIsReportedAndMissedFoldersWatched(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)

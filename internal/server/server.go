@@ -145,8 +145,9 @@ func New(o Options) (*Server, error) {
 	}
 	s.Metrics.WatchSearch(s.Searcher.Sandboxed)
 	var onMutation func(tools.Mutation)
+	var beforeMutation func(fs.Target)
 	if o.Events != nil {
-		if onMutation, err = s.startEvents(*o.Events, o.Logger); err != nil {
+		if onMutation, beforeMutation, err = s.startEvents(*o.Events, o.Logger); err != nil {
 			local.Close()
 			return nil, err
 		}
@@ -162,7 +163,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.Executor = tools.New(tools.Options{
 		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
-		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation, Cache: cache,
+		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation, BeforeMutation: beforeMutation, Cache: cache,
 		Sandbox: o.Sandbox, Approvals: channel,
 	})
 	mc := o.MCP
@@ -186,9 +187,10 @@ func New(o Options) (*Server, error) {
 }
 
 // startEvents builds the change feed's hub and, unless told not to, the
-// watcher of external changes; it returns the executor's mutation hook,
-// which publishes each write and edit (docs/events.md).
-func (s *Server) startEvents(o Events, log *slog.Logger) (func(tools.Mutation), error) {
+// watcher of external changes; it returns the executor's mutation hooks:
+// one publishes each write and edit, the other announces it before it runs
+// so its inotify echo is never reported as external (docs/events.md).
+func (s *Server) startEvents(o Events, log *slog.Logger) (func(tools.Mutation), func(fs.Target), error) {
 	em := events.NewMetrics(s.Metrics.Registry)
 	o.Hub.Metrics = em
 	s.Events = events.NewHub(o.Hub)
@@ -196,7 +198,7 @@ func (s *Server) startEvents(o Events, log *slog.Logger) (func(tools.Mutation), 
 	// changes: one file has one path in the feed.
 	realRoot, err := filepath.EvalSymlinks(s.Root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !o.NoWatch {
 		w := o.Watch
@@ -204,21 +206,28 @@ func (s *Server) startEvents(o Events, log *slog.Logger) (func(tools.Mutation), 
 		w.Version = s.version
 		if s.watcher, err = events.NewWatcher(s.Events, w); err != nil {
 			s.Events.Close()
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	hub := s.Events
+	// The root itself is never a file: it has no relative path.
+	relOf := func(t fs.Target) (string, bool) { return strings.CutPrefix(string(t.Key), realRoot+"/") }
+	before := func(t fs.Target) {
+		if rel, ok := relOf(t); ok {
+			hub.Expect(rel)
+		}
+	}
 	return func(m tools.Mutation) {
-		rel, ok := strings.CutPrefix(string(m.Target.Key), realRoot+"/")
+		rel, ok := relOf(m.Target)
 		if !ok {
-			return // the root itself: never a file
+			return
 		}
 		t := events.TypeWrite
 		if m.Tool == tools.ToolEdit {
 			t = events.TypeEdit
 		}
 		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Version: string(m.Version), Diffs: m.Diffs})
-	}, nil
+	}, before, nil
 }
 
 // version is the provider's version of a root-relative file, so the

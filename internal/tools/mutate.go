@@ -74,6 +74,8 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 			dry.DryRun = true
 		}
 		intent = &dry
+	} else {
+		x.mutating(t)
 	}
 	out, werr := x.fs.WriteText(ctx, t, []byte(a.content), intent)
 	if werr != nil {
@@ -132,6 +134,9 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 	var expected *fs.Version
 	if guard != nil {
 		expected, req.SeenHash = &guard.Version, guard.Hash
+	}
+	if !a.dryRun {
+		x.mutating(t)
 	}
 	out, eerr := x.fs.EditText(ctx, t, req, expected)
 	if eerr != nil {

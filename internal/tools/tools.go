@@ -71,6 +71,11 @@ type Options struct {
 	// on the call's goroutine before the answer is returned, so it must not
 	// block.
 	OnMutation func(Mutation)
+	// BeforeMutation is told of the target of every write and edit that is
+	// about to run (dry runs excluded), so the change feed can tell the
+	// file's inotify echo from an external change even when it arrives
+	// before OnMutation does; nil: nobody is. It must not block.
+	BeforeMutation func(fs.Target)
 	// Cache sizes the read caches (docs/performance.md, "Caches"); the zero
 	// value turns them off.
 	Cache CacheConfig
@@ -92,6 +97,7 @@ type Executor struct {
 	obs       Observer
 	log       *slog.Logger
 	mutated   func(Mutation)
+	mutating  func(fs.Target)
 	cache     *Cache // nil: off
 	sandbox   SandboxMode
 	approvals *approval.Store
@@ -100,9 +106,12 @@ type Executor struct {
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
-		mutated: opts.OnMutation, sandbox: opts.Sandbox, approvals: opts.Approvals}
+		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals}
 	if x.mutated == nil {
 		x.mutated = func(Mutation) {}
+	}
+	if x.mutating == nil {
+		x.mutating = func(fs.Target) {}
 	}
 	if x.sandbox == "" {
 		x.sandbox = SandboxOff
