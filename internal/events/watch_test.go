@@ -239,14 +239,16 @@ func TestPrivateFolderAndTempFilesAreIgnored(t *testing.T) {
 
 // A write through the provider is reported once, by its mutation event; a
 // change made afterwards outside the API is reported as usual.
-func TestOwnWritesAreNotReportedTwice(t *testing.T) {
+// watchProvider is a watched real root whose versions come from a local
+// provider on it, as the server wires them, and that provider.
+func watchProvider(t *testing.T) (*fs.Local, *watched) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	local, err := fs.NewLocal(root, fs.LocalOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { local.Close() })
-	ctx := context.Background()
 	version := func(rel string) (string, bool) {
+		ctx := context.Background()
 		tg, err := local.Resolve(ctx, "read", rel, "")
 		if err != nil {
 			return "", false
@@ -254,7 +256,12 @@ func TestOwnWritesAreNotReportedTwice(t *testing.T) {
 		info, err := local.Stat(ctx, tg)
 		return string(info.Version), err == nil && info.Type == fs.TypeFile
 	}
-	x := watch(t, root, WatchConfig{Version: version})
+	return local, watch(t, root, WatchConfig{Version: version})
+}
+
+func TestOwnWritesAreNotReportedTwice(t *testing.T) {
+	local, x := watchProvider(t)
+	ctx := context.Background()
 
 	mutate := func(rel, content string) {
 		tg, err := local.Resolve(ctx, "write", rel, "")
@@ -291,21 +298,8 @@ func TestOwnWritesAreNotReportedTwice(t *testing.T) {
 // the watcher holds the inotify echo back until the event comes, so the
 // file is reported once, as a write, never also as created.
 func TestAnnouncedWriteIsNotReportedAsExternal(t *testing.T) {
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	local, err := fs.NewLocal(root, fs.LocalOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { local.Close() })
+	local, x := watchProvider(t)
 	ctx := context.Background()
-	version := func(rel string) (string, bool) {
-		tg, err := local.Resolve(ctx, "read", rel, "")
-		if err != nil {
-			return "", false
-		}
-		info, err := local.Stat(ctx, tg)
-		return string(info.Version), err == nil && info.Type == fs.TypeFile
-	}
-	x := watch(t, root, WatchConfig{Version: version})
 
 	x.hub.Expect("b.txt")
 	tg, err := local.Resolve(ctx, "write", "b.txt", "")

@@ -185,6 +185,20 @@ func BenchmarkResolveDotDot(b *testing.B) {
 // <root>/.toolfs-api/locks. Measured before, with the lock files opened by
 // path under $TMPDIR: 0.51 µs in-process, 3.1 µs with the lock file.
 func BenchmarkLock(b *testing.B) {
+	eachLockSetting(b, func(b *testing.B, l *Local, tg Target) {
+		for b.Loop() {
+			unlock, err := l.lockTarget(context.Background(), tg.Key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			unlock()
+		}
+	})
+}
+
+// eachLockSetting runs body on a fresh provider per lock setting (in-process
+// only, the baseline; and shared), with the target f.txt resolved.
+func eachLockSetting(b *testing.B, body func(b *testing.B, l *Local, tg Target)) {
 	for _, tt := range []struct {
 		name string
 		opts LocalOptions
@@ -198,18 +212,11 @@ func BenchmarkLock(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer l.Close()
-			ctx := context.Background()
-			tg, err := l.Resolve(ctx, "write", "f.txt", "")
+			tg, err := l.Resolve(context.Background(), "write", "f.txt", "")
 			if err != nil {
 				b.Fatal(err)
 			}
-			for b.Loop() {
-				unlock, err := l.lockTarget(ctx, tg.Key)
-				if err != nil {
-					b.Fatal(err)
-				}
-				unlock()
-			}
+			body(b, l, tg)
 		})
 	}
 }
@@ -218,29 +225,11 @@ func BenchmarkLock(b *testing.B) {
 // lock's share of a write shows (the fsyncs dominate).
 func BenchmarkWriteSmall(b *testing.B) {
 	content := bytes.Repeat([]byte("0123456789abcde\n"), 64)
-	for _, tt := range []struct {
-		name string
-		opts LocalOptions
-	}{
-		{"in-process-only", LocalOptions{InProcessLocksOnly: true}},
-		{"shared", LocalOptions{}},
-	} {
-		b.Run(tt.name, func(b *testing.B) {
-			l, err := NewLocal(b.TempDir(), tt.opts)
-			if err != nil {
+	eachLockSetting(b, func(b *testing.B, l *Local, tg Target) {
+		for b.Loop() {
+			if _, err := l.WriteText(context.Background(), tg, content, nil); err != nil {
 				b.Fatal(err)
 			}
-			defer l.Close()
-			ctx := context.Background()
-			tg, err := l.Resolve(ctx, "write", "f.txt", "")
-			if err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if _, err := l.WriteText(ctx, tg, content, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -25,6 +24,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
 
 // serverBin is the toolfs-api binary TestMain built. It is built without
@@ -36,24 +37,7 @@ var serverBin string
 // long reports whether TOOLFS_LONG=1 asked for the long variants.
 var long = os.Getenv("TOOLFS_LONG") == "1"
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "toolfs-reliability-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(dir, "toolfs-api")
-	build := exec.Command("go", "build", "-o", serverBin, "github.com/toolfs/toolfs-api/cmd/toolfs-api")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	code := 1
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building toolfs-api:", err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(servertest.RunWithBinary(m, &serverBin)) }
 
 // child is a toolfs-api process serving a root on a loopback port.
 type child struct {

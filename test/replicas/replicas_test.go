@@ -31,30 +31,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/redistest"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
 
 // serverBin is the toolfs-api binary TestMain built (without -race: the
 // children are the system under load, not under the detector).
 var serverBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "toolfs-replicas-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(dir, "toolfs-api")
-	build := exec.Command("go", "build", "-o", serverBin, "github.com/toolfs/toolfs-api/cmd/toolfs-api")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	code := 1
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building toolfs-api:", err)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(servertest.RunWithBinary(m, &serverBin)) }
 
 const token = "replicas-test-token"
 
