@@ -2,7 +2,6 @@ package tools
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode"
@@ -41,14 +40,16 @@ type args []member
 // value, and a key given twice (case-folded, as encoding/json matches keys:
 // each reader could pick another one).
 func decodeArgs(raw []byte) (args, *Error) {
-	switch {
-	case len(bytes.TrimSpace(raw)) == 0:
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, argError(msgBodyRequired)
-	case !utf8.Valid(raw):
+	}
+	if !utf8.Valid(raw) {
 		return nil, argError(msgBodyUTF8)
-	case !json.Valid(raw):
+	}
+	switch valid, lone := checkJSON(raw); {
+	case !valid:
 		return nil, argError(msgBodyJSON)
-	case hasLoneSurrogate(raw):
+	case lone:
 		return nil, argError(msgBodySurrogate)
 	}
 	i := skipSpace(raw, 0)
@@ -148,26 +149,29 @@ func unquote(v []byte) (string, bool) {
 	if i < 0 {
 		return string(inner), true
 	}
-	out := make([]byte, 0, len(inner))
+	// A Builder sized once: the text is never longer than its escapes, and
+	// String hands over the bytes without copying them again.
+	var out strings.Builder
+	out.Grow(len(inner))
 	for {
-		out = append(out, inner[:i]...)
+		out.Write(inner[:i])
 		inner = inner[i:]
 		if len(inner) < 2 {
 			return "", false
 		}
 		switch c := inner[1]; c {
 		case '"', '\\', '/':
-			out = append(out, c)
+			out.WriteByte(c)
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			if len(inner) < 6 {
 				return "", false
@@ -180,14 +184,15 @@ func unquote(v []byte) (string, bool) {
 				r = utf16.DecodeRune(r, hex4(inner[8:12]))
 				inner = inner[6:]
 			}
-			out = utf8.AppendRune(out, r)
+			out.WriteRune(r)
 			inner = inner[4:]
 		default:
 			return "", false
 		}
 		inner = inner[2:]
 		if i = bytes.IndexByte(inner, '\\'); i < 0 {
-			return string(append(out, inner...)), true
+			out.Write(inner)
+			return out.String(), true
 		}
 	}
 }
@@ -197,37 +202,6 @@ func quote(s string) string {
 		s = s[:256] + "..."
 	}
 	return `"` + s + `"`
-}
-
-// hasLoneSurrogate reports a \u escape of a UTF-16 surrogate that is not a
-// high one directly followed by a low one. body must be valid JSON, so every
-// backslash starts an escape inside a string.
-func hasLoneSurrogate(body []byte) bool {
-	for i := 0; i < len(body); i++ {
-		k := bytes.IndexByte(body[i:], '\\')
-		if k < 0 {
-			return false
-		}
-		i += k + 1 // the escaped character
-		if body[i] != 'u' {
-			continue
-		}
-		r := hex4(body[i+1 : i+5])
-		i += 4
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
-				return true
-			}
-			if lo := hex4(body[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
-				return true
-			}
-			i += 6
-		}
-	}
-	return false
 }
 
 func hex4(b []byte) rune {

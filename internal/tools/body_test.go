@@ -144,9 +144,41 @@ func FuzzUnquote(f *testing.F) {
 func BenchmarkDecodeWriteBody(b *testing.B) {
 	body, _ := json.Marshal(map[string]string{"file_path": "src.go", "content": strings.Repeat("\tv0001 := compute(a, b) * 0001\n", 2000)})
 	b.SetBytes(int64(len(body)))
+	reportCPU(b)
 	for b.Loop() {
 		if _, err := writeArgsOf(body); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// hasLoneSurrogate, the oracle of checkJSON's surrogate verdict, reports a \u escape of a UTF-16 surrogate that is not a
+// high one directly followed by a low one. body must be valid JSON, so every
+// backslash starts an escape inside a string.
+func hasLoneSurrogate(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		k := bytes.IndexByte(body[i:], '\\')
+		if k < 0 {
+			return false
+		}
+		i += k + 1 // the escaped character
+		if body[i] != 'u' {
+			continue
+		}
+		r := hex4(body[i+1 : i+5])
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
+				return true
+			}
+			if lo := hex4(body[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
 }
