@@ -266,7 +266,7 @@ func TestOwnWritesAreNotReportedTwice(t *testing.T) {
 	mutate := func(rel, content string) {
 		tg, err := local.Resolve(ctx, "write", rel, "")
 		require.NoError(t, err)
-		out, err := local.WriteText(ctx, tg, []byte(content), nil)
+		out, err := local.WriteText(ctx, tg, content, nil)
 		require.NoError(t, err)
 		x.hub.Publish(Event{Type: TypeWrite, Path: rel, Session: "s", Version: string(out.Version)})
 	}
@@ -283,7 +283,7 @@ func TestOwnWritesAreNotReportedTwice(t *testing.T) {
 	// call): the watcher waits for it rather than report the file changed.
 	tg, err := local.Resolve(ctx, "write", "a.txt", "")
 	require.NoError(t, err)
-	out, err := local.WriteText(ctx, tg, []byte("late\n"), nil)
+	out, err := local.WriteText(ctx, tg, "late\n", nil)
 	require.NoError(t, err)
 	time.Sleep(quiet * 3 / 2)
 	x.hub.Publish(Event{Type: TypeWrite, Path: "a.txt", Session: "s", Version: string(out.Version)})
@@ -304,7 +304,7 @@ func TestAnnouncedWriteIsNotReportedAsExternal(t *testing.T) {
 	x.hub.Expect("b.txt")
 	tg, err := local.Resolve(ctx, "write", "b.txt", "")
 	require.NoError(t, err)
-	out, err := local.WriteText(ctx, tg, []byte("b\n"), nil)
+	out, err := local.WriteText(ctx, tg, "b\n", nil)
 	require.NoError(t, err)
 	time.Sleep((maxEchoRetries + 3) * quiet) // past the retries of an unannounced echo
 	x.hub.Publish(Event{Type: TypeWrite, Path: "b.txt", Session: "s", Version: string(out.Version)})
@@ -313,7 +313,7 @@ func TestAnnouncedWriteIsNotReportedAsExternal(t *testing.T) {
 	// Without the announcement the same lag is reported as external.
 	tg, err = local.Resolve(ctx, "write", "c.txt", "")
 	require.NoError(t, err)
-	out, err = local.WriteText(ctx, tg, []byte("c\n"), nil)
+	out, err = local.WriteText(ctx, tg, "c\n", nil)
 	require.NoError(t, err)
 	time.Sleep((maxEchoRetries + 3) * quiet)
 	x.hub.Publish(Event{Type: TypeWrite, Path: "c.txt", Session: "s", Version: string(out.Version)})

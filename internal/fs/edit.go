@@ -109,6 +109,7 @@ func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version
 	if err != nil {
 		return "", l.fail("edit", display, err)
 	}
+	o.closeFileLater()
 	return v, nil
 }
 

@@ -281,7 +281,7 @@ func counterRound(t *testing.T, l *Local, tg Target, useWrite bool) bool {
 	require.NoError(t, err)
 	next := "n=" + strconv.Itoa(n+1)
 	if useWrite {
-		_, err = l.WriteText(context.Background(), tg, []byte(next), &WriteIntent{Kind: ReplaceIfVersion, Version: info.Version})
+		_, err = l.WriteText(context.Background(), tg, next, &WriteIntent{Kind: ReplaceIfVersion, Version: info.Version})
 	} else {
 		_, err = l.EditText(context.Background(), tg, EditRequest{OldString: text, NewString: next}, &info.Version)
 	}
@@ -354,7 +354,7 @@ func TestLockMapBounded(t *testing.T) {
 	ctx := context.Background()
 	for i := range 50 {
 		tg := f.resolve(t, "write", "many/"+strconv.Itoa(i))
-		_, err := f.l.WriteText(ctx, tg, []byte("x"), nil)
+		_, err := f.l.WriteText(ctx, tg, "x", nil)
 		require.NoError(t, err)
 		_, err = f.l.EditText(ctx, tg, EditRequest{OldString: "nope", NewString: "y"}, nil)
 		requireCode(t, err, CodeEditNotFound, "")
@@ -367,7 +367,7 @@ func TestLockMapBounded(t *testing.T) {
 	require.NoError(t, err)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = f.l.WriteText(cctx, tg, []byte("x"), nil)
+	_, err = f.l.WriteText(cctx, tg, "x", nil)
 	requireCode(t, err, CodeAborted, "write aborted")
 	unlock()
 	assert.Zero(t, f.l.locks.size())

@@ -45,7 +45,7 @@ type FileSystem interface {
 
 	// WriteText atomically creates or replaces the target with content under
 	// the target's lock. A nil intent is unconditional.
-	WriteText(ctx context.Context, t Target, content []byte, intent *WriteIntent) (WriteOutcome, error)
+	WriteText(ctx context.Context, t Target, content string, intent *WriteIntent) (WriteOutcome, error)
 
 	// EditText applies a literal edit under the target's lock. A non-nil
 	// expected version is checked before matching; a missing target is always

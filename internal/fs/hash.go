@@ -26,6 +26,13 @@ func HashBytes(b []byte) Hash {
 	return hashOf(h)
 }
 
+// HashString is the Hash of s.
+func HashString(s string) Hash {
+	h := xxh3.New()
+	h.WriteString(s)
+	return hashOf(h)
+}
+
 // hashFile hashes f's whole content from offset 0.
 func hashFile(ctx context.Context, f *os.File) (Hash, error) {
 	h := xxh3.New()

@@ -211,8 +211,19 @@ type opened struct {
 }
 
 func (o *opened) close(l *Local) {
-	o.f.Close()
+	if o.f != nil {
+		o.f.Close()
+	}
 	o.w.close(l)
+}
+
+// closeFileLater closes the file on its own goroutine: an edit that
+// replaced it answers without waiting for the kernel to free its blocks
+// (see oldFile).
+func (o *opened) closeFileLater() {
+	f := o.f
+	o.f = nil
+	go f.Close()
 }
 
 // openRegular walks to the target and opens it with readFlags, checking it

@@ -170,7 +170,7 @@ func TestSymlinkSwappedAfterResolve(t *testing.T) {
 		{"stat", func(l *Local, tg Target) error { _, err := l.Stat(context.Background(), tg); return err }},
 		{"open", func(l *Local, tg Target) error { _, _, err := l.OpenText(context.Background(), tg); return err }},
 		{"write", func(l *Local, tg Target) error {
-			_, err := l.WriteText(context.Background(), tg, []byte("pwned"), nil)
+			_, err := l.WriteText(context.Background(), tg, "pwned", nil)
 			return err
 		}},
 		{"edit", func(l *Local, tg Target) error {

@@ -25,7 +25,7 @@ func TestPrivateFolderMadeByFirstMutation(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoDirExists(t, f.path(PrivateDir), "a read made the private folder")
 
-	_, err = f.l.WriteText(ctx, f.resolve(t, "write", "b.txt"), []byte("b"), nil)
+	_, err = f.l.WriteText(ctx, f.resolve(t, "write", "b.txt"), "b", nil)
 	require.NoError(t, err)
 	for _, d := range []string{"", "locks", "tmp"} {
 		fi, err := os.Lstat(f.path(filepath.Join(PrivateDir, d)))
@@ -98,7 +98,7 @@ func TestPrivateFolderHostile(t *testing.T) {
 
 			// Made hostile after start-up: the first mutation refuses too.
 			ctx := context.Background()
-			_, err = f.l.WriteText(ctx, f.resolve(t, "write", "a.txt"), []byte("pwned"), nil)
+			_, err = f.l.WriteText(ctx, f.resolve(t, "write", "a.txt"), "pwned", nil)
 			requireCode(t, err, CodeIO, `cannot write "`+f.path("a.txt")+`": the server cannot use its private folder .toolfs-api in the workspace root`)
 			var e *Error
 			require.ErrorAs(t, err, &e)
@@ -114,7 +114,7 @@ func TestPrivateFolderHostile(t *testing.T) {
 func TestPrivateFolderRefusedToTools(t *testing.T) {
 	f := newFixture(t, "a.txt = a", "sub/.toolfs-api/x.txt = x", "in => .toolfs-api/locks", "d/up => ..")
 	ctx := context.Background()
-	_, err := f.l.WriteText(ctx, f.resolve(t, "write", "a.txt"), []byte("b"), nil)
+	_, err := f.l.WriteText(ctx, f.resolve(t, "write", "a.txt"), "b", nil)
 	require.NoError(t, err) // makes the private folder
 	for _, p := range []string{
 		".toolfs-api", ".toolfs-api/.gitignore", ".toolfs-api/locks/1.lock", ".toolfs-api/new.txt",
@@ -131,13 +131,13 @@ func TestPrivateFolderRefusedToTools(t *testing.T) {
 		}
 	}
 	tg := f.resolve(t, "read", "sub/.toolfs-api/x.txt")
-	_, err = f.l.WriteText(ctx, tg, []byte("y"), nil)
+	_, err = f.l.WriteText(ctx, tg, "y", nil)
 	require.NoError(t, err)
 
 	// Swapped in after Resolve: the mutation's own walk refuses it.
 	tg = f.resolve(t, "write", "e/new.txt")
 	require.NoError(t, os.Symlink(".toolfs-api/tmp", f.path("e")))
-	_, err = f.l.WriteText(ctx, tg, []byte("pwned"), nil)
+	_, err = f.l.WriteText(ctx, tg, "pwned", nil)
 	requireCode(t, err, CodeSandboxDenied, `cannot write "`+f.path("e/new.txt")+`": outside the workspace root`)
 	f.assertClean(t)
 }
@@ -215,7 +215,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	r, _, err := l.OpenText(ctx, tg)
 	require.NoError(t, err)
 	assert.Equal(t, "a", readAll(t, r))
-	_, err = l.WriteText(ctx, tg, []byte("b"), nil)
+	_, err = l.WriteText(ctx, tg, "b", nil)
 	requireCode(t, err, CodeIO, `cannot write "`+f.path("a.txt")+`": read-only file system`)
 	_, err = l.EditText(ctx, tg, EditRequest{OldString: "a", NewString: "b"}, nil)
 	requireCode(t, err, CodeIO, `cannot edit "`+f.path("a.txt")+`": read-only file system`)

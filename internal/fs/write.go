@@ -17,10 +17,13 @@ import (
 
 // WriteText atomically creates or replaces the target with content; see
 // FileSystem.WriteText. Its steps, under the target's locks: look at the
-// target (checkWriteTarget), check the intent (checkIntent), keep the diff
-// basis, make missing parents (enterParent), stage the content, publish it
-// as the intent allows (publishWrite), commit.
-func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent *WriteIntent) (WriteOutcome, error) {
+// target (checkWriteTarget), check the intent (checkIntent), open the file
+// it replaces (openOld) and start the side work (the hash and the diff
+// basis, while the disk works: startWriteSide), make missing parents
+// (enterParent), stage the content, join the side work, publish it as the
+// intent allows (publishWrite), commit, and close the replaced file after
+// returning (closeLater).
+func (l *Local) WriteText(ctx context.Context, t Target, content string, intent *WriteIntent) (WriteOutcome, error) {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
 		return WriteOutcome{}, l.lockErr("write", t.Display, err)
@@ -47,17 +50,19 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 
 	out := WriteOutcome{Operation: OpCreate}
 	mode, owner := l.newMode, (*unix.Stat_t)(nil)
+	var old *oldFile
 	if exists {
 		out.Operation = OpUpdate
 		mode, owner = keptMode(&w.st), &w.st
-		if old := l.diffBasis(w.dir, w.name, int64(len(content))); old != nil {
-			out.Before = old
-			out.After = string(lfNormalize(content))
-		}
+		old = openOld(w.dir, w.name)
 	}
+	defer old.close()
+	side := l.startWriteSide(old, content)
+	defer side.wait() // before old.close: it reads the old file
 	if intent != nil && intent.DryRun {
 		// Every check is done; missing parents are not made (docs/edits.md).
-		out.Version = version
+		side.wait().fill(&out)
+		out.Version, out.Hash = version, ""
 		return out, nil
 	}
 	if w.dir < 0 {
@@ -68,13 +73,14 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 	}
 
 	tmp, err := l.stage(w.dir, w.name, mode, owner, func(f io.Writer) error {
-		_, err := f.Write(content)
+		_, err := io.WriteString(f, content)
 		return err
 	})
 	if err != nil {
 		return WriteOutcome{}, l.fail("write", t.Display, err)
 	}
 	defer tmp.discard()
+	side.wait().fill(&out)
 	if l.hooks.beforePublish != nil {
 		l.hooks.beforePublish()
 	}
@@ -87,7 +93,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content []byte, intent 
 	if out.Version, err = tmp.commit(); err != nil {
 		return WriteOutcome{}, l.fail("write", t.Display, err)
 	}
-	out.Hash = HashBytes(content)
+	old.closeLater()
 	return out, nil
 }
 
@@ -213,31 +219,115 @@ func (l *Local) competitor(dir int, name string, t Target) error {
 	return notObserved(t.Display) // a regular file, or one already gone again
 }
 
-// diffBasis reads the existing file for the diff when both sides are below
-// the limit and the old bytes are UTF-8 text without NUL; else nil.
-func (l *Local) diffBasis(dir int, name string, newSize int64) *string {
-	if newSize >= l.diffMax {
-		return nil
-	}
-	f, fst, err := openAt(dir, name)
+// oldFile is the file a replacement replaces, opened under the target's
+// lock before anything is staged: its text is the diff basis, and holding
+// it open across the rename keeps the rename from freeing its blocks. The
+// kernel frees them when the last descriptor closes, which closeLater does
+// after the answer, off the caller's path (docs/performance.md, section 5).
+// A nil *oldFile has nothing open.
+type oldFile struct {
+	fd   int
+	size int64
+}
+
+// openOld opens the regular file dir/name; nil when it cannot.
+func openOld(dir int, name string) *oldFile {
+	fd, err := unix.Openat(dir, name, readFlags, 0)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	if !isRegular(&fst) || fst.Size >= l.diffMax {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || !isRegular(&st) {
+		unix.Close(fd)
 		return nil
 	}
-	buf := make([]byte, fst.Size+1)
-	n, err := io.ReadFull(f, buf)
-	if int64(n) != fst.Size || err != io.ErrUnexpectedEOF {
+	return &oldFile{fd: fd, size: st.Size}
+}
+
+// close closes the file now, unless closeLater took it.
+func (o *oldFile) close() {
+	if o != nil && o.fd >= 0 {
+		unix.Close(o.fd)
+		o.fd = -1
+	}
+}
+
+// closeLater closes the file on its own goroutine.
+func (o *oldFile) closeLater() {
+	if o != nil && o.fd >= 0 {
+		go unix.Close(o.fd)
+		o.fd = -1
+	}
+}
+
+// text is the old file's text with CRLF as LF when it is UTF-8 without NUL
+// and of the size it had when opened; else nil.
+func (o *oldFile) text() *string {
+	buf := make([]byte, o.size+1)
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Pread(o.fd, buf[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	if int64(n) != o.size {
 		return nil // changed size while we read
 	}
-	old := buf[:n]
-	if bytes.IndexByte(old, 0) >= 0 || !utf8.Valid(old) {
+	b := buf[:n]
+	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
 		return nil
 	}
-	s := string(lfNormalize(old))
+	s := string(lfNormalize(b))
 	return &s
+}
+
+// writeSide is a write's work besides the disk: the content's hash and, for
+// a replacement below the diff-basis limit, the diff basis (the old text
+// and the new one, with CRLF as LF). It runs on its own goroutine while the
+// content is staged and synced (docs/performance.md, section 5); wait joins
+// it, which a write does before the rename, so the basis is the old file's
+// text under the target's lock.
+type writeSide struct {
+	done   chan struct{}
+	hash   Hash
+	before *string
+	after  string
+}
+
+// startWriteSide starts the side work of writing content over old (nil for
+// a create).
+func (l *Local) startWriteSide(old *oldFile, content string) *writeSide {
+	s := &writeSide{done: make(chan struct{})}
+	basis := old != nil && old.size < l.diffMax && int64(len(content)) < l.diffMax
+	go func() {
+		defer close(s.done)
+		s.hash = HashString(content)
+		if basis {
+			if s.before = old.text(); s.before != nil {
+				s.after = lfNormalizeString(content)
+			}
+		}
+	}()
+	return s
+}
+
+// wait returns s once its work is done; it may be called again.
+func (s *writeSide) wait() *writeSide {
+	<-s.done
+	return s
+}
+
+// fill puts the hash and the diff basis into out.
+func (s *writeSide) fill(out *WriteOutcome) {
+	out.Hash, out.Before, out.After = s.hash, s.before, s.after
 }
 
 // lfNormalize turns CRLF into LF (a lone CR stays).

@@ -2,11 +2,14 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,7 +68,7 @@ func TestWriteText(t *testing.T) {
 			}
 			before := readIfRegular(f.path(tt.path))
 
-			out, err := f.l.WriteText(context.Background(), tg, []byte(tt.content), intent)
+			out, err := f.l.WriteText(context.Background(), tg, tt.content, intent)
 			if tt.wantCode != "" {
 				requireCode(t, err, tt.wantCode, strings.ReplaceAll(tt.wantMsg, "$ROOT", f.root))
 				assert.Equal(t, before, readIfRegular(f.path(tt.path)), "target touched by a failed write")
@@ -110,7 +113,7 @@ func TestWriteDiffBasisLimit(t *testing.T) {
 			l, err := NewLocal(f.root, LocalOptions{DiffBasisMaxBytes: 8})
 			require.NoError(t, err)
 			defer l.Close()
-			out, err := l.WriteText(context.Background(), f.resolve(t, "write", "f.txt"), []byte(tt.content), nil)
+			out, err := l.WriteText(context.Background(), f.resolve(t, "write", "f.txt"), tt.content, nil)
 			require.NoError(t, err)
 			if tt.wantBasis {
 				require.NotNil(t, out.Before)
@@ -130,11 +133,11 @@ func TestWriteModes(t *testing.T) {
 	require.NoError(t, os.Chmod(f.path("setuid.txt"), 0o4755))
 	ctx := context.Background()
 
-	_, err := f.l.WriteText(ctx, f.resolve(t, "write", "private.txt"), []byte("x"), nil)
+	_, err := f.l.WriteText(ctx, f.resolve(t, "write", "private.txt"), "x", nil)
 	require.NoError(t, err)
-	_, err = f.l.WriteText(ctx, f.resolve(t, "write", "setuid.txt"), []byte("x"), nil)
+	_, err = f.l.WriteText(ctx, f.resolve(t, "write", "setuid.txt"), "x", nil)
 	require.NoError(t, err)
-	_, err = f.l.WriteText(ctx, f.resolve(t, "write", "sub/new.txt"), []byte("x"), nil)
+	_, err = f.l.WriteText(ctx, f.resolve(t, "write", "sub/new.txt"), "x", nil)
 	require.NoError(t, err)
 
 	mode := func(rel string) os.FileMode {
@@ -152,7 +155,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 	f := newFixture(t, "real/f.txt = old", "link.txt => real/f.txt", "abslink => $ROOT/real/f.txt")
 	for _, via := range []string{"link.txt", "abslink"} {
 		tg := f.resolve(t, "write", via)
-		out, err := f.l.WriteText(context.Background(), tg, []byte(via), &WriteIntent{Kind: ReplaceIfVersion, Version: f.version(t, tg)})
+		out, err := f.l.WriteText(context.Background(), tg, via, &WriteIntent{Kind: ReplaceIfVersion, Version: f.version(t, tg)})
 		require.NoError(t, err)
 		assert.Equal(t, OpUpdate, out.Operation)
 		fi, err := os.Lstat(f.path(via))
@@ -190,7 +193,7 @@ func TestWriteCreateOnlyRace(t *testing.T) {
 			f := newFixture(t, "other.txt = theirs")
 			f.l.hooks.linkOnly = tt.linkOnly
 			f.l.hooks.beforePublish = func() { require.NoError(t, tt.appear(f)) }
-			_, err := f.l.WriteText(context.Background(), f.resolve(t, "write", "t.txt"), []byte("mine"), &WriteIntent{Kind: CreateIfAbsent})
+			_, err := f.l.WriteText(context.Background(), f.resolve(t, "write", "t.txt"), "mine", &WriteIntent{Kind: CreateIfAbsent})
 			requireCode(t, err, tt.wantCode, strings.ReplaceAll(tt.wantMsg, "$ROOT", f.root))
 			if fi, err := os.Stat(f.path("t.txt")); err == nil && fi.Mode().IsRegular() {
 				assert.Equal(t, "theirs", f.read(t, "t.txt"), "the competitor's file is kept")
@@ -202,7 +205,7 @@ func TestWriteCreateOnlyRace(t *testing.T) {
 		f := newFixture(t)
 		f.l.hooks.linkOnly = true
 		tg := f.resolve(t, "write", "t.txt")
-		out, err := f.l.WriteText(context.Background(), tg, []byte("mine"), &WriteIntent{Kind: CreateIfAbsent})
+		out, err := f.l.WriteText(context.Background(), tg, "mine", &WriteIntent{Kind: CreateIfAbsent})
 		require.NoError(t, err)
 		assert.Equal(t, "mine", f.read(t, "t.txt"))
 		assert.Equal(t, f.version(t, tg), out.Version)
@@ -216,7 +219,7 @@ func TestWriteReplaceRaceWithExternalWriter(t *testing.T) {
 	tg := f.resolve(t, "write", "t.txt")
 	v := f.version(t, tg)
 	f.l.hooks.beforePublish = func() { require.NoError(t, os.WriteFile(f.path("t.txt"), []byte("external"), 0o644)) }
-	_, err := f.l.WriteText(context.Background(), tg, []byte("mine"), &WriteIntent{Kind: ReplaceIfVersion, Version: v})
+	_, err := f.l.WriteText(context.Background(), tg, "mine", &WriteIntent{Kind: ReplaceIfVersion, Version: v})
 	requireCode(t, err, CodeStaleVersion, "")
 	assert.Equal(t, "external", f.read(t, "t.txt"))
 	f.assertClean(t)
@@ -241,7 +244,7 @@ func TestWriteCancelled(t *testing.T) {
 			} else {
 				f.l.hooks.beforePublish = cancel
 			}
-			_, err := f.l.WriteText(ctx, f.resolve(t, "write", tt.path), []byte("new"), nil)
+			_, err := f.l.WriteText(ctx, f.resolve(t, "write", tt.path), "new", nil)
 			requireCode(t, err, CodeAborted, "write aborted")
 			assert.Equal(t, "old", f.read(t, "f.txt"))
 			assert.NoFileExists(t, f.path("new/n.txt"))
@@ -259,7 +262,7 @@ func TestConcurrentGuardedWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, err := f.l.WriteText(context.Background(), tg, []byte{'w', byte('a' + i)}, &WriteIntent{Kind: ReplaceIfVersion, Version: v})
+			_, err := f.l.WriteText(context.Background(), tg, string([]byte{'w', byte('a' + i)}), &WriteIntent{Kind: ReplaceIfVersion, Version: v})
 			switch CodeOf(err) {
 			case "":
 				wins.Add(1)
@@ -284,7 +287,7 @@ func TestConcurrentCreateOnly(t *testing.T) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			_, err := f.l.WriteText(context.Background(), tg, []byte("x"), &WriteIntent{Kind: CreateIfAbsent})
+			_, err := f.l.WriteText(context.Background(), tg, "x", &WriteIntent{Kind: CreateIfAbsent})
 			switch CodeOf(err) {
 			case "":
 				wins.Add(1)
@@ -337,9 +340,9 @@ func TestStagedBesideOnAnotherMount(t *testing.T) {
 			f.l.hooks.restaged = func() { restages++ }
 			ctx := context.Background()
 			tg := f.resolve(t, "write", "m/x.txt")
-			_, err := f.l.WriteText(ctx, tg, []byte("one\ntwo\n"), &WriteIntent{Kind: CreateIfAbsent})
+			_, err := f.l.WriteText(ctx, tg, "one\ntwo\n", &WriteIntent{Kind: CreateIfAbsent})
 			require.NoError(t, err)
-			out, err := f.l.WriteText(ctx, tg, []byte("one\nthree\n"), nil)
+			out, err := f.l.WriteText(ctx, tg, "one\nthree\n", nil)
 			require.NoError(t, err)
 			assert.Equal(t, OpUpdate, out.Operation)
 			v := f.version(t, tg)
@@ -352,4 +355,42 @@ func TestStagedBesideOnAnotherMount(t *testing.T) {
 			f.assertClean(t)
 		})
 	}
+}
+
+// TestReplacedFileIsReleased: a write or edit holds the file it replaces
+// open across the rename and closes it after returning (see oldFile); a
+// dry run and a write refused at publication close it at once. No
+// descriptor may stay open, and every written file's hash is its content's.
+func TestReplacedFileIsReleased(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no finalizer may close them for us
+	f := newFixture(t, "f.txt = v\n")
+	ctx := context.Background()
+	tg := f.resolve(t, "write", "f.txt")
+	_, err := f.l.WriteText(ctx, tg, "first\n", nil) // opens the private folders it keeps
+	require.NoError(t, err)
+	fds := func() int {
+		e, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(e)
+	}
+	base, prev := fds(), "first\n"
+	for i := range 40 {
+		content := fmt.Sprintf("v%d\n", i)
+		out, err := f.l.WriteText(ctx, tg, content, nil)
+		require.NoError(t, err)
+		assert.Equal(t, HashBytes([]byte(content)), out.Hash)
+		require.NotNil(t, out.Before)
+		assert.Equal(t, prev, *out.Before, "the basis is the replaced file")
+		prev = content + "x\n"
+		v := f.version(t, tg)
+		_, err = f.l.EditText(ctx, tg, EditRequest{OldString: content, NewString: content + "x\n"}, &v)
+		require.NoError(t, err)
+		_, err = f.l.WriteText(ctx, tg, content, &WriteIntent{DryRun: true})
+		require.NoError(t, err)
+	}
+	f.l.hooks.beforePublish = func() { require.NoError(t, os.WriteFile(f.path("f.txt"), []byte("theirs"), 0o644)) }
+	_, err = f.l.WriteText(ctx, tg, "mine", &WriteIntent{Kind: ReplaceIfVersion, Version: f.version(t, tg)})
+	requireCode(t, err, CodeStaleVersion, "")
+	assert.Eventually(t, func() bool { return fds() <= base }, 5*time.Second, 5*time.Millisecond,
+		"descriptors: %d before, %d after", base, fds())
 }

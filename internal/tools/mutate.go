@@ -77,7 +77,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	} else {
 		x.mutating(t)
 	}
-	out, werr := x.fs.WriteText(ctx, t, []byte(a.content), intent)
+	out, werr := x.fs.WriteText(ctx, t, a.content, intent)
 	if werr != nil {
 		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, werr))
 	}
