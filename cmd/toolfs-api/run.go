@@ -36,7 +36,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.logFormat, stderr)
+	// Access log lines wait at most 100 ms, the others not at all; Close,
+	// deferred first so it runs last, writes out what is left.
+	lw := newLogWriter(stderr, 100*time.Millisecond, 64<<10)
+	defer lw.Close()
+	log := newLogger(cfg.logFormat, lw)
 
 	storeCfg := policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths}
 	var store policy.Gate // nil: the memory store
@@ -168,9 +172,34 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
-func newLogger(format string, w io.Writer) *slog.Logger {
+func newLogger(format string, w *logWriter) *slog.Logger {
+	var h slog.Handler = slog.NewTextHandler(w, nil)
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		h = slog.NewJSONHandler(w, nil)
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(batching{h, w})
+}
+
+// batching leaves the access log's lines (one per request) in the log
+// writer's batch and writes every other record out at once: start-up
+// lines, warnings and errors are read as they happen.
+type batching struct {
+	slog.Handler
+	w *logWriter
+}
+
+func (h batching) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if r.Message != handlers.AccessLogMessage {
+		h.w.Flush()
+	}
+	return err
+}
+
+func (h batching) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return batching{h.Handler.WithAttrs(attrs), h.w}
+}
+
+func (h batching) WithGroup(name string) slog.Handler {
+	return batching{h.Handler.WithGroup(name), h.w}
 }

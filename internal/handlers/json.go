@@ -59,12 +59,20 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, body any) 
 	return err
 }
 
+// jsonType is the Content-Type value of JSON answers. Its capacity is its
+// length, so an Add to it elsewhere copies instead of writing into it.
+var jsonType = []string{"application/json"}
+
 // writeBytes writes an encoded body (a read answer kept with its cached
 // window: tools.ReadResult.Memo).
 func writeBytes(w http.ResponseWriter, status int, contentType string, b []byte) {
 	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if contentType == "application/json" {
+		h["Content-Type"] = jsonType // canonical key, no allocation
+	} else {
+		h.Set("Content-Type", contentType)
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
 	w.Write(b)
 }

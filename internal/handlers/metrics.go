@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,23 @@ type Metrics struct {
 	cacheHits     *prometheus.CounterVec
 	cacheMisses   *prometheus.CounterVec
 	approvals     *prometheus.CounterVec
+
+	// The series of each label set once looked up, so a call does not
+	// hash its labels again (WithLabelValues on every call was a
+	// measurable part of a cached read; docs/performance.md). Label
+	// values come from the code's own constants (transports, tools, error
+	// codes, footers, caches), so these maps stay small.
+	calls   sync.Map // callLabels → *callSeries
+	footers map[string]prometheus.Counter
+	hits    map[string]prometheus.Counter
+	misses  map[string]prometheus.Counter
+}
+
+type callLabels struct{ transport, tool, code string }
+
+type callSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewMetrics registers every series, with the Go and process collectors, on a
@@ -74,15 +92,17 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.footers = map[string]prometheus.Counter{}
 	for _, f := range []string{"capped", "limit", "eof"} {
-		m.readFooters.WithLabelValues(f)
+		m.footers[f] = m.readFooters.WithLabelValues(f)
 	}
 	for _, t := range []string{"write", "edit"} {
 		m.staleVersions.WithLabelValues(t)
 	}
+	m.hits, m.misses = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}
 	for _, c := range []string{tools.CacheWindow, tools.CacheIndex} {
-		m.cacheHits.WithLabelValues(c)
-		m.cacheMisses.WithLabelValues(c)
+		m.hits[c] = m.cacheHits.WithLabelValues(c)
+		m.misses[c] = m.cacheMisses.WithLabelValues(c)
 	}
 	for _, op := range []string{"observe", "touch", "decide", "forget"} {
 		m.storeErrors.WithLabelValues(op)
@@ -97,23 +117,42 @@ var _ tools.Observer = (*Metrics)(nil)
 
 // ToolCall counts one finished tool call (tools.Observer).
 func (m *Metrics) ToolCall(transport, tool string, code tools.Code, took time.Duration) {
-	m.toolCalls.WithLabelValues(transport, tool, string(code)).Inc()
-	m.toolDuration.WithLabelValues(transport, tool).Observe(took.Seconds())
+	k := callLabels{transport, tool, string(code)}
+	v, ok := m.calls.Load(k)
+	if !ok {
+		v, _ = m.calls.LoadOrStore(k, &callSeries{
+			count:    m.toolCalls.WithLabelValues(transport, tool, string(code)),
+			duration: m.toolDuration.WithLabelValues(transport, tool),
+		})
+	}
+	s := v.(*callSeries)
+	s.count.Inc()
+	s.duration.Observe(took.Seconds())
 }
 
 // ReadFooter counts the footer of a successful read (tools.Observer).
-func (m *Metrics) ReadFooter(footer string) { m.readFooters.WithLabelValues(footer).Inc() }
+func (m *Metrics) ReadFooter(footer string) {
+	if c, ok := m.footers[footer]; ok {
+		c.Inc()
+		return
+	}
+	m.readFooters.WithLabelValues(footer).Inc()
+}
 
 // StaleVersion counts a mutation refused as stale (tools.Observer).
 func (m *Metrics) StaleVersion(tool string) { m.staleVersions.WithLabelValues(tool).Inc() }
 
 // CacheLookup counts a read cache lookup (tools.Observer).
 func (m *Metrics) CacheLookup(cache string, hit bool) {
+	counters, vec := m.misses, m.cacheMisses
 	if hit {
-		m.cacheHits.WithLabelValues(cache).Inc()
-	} else {
-		m.cacheMisses.WithLabelValues(cache).Inc()
+		counters, vec = m.hits, m.cacheHits
 	}
+	if c, ok := counters[cache]; ok {
+		c.Inc()
+		return
+	}
+	vec.WithLabelValues(cache).Inc()
 }
 
 // StatCall counts one provider Stat call (tools.Observer).

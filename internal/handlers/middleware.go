@@ -54,6 +54,10 @@ func headerWritten(w http.ResponseWriter) bool {
 	}
 }
 
+// AccessLogMessage is the message of the access log's records, one per
+// request.
+const AccessLogMessage = "request"
+
 // accessLog writes one structured line per request: never a file's content,
 // never a token.
 func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
@@ -62,7 +66,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			start := time.Now()
 			rec := &recorder{ResponseWriter: w}
 			defer func() {
-				log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+				log.LogAttrs(r.Context(), slog.LevelInfo, AccessLogMessage,
 					slog.String("method", r.Method),
 					slog.String("path", r.URL.Path),
 					slog.Int("status", rec.status),

@@ -71,6 +71,9 @@ func jsonContentType(values []string) *tools.Error {
 	if len(values) != 1 {
 		return tools.NewError(tools.CodeInvalidArgument, msgContentType)
 	}
+	if values[0] == "application/json" {
+		return nil // what clients send; ParseMediaType would allocate to agree
+	}
 	mt, _, err := mime.ParseMediaType(values[0])
 	if err != nil {
 		return tools.NewError(tools.CodeInvalidArgument, "malformed Content-Type "+quote(values[0])+
@@ -259,7 +262,9 @@ func (s *rest) Healthz(w http.ResponseWriter, _ *http.Request) {
 // serve is text/plain. Quality values are not ranked: clients that stream
 // send Accept: text/plain.
 func prefersText(accept string) bool {
-	for _, part := range strings.Split(accept, ",") {
+	for rest := accept; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, ",")
 		mt, _, _ := strings.Cut(part, ";")
 		switch strings.ToLower(strings.TrimSpace(mt)) {
 		case "text/plain", "text/*":
@@ -293,23 +298,33 @@ func (o *lineWriter) Begin(header string) error {
 }
 
 func (o *lineWriter) commit() {
+	// Canonical keys and shared values: Set would canonicalize and
+	// allocate on every read.
 	h := o.w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Accel-Buffering", "no") // nginx: pass each chunk on at once
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = textType
+	h["X-Accel-Buffering"] = accelNo // nginx: pass each chunk on at once
+	h["Cache-Control"] = noStore
 	o.w.WriteHeader(http.StatusOK)
 }
 
-// Text writes a cached window's whole answer (tools.TextSink).
+// The streamed answer's header values. Each slice's capacity is its
+// length, so an Add elsewhere copies instead of writing into it.
+var (
+	textType = []string{"text/plain; charset=utf-8"}
+	accelNo  = []string{"no"}
+	noStore  = []string{"no-store"}
+)
+
+// Text writes a cached window's whole answer (tools.TextSink). It does not
+// flush: the handler returns at once, and net/http then sends what is left
+// together with the closing chunk, one write(2) instead of two.
 func (o *lineWriter) Text(b []byte) error {
 	o.commit()
 	if o.window > 0 {
 		o.rc.SetWriteDeadline(time.Now().Add(o.window))
 	}
-	if _, err := o.w.Write(b); err != nil {
-		return err
-	}
-	return o.rc.Flush()
+	_, err := o.w.Write(b)
+	return err
 }
 
 func (o *lineWriter) Lines(lines []render.Line) error {

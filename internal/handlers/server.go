@@ -330,6 +330,12 @@ func callFrom(ctx context.Context) tools.Call {
 // (docs/api.md, "Sessions"), counts the request as use of the session, and
 // hands the routes a tools.Call.
 func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handler) http.Handler {
+	// The session headers' canonical names, worked out once: Header.Values
+	// would canonicalize (and allocate) on every request.
+	canonical := map[string]string{}
+	for _, name := range append([]string{tools.HeaderSessionID, tools.HeaderSessionCwd}, sessions.Aliases...) {
+		canonical[name] = http.CanonicalHeaderKey(name)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == mcpPath { // its tool calls resolve their own
@@ -337,7 +343,13 @@ func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handle
 				return
 			}
 			start := time.Now()
-			session, cwd, err := sessions.Resolve(r.Header.Values, "")
+			header := func(name string) []string {
+				if c, ok := canonical[name]; ok {
+					return r.Header[c]
+				}
+				return r.Header.Values(name)
+			}
+			session, cwd, err := sessions.Resolve(header, "")
 			if err != nil {
 				writeError(w, err)
 				return
