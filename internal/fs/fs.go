@@ -53,6 +53,16 @@ type FileSystem interface {
 	EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error)
 }
 
+// ResolveStater is a FileSystem that resolves a path and stats its target
+// in one walk. ResolveStat returns what Resolve and then Stat of its Target
+// would, with no second walk: the tool executor uses it for a read, which
+// is one provider Stat either way.
+type ResolveStater interface {
+	ResolveStat(ctx context.Context, op, path, cwd string) (Target, Info, error)
+}
+
+var _ ResolveStater = (*Local)(nil)
+
 // TargetKey identifies a file independently of the path used to reach it:
 // the local provider uses the real path. Callers must not parse it.
 type TargetKey string

@@ -34,36 +34,55 @@ var (
 // (as Node's path.resolve); the walk then follows symlinks component by
 // component through the root descriptor, so only the kernel's view decides.
 func (l *Local) Resolve(ctx context.Context, op, path, cwd string) (Target, error) {
+	t, _, err := l.resolve(ctx, op, path, cwd)
+	return t, err
+}
+
+// ResolveStat is Resolve and then Stat of its Target, from the one walk
+// (ResolveStater): what that walk found at the end is what Stat would find
+// walking the Target's real path again.
+func (l *Local) ResolveStat(ctx context.Context, op, path, cwd string) (Target, Info, error) {
+	t, w, err := l.resolve(ctx, op, path, cwd)
+	if err != nil {
+		return Target{}, Info{}, err
+	}
+	if w.kind != walkFound {
+		return t, Info{Type: TypeMissing, Size: -1}, nil
+	}
+	return t, infoOf(&w.st), nil
+}
+
+func (l *Local) resolve(ctx context.Context, op, path, cwd string) (Target, walked, error) {
 	if err := ctx.Err(); err != nil {
-		return Target{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
+		return Target{}, walked{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
 	}
 	if strings.TrimSpace(path) == "" {
-		return Target{}, NewError(CodeNotFound, "file_path must be a non-empty string")
+		return Target{}, walked{}, NewError(CodeNotFound, "file_path must be a non-empty string")
 	}
 	display := l.display(path, cwd)
 	if strings.IndexByte(path, 0) >= 0 || strings.IndexByte(cwd, 0) >= 0 {
-		return Target{}, NewError(CodeNotFound, fmt.Sprintf(`cannot resolve "%s": invalid path`, strings.ReplaceAll(display, "\x00", `\x00`)))
+		return Target{}, walked{}, NewError(CodeNotFound, fmt.Sprintf(`cannot resolve "%s": invalid path`, strings.ReplaceAll(display, "\x00", `\x00`)))
 	}
 	rel, ok := l.relOfAbs(display)
 	if !ok {
-		return Target{}, l.fail(op, display, errEscape)
+		return Target{}, walked{}, l.fail(op, display, errEscape)
 	}
 	w, err := l.walk(rel, false)
 	if err != nil {
-		return Target{}, l.fail(op, display, err)
+		return Target{}, walked{}, l.fail(op, display, err)
 	}
 	w.close(l)
 	if err := ctx.Err(); err != nil {
-		return Target{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
+		return Target{}, walked{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
 	}
 	key := l.keyFor(w.rel)
 	// We walk one component at a time, so we could reach (and create) paths
 	// longer than PATH_MAX; no other program could open them, and one such
 	// file makes ripgrep fail every search of the root.
 	if len(display) >= unix.PathMax || len(key) >= unix.PathMax {
-		return Target{}, l.fail(op, display, unix.ENAMETOOLONG)
+		return Target{}, walked{}, l.fail(op, display, unix.ENAMETOOLONG)
 	}
-	return Target{Key: key, Display: display}, nil
+	return Target{Key: key, Display: display}, w, nil
 }
 
 // display is the absolute, lexically cleaned path the model sees.

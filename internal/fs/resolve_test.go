@@ -118,12 +118,21 @@ func TestResolve(t *testing.T) {
 			if op == "" {
 				op = "read"
 			}
-			tg, err := f.l.Resolve(context.Background(), op, expand.Replace(tt.path), expand.Replace(tt.cwd))
+			ctx, path, cwd := context.Background(), expand.Replace(tt.path), expand.Replace(tt.cwd)
+			tg, err := f.l.Resolve(ctx, op, path, cwd)
+			// ResolveStat answers as Resolve, then Stat of its Target.
+			rtg, info, rerr := f.l.ResolveStat(ctx, op, path, cwd)
 			if tt.wantCode != "" {
 				requireCode(t, err, tt.wantCode, expand.Replace(tt.wantMsg))
+				requireCode(t, rerr, tt.wantCode, expand.Replace(tt.wantMsg))
 				return
 			}
 			require.NoError(t, err)
+			require.NoError(t, rerr)
+			assert.Equal(t, tg, rtg)
+			want, err := f.l.Stat(ctx, tg)
+			require.NoError(t, err)
+			assert.Equal(t, want, info)
 			display := tt.wantDisplay
 			if display == "" && tt.name != "root itself" {
 				display = tt.wantKey

@@ -51,3 +51,22 @@ func (s statCounter) Stat(ctx context.Context, t fs.Target) (fs.Info, error) {
 	s.count()
 	return s.FileSystem.Stat(ctx, t)
 }
+
+// ResolveStat resolves path and stats its target, in one walk when the
+// provider can (fs.ResolveStater); either way it counts one Stat, once the
+// path resolved, as Resolve and then Stat would.
+func (s statCounter) ResolveStat(ctx context.Context, op, path, cwd string) (fs.Target, fs.Info, error) {
+	if rs, ok := s.FileSystem.(fs.ResolveStater); ok {
+		t, info, err := rs.ResolveStat(ctx, op, path, cwd)
+		if err == nil {
+			s.count()
+		}
+		return t, info, err
+	}
+	t, err := s.FileSystem.Resolve(ctx, op, path, cwd)
+	if err != nil {
+		return fs.Target{}, fs.Info{}, err
+	}
+	info, err := s.Stat(ctx, t)
+	return t, info, err
+}

@@ -99,12 +99,15 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	if err != nil {
 		return nil, x.fail(c, ToolRead, err)
 	}
-	t, err := x.target(ctx, c, "read", a.path)
+	ct, err := x.cwdOf(ctx, c)
 	if err != nil {
 		return nil, x.fail(c, ToolRead, err)
 	}
-	at := time.Now() // before the stat: the racy rule errs on the safe side
-	info, serr := x.fs.Stat(ctx, t)
+	// The read's one Stat comes from the walk that resolves the path (no
+	// second walk of it). at is taken before it: the racy rule errs on the
+	// safe side.
+	at := time.Now()
+	t, info, serr := x.resolveStat(ctx, "read", a.path, ct.Display)
 	if serr != nil {
 		return nil, x.fail(c, ToolRead, errorOf(serr))
 	}

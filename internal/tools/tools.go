@@ -250,45 +250,49 @@ func (x *Executor) cwd(ctx context.Context, c Call) (fs.Target, *Error) {
 	if p == "" {
 		p = "."
 	}
-	t, err := x.fs.Resolve(ctx, "read", p, "")
-	if err == nil {
-		var info fs.Info
-		info, err = x.fs.Stat(ctx, t)
-		if err == nil && info.Type != fs.TypeDirectory {
-			return fs.Target{}, badCwd(p)
-		}
-	}
-	if err != nil {
+	t, info, err := x.resolveStat(ctx, "read", p, "")
+	if err != nil || info.Type != fs.TypeDirectory {
 		return fs.Target{}, badCwd(p)
 	}
 	return t, nil
+}
+
+// resolveStat resolves path and stats its target, counting one Stat.
+func (x *Executor) resolveStat(ctx context.Context, op, path, cwd string) (fs.Target, fs.Info, error) {
+	if sc, ok := x.fs.(statCounter); ok {
+		return sc.ResolveStat(ctx, op, path, cwd)
+	}
+	t, err := x.fs.Resolve(ctx, op, path, cwd)
+	if err != nil {
+		return fs.Target{}, fs.Info{}, err
+	}
+	info, err := x.fs.Stat(ctx, t)
+	return t, info, err
 }
 
 func badCwd(p string) *Error {
 	return sessionError("X-Session-Cwd " + quote(p) + " is not an existing folder inside the workspace root")
 }
 
-// target resolves a tool's file_path against the session cwd.
-func (x *Executor) target(ctx context.Context, c Call, op, path string) (fs.Target, *Error) {
-	t, _, err := x.targetIn(ctx, c, op, path)
-	return t, err
+// targetIn resolves a tool's file_path against the session cwd, and also
+// returns the Key of the session cwd ("" for the root), for the sandbox
+// fence.
+func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *Error) {
+	ct, err := x.cwdOf(ctx, c)
+	if err != nil {
+		return fs.Target{}, "", err
+	}
+	t, rerr := x.fs.Resolve(ctx, op, path, ct.Display)
+	if rerr != nil {
+		return fs.Target{}, "", errorOf(rerr)
+	}
+	return t, ct.Key, nil
 }
 
-// targetIn is target that also returns the Key of the session cwd ("" for
-// the root), for the sandbox fence.
-func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *Error) {
-	cwd := ""
-	var cwdKey fs.TargetKey
-	if c.Cwd != "" {
-		ct, err := x.cwd(ctx, c)
-		if err != nil {
-			return fs.Target{}, "", err
-		}
-		cwd, cwdKey = ct.Display, ct.Key
+// cwdOf is the session cwd's Target, zero for the root (no X-Session-Cwd).
+func (x *Executor) cwdOf(ctx context.Context, c Call) (fs.Target, *Error) {
+	if c.Cwd == "" {
+		return fs.Target{}, nil
 	}
-	t, err := x.fs.Resolve(ctx, op, path, cwd)
-	if err != nil {
-		return fs.Target{}, "", errorOf(err)
-	}
-	return t, cwdKey, nil
+	return x.cwd(ctx, c)
 }
