@@ -128,12 +128,12 @@ func startToolfs(ctx context.Context, o options, root string, extra ...string) (
 
 // startFileServer starts the baseline: Go's http.FileServer over root, in a
 // child process of this same binary (see serveFiles), pinned like toolfs-api.
-func startFileServer(ctx context.Context, o options, root string) (*server, error) {
+func startFileServer(ctx context.Context, o options, root string, answers ...string) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	return startChild(ctx, command(o, self, "fileserver", root), os.Stderr, func(line string) (string, bool) {
+	return startChild(ctx, command(o, self, append([]string{"fileserver", root}, answers...)...), os.Stderr, func(line string) (string, bool) {
 		addr, ok := strings.CutPrefix(line, "fileserver on ")
 		return addr, ok
 	})
@@ -197,15 +197,39 @@ func stopChild(cmd *exec.Cmd) error {
 // serveFiles is the "fileserver" role: http.FileServer over a folder, with
 // the same server timeouts as toolfs-api.
 func serveFiles(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: bench fileserver <root>")
+	if len(args) != 1 && len(args) != 2 {
+		return errors.New("usage: bench fileserver <root> [<answers folder>]")
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", http.FileServer(http.Dir(args[0])))
+	if len(args) == 2 {
+		// The floor rows of the read scenario: a read's answers, from
+		// memory, with one Write each.
+		j, err := os.ReadFile(filepath.Join(args[1], answerJSONFile))
+		if err != nil {
+			return err
+		}
+		t, err := os.ReadFile(filepath.Join(args[1], answerTextFile))
+		if err != nil {
+			return err
+		}
+		length := strconv.Itoa(len(j))
+		mux.HandleFunc(answerJSONPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", length)
+			w.Write(j)
+		})
+		mux.HandleFunc(answerTextPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Write(t) // no Content-Length: chunked
+		})
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	fmt.Printf("fileserver on http://%s\n", ln.Addr())
-	srv := &http.Server{Handler: http.FileServer(http.Dir(args[0])), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
