@@ -263,29 +263,28 @@ func (o *oldFile) closeLater() {
 // text is the old file's text with CRLF as LF when it is UTF-8 without NUL
 // and of the size it had when opened; else nil.
 func (o *oldFile) text() *string {
-	buf := make([]byte, o.size+1)
-	n := 0
-	for n < len(buf) {
-		k, err := unix.Pread(o.fd, buf[n:], int64(n))
+	c := chunks.Get().(*[editChunk]byte)
+	defer chunks.Put(c)
+	var b strings.Builder
+	b.Grow(int(o.size))
+	for int64(b.Len()) <= o.size {
+		n, err := unix.Pread(o.fd, c[:], int64(b.Len()))
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return nil
 		}
-		if k == 0 {
+		if n == 0 {
 			break
 		}
-		n += k
+		b.Write(c[:n])
 	}
-	if int64(n) != o.size {
-		return nil // changed size while we read
+	s := b.String()
+	if int64(len(s)) != o.size || strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+		return nil // changed size while we read, or not text
 	}
-	b := buf[:n]
-	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
-		return nil
-	}
-	s := string(lfNormalize(b))
+	s = lfNormalizeString(s)
 	return &s
 }
 
