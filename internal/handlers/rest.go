@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolfs/toolfs-api/api"
@@ -44,7 +45,7 @@ func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
 	var raw []byte
 	var err error
 	if n := r.ContentLength; n > 0 && n <= s.maxBody {
-		raw = make([]byte, n)
+		raw = bodies.get(n)
 		_, err = io.ReadFull(r.Body, raw)
 	} else {
 		raw, err = io.ReadAll(r.Body)
@@ -178,7 +179,9 @@ func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run run
 	writeJSON(w, http.StatusOK, "application/json", res)
 }
 
-// run reads a request's body and runs the call.
+// run reads a request's body and runs the call. The body's buffer is
+// recycled when the call returns: the executor copies every argument it
+// keeps, and a read's window is rendered within Run.
 func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *tools.Error) {
 	c := callFrom(r.Context())
 	raw, terr := s.body(r)
@@ -186,7 +189,34 @@ func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *to
 		s.x.Refuse(c, tool, terr)
 		return tools.Result{}, terr
 	}
+	defer bodies.put(raw)
 	return run(r.Context(), c, raw)
+}
+
+// bodies recycles the buffers of tool bodies up to maxPooledBody bytes: a
+// 60 KiB write's body was a quarter of what the call allocated, and garbage
+// is what the collector's cycles cost (docs/performance.md, section 5).
+var bodies bodyBuffers
+
+const maxPooledBody = 1 << 20
+
+type bodyBuffers struct{ p sync.Pool }
+
+// get returns a buffer of n bytes.
+func (b *bodyBuffers) get(n int64) []byte {
+	if n <= maxPooledBody {
+		if p, ok := b.p.Get().(*[]byte); ok && int64(cap(*p)) >= n {
+			return (*p)[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// put takes back a buffer nothing refers to any more.
+func (b *bodyBuffers) put(raw []byte) {
+	if c := cap(raw); c > 0 && c <= maxPooledBody {
+		b.p.Put(&raw)
+	}
 }
 
 // ModelRead serves POST /model/read. A read is answered whole, never

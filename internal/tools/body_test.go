@@ -8,6 +8,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
 // decodedDuplicateKey is duplicateKey as first written, with a token
@@ -181,4 +184,45 @@ func hasLoneSurrogate(body []byte) bool {
 		}
 	}
 	return false
+}
+
+// TestArgumentsOutliveTheBody: no decoded argument shares memory with the
+// body, so a transport may reuse the body's buffer once the call returns
+// (internal/handlers recycles them). Overwriting the body must not change
+// any of them.
+func TestArgumentsOutliveTheBody(t *testing.T) {
+	body := func() []byte {
+		return []byte(`{"file_path":"plain.go","content":"no escapes","old_string":"a\tb","new_string":"c",` +
+			`"edits":[{"old_string":"x","new_string":"y"}],"pattern":"p","path":"q","include":"*.go","justification":"why"}`)
+	}
+	scribble := func(raw []byte) {
+		for i := range raw {
+			raw[i] = '#'
+		}
+	}
+	raw := body()
+	w, err := writeArgsOf(raw)
+	require.Nil(t, err)
+	scribble(raw)
+	assert.Equal(t, writeArgs{path: "plain.go", content: "no escapes", esc: escalation{hasReason: true, reasonOK: true, justification: "why"}}, w)
+
+	raw = []byte(`{"file_path":"plain.go","old_string":"a\tb","new_string":"c"}`)
+	e, err := editArgsOf(raw)
+	require.Nil(t, err)
+	scribble(raw)
+	assert.Equal(t, editArgs{path: "plain.go", oldString: "a\tb", newString: "c"}, e)
+
+	raw = []byte(`{"file_path":"plain.go","edits":[{"old_string":"x","new_string":"y"}]}`)
+	e, err = editArgsOf(raw)
+	require.Nil(t, err)
+	scribble(raw)
+	assert.Equal(t, editArgs{path: "plain.go", batch: []fs.Edit{{OldString: "x", NewString: "y"}}}, e)
+
+	raw = body()
+	s, err := searchArgsOf(raw, true)
+	require.Nil(t, err)
+	scribble(raw)
+	assert.Equal(t, "p", s.pattern)
+	assert.Equal(t, "q", *s.path)
+	assert.Equal(t, "*.go", *s.include)
 }
