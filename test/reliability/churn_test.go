@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,11 +129,16 @@ func TestFolderSymlinkChurn(t *testing.T) {
 }
 
 // TestSweepSparesLiveWriter starts a second server on a root again and
-// again while a first one writes large files there: every start-up sweep
-// meets the first server's temporary files and must leave them alone (their
-// flock is held), so every write succeeds and every file is complete.
+// again while a first one writes large files there. Before each start the
+// writer is frozen (SIGSTOP, every thread seen stopped) at a moment when it
+// has temporary files in the private folder and holds the flock of each, so
+// the start-up sweep is sure to meet live files: it must remove none and
+// count each as in use, and after the writer resumes every write succeeds
+// and every file is complete (docs/decisions-fs.md#temporary-files). No
+// step depends on timing: a freeze that catches no locked file, or one
+// created but not yet locked, is undone and tried again.
 func TestSweepSparesLiveWriter(t *testing.T) {
-	restarts := 8
+	restarts := 4
 	if long {
 		restarts = 40
 	}
@@ -148,6 +154,7 @@ func TestSweepSparesLiveWriter(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	var writes atomic.Int64
 	var mu sync.Mutex
 	var fails []string
@@ -171,40 +178,136 @@ func TestSweepSparesLiveWriter(t *testing.T) {
 			}
 		})
 	}
+	failures := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), fails...)
+	}
 
-	inUse := regexp.MustCompile(`"msg":"start-up sweep of temporary files","removed":(\d+),"in_use":(\d+)`)
-	sawLive := 0
+	sweepLine := regexp.MustCompile(`"msg":"start-up sweep of temporary files","removed":(\d+),"in_use":(\d+)`)
 	started := time.Now()
 	tmp := filepath.Join(root, ".toolfs-api", "tmp")
-	staging := func() bool {
-		entries, _ := os.ReadDir(tmp)
-		return len(entries) > 0
-	}
+	frozen := 0
 	for range restarts {
-		_, ok := waitFor(30*time.Second, staging) // a write is staging now
-		if !ok {
-			mu.Lock()
-			t.Fatalf("no temporary file appeared in 30 s; %d writes; failures: %q", writes.Load(), fails)
-		}
+		live, tries := freezeHoldingTemps(t, writer, tmp, func() int64 { return writes.Load() }, failures)
+		frozen += tries
 		sweeper := startChild(t, root)
 		sweeper.stop()
-		if m := inUse.FindStringSubmatch(sweeper.log()); m != nil {
-			require.Equal(t, "0", m[1], "the sweep removed a file: %s", m[0])
-			if n, _ := strconv.Atoi(m[2]); n > 0 {
-				sawLive++
-			}
+		for name, ino := range live {
+			var st unix.Stat_t
+			require.NoError(t, unix.Stat(filepath.Join(tmp, name), &st), "the sweep removed a live writer's %s", name)
+			require.Equal(t, ino, st.Ino, "%s is not the file the writer holds", name)
 		}
+		m := sweepLine.FindStringSubmatch(sweeper.log())
+		require.NotNil(t, m, "the sweep logged nothing although %d live temporary files were there; log: %s", len(live), sweeper.log())
+		require.Equal(t, "0", m[1], "the sweep removed a file: %s", m[0])
+		require.Equal(t, strconv.Itoa(len(live)), m[2], "the sweep counted other than the live files: %s", m[0])
+		require.NoError(t, writer.cmd.Process.Signal(syscall.SIGCONT))
 	}
+	// Every write started before the last thaw completes.
+	before := writes.Load()
+	_, ok := waitFor(time.Minute, func() bool { return writes.Load() >= before+2 || len(failures()) > 0 })
 	cancel()
 	wg.Wait()
 	require.Empty(t, fails)
-	require.Positive(t, sawLive, "no sweep met a live temporary file: the test proves nothing")
+	require.True(t, ok, "no write completed after the last thaw")
 	for w := range 2 {
 		b, err := os.ReadFile(filepath.Join(root, fmt.Sprintf("big-%d.txt", w)))
 		require.NoError(t, err)
 		s := sha256.Sum256(b)
 		assert.Contains(t, sums[:], hex.EncodeToString(s[:]), "big-%d.txt is not one complete version", w)
 	}
-	t.Logf("sweep beside a live writer: %d start-up sweeps, %d met live 16 MiB temporary files and kept them, %d writes all ok, %s",
-		restarts, sawLive, writes.Load(), time.Since(started).Round(time.Millisecond))
+	t.Logf("sweep beside a live writer: %d start-up sweeps each met the frozen writer's locked 16 MiB temporary files and kept them (%d freezes), %d writes all ok, %s",
+		restarts, frozen, writes.Load(), time.Since(started).Round(time.Millisecond))
+}
+
+// freezeHoldingTemps stops c with SIGSTOP at a moment when the private tmp
+// folder holds at least one temporary file and c holds the flock of every
+// one, and returns their names and inodes and how many freezes it took.
+// A freeze that finds no file, or a file whose flock is free (created, not
+// yet locked), is undone with SIGCONT and tried again.
+func freezeHoldingTemps(t *testing.T, c *child, tmp string, writes func() int64, failures func() []string) (map[string]uint64, int) {
+	t.Helper()
+	pid := c.cmd.Process.Pid
+	deadline := time.Now().Add(time.Minute)
+	for tries := 1; ; tries++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no freeze caught a locked temporary file in a minute (%d tries); %d writes; failures: %q", tries, writes(), failures())
+		}
+		if _, ok := waitFor(30*time.Second, func() bool { return len(tempNames(t, tmp)) > 0 }); !ok {
+			t.Fatalf("no temporary file appeared in 30 s; %d writes; failures: %q", writes(), failures())
+		}
+		require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+		_, ok := waitFor(30*time.Second, func() bool { return allStopped(pid) })
+		require.True(t, ok, "toolfs-api %d not stopped 30 s after SIGSTOP", pid)
+		live := map[string]uint64{}
+		for _, name := range tempNames(t, tmp) {
+			if ino, held := flockHeld(t, filepath.Join(tmp, name)); held {
+				live[name] = ino
+			} else {
+				live = nil
+				break
+			}
+		}
+		if len(live) > 0 {
+			return live, tries
+		}
+		require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
+		_, ok = waitFor(30*time.Second, func() bool { return !allStopped(pid) })
+		require.True(t, ok, "toolfs-api %d still stopped 30 s after SIGCONT", pid)
+	}
+}
+
+// tempNames lists the temporary files in the private tmp folder.
+func tempNames(t *testing.T, tmp string) []string {
+	entries, err := os.ReadDir(tmp)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if ok, _ := filepath.Match(".*.toolfs-*.tmp", e.Name()); ok {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// allStopped reports whether every thread of process pid is in the stopped
+// state (a thread inside a system call stops only when it returns).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the parenthesised command name.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
+// flockHeld reports whether another process holds the flock of path, and
+// its inode. Probing takes the lock for an instant when it is free, which
+// is harmless here: the only process that could want it is stopped.
+func flockHeld(t *testing.T, path string) (uint64, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	require.NoError(t, err, "a temporary file vanished while its writer was stopped")
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+	if err == unix.EWOULDBLOCK {
+		return st.Ino, true
+	}
+	require.NoError(t, err)
+	return st.Ino, false
 }
