@@ -515,14 +515,17 @@ type ModelEditParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -531,14 +534,17 @@ type ModelGlobParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -547,14 +553,17 @@ type ModelGrepParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -563,14 +572,17 @@ type ModelReadParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -579,14 +591,17 @@ type ModelWriteParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -608,14 +623,17 @@ type EditToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -624,14 +642,17 @@ type GlobToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -640,14 +661,17 @@ type GrepToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -656,14 +680,17 @@ type ReadToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -672,14 +699,17 @@ type WriteToolParams struct {
 	// XSessionID Names the session that owns observed state: 1-128 characters of
 	// A-Za-z0-9._:- . Optional on read (no observation is recorded
 	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent. Without it, the server may take
-	// the session from a header named by --session-headers, or from
-	// --default-session.
+	// Present but empty counts as absent; sent more than once, it stands
+	// for its one non-empty value, and two different values are 400
+	// INVALID_SESSION. Without it, the server may take the session from a
+	// header named by --session-headers, or from --default-session.
 	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
 
 	// XSessionCwd The session's working directory, absolute or relative to the root; an
 	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent.
+	// Present but empty counts as absent; sent more than once, it stands for
+	// its one non-empty value, and two different values are 400
+	// INVALID_SESSION.
 	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
@@ -1897,97 +1927,98 @@ var swaggerSpec = []string{
 	"7Hxtc9tGkvBf6cKzVabygBQde3OJVPdBK8mOtmxJJSnJ7YU+cQg0yYnAGezMQBTXpf9+1T0DECBBiZaV",
 	"XBLvNxIvMz39/oqPUaJnuVaonI32Pka5MGKGDg3/u0RrpVaH85T+pWgTI3MntYr2oqspgvX3X1iYa3Mj",
 	"1QRSaTBx2ixiECOrs8IhaAMGM+HkLYLT4KYIRmu3D0INFN5J6+jNsc5SNCCVlSlWD/Xgonx1LDOEXLip",
-	"BYNWZ7cIYiKksg6k6w3UuUGLysGocICz3C0g0YVyFoQlWFDRQ1EcSYJ+iiJFE8WREjOM9qL/6oazdumw",
-	"cWSTKc4EndotcnrAOiPVJLq/j0usnBytI+VUzNAy8AE14KbCgZ4rC3pk0dxiCtYJh3vwsvvy628hmQoj",
-	"EkI46PFAHXT/W3T/1e9+17ve60IPznhlkYFWYFCk0FE6rCToDkjCRqJNiulAzaWb6oLwsbMPBv9ZSIMp",
-	"vTo30iEIlQKm0sF8SrgkMHOdyWRBq2i1HQ7hp2qTOJzU3KKBmViAEzc4UPXjj42egQCPbiBkpzBaQLcb",
-	"Huj6OzYmLqGHB6rbTXEsisyVz2xFtpOjBtVy4RwaeuV/fm7g9MPHl/HLr7+9/0sUr5H2Po4M2lwri8z+",
-	"73WK2bEx2tC/RCuHyjFP4J3bzTMh1T4T0KL7z8KNu9/Szc2scx+3yFBu9CjD2QsLQ124vHBD6Ax50z0Y",
-	"FP3+q2SG1ooJ8h8c7sRAZPaod8IVxDggnYVEp9iD41s0CxgLmRUGifa7MzrG7lcglJ0Tn1kdgyjclPmh",
-	"UDdKzxUYXTi0IFWSFSmmveg+9ue/wjv3Kx7faZ3Vzh4D3onEZQs+H23EP/gIYBEtA3bucbYClsjzTCYs",
-	"FrsBq///F0s71aH6i8FxtBf9v92l4tv1d+1uuW4LrAcKLt4cwnev//ofJckadBhlCEOiwJDRugSaz1Ae",
-	"r8cKJGxH0BwoNzU6l8mV1hkzrtE5Gic9BzZgWMMoCUVeuOvl4USaSq8wzmvrOFNgG+4T4USmJ4T+pd4f",
-	"9paSoUe/YOKiOLrrTnQ3XCSU9i7E/L1nSwLDS2ObriyVULT3s3+qCcfKCT6s7nwfNzFk2+0QMRHrqOph",
-	"CNBZGPJNPpV0OLOP8UCTIvcVRMIYsWCA8tzoW9FCrcSgcMi2cqzNTLhoL0qFw66TfPI18uFdLk0LpaOf",
-	"pqiYhxKRZWCdzi3MhWRD2el2RQCBFyZdLMYODYT9d+is2wEg01a2Is5txzTdWQIm7I2FsTa0IapiRlQm",
-	"T8DmIsEuGx0iuFATNN1xkWVdkSRobY3Qy03JtLdvenRyef7u4B9s/EnZsWoQZoKu13YogyJIfXOpQYQ2",
-	"EZlwCFaodKTvyB0JOlanQcGWWveXwjo5DvrE3xpEbdsFK9UOOqGJiFbaw84gGkQwb5B3KlJQWuFO62lc",
-	"UAwVfgNWyZC34HFF5iQ7MwHCsFhAdSBzha+44t8lY7YKZGC+I0xkefBVrbW8U4LtWdZvxys9Cnq1ykNA",
-	"vJPWrQNQygf/2U7qS6FuEfikMNa7AOv0VThH66DcEHSOilw8DWNh9sGiSkE6Uk1DltEhsRxJMokNs4DC",
-	"O9cQWKncN6+XnCCVwwmaNfQsz1hB2IaoQ6/j13HkSnW6FX7CMpt0YqHErZAZWcEWPLF2dlNpS19xKiy7",
-	"mIlQSjswhQKl59CZZHrE5nNiMIfSmzUyp/91x8ez7NY6/YcleO0nWMGtx80D6HyatZ4UMhUqwc1G7IUF",
-	"u7AOZ93c6FnuoHyF3YhW/bDB9sYrodyneQYBlr9fnp0CW2jwqFy6Z8KuOGYUhH2q57CNg1A7Rg2DbbQ5",
-	"kuPxOmrPFMK0UDeeeV5BJhWyy8ye453b92ZFWg4wr/mPIE5VfJ4mhRXOS394Dd86S8t7qsiCLHgEb7R1",
-	"D2vAoKbLheNq+7bTH6fSfS+9J7yKAXhzeX18dHJ1fXp2df3m7IfTI+jgnUOVYkreLJ18x0dz9PMFxZQT",
-	"MlczbR1YOZOZMKS5dJZee2DjkgO8Z/vCwiB633ga79wgCui2Uz0nPdhJdWJ3yXTZ3sw7Kk0Eo0rfSVVn",
-	"6Er/xRGv1VBZ69ZyRTFZJ4zbtOIKupfPxhUc5aabMH7ifBiyxiYBTevUeCcdGpGBwTwTCc4o3Gbhhh8s",
-	"hegh7vavE85TzNB5p2smXDJt1QJLwmze0UdTuty5B+8L6/yapVhv8Kf4+WuRZeuLX/ibQI4ML4W2B0c+",
-	"gLe021hkFqEjMqu930PCsbPvf/PNuMZWMCu8OUVhKl2jVYIE2QaxGmmdoVBr9KzhJK6TZBMt36MTqXCi",
-	"RbHL8Xh7W8l66DET45fcBMoF/rNA2yLLx9JN0dQRRuZyeTjosJqrkWyHUysscvtA1nak3XRd8FKzuDZF",
-	"ixd7OMXkBvAWzcJNeQdhJgWxrY1LW5x2RzjWJrj8IakUwy0acuBizxhSTXYYWoOuMMH/nVJswNklKJQc",
-	"S0yBMFPZflrQn9Lvvg1vbcMq3n9uibwu6aQi8wgDTilgClKBNimaGFAk0yqLibbIXBmRaFJ0Hg8xi4M2",
-	"hG+Ps5fdl/0+MPvs9OCS3UJlHYqUXq+r1RotPbIqSvbgIEkwdx4eImOpu+0+iPSWiGn9TbeM7mHkcymV",
-	"vtcKt3acKhVHQaG4O/HvvOz342gmVfl3I7orNVyZ1nWEn5PBdZoRHpeZ3bSEmk/HHhGMRHKDKm1VUY1g",
-	"rU1JhVQoC0cI/q5zNDPJkZHdI6ywzUdytkrfvLBIWohTXUSQ+XTh/VjWTD4jTULkU7EKMfU2cS5TNOBj",
-	"3Qe4sebE/dtg/F8YjDhq4YV279yTtMwbhDRIcBpXeaAHZypbwK3IZOp1m1bYtVMKddCZBYm8ULW3OIcY",
-	"liZWhhSVxLTK4VtoMLhP3BJvlkFg2LFQBGS3G9bqMpiaLYab0o7jcXDBwhOlE/apyZtHGHrF1i2lf7O9",
-	"I026bnhnNZP8mJ6qzDdxNzulj3vY4bl4uVEbhG8zPapZ5CaI7VrtqKyDEUdbFCaZglRNRq/XSSrEtzC+",
-	"WJbPODoJOtLWy1/bKJmqJrIKLJ0Pwl0CzEt4rd5WbtTB3qQHg+irr3a/6jk7iNpSVutBDO/ailiD+UbE",
-	"hlJEe0THmYKxzBwa1tbzqQwg2xrGK3gZ2Jh/ffzFxr/Yu/tBtLPPGIYZCmU5A7ctGlsI/ob1gFkWQJdg",
-	"/E6pfoGTImOlmZuyWFlhjnDaCYkXsAvlxN1n0vp7FJlHXJPMvoZVTxXqm8eTg+Gtto3KaG8lJCtmIzTt",
-	"caVrD+lXsxN+hfB4287vD8/bE0Oc5mLV/Ym5mPeH55yLgdoK0CGPm/Q9hfsxpGidKRLiFH9B56h+0iZL",
-	"6e/OE8o5W1WdLv/oRadwgLhBnQfIWqaaHyg/CQVEMV9y2s2kdcMQJKwHXJ+Wfy1Z6+mZy7Mc1cHJm0Il",
-	"bkPS/mGi/yp5xmdihk/MI25GT7v4jmtIe4hIKyiuaLVUbdVKjyo4vhu3vdAG82N1Uf8kHE6Fg0M9yzP0",
-	"quRTi6M1LLUk22pl+RVTs1o5T9EJmdmQ0J9rH52yDZohqVm7LjBJa1Hy0pfe0RhtuAMiBjb6by6vL68O",
-	"3h1f/3h8cXlydgqd1/3vfC7k8viSrlxfXp1dHF//cHrw48HJu4O/vTuGzl/7r2IQvl0m9r0ymh2MCda7",
-	"Zi4w5WKGt5rWaYNlLWPECZFkSt57Gf3PheUlHSoK/oOjH4qRXqWvOuUg0hSOLw8P3h1cEaxHx6cnx0d0",
-	"iFc7MVydnV2/Pzj9x/XB+fnF2Y8H7y4Z9J0YTs+uwsXji/Lp8qF69vd1/7VPxjRunh+fHp2cvvW4ag3t",
-	"POE21Ia9OFa5G8LUICpbWSLIDY7lXeuy05C4fszH5wR3w79fB8PH5svmi7gGxHo/zSBqBWjplbS4C9Jl",
-	"+ED2eRWog2wuFhbESBdub5QJdbPPnArS1rtHZIqKYjw0jztaQTt4SCpoYy8jFXradMYFinRzojMTPh+w",
-	"drL11PtDpGIXrEVB6PHYomvH6pbl/07ZVljLFXGTWd2vTuZpDHYxy6S6sZz0LJ/dVGN3IntXHvGRMkFZ",
-	"lfFnKVHTWGQT4jfGOlvkx8jpe3J+LJMz2SIu78WdnBUz8K4t6HEo1/B2rjArAetqkMIKRFpIRJ5jCsLV",
-	"+gFfWOh2OTXMe0Pn636/v9KZoosRs+9MKgLjoUxicL4bPNQ8y8vuSFhiBmms43NsOsbL1ozxZ4H1SQkP",
-	"zwmfl/BoiPH2CrE7FglnCduryU/KjlxyxLjNgbb3DT/aqciRrAYnICh25x8xOFOoRDhMY2CBu+dQdZLp",
-	"0T4s3wqJRXqPJWQPfv5IC8RlypEuEI+cMgFj5pf7D/cfNm5gMF93S58907TaqLAexm7ywpdNT1vFQ+Hx",
-	"Nhh+Iufn162FxVGV+6x7x77/KIqjIk/px6NO8nKV+IGCGh9oo+qtNZCuZHSKLIMfrt50v/WJ8PAgN/DQ",
-	"iu3+0a9QRvuNq2fPWmV6PAO/hekL7vgXWhv6d4niNy1RxJVGeECXfJ7xbmrYZzYi3JGaFEa6BWe4PGgj",
-	"FAbNQdEmZhe1QRFWUIAqzbUMcyC7U87c/gs6RNPDs4tLjuQyOZk6u7PsZQ29faZQIa7vdp2+Qe7S45Oz",
-	"4DMcSzGdOpf7dnupxnpzz3HluTAz+7yG94hXRls6Zfd9Km2i+TT89EA1mgt3gO7B91dX57t/vzw7rfUW",
-	"evltGT2IQQzUSBes33gYZy5VqucxrypaNLgVY3SLoMh7AzVQxxVE1TjG8OMgENaXKEraDqL7IZHEFszT",
-	"fpPlFMJAlcmUkU4XdfCdEWUWpRxJ6PgY01uQchhhoB4cNIlr2FhG0zsEUpgu4RMd+NMwEDK0DPIMkbAw",
-	"PPSi1L1akF9WH9D4xWo13CeM1p/x41KpRh+15cLYYN9mmEoBxDV+5GlckBHqvKagAq6mSJTxEKRIZ065",
-	"IJ64bLEHUnk9x8acqAWFygWzPF16+Q3Ywhg9EQ4HCm0icoxBwA0uYCJvib3nMkHokCgLeisRFrtSWVRW",
-	"OnmL2cJjlsjme/H9FNStyAoEYbABMAxPTn88eHdydH1w8faH98enV0OyuqRtw7BX6RowIgeKMEnqbLhh",
-	"oi2TCSqLS/8wen9yVctUcFZ4bLsil1Echa6caC/q9172+sEbU3RzL3rV6/dehQ5xVhy7jV7qSVvkdSyS",
-	"KeSoUnY1yk5oactEWtl/VE0wkAkVkKOxWr2wA1V2ercofp42gyG9GRjSiw2vZaEjHPcoDtQ3fbsDhXKS",
-	"BGutH9vPR5Qt2NKW4PKSCjJpnWWSzUBk2f5SqXGrNqo0qLQyo6eQ2xn5PZgTz0o7UCUOeM1Orq2Vo2xR",
-	"vrTTg3NhvROQG7yVurDhNC9IULmHe+ip/UCvOHtWHi1BwRIkS/+CLw1UeKOcFUETlDEzTGXWT1Ju97Du",
-	"oNZNXk/o/7xK7O/1HDLtG00q2AQjpEQ6yc5bDWkRXAdbJNxS+6pv96FP3OCZt9KAwvmODTjw1IRv+uwa",
-	"8cjfPws0i+XEH+358Hxm6xgGI5edmlXc74Mmv6Ri8ybLeOpXrFA50NAnS7NYZ3vmFenLbm3w87KNA6w1",
-	"/ld5h37LEMCHlRnFr/v9B8bgPm38rTFUsWlcceXAlptx0DqfeOn5JDHjaNN2Ffy1ebs4ssVsJsxiZRu7",
-	"niyPG/rDNzwlMvXxmJjY5nDEB1p7qcR2P8r0nj033VbN8xjAvdoUIjNnmNRh38Z7sMQREyMUxUkzLjuw",
-	"gmD/aaC8Q5tQzNeDCx542auNTQW+X8vv9+B1//VAtSTs+ciqmtaUKYkRwSUycjsWAQfpPrzuf7eyQpnV",
-	"Z6UmHTg5I2ev4NoGD46KLCOVyjI5FwuvXgZqVXl4SWGU+P8zUW7MtYZm9SEorYESE1SO84H81k6bDjri",
-	"VaopnDUlxKIU/PMgSTzatPSOvZe/WS988A+jdX/T6eLZZaaahrpvOu0E1v2azL5u93QrQ1ib6t6vlA/J",
-	"A/PPhPwjrZ5D1gLD+xl9YlNmqs3S95CQ4W34igD9CUFDzWloEvz7cP9XVGeh42SDIgvhirRQ5L1G2BTt",
-	"/fyhjqN35AOitfvByioNVWBT4qI6XImMGZL7WWLDj2DzyN5G3cNAiVk1WgnD87PLK9j1zQT07hA61bh8",
-	"KHXYuEwTDVTYcicOCoYoGCS2Poy8Vw8q6FY1ez1QS98+uClrs+lVnLG856tP5IWTEySDQzR8e3wFu8Gz",
-	"7LG7T8E96T05y7Uh0W7TBH7oPmUrv6IE2oi9fGR3+V0GcgK2e/hwnka/lmqoN/JvpRX6j0vxciT/U2S/",
-	"9iGDpvgTiNxCXH6Fo5bv5Eh7tAjdv3Qzq/UFU8DirdjKqDtxXF0y+FYpFCwGFIg/VQzo3S9HDN4Spv7o",
-	"YlDvnv2disEbqdLQPDqfalu2vfo+WOGbTcv+2LIrcudzJMBg/mQJMJh/QRJAmPrDS0Ctzfl3KgGXoe2X",
-	"dH44c0h5iHL+Gsxaw/BniABFLU8VAXr3yxGBC8LUH10E6t0vv1MRIBBBrHlAtZprJhV2fcsHpqWYfIYM",
-	"+ALWE4WAX/5ypOCnUOz7Y4tBoxXhdyoHh9yFwX2vRZaV/j+ui8aTOD+Qn6u1vYC82vW2Swsxy8Klkser",
-	"NJ6fdVxPLxzx9cvqwzefnU560gflPmyb+CkbFyV/TmminUNV78zg4okt0387z5H5eeObmkXtI47NLxTW",
-	"KVjiPRCxml1orQeVHwgc+sz2sBqa5m+KELp5aKV8I17/zMhAkdZt/xJKWRKqFnelmvRVYem/uThQmGi/",
-	"AimkKdf0arvaRptyufgeDJnr5HCgOpu65XdiGIryK2FD6Kx+aozuz5Kcltg8EBLyxbXZE18D9MO85ekG",
-	"arXitw9CLULDhC8vSgvtRcVNtR4/MNAuEyvVilCbqAtCNaXFeOLxmYCKKI5mSd7WtfW5RQut8Gy8Ud+v",
-	"fKNoo6pfH2Kwjz678vW5xx6vjwrdf9iQeQwtUzyL4KYNvkUIVoeEkHj2ueopXKOvNvYlA6dhyt0SGoRX",
-	"33WRD5NES3lfS182Oes4lcxZX2ja7hm35uaiDbzDLimZAiJG+EznZ7LHZ+QAH2SX1TRfk13eZnr0p2CX",
-	"p6W3nmXrRud1C8O8D42jPp31LE7DkxJlD7PJSi5shU0M5n8ONnlSDui3ZRM//DExush9ly17+c/ANk/M",
-	"Lj3INw8nkLyP6DuZ92D5weJhvYeonL8i59FHs2CdQf5INTlcA5VMC3WDKQzrK4x0uohhnBV26h/0eBOG",
-	"Q+C0SDDtwUEZNg+U7yTxKxOaRzgRCsRIGxdadoxQdoymzWG7QJH+KQTgaRmgZ9w6sH/8rJ+vrrWBPoeg",
-	"PDUH9aCkrKWZmhzGOYk/BYs9MbvynHtv5buFWeDnYJjtkzVtLNJsemh2if/8gcgUXqkaS10VBoULPrdT",
-	"u1ClCmrXlp0itYu1lon7D/f/GwAA//8=",
+	"BYNWZ7cIYiKksg6k6w3UuUGLysGocICz3C0g0YVyFoQlWFC5feAHZtrQBkKBVgnGIB1YJ1RqYazNQEln",
+	"QSsEpVXXr3MrsgJjECoFN9eQyvEYDa3ENywIg/C63x+ok9MfD96dHF1fHl9enpyd9gYqiiNJ2JqiSNFE",
+	"caTEDKO96L+6AbddQm4c2WSKM0FYdoucHrDOSDWJ7u/jkgonR+tEOBUztIysQAo6lwM9Vxb0yKK5xZQO",
+	"53APXnZffv0tJFNhREIEBj0eqIPuf4vuv/rd73rXe13owRmvLDLQCgyKFDpKh5UE3QFJ2E+0STEdqLl0",
+	"U10Q/nf2weA/C2kwpVfnRjpkhGEqHcynRDsCM9eZTBa0ilbPQrOBGmsDz0gz+Kk6VBwwa27RwEwswIkb",
+	"bGB7bPQMxEB58gIRN4XRArrd8ETX37ExSQE/3e2mOBZF5spHtuKSk6MGk+TCOTT0yv/83CDhh48v45df",
+	"f3v/lyhe46T7ODJoc60ssnS/1ylmx8ZoQ/8SrRwqxyyId243z4RU+8wvFt1/Fm7c/ZZububU+7hFReRG",
+	"jzKcvbAw1IXLCzeEzpA33YNB0e+/SmZorZgg/8HhTgzEVR7LTriC+JTpm+gUe3B8i2YBYyGzwiCx2u6M",
+	"jrH7FQhl58TWVscgCjdl2hfqRum5AqMLhxakSrIixbQX3cf+/Fd4537F4zuts9rZY8A7kbhsweejjfgH",
+	"HwEsomXAzj3OVsASeZ7JhKVwN2D1//9iaac6VH8xOI72ov+3u9Tru/6u3S3XbYH1QMHFm0P47vVf/6Mk",
+	"WYMOowxhSBQYepGqgOYzlMfrsb4K2xE0B8pNjc5lcqV1xoxrdI7GSc+BDRjWMEpCkRfuenk4kabS66fz",
+	"2jrOFNiG+0Q4kekJoX9p1oa9pWTo0S+YuCiO7roT3Q0XCaW9CzF/79mSwPDS2KaaS50X7f3sn2rCsXKC",
+	"D6s738dNDNl2M0tMxCqxehgCdBaGfJNPJR3O7GM80KTIfQWRMEYsGKA8N/pWtFArMSgcsisw1mYmXLQX",
+	"pcJh10k++Rr58C6XpoXS0U9TVMxDicgysE7nFuZCsh/Q6XZFAIEXJlUsxg4NhP136KzbASDTVrYizm3H",
+	"NN1ZAibsDfsEtCGqYkZUJkfH5iLBLts4IrhQEzTdcZFlXZEkaG2N0MtNyXNp3/To5PL83cE/2LchZceq",
+	"QZgJul7boQyKIPXNpQYR2kRkwiFYodKRviNvK+hYnQYFW2rdXwrr5DjoE39rELVtF6xUO+iEJiJaaQ87",
+	"g2gQwbxB3qlIyS7jTutpXFAMFX4DVslvaMHjisxJ9p0ChGGxgOpA5gpfccW/S8ZsFcjAfEeYyPLgq1pr",
+	"eacE27Os345XehT0apWHgHgnrVsHoJQP/rOd1JdC3SLwSWGsdwHW6atwjtZBuSHoHBV5lBrGwrBrlpIr",
+	"JiwMWUaHxHIkySQ2zAIK71xDYKVy37xecoJUDido1tCzPGMFYRuiDr2OX8eRK9XpVvgJy2zSiYUSt0Jm",
+	"ZAVb8MTa2U2lLV3FqbDs0SZCKe3AFAqUnkNnkukRm8+JwRxK59nInP7XHR/Pslvr9B+W4LWfYAW3HjcP",
+	"oPNp1npSyFSoBDcbsRcW7MI6nHVzo2e5g/IVdiNa9cMG2xuvRKqf5hkEWP5+eXYKbKHBo3Lpngm74phR",
+	"jPmpnsM2DkLtGDUMttHmSI7H66g9UwjTQt145nkFmVTILjN7jndu35sVaTl+vuY/wnJQRedpUljhvPSH",
+	"1/Cts7S8p4osyIJH8EZb97AGDGq6XDiutm87/XEq3ffSe8KrGIA3l9fHRydX16dnV9dvzn44PYIO3jlU",
+	"KabkzdLJd3wwRz9fUAg7IXM109aBlTOZCUOaS2fptQc2LjnAe7YvLAyi942n8c4NooBuO9Vz0oOdVCd2",
+	"l0yX7c28o9JEMKr0nVR1hq70XxzxWg2VtW4tVxSTdcK4TSuuoHv5bFzBUW66CeMnzocha2wS0LROjXfS",
+	"oREZGMwzkeCMQm4WbvjBIggVwnz/OuE8xQydd7pmwiXTVi2wJMzmHX00pcude/C+sM6vWYr1Bn+Kn78W",
+	"Wba++IW/CeTI8FJoe3DkA3hLu41FZhE6IrPa+z0kHDv7/jffjGtsBbPCm1MUptI1WiVIkG0Qq5HWGQq1",
+	"Rs8aTuI6STbR8j06kQonWhS7HI+3t5Wshx4zMX7JTaBc4D8LtC2yfCzdFE0dYWQul4eDDqu5Gsl2OLPC",
+	"IrcPZG1H2k3XBS81i2tTtHixh1NMbgBv0SzclHcQZlIQ29q4tMVpd4RjbYLLH3JYMdyiIQcu9owh1WSH",
+	"oTXoChP83ynFBpzMgkLJscSUM1GV7acF/Sn97tvw1jas4v3nlsjrkk4qMo8w4JQCpiAVaJOiiQFFMq2S",
+	"tGiLzJURiSZF5/EQszhoQ/j2OHvZfdnvA7PPTg8u2S1U1qFI6fW6Wq3R0iOromQPDpIEc+fhITKWutvu",
+	"g0hviZjW33TL6B5GPpdS6XutcGvHqVJxFBSKuxP/zst+P45mUpV/N6K7UsOVaV1H+DkZXKcZ4XGZuE5L",
+	"qPl07BHBSCQ3qNJWFdUI1tqUVMi8snCE4O86RzOTHBnZPU6Oks1HcrZK37ywSFqIU11EkPl04f1Y1kw+",
+	"4U5C5DO/CjH1NnEuUzTgY90HuLHmxP3bYPxfGIw4auGFdu/ck7TMG4Q0SHAaV3mgB2cq4wy7TL1u0wq7",
+	"dkqhDjqzIJEXqvYW5xDD0sTKkKKSmFYlAwsNBveJW+LNMggMOxaKgOx2w1pdBlOzxfClgfE4uGDhidIJ",
+	"+9TkzSMMvWLrltK/2d6RJl03vLOaSX5MT1Xmm7ibndLHPezwXLzcqA3Ct5ke1SxyE8R2rXZUlvmIoy0K",
+	"k0xBqiaj1+skFeJbGF8sq4McnQQdaevVvW2UTFUTWQWWzgfhLgHmJbxWTiw36mBv0oNB9NVXu1/1nB1E",
+	"bSmr9SCGd21FrMF8I2JDKaI9ouNMwVhmDg1r6/lUBpBtDeMVvAxszL8+/mLjX+zd/SDa2WcMwwyFspyB",
+	"2xaNLQR/w3rALOu7SzB+p1S/wEmRsdLMTVkbrTBHOO2ExAvYhXLi7jNp/T2KzCOuSWZfw6qnCvXN48nB",
+	"8FbbRmW0txKSFbMRmva40rWH9KvZCb9CeLxt5/eH5+2JIU5zser+xFzM+8NzzsVAbQXokMdN+p7C/RhS",
+	"tM4UCXGKv6BzVD9pk6X0d+cJ5Zytqk6Xf/SiUzhA3KDOA2QtU80PlJ+EAqKYLzntZtK6YQgS1gOuT8u/",
+	"lqz19MzlWY7q4ORNoRK3IWn/MNF/lTzjMzHDJ+YRN6OnXXzHNaQ9RKQVFFe0Wqq2aqVHFRzfjdteaIP5",
+	"sbqofxIOp8LBoZ7lGXpV8qnF0RqWWpJttbL8iqlZrZyn6ITMbEjoz7WPTtkGzZDUrF0XmKS1KHnpS+9o",
+	"jDbcAREDG/03l9eXVwfvjq9/PL64PDk7hc7r/nc+FxIaWa4vr84ujq9/OD348eDk3cHf3h1D56/9VzEI",
+	"350T+9YczQ7GBOtNOheYcjHDW03rtMGyljHihEgyJe+9jP7nwvKSDhUF/8HRD8VIr9JXnXIQaQrHl4cH",
+	"7w6uCNaj49OT4yM6xKudGK7Ozq7fH5z+4/rg/Pzi7MeDd5cM+k4Mp2dX4eLxRfl0+VA9+/u6/9onYxo3",
+	"z49Pj05O33pctYZ2nnAbasNeHKvcDWFqEJWtLBHkBsfyrnXZaUhcP+bjc4K74d+vg+Fj82XzRVwDYr2f",
+	"ZhC1ArT0SlrcBekyfCD7vArUQTYXCwtipAu3N8qEutlnTgVp690jMkVFMR6axx2toB08JBW0sZeRCj1t",
+	"OuMCRbo50ZkJnw9YO9l66v0hUrEL1qIg9Hhs0bVjdcvyf6fsmqzlirhtrO5XJ/M0BruYZVLdWE56ls9u",
+	"qrE7kb0rj/hImaCsyvizlKhpLLIJ8RtjnS3yY+T0PTk/lsmZbBGX9+JOzooZeNcW9DiUa3g7V5iVgHU1",
+	"SGEFIi0kIs8xBeFq7YAvLHS7nBrmvaHzdb/fX+lM0cWI2XcmFYHxUCYxON8NHmqe5WV3JCwxgzTW8Tk2",
+	"HeNla8b4s8D6pISH54TPS3g0xHh7hdgdi4SzhO3V5CdlRy45YtzmQNv7hh/tVORIVoMTEBS7848YnClU",
+	"IhymMbDA3XOoOsn0aB+Wb4XEIr3HErIHP3+kBeIy5UgXiEdOmYAx88v9h/sPGzcwmK+7pc+eaVptVFgP",
+	"Yzd54cump63iofB4Gww/kfPz69bC4qjKfda9Y99/FMVRkaf041EneblK/EBBjQ+0UfXWGkhXMjpFlsEP",
+	"V2+63/pEeHiQG3hoxXb/6Fcoo/3G1bNnrTI9noHfwvQFd/wLrQ39u0Txm5Yo4kojPKBLPs94NzXsMxsR",
+	"7khNCiPdgjNcHrQRCoPmoGgTs4vaXAorKECV5lqGsZPdKWdu/wUdounh2cUlR3KZnEyd3Vn2sobePlOo",
+	"ENd3u07fIHfp8clZ8BmOpZhOnct9u71UY72557jyXJiZfV7De8QrkzSdsvs+lTbRfBp+eqAazYU7QPfg",
+	"+6ur892/X56d1noLvfy2jB7EIAZqpAvWbzz7M5cq1XM/RCNaNLgVY3SLoMh7AzVQxxVE1TjG8OMgENaX",
+	"KEraDqL7IZHEFszTfpPlFMJAlcmUkU4XdfCdEWUWpRxJ6PgY01uQchhhoB4cNIlr2FhG0zsEUpgu4RMd",
+	"+NMwEDK0DPJEkrAwPPSi1L1akF9WH9D4xWo13CeM1p/x01mpRh+15cLYYN9mmEoBxDV+wmpckBHqvKag",
+	"Aq6mSJTxEKRIZ065IJ64bLEHUnk9x8acqAWFygWzPF16+Q3Ywhg9EQ4HCm0icoxBwA0uYCJvib3nMkHo",
+	"kCgLeisRFrtSWVRWOnmL2cJjlsjme/EHipDHo1Q8SVUHGIblSNXBxdsf3h+fXg3J6pK2DbNlpWvAiBwo",
+	"wiSps+Ha8Jcfjcpkgsri0j+M3p9c1TIVnBUe267IZRRHoSsn2ov6vZe9fvDGFN3ci171+r1XoUOcFcdu",
+	"o5d60hZ5HYtkCjmqlF2NshNa2jKRVvYfVRMMZEIF5GisVi/sQJWd3i2Kn4fNYEhvBob0YsNrWegIxz2K",
+	"A/VN3+5AoZwkwVrrx/bzEWULtrQluLykgkxaZ5lkMxBZtr9UatyqjSoNKq3M6CnkdkZ+D+bEs9IOVIkD",
+	"XrOTa2vlKFuUL+304FxY7wTkBm+lLmw4zQsSVO7hHnpqP9Arzp6VR0tQsATJ0r/gSwMV3ihnRdAEZcwM",
+	"U5n1k5TbPaw7qHWT1xP6P68S+3s9h0z7RpMKNsEIKZFOsvNWQ1oE18EWCbfUvurbfegTN3jmrTSgcL5j",
+	"Aw48NeGbPrtGPPL3zwLNYjnxR3s+PA7aOobByGWnZhX3+6DJL6nYvMkynvoVK1QONPTJ0izW2Z55Rfqy",
+	"Wxv8vGzjAGuN/1Xeod8yBPBhZUbx637/gTG4Txt/awxVbBpXXDmw5WYctM4nXno+Scw42rRdBX9t3i6O",
+	"bDGbCbNY2cauJ8vjhv7wDU+JTH08Jia2ORzxgdZeKrHdjzK9Z89Nt1XzPAZwrzaFyMwZJnXYt/EeLHHE",
+	"xAhFcdKMyw6sINh/Gijv0CYU8/Xgggde9mpjU4Hv1/L7PXjdfz1QLQl7PrKqpjVlSmJEcImM3I5FwEG6",
+	"D6/7362sUGb1WalJB07OyNkruLbBg6Miy0ilskzOxcKrl4FaVR5eUhgl/v9MlBtzraFZfQhKa6DEBJXj",
+	"fCC/tdOmg454lWoKZ00JsSgF/zxIEo82Lb1j7+Vv1gsf/MNo3d90unh2mammoe6bTjuBdb8ms6/bPd3K",
+	"ENaGyPcr5UPywPwzIf9Iq+eQtcDw/hMExKbMVJul7yEhw9vwkQT6E4KGmtPQJPj34f6vqM5Cx8kGRRbC",
+	"FWmhyHuNsCna+/lDHUfvyAdEa/eDlVUaqsCmxEV1uBIZMyT3s8SGH8Hmkb2NuoeBErNqtBKG52eXV7Dr",
+	"mwno3SF0qmn5UOqwcZkmGqiw5U4cFAxRMEhsfRh5rx5U0K1q9nqglr59cFPWZtOrOGN5z1efyAsnJ0gG",
+	"h2j49vgKdoNn2WN3n4J70ntylmtDot2mCfzQfcpWfkUJtBF7+cju8jMQ5ARs9/DhPI1+LdVQb+TfSiv0",
+	"H5fi5Uj+p8h+7UMGTfEnELmFuPzISC3fyZH2aBG6f+lmVusLpoDFW7GVUXfiuLpk8K1SKFgMKBB/qhjQ",
+	"u1+OGLwlTP3RxaDePfs7FYM3UqWheXQ+1bZse/V9sMI3m5b9sWVX5M7nSIDB/MkSYDD/giSAMPWHl4Ba",
+	"m/PvVAIuQ9sv6fxw5pDyEOX8NZi1huHPEAGKWp4qAvTulyMCF4SpP7oI1LtffqciQCCCWPOAajXXTCrs",
+	"+pYPTEsx+QwZ8AWsJwoBv/zlSMFPodj3xxaDRivC71QODrkLg/teiywr/X9cF40ncX4gP1drewF5tett",
+	"lxZiloVLJY9XaTw/67ieXjji65fVh28+O530pA/Kfdg28VM2Lkr+nNJEO4eq3pnBxRNbpv92niPz88Y3",
+	"NYvaNyqbH0SsU7DEeyBiNbvQWg8qvw849JntYTU0zd8UIXTz0Er5Rrz+mZGBIq3b/iWUsiRULe5KNemr",
+	"wtJ/4nGgMNF+BVJIU67p1Xa1jTblcvE9GDLXyeFAdTZ1y+/EMBTlV8KG0Fn91BjdnyU5LbF5ICTki2uz",
+	"J74G6Id5y9MN1PrnHoVahIYJX16UFtqLiptqPX5goF0mVqoVoTZRF4RqSovxxOMzARVRHM2SvK1r63OL",
+	"Flrh2Xijvl/5RtFGVb8+xGAffXbl63OPPV4fFbr/sCHzGFqmeBbBTRt8ixCsDgkh8exz1VO4Rl9t7EsG",
+	"TsOUuyU0CK++6yIfJomW8r6Wvmxy1nEqmbO+0LTdM27NzUUbeIddUjIFRIzwmc7PZI/PyAE+yC6rab4m",
+	"u7zN9OhPwS5PS289y9aNzusWhnkfGkd9OutZnIYnJcoeZpOVXNgKmxjM/xxs8qQc0G/LJn74Y2J0kfsu",
+	"W/byn4FtnphdepBvHk4geR/RdzLvwfKDxcN6D1E5f0XOo49mwTqD/I1qcrgGKpkW6gZTGNZXGOl0EcM4",
+	"K+zUP+jxJgyHwGmRYNqDgzJsHijfSeJXJjSPcCIUiJE2LrTsGKHsGE2bw3aBIv1TCMDTMkDPuHVg//hZ",
+	"P19dawN9DkF5ag7qQUlZSzM1OYxzEn8KFntiduU5997KdwuzwM/BMNsna9pYpNn00OwS//kDkSm8UjWW",
+	"uioMChd8bqd2oUoV1K4tO0VqF2stE/cf7v83AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -354,6 +354,16 @@ func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handle
 				writeError(w, err)
 				return
 			}
+			// The generated binding refuses a header sent twice; Resolve has
+			// judged every value, so the binding sees the one they stand for
+			// (docs/decisions.md, "A session header sent twice").
+			for _, name := range []string{tools.HeaderSessionID, tools.HeaderSessionCwd} {
+				if v, present := tools.HeaderValue(name, r.Header.Values(name)); present {
+					r.Header.Set(name, v)
+				} else {
+					r.Header.Del(name)
+				}
+			}
 			x.Touch(session)
 			c := tools.Call{Session: session, Cwd: cwd, Transport: "rest", Start: start}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -602,4 +603,84 @@ func TestToolViewFollowsProfile(t *testing.T) {
 			assert.JSONEq(t, string(tl.Parameters), string(schema), "%s %s", p.profile, tl.Name)
 		}
 	}
+}
+
+// TestSessionHeaderSentTwice: a session header sent more than once (an
+// empty template value beside a real one, as some frontends produce, or the
+// lines a proxy joins with a comma) stands for its one non-empty value on
+// /tools and /model and on the routes that only bind it; two different
+// values are a 400 INVALID_SESSION that says so
+// (docs/decisions.md, "A session header sent twice").
+func TestSessionHeaderSentTwice(t *testing.T) {
+	h := start(t, options{sessions: tools.Sessions{Aliases: []string{"X-Chat"}}})
+	h.file("sub/a.txt", "one\n")
+	send := func(method, path, body string, header http.Header) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header = header
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	// The session reads the file under one header form and edits it under
+	// another: the edit passes the policy only if both resolved to "abc".
+	forms := []http.Header{
+		{"X-Session-Id": {"", "abc"}},
+		{"X-Session-Id": {"abc", ""}},
+		{"X-Session-Id": {"abc", "abc"}},
+		{"X-Session-Id": {", abc"}},
+		{"X-Session-Id": {"abc, abc"}},
+		{"X-Session-Id": {"", ""}, "X-Chat": {"", "abc"}},
+		{"X-Session-Id": {"abc"}, "X-Session-Cwd": {"", "sub"}},
+		{"X-Session-Id": {"abc"}, "X-Session-Cwd": {"sub", "sub"}},
+	}
+	text := "one\n"
+	for i, form := range forms {
+		path := "sub/a.txt"
+		if _, ok := form["X-Session-Cwd"]; ok {
+			path = "a.txt"
+		}
+		for _, prefix := range []string{"/tools/", "/model/"} {
+			status, body := send("POST", prefix+"read", `{"file_path":"`+path+`"}`, form.Clone())
+			require.Equal(t, 200, status, "%v: %s", form, body)
+			next := fmt.Sprintf("%d%s\n", i, prefix)
+			status, body = send("POST", prefix+"edit", `{"file_path":"`+path+`","old_string":`+strconv.Quote(text)+`,"new_string":`+strconv.Quote(next)+`}`, form.Clone())
+			require.Equal(t, 200, status, "%v: %s", form, body)
+			text = next
+		}
+	}
+	assert.Equal(t, text, h.contents("sub/a.txt"))
+	for _, route := range []struct{ method, path string }{{"DELETE", "/sessions/abc"}, {"GET", "/approvals"}, {"GET", "/tools"}} {
+		status, body := send(route.method, route.path, "", http.Header{"X-Session-Id": {"", "abc"}, "X-Session-Cwd": {"", "sub"}})
+		assert.Less(t, status, 300, "%s %s: %s", route.method, route.path, body)
+	}
+
+	// Two different values name no session: refused, naming the problem,
+	// on every tool route and whatever the tool.
+	conflicts := []struct {
+		header http.Header
+		output string
+	}{
+		{http.Header{"X-Session-Id": {"abc", "xyz"}}, "Error: X-Session-ID was sent more than once with different values: send one session id (an empty value counts as absent)"},
+		{http.Header{"X-Session-Id": {"abc, xyz"}}, "Error: X-Session-ID was sent more than once with different values: send one session id (an empty value counts as absent)"},
+		{http.Header{"X-Chat": {"abc", "", "xyz"}}, "Error: X-Chat was sent more than once with different values: send one session id (an empty value counts as absent)"},
+		{http.Header{"X-Session-Id": {"abc"}, "X-Session-Cwd": {"sub", "."}}, "Error: X-Session-Cwd was sent more than once with different values: send one folder (an empty value counts as absent)"},
+	}
+	for _, c := range conflicts {
+		status, body := send("POST", "/model/read", `{"file_path":"sub/a.txt"}`, c.header.Clone())
+		assert.Equal(t, 400, status)
+		assert.Equal(t, c.output, body)
+		status, body = send("POST", "/tools/write", `{"file_path":"sub/a.txt","content":"x"}`, c.header.Clone())
+		assert.Equal(t, 400, status)
+		var p struct{ Code, Output string }
+		require.NoError(t, json.Unmarshal([]byte(body), &p), body)
+		assert.Equal(t, "INVALID_SESSION", p.Code)
+		assert.Equal(t, c.output, p.Output)
+	}
+	assert.Equal(t, text, h.contents("sub/a.txt"))
 }

@@ -481,6 +481,37 @@ func TestSessionHeadersFirst(t *testing.T) {
 	}
 }
 
+// TestSessionHeaderSentTwice: on /mcp as on REST, a session header sent
+// twice (an empty template value beside a real one) stands for its one
+// non-empty value, and two different values are refused with the REST
+// answer's text (docs/decisions.md, "A session header sent twice").
+func TestSessionHeaderSentTwice(t *testing.T) {
+	h := start(t, options{})
+	h.file("sub/a.txt", "one\n")
+	for _, v := range versions {
+		t.Run(v.name, func(t *testing.T) {
+			session := "twice-" + v.name
+			// Read by REST with one clean header, edit over MCP with the
+			// header sent twice: the policy passes only if it is the same
+			// session.
+			require.Equal(t, http.StatusOK, h.rest("read", map[string]any{"file_path": "sub/a.txt"}, "X-Session-ID", session).Status)
+			c := h.connect(v.ask, "X-Session-ID", "", "X-Session-ID", session, "X-Session-Cwd", "sub", "X-Session-Cwd", "")
+			text, isErr := c.call(t, "edit", map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "two"})
+			require.False(t, isErr, text)
+			text, isErr = c.call(t, "edit", map[string]any{"file_path": "a.txt", "old_string": "two", "new_string": "one"})
+			require.False(t, isErr, text)
+
+			text, isErr = h.connect(v.ask, "X-Session-ID", session, "X-Session-ID", "other").call(t, "read", map[string]any{"file_path": "sub/a.txt"})
+			assert.True(t, isErr)
+			assert.Equal(t, "Error: X-Session-ID was sent more than once with different values: send one session id (an empty value counts as absent)", text)
+			text, isErr = h.connect(v.ask, "X-Session-Cwd", "sub", "X-Session-Cwd", ".").call(t, "read", map[string]any{"file_path": "a.txt"})
+			assert.True(t, isErr)
+			assert.Equal(t, "Error: X-Session-Cwd was sent more than once with different values: send one folder (an empty value counts as absent)", text)
+		})
+	}
+	assert.Equal(t, "one\n", h.contents("sub/a.txt"))
+}
+
 func TestDefaultSession(t *testing.T) {
 	h := start(t, options{sessions: tools.Sessions{Default: "everyone"}})
 	h.file("a.txt", "one\n")

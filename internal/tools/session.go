@@ -24,14 +24,19 @@ type Sessions struct {
 
 // Resolve returns the session and cwd of a call. header returns the values
 // of a header (nil when absent); transportSession is a session id the
-// transport itself derived ("" = none).
+// transport itself derived ("" = none). A header sent more than once stands
+// for its one non-empty value; two different ones are INVALID_SESSION
+// (docs/decisions.md, "A session header sent twice").
 func (s Sessions) Resolve(header func(name string) []string, transportSession string) (session, cwd string, err *Error) {
 	for _, name := range append([]string{HeaderSessionID}, s.Aliases...) {
-		v, present, ok := single(header(name))
+		v, present, conflict := headerValue(header(name), true)
+		if conflict {
+			return "", "", sessionError(name + " was sent more than once with different values: send one session id (an empty value counts as absent)")
+		}
 		if !present {
 			continue
 		}
-		if !ok || !ValidSessionID(v) {
+		if !ValidSessionID(v) {
 			return "", "", sessionError("malformed " + name + ": it must be 1-128 characters of A-Za-z0-9._:-")
 		}
 		session = v
@@ -43,24 +48,50 @@ func (s Sessions) Resolve(header func(name string) []string, transportSession st
 	if session == "" {
 		session = s.Default
 	}
-	v, present, ok := single(header(HeaderSessionCwd))
-	if present && (!ok || strings.TrimSpace(v) == "" || strings.IndexByte(v, 0) >= 0) {
+	v, present, conflict := headerValue(header(HeaderSessionCwd), false)
+	if conflict {
+		return "", "", sessionError("X-Session-Cwd was sent more than once with different values: send one folder (an empty value counts as absent)")
+	}
+	if present && (strings.TrimSpace(v) == "" || strings.IndexByte(v, 0) >= 0) {
 		return "", "", sessionError("malformed X-Session-Cwd: it must name an existing folder inside the workspace root")
 	}
 	return session, v, nil
 }
 
-// single is a header's one non-empty value: present is false when every
-// value is empty (or there is none), ok is false when there are several.
-func single(values []string) (v string, present, ok bool) {
-	n := 0
-	for _, s := range values {
-		if s != "" {
-			v = s
-			n++
+// HeaderValue is the one value a session header (X-Session-ID, an alias or
+// X-Session-Cwd) stands for, as Resolve reads it; present is false when it
+// stands for none. Meaningful once Resolve has accepted the header.
+func HeaderValue(name string, values []string) (v string, present bool) {
+	v, present, _ = headerValue(values, name != HeaderSessionCwd)
+	return v, present
+}
+
+// headerValue is the one non-empty value among a header's values. When ids
+// is set, each value is also split at commas, trimmed of spaces and tabs (a
+// proxy may join repeated lines into one, RFC 9110 section 5.3, and no
+// session id holds a comma); a folder may hold commas, so X-Session-Cwd is
+// not split. present is false when every value is empty (or there is none);
+// conflict is true when two non-empty values differ.
+func headerValue(values []string, ids bool) (v string, present, conflict bool) {
+	see := func(s string) {
+		switch {
+		case s == "":
+		case !present:
+			v, present = s, true
+		case s != v:
+			conflict = true
 		}
 	}
-	return v, n > 0, n == 1
+	for _, s := range values {
+		if !ids {
+			see(s)
+			continue
+		}
+		for item := range strings.SplitSeq(s, ",") {
+			see(strings.Trim(item, " \t"))
+		}
+	}
+	return v, present, conflict
 }
 
 // ValidSessionID reports whether s is 1-128 characters of A-Za-z0-9._:-.

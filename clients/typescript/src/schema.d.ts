@@ -719,15 +719,18 @@ export interface components {
          * @description Names the session that owns observed state: 1-128 characters of
          *     A-Za-z0-9._:- . Optional on read (no observation is recorded
          *     without it); required on write and edit while the policy is on.
-         *     Present but empty counts as absent. Without it, the server may take
-         *     the session from a header named by --session-headers, or from
-         *     --default-session.
+         *     Present but empty counts as absent; sent more than once, it stands
+         *     for its one non-empty value, and two different values are 400
+         *     INVALID_SESSION. Without it, the server may take the session from a
+         *     header named by --session-headers, or from --default-session.
          */
         SessionID: string;
         /**
          * @description The session's working directory, absolute or relative to the root; an
          *     existing folder inside the root. Relative file paths resolve against it.
-         *     Present but empty counts as absent.
+         *     Present but empty counts as absent; sent more than once, it stands for
+         *     its one non-empty value, and two different values are 400
+         *     INVALID_SESSION.
          */
         SessionCwd: string;
     };
@@ -745,15 +748,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -787,15 +793,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -828,15 +837,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -869,15 +881,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -910,15 +925,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -974,15 +992,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -1007,15 +1028,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -1040,15 +1064,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -1073,15 +1100,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
@@ -1106,15 +1136,18 @@ export interface operations {
                  * @description Names the session that owns observed state: 1-128 characters of
                  *     A-Za-z0-9._:- . Optional on read (no observation is recorded
                  *     without it); required on write and edit while the policy is on.
-                 *     Present but empty counts as absent. Without it, the server may take
-                 *     the session from a header named by --session-headers, or from
-                 *     --default-session.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
                  */
                 "X-Session-ID"?: components["parameters"]["SessionID"];
                 /**
                  * @description The session's working directory, absolute or relative to the root; an
                  *     existing folder inside the root. Relative file paths resolve against it.
-                 *     Present but empty counts as absent.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
                  */
                 "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
             };
