@@ -63,6 +63,7 @@ type Handler struct {
 	srv                 *sdk.Server
 	x                   *tools.Executor
 	table               *sessionTable
+	carriers            *carriers
 }
 
 // New returns the /mcp handler over x. The tool list is the executor's
@@ -80,7 +81,8 @@ func New(cfg Config, x *tools.Executor) *Handler {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 10000
 	}
-	srv := newServer(cfg, x)
+	carriers := newCarriers()
+	srv := newServer(cfg, x, carriers)
 	get := func(*http.Request) *sdk.Server { return srv }
 	opts := sdk.StreamableHTTPOptions{
 		// One JSON answer per request: no tool sends progress, and a plain
@@ -104,6 +106,7 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		srv:       srv,
 		x:         x,
 		table:     newSessionTable(cfg.MaxSessions),
+		carriers:  carriers,
 	}
 	for _, o := range cfg.Origins {
 		h.origins[strings.ToLower(o)] = true
@@ -119,6 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
+		r.Header.Del(headerCarrier)
 		h.stateless.ServeHTTP(w, r)
 		return
 	}
@@ -161,7 +165,7 @@ func forbidden(w http.ResponseWriter, message string) {
 
 // newServer registers the catalog's tools on one SDK server, with the
 // guidance as its instructions.
-func newServer(cfg Config, x *tools.Executor) *sdk.Server {
+func newServer(cfg Config, x *tools.Executor, c *carriers) *sdk.Server {
 	cat := x.Catalog()
 	guidance := make([]string, 0, len(cat.Tools))
 	for _, t := range cat.Tools {
@@ -171,7 +175,7 @@ func newServer(cfg Config, x *tools.Executor) *sdk.Server {
 		Instructions: strings.Join(guidance, "\n\n"),
 		Logger:       cfg.Logger,
 	})
-	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured}
+	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c}
 	order := map[string]int{}
 	for i, t := range cat.Tools {
 		order[t.Name] = i
@@ -216,11 +220,13 @@ type adapter struct {
 	x          *tools.Executor
 	sessions   tools.Sessions
 	structured bool
+	carriers   *carriers
 }
 
 // handler runs one tool through Executor.Run: a read is one whole window,
 // bounded by the read caps as on REST (an MCP result is one message, so
-// nothing is streamed).
+// nothing is streamed). The call ends when its client cancels it, its
+// session ends, or the HTTP request that carried it ends (carriers).
 func (a adapter) handler(tool string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		c := tools.Call{Transport: Transport, Start: time.Now()}
@@ -235,6 +241,8 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		}
 		a.x.Touch(session)
 		c.Session, c.Cwd = session, cwd
+		ctx, stop := a.carriers.bind(ctx, header)
+		defer stop()
 		raw := []byte(req.Params.Arguments)
 		if len(raw) == 0 {
 			raw = []byte("{}") // a call without arguments
