@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -377,4 +379,87 @@ func TestShutdownEndsMCPStreams(t *testing.T) {
 	began := time.Now()
 	stop()
 	assert.Less(t, time.Since(began), 5*time.Second, "shutdown did not wait out the grace for the GET stream")
+}
+
+// TestRedisRoundTripsPerCall: with --session-store redis, a request's use of
+// its session (TTL restarted, most recently used, created if new) travels in
+// the call's first decision or record: a read is one script call, a write or
+// edit two (decide, record), a call refused before the policy one (the use
+// alone), on REST, /model and /mcp (docs/performance.md §7). Redis itself
+// counts them (INFO commandstats).
+func TestRedisRoundTripsPerCall(t *testing.T) {
+	rs := redistest.Start(t)
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
+	base, stop := startRun(t, []string{"--addr", "127.0.0.1:0", "--root", root, "--session-store", rs.URL(0), "--log-format", "json"})
+	defer stop()
+	ctx := context.Background()
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rc.Close()
+	scripts := func() int {
+		info, err := rc.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		n := 0
+		for _, m := range regexp.MustCompile(`(?m)^cmdstat_(?:evalsha|eval):calls=(\d+),`).FindAllStringSubmatch(info, -1) {
+			c, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			n += c
+		}
+		return n
+	}
+	// The first call loads the script (EVALSHA answered NOSCRIPT, then EVAL).
+	require.Equal(t, 200, call(t, "POST", base+"/tools/read", "warm", `{"file_path":"a.txt"}`).status)
+
+	steps := []struct {
+		name, method, path, session, body string
+		status, want                      int
+	}{
+		{"read", "POST", "/tools/read", "s1", `{"file_path":"a.txt"}`, 200, 1},
+		{"edit", "POST", "/tools/edit", "s1", `{"file_path":"a.txt","old_string":"one","new_string":"two"}`, 200, 2},
+		{"write", "POST", "/tools/write", "s1", `{"file_path":"a.txt","content":"three\n"}`, 200, 2},
+		{"write of a new file", "POST", "/tools/write", "s1", `{"file_path":"b.txt","content":"b\n"}`, 200, 2},
+		{"dry run", "POST", "/tools/write", "s1", `{"file_path":"b.txt","content":"c\n","dry_run":true}`, 200, 1},
+		{"read of a missing file", "POST", "/tools/read", "s1", `{"file_path":"none.txt"}`, 404, 1},
+		{"read through /model", "POST", "/model/read", "s1", `{"file_path":"a.txt"}`, 200, 1},
+		{"edit of an unread file, a new session", "POST", "/tools/edit", "s2", `{"file_path":"a.txt","old_string":"three","new_string":"x"}`, 409, 1},
+		{"argument error, a new session", "POST", "/tools/edit", "s3", `{"file_path":"a.txt"}`, 400, 1},
+		{"catalog", "GET", "/tools", "s1", "", 200, 1},
+	}
+	for _, s := range steps {
+		before := scripts()
+		got := call(t, s.method, base+s.path, s.session, s.body)
+		require.Equal(t, s.status, got.status, "%s: %s", s.name, got.body)
+		n := scripts() - before
+		assert.Equal(t, s.want, n, "%s: script calls", s.name)
+		t.Logf("%s %s (%s): %d round trips", s.method, s.path, s.name, n)
+	}
+	// The use was counted even where no decision or record was made: the
+	// new sessions exist, as a separate touch made them.
+	for _, id := range []string{"s2", "s3"} {
+		_, err := rc.ZScore(ctx, "toolfs:lru", id).Result()
+		assert.NoError(t, err, "session %s", id)
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "0"}, nil).
+		Connect(cctx, &mcpsdk.StreamableClientTransport{Endpoint: base + "/mcp"}, &mcpsdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	for _, s := range []struct {
+		tool string
+		args map[string]any
+		want int
+	}{
+		{"read", map[string]any{"file_path": "a.txt"}, 1},
+		{"edit", map[string]any{"file_path": "a.txt", "old_string": "three", "new_string": "four"}, 2},
+	} {
+		before := scripts()
+		res, err := cs.CallTool(cctx, &mcpsdk.CallToolParams{Name: s.tool, Arguments: s.args})
+		require.NoError(t, err)
+		require.False(t, res.IsError, "%+v", res.Content)
+		n := scripts() - before
+		assert.Equal(t, s.want, n, "mcp %s: script calls", s.tool)
+		t.Logf("/mcp tools/call %s: %d round trips", s.tool, n)
+	}
 }

@@ -364,8 +364,16 @@ func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handle
 					r.Header.Del(name)
 				}
 			}
-			x.Touch(session)
 			c := tools.Call{Session: session, Cwd: cwd, Transport: "rest", Start: start}
+			if isTool(r.URL.Path) {
+				// The call's first decision or record counts as this use
+				// when the store can carry it (docs/performance.md §7).
+				var end func()
+				c, end = x.Use(c)
+				defer end()
+			} else {
+				x.Touch(session)
+			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 		})
 	}

@@ -239,8 +239,9 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 			a.x.Refuse(c, tool, err)
 			return failure(err), nil
 		}
-		a.x.Touch(session)
 		c.Session, c.Cwd = session, cwd
+		c, end := a.x.Use(c)
+		defer end()
 		ctx, stop := a.carriers.bind(ctx, header)
 		defer stop()
 		raw := []byte(req.Params.Arguments)

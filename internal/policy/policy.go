@@ -42,6 +42,20 @@ type Gate interface {
 	Forget(session string) (bool, error)
 }
 
+// A UseCarrier is a Gate that can carry a request's use of its session
+// (what Touch does) in that request's first decision or record of the
+// session, so the use costs no round trip of its own (RedisStore;
+// docs/performance.md §7). Semantics are Touch's: the session is created
+// if needed and becomes the most recently used, with its TTL restarted.
+type UseCarrier interface {
+	Gate
+	// Using returns a Gate for one request of session whose first
+	// operation on session also counts as that use, and end, which the
+	// caller calls when the request ends: it touches the session when no
+	// operation did.
+	Using(session string) (g Gate, end func() error)
+}
+
 // Off is the bare provider: no state, nil intents and nil guards, so writes
 // and edits are unconditional (the provider's lock and atomicity remain).
 // Forget always reports false.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,7 +44,7 @@ type RedisStore struct {
 	timeout     time.Duration
 }
 
-var _ Gate = (*RedisStore)(nil)
+var _ UseCarrier = (*RedisStore)(nil)
 
 // CodeUnavailable is the code of a write or edit refused because the
 // session store could not be reached (503, api/openapi.yaml).
@@ -88,6 +89,7 @@ func NewRedisStore(client redis.UniversalClient, cfg Config, opt RedisOptions) *
 // The script's operations (ARGV[1]).
 const (
 	opGet     = "get"
+	opUseGet  = "useget" // get, and count as use of the session (Touch)
 	opPresent = "present"
 	opAbsent  = "absent"
 	opUnset   = "unset"
@@ -155,8 +157,8 @@ local function removeOldest(sid)
   return true
 end
 
-if op == 'get' then
-  if not use(id, false) then return false end
+if op == 'get' or op == 'useget' then
+  if not use(id, op == 'useget') then return false end
   local v = redis.call('HGET', P .. 'o:' .. id, key)
   if not v then return false end
   redis.call('ZADD', P .. 'r:' .. id, redis.call('INCR', SEQ), key)
@@ -216,12 +218,14 @@ func (s *RedisStore) run(op, session string, key fs.TargetKey, v fs.Version) (an
 	return res, nil
 }
 
-// lookup returns what the session saw of key, marking both used.
-func (s *RedisStore) lookup(session string, key fs.TargetKey) (o fs.Observed, seen bool, err error) {
+// lookup returns what the session saw of key, marking both used; op is
+// opGet, or opUseGet to also count as the request's use (creating the
+// session, as Touch would).
+func (s *RedisStore) lookup(op, session string, key fs.TargetKey) (o fs.Observed, seen bool, err error) {
 	if session == "" {
 		return fs.Observed{}, false, nil
 	}
-	res, err := s.run(opGet, session, key, "")
+	res, err := s.run(op, session, key, "")
 	if err != nil || res == nil {
 		return fs.Observed{}, false, err
 	}
@@ -266,7 +270,11 @@ func refusal(tool string, t fs.Target, err error) error {
 // WriteIntent is as Store's; when Redis cannot be reached it returns nil
 // and an *fs.Error with CodeUnavailable (never an unconditional intent).
 func (s *RedisStore) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
-	o, _, err := s.lookup(session, t.Key)
+	return s.writeIntent(opGet, session, t)
+}
+
+func (s *RedisStore) writeIntent(op, session string, t fs.Target) (*fs.WriteIntent, error) {
+	o, _, err := s.lookup(op, session, t.Key)
 	if err != nil {
 		return nil, refusal("write", t, err)
 	}
@@ -279,7 +287,11 @@ func (s *RedisStore) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, 
 // EditGuard is as Store's; when Redis cannot be reached it returns an
 // *fs.Error with CodeUnavailable.
 func (s *RedisStore) EditGuard(session string, t fs.Target) (*fs.Observed, error) {
-	o, seen, err := s.lookup(session, t.Key)
+	return s.editGuard(opGet, session, t)
+}
+
+func (s *RedisStore) editGuard(op, session string, t fs.Target) (*fs.Observed, error) {
+	o, seen, err := s.lookup(op, session, t.Key)
 	switch {
 	case err != nil:
 		return nil, refusal("edit", t, err)
@@ -321,6 +333,67 @@ func (s *RedisStore) Touch(session string) error {
 	}
 	_, err := s.run(opTouch, session, "", "")
 	return err
+}
+
+// Using returns a Gate for one request of session whose first operation on
+// session carries the request's use of it: a decision runs the script's
+// useget (one round trip where Touch and the decision took two), a record
+// already counts as use. end touches the session when no operation did (a
+// request refused before the policy, or one that consulted no gate). An
+// attempt counts even when Redis failed: the request's use is lost, which
+// only shortens the session's life (fails closed), never retried.
+func (s *RedisStore) Using(session string) (Gate, func() error) {
+	u := &redisUse{RedisStore: s, session: session}
+	return u, func() error {
+		if session == "" || u.carried.Load() {
+			return nil
+		}
+		return s.Touch(session)
+	}
+}
+
+// redisUse is the Gate of one request (RedisStore.Using).
+type redisUse struct {
+	*RedisStore
+	session string
+	carried atomic.Bool // an operation on session carried the request's use
+}
+
+// carry reports whether an operation on session must carry the request's
+// use, which it does at most once.
+func (u *redisUse) carry(session string) bool {
+	return session == u.session && session != "" && u.carried.CompareAndSwap(false, true)
+}
+
+func (u *redisUse) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
+	if u.carry(session) {
+		return u.writeIntent(opUseGet, session, t)
+	}
+	return u.RedisStore.WriteIntent(session, t)
+}
+
+func (u *redisUse) EditGuard(session string, t fs.Target) (*fs.Observed, error) {
+	if u.carry(session) {
+		return u.editGuard(opUseGet, session, t)
+	}
+	return u.RedisStore.EditGuard(session, t)
+}
+
+// ObservePresent and ObserveAbsent carry the use as they are: a record
+// runs use(session, create) in the script.
+func (u *redisUse) ObservePresent(session string, key fs.TargetKey, v fs.Version, h fs.Hash) error {
+	u.carry(session)
+	return u.RedisStore.ObservePresent(session, key, v, h)
+}
+
+func (u *redisUse) ObserveAbsent(session string, key fs.TargetKey) error {
+	u.carry(session)
+	return u.RedisStore.ObserveAbsent(session, key)
+}
+
+func (u *redisUse) Touch(session string) error {
+	u.carry(session)
+	return u.RedisStore.Touch(session)
 }
 
 // Forget is as Store's.

@@ -225,3 +225,128 @@ func TestRedisMatchesModel(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisUsingMatchesTouch: a request's use carried by its first decision
+// or record (Using) leaves Redis exactly as a separate Touch followed by the
+// same operations: the same sessions, in the same least-recently-used
+// order, with the same last-use times and observations, through creation,
+// eviction at the session cap and expiry.
+func TestRedisUsingMatchesTouch(t *testing.T) {
+	if sharedRedis == nil {
+		t.Skip(noRedisReason)
+	}
+	a1 := fs.Target{Key: "/real/u1.txt", Display: "/ws/u1.txt"}
+	a2 := fs.Target{Key: "/real/u2.txt", Display: "/ws/u2.txt"}
+	clock := time.Unix(1_700_000_000, 0)
+	cfg := Config{TTL: 10 * time.Second, MaxSessions: 3, MaxPathsPerSession: 2, Now: func() time.Time { return clock }}
+	touched := newTestRedisStore(t, sharedRedis.Addr, cfg)
+	carried := newTestRedisStore(t, sharedRedis.Addr, cfg)
+
+	// Each step is one request of a session: what the call does with the
+	// gate after the request's use.
+	type request struct {
+		session string
+		ops     func(g Gate, session string)
+	}
+	none := func(Gate, string) {} // refused before the policy
+	read := func(k fs.Target) func(Gate, string) {
+		return func(g Gate, s string) { require.NoError(t, g.ObservePresent(s, k.Key, "v1", "h")) }
+	}
+	missing := func(g Gate, s string) { require.NoError(t, g.ObserveAbsent(s, a2.Key)) }
+	edit := func(g Gate, s string) {
+		if _, err := g.EditGuard(s, a1); err == nil {
+			require.NoError(t, g.ObservePresent(s, a1.Key, "v2", "h2"))
+		}
+	}
+	write := func(g Gate, s string) {
+		w, err := g.WriteIntent(s, a2)
+		require.NoError(t, err)
+		require.NotNil(t, w)
+		require.NoError(t, g.ObservePresent(s, a2.Key, "w", ""))
+	}
+	refusedEdit := func(g Gate, s string) { _, _ = g.EditGuard(s, a2) }
+	steps := []request{
+		{"a", read(a1)}, {"b", none}, {"a", edit}, {"c", refusedEdit},
+		{"d", write}, // the cap: b, the least recently used, goes
+		{"b", missing}, {"a", none}, {"c", edit}, {"e", none},
+		{"", none}, {"a", read(a2)}, {"d", refusedEdit},
+	}
+	for i, st := range steps {
+		clock = clock.Add(time.Second)
+		if i == 8 {
+			clock = clock.Add(9 * time.Second) // all but the last used expire
+		}
+		require.NoError(t, touched.Touch(st.session))
+		st.ops(touched, st.session)
+		g, end := carried.Using(st.session)
+		st.ops(g, st.session)
+		require.NoError(t, end())
+		assert.Equal(t, redisState(t, touched), redisState(t, carried), "after step %d (%s)", i, st.session)
+	}
+	checkRedisInvariants(t, carried)
+	sessions, _ := carried.Stats()
+	assert.Positive(t, sessions)
+}
+
+// redisState is what a RedisStore holds, without its recency counter's
+// values: sessions in LRU order with their last use, and each session's
+// observations in recency order.
+func redisState(t *testing.T, r *RedisStore) []string {
+	t.Helper()
+	ctx := context.Background()
+	ids, err := r.client.ZRange(ctx, r.prefix+"lru", 0, -1).Result()
+	require.NoError(t, err)
+	var out []string
+	for _, id := range ids {
+		used, err := r.client.HGet(ctx, r.prefix+"used", id).Result()
+		require.NoError(t, err)
+		paths, err := r.client.ZRange(ctx, r.prefix+"r:"+id, 0, -1).Result()
+		require.NoError(t, err)
+		seen, err := r.client.HGetAll(ctx, r.prefix+"o:"+id).Result()
+		require.NoError(t, err)
+		out = append(out, fmt.Sprintf("%s used %s paths %v seen %v", id, used, paths, seen))
+	}
+	return out
+}
+
+// BenchmarkRedisEditRequest is the session store's share of one edit request
+// on a path the session read: its use of the session, the decision, the
+// record. "touch" is the way before docs/performance.md §7's change (a
+// separate Touch: three round trips), "carried" the use carried by the
+// decision (Using: two). Both in one run, so the ratio is the claim.
+func BenchmarkRedisEditRequest(b *testing.B) {
+	run := func(b *testing.B, carried bool) {
+		s := benchRedis(b)
+		ids := benchSessionIDs(benchSessions)
+		keys, versions := benchKeys(benchPaths)
+		for i := range benchSessions {
+			if err := s.ObservePresent(ids[i], keys[i%benchPaths], versions[i%benchPaths], ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			id, k := ids[i%benchSessions], i%benchSessions%benchPaths
+			var g Gate = s
+			end := func() error { return nil }
+			if carried {
+				g, end = s.Using(id)
+			} else if err := s.Touch(id); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := g.EditGuard(id, fs.Target{Key: keys[k]}); err != nil {
+				b.Fatal(err)
+			}
+			if err := g.ObservePresent(id, keys[k], versions[k], ""); err != nil {
+				b.Fatal(err)
+			}
+			if err := end(); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	}
+	b.Run("touch", func(b *testing.B) { run(b, false) })
+	b.Run("carried", func(b *testing.B) { run(b, true) })
+}

@@ -52,7 +52,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
-	intent, ierr := x.gate.WriteIntent(c.Session, t)
+	intent, ierr := x.gateOf(c).WriteIntent(c.Session, t)
 	if ierr != nil {
 		x.storeFailed("decide", ierr)
 		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
@@ -62,7 +62,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	} else if escalated {
 		// The session may have read or written the file while a person
 		// decided: its intent now, not the one before the wait.
-		if intent, ierr = x.gate.WriteIntent(c.Session, t); ierr != nil {
+		if intent, ierr = x.gateOf(c).WriteIntent(c.Session, t); ierr != nil {
 			x.storeFailed("decide", ierr)
 			return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
 		}
@@ -92,7 +92,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 		x.done(c, ToolWrite, CodeOK)
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, before, after)), Metadata: meta}, nil
 	}
-	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version, out.Hash))
+	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	x.done(c, ToolWrite, CodeOK)
 	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate), Metadata: meta}, nil
@@ -113,7 +113,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 	if err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
-	guard, gerr := x.gate.EditGuard(c.Session, t)
+	guard, gerr := x.gateOf(c).EditGuard(c.Session, t)
 	if gerr != nil {
 		x.storeFailed("decide", gerr)
 		return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
@@ -122,7 +122,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		return Result{}, x.fail(c, ToolEdit, err)
 	} else if escalated {
 		// Fresh, as for a write.
-		if guard, gerr = x.gate.EditGuard(c.Session, t); gerr != nil {
+		if guard, gerr = x.gateOf(c).EditGuard(c.Session, t); gerr != nil {
 			x.storeFailed("decide", gerr)
 			return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
 		}
@@ -147,7 +147,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		x.done(c, ToolEdit, CodeOK) // nothing recorded (docs/edits.md)
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
-	x.storeFailed("observe", x.gate.ObservePresent(c.Session, t.Key, out.Version, out.Hash))
+	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolEdit, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	x.done(c, ToolEdit, CodeOK)
 	output := render.EditOutput(t.Display, a.replaceAll)

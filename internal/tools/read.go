@@ -114,7 +114,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	switch info.Type {
 	case fs.TypeFile:
 	case fs.TypeMissing:
-		x.storeFailed("observe", x.gate.ObserveAbsent(c.Session, t.Key))
+		x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.Session, t.Key))
 		return nil, x.fail(c, ToolRead, NewError(CodeNotFound, render.MsgReadNotFound(t.Display)))
 	default:
 		return nil, x.fail(c, ToolRead, NewError(CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
@@ -127,7 +127,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	f, opened, oerr := x.fs.OpenText(ctx, t)
 	if oerr != nil {
 		if fs.CodeOf(oerr) == fs.CodeNotFound {
-			x.storeFailed("observe", x.gate.ObserveAbsent(c.Session, t.Key)) // deleted since the Stat
+			x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.Session, t.Key)) // deleted since the Stat
 		}
 		return nil, x.fail(c, ToolRead, errorOf(oerr))
 	}
@@ -320,7 +320,7 @@ func (r *Reading) abort(err error) *Error {
 func (r *Reading) succeeded(w render.Window) {
 	h := r.contentHash()
 	r.store(w, h)
-	r.x.storeFailed("observe", r.x.gate.ObservePresent(r.c.Session, r.target.Key, r.info.Version, h))
+	r.x.storeFailed("observe", r.x.gateOf(r.c).ObservePresent(r.c.Session, r.target.Key, r.info.Version, h))
 	r.x.obs.ReadFooter(w.Footer.String())
 	r.x.done(r.c, ToolRead, CodeOK)
 }

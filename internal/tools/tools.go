@@ -50,6 +50,8 @@ type Call struct {
 	// Start is when the transport received the call (zero: when the
 	// executor did); durations are measured from it.
 	Start time.Time
+
+	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }
 
 // Options are the executor's dependencies; FS is required.
@@ -149,6 +151,31 @@ func (x *Executor) Touch(session string) {
 	if session != "" {
 		x.storeFailed("touch", x.gate.Touch(session))
 	}
+}
+
+// Use counts the request of a tool call c as use of c.Session, as Touch
+// does, and returns c to run the call with and end, to call when the
+// request ends. A gate that can carry the use in the call's first decision
+// or record (policy.UseCarrier: the Redis store) does so, and end touches
+// only when none did, so a write costs two round trips (decide, record),
+// not three; any other gate is touched now.
+func (x *Executor) Use(c Call) (Call, func()) {
+	uc, ok := x.gate.(policy.UseCarrier)
+	if !ok || c.Session == "" {
+		x.Touch(c.Session)
+		return c, func() {}
+	}
+	g, end := uc.Using(c.Session)
+	c.gate = g
+	return c, func() { x.storeFailed("touch", end()) }
+}
+
+// gateOf is the gate c's decisions and records go to.
+func (x *Executor) gateOf(c Call) policy.Gate {
+	if c.gate != nil {
+		return c.gate
+	}
+	return x.gate
 }
 
 // ForgetSession drops a session's observed state; forgetting an unknown
