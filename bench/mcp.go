@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -299,7 +300,11 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 		} else if op == "edit" {
 			fs = []func(int) error{toolfs.edit, peer.edit, overMCP.edit, floor}
 		}
-		ls, err := interleaved(warm, o.mcpCalls, fs)
+		pids := []int{ts.pid, mc.cmd.Process.Pid, ts.pid, 0}
+		if ts.pid == os.Getpid() {
+			pids[0], pids[2] = 0, 0 // in-process (-cpuprofile): the client's CPU too
+		}
+		ls, cpu, err := interleaved(warm, o.mcpCalls, fs, pids)
 		if err != nil {
 			return err
 		}
@@ -316,18 +321,24 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 			floorMean = ms(ls[3].mean())
 		}
 		r := float64(ls[0].mean()) / float64(ls[1].mean())
+		perCall := func(k int) string {
+			if pids[k] == 0 {
+				return ""
+			}
+			return strconv.FormatInt(cpu[k].Microseconds()/int64(o.mcpCalls), 10)
+		}
 		rows = append(rows, []string{op,
 			ms(ls[0].mean()), ms(ls[0].quantile(0.5)), ms(ls[0].quantile(0.99)),
 			ms(ls[1].mean()), ms(ls[1].quantile(0.5)), ms(ls[1].quantile(0.99)),
-			floorMean, fmt.Sprintf("%.2fx", r), verdict(r < 1)})
+			floorMean, perCall(0) + " / " + perCall(1), fmt.Sprintf("%.2fx", r), verdict(r < 1)})
 		toREST, toPeer := float64(ls[2].mean())/float64(ls[0].mean()), float64(ls[2].mean())/float64(ls[1].mean())
 		overRows = append(overRows, []string{op,
 			ms(ls[2].mean()), ms(ls[2].quantile(0.5)), ms(ls[2].quantile(0.99)),
 			fmt.Sprintf("%.2fx", toREST), fmt.Sprintf("%.2fx", toPeer), verdict(toPeer < 1)})
 	}
 	rep.table("toolfs-api vs @modelcontextprotocol/server-filesystem (sequential, one call at a time)", []string{
-		"tool", "toolfs mean ms", "toolfs p50", "toolfs p99", "MCP mean ms", "MCP p50", "MCP p99", "durable floor mean ms", "toolfs / MCP (mean)", "goal < 1x"}, rows,
-		fmt.Sprintf("Same %d-byte, 2,000-line file; %d warm-up then %d timed calls per tool and server, the servers (and the floor) taking turns in blocks of %d calls. MCP tools: read_text_file, write_file, edit_file; its start-up and initialize took %v (not counted). toolfs-api answers with a capped window (51,200 bytes) plus its lines as metadata; the MCP server returns the whole file. toolfs-api fsyncs every mutation (file and folder); the MCP server does not (temp file and rename). The durable floor is this process writing the same bytes durably itself (temp file, fsync, rename, folder fsync), no HTTP, no checks.",
+		"tool", "toolfs mean ms", "toolfs p50", "toolfs p99", "MCP mean ms", "MCP p50", "MCP p99", "durable floor mean ms", "server CPU µs/call, toolfs / MCP", "toolfs / MCP (mean)", "goal < 1x"}, rows,
+		fmt.Sprintf("Same %d-byte, 2,000-line file; %d warm-up then %d timed calls per tool and server, the servers (and the floor) taking turns in blocks of %d calls. MCP tools: read_text_file, write_file, edit_file; its start-up and initialize took %v (not counted). toolfs-api answers with a capped window (51,200 bytes) plus its lines as metadata; the MCP server returns the whole file. toolfs-api fsyncs every mutation (file and folder); the MCP server does not (temp file and rename). The durable floor is this process writing the same bytes durably itself (temp file, fsync, rename, folder fsync), no HTTP, no checks. Server CPU is each server process's user and system time over its timed blocks (/proc/<pid>/stat, 10 ms ticks).",
 			len(src), warm, o.mcpCalls, mcpBlock, initTime.Round(time.Millisecond)))
 	rep.table("toolfs-api over its own /mcp (Go SDK client, sequential)", []string{
 		"tool", "/mcp mean ms", "/mcp p50", "/mcp p99", "/mcp / REST (mean)", "/mcp / reference MCP (mean)", "goal < 1x vs reference"}, overRows,
@@ -341,24 +352,34 @@ const mcpBlock = 50
 // interleaved warms every side up (warm calls each, in turn), then times n
 // calls of each, the sides taking turns in blocks of mcpBlock, so a change
 // of the machine's load (other work on the two CPUs) weighs on every side
-// alike. Call i of a side alternates its two states by i's parity, and
-// toolfs-api's REST and /mcp sides share a file, so warm, n and mcpBlock
-// must be even: each turn leaves the file as it found it.
-func interleaved(warm, n int, sides []func(i int) error) ([]latencies, error) {
+// alike. It also sums the CPU time of each side's process (pids[k]; 0:
+// none) over the side's blocks. Call i of a side alternates its two states
+// by i's parity, and toolfs-api's REST and /mcp sides share a file, so
+// warm, n and mcpBlock must be even: each turn leaves the file as it found
+// it.
+func interleaved(warm, n int, sides []func(i int) error, pids []int) ([]latencies, []time.Duration, error) {
 	if warm%2 != 0 || n%2 != 0 {
-		return nil, fmt.Errorf("interleaved: warm-up %d and calls %d must be even", warm, n)
+		return nil, nil, fmt.Errorf("interleaved: warm-up %d and calls %d must be even", warm, n)
 	}
 	for _, f := range sides {
 		if _, err := sequential(warm, f); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	ls := make([]latencies, len(sides))
+	ls, cpu := make([]latencies, len(sides)), make([]time.Duration, len(sides))
 	for done := 0; done < n; done += mcpBlock {
 		for k, f := range sides {
+			var before time.Duration
+			if pids[k] != 0 {
+				before, _ = cpuOf(pids[k])
+			}
 			l, err := sequential(min(mcpBlock, n-done), func(i int) error { return f(done + i) })
 			if err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			if pids[k] != 0 {
+				after, _ := cpuOf(pids[k])
+				cpu[k] += after - before
 			}
 			ls[k].d = append(ls[k].d, l.d...)
 			ls[k].wall += l.wall
@@ -367,7 +388,7 @@ func interleaved(warm, n int, sides []func(i int) error) ([]latencies, error) {
 	for k := range ls {
 		slices.Sort(ls[k].d)
 	}
-	return ls, nil
+	return ls, cpu, nil
 }
 
 // withSession adds X-Session-ID to every request of the /mcp client.
