@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +125,7 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 		}
 	}()
 
+	cpu0, _ := cpuOf(ts.pid)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range o.loadWorkers {
@@ -142,7 +147,15 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	cpu1, _ := cpuOf(ts.pid)
 	<-sampled
+	var goMemory string
+	if o.memprofile != "" {
+		if err := writeHeapProfile(o.memprofile); err != nil {
+			return err
+		}
+		goMemory = goMemoryNote()
+	}
 	final, err := readMemory(ts.pid)
 	if err != nil {
 		return err
@@ -168,6 +181,15 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 		fmt.Sprintf("%v, %d workers, %d sessions, %d files of %d lines. Edits and writes first read the file if their session has not (those reads count as reads). 409 FS_STALE_VERSION (two sessions raced on one file): %d, counted apart, not errors. **Errors: %d.**",
 			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, stats.errors),
 		fmt.Sprintf("Server RSS per second (MiB): %s; peak (VmHWM) %s.", strings.Join(series, " "), mib(final.hwm)),
+	}
+	if len(rss) > 0 {
+		notes = append(notes, fmt.Sprintf("Peak RSS growth over the first sample (the server idle after one read): %s.", mib(final.hwm-rss[0])))
+	}
+	if len(all) > 0 && !o.inProcess() {
+		notes = append(notes, fmt.Sprintf("Server CPU: %.0f µs per call.", float64((cpu1-cpu0).Microseconds())/float64(len(all))))
+	}
+	if goMemory != "" {
+		notes = append(notes, goMemory)
 	}
 	if stats.errors > 0 {
 		notes = append(notes, "First errors: "+strings.Join(stats.errorList, "; "))
@@ -257,4 +279,45 @@ func loadRead(ctx context.Context, c *http.Client, url string, f int, s *loadSes
 	}
 	s.known[f] = lines
 	return true
+}
+
+// writeHeapProfile writes this process's heap profile after a collection,
+// so in-use figures are the live heap (the server's, when in-process, and
+// the client's sessions, which pprof shows under bench functions).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// goMemoryNote says where this process's memory is, from runtime/metrics,
+// after the collection writeHeapProfile ran: live heap, what the heap holds
+// beyond it, stacks, and what the runtime has mapped and not returned.
+func goMemoryNote() string {
+	names := []string{
+		"/gc/heap/live:bytes", "/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes",
+		"/memory/classes/heap/free:bytes", "/memory/classes/heap/released:bytes", "/memory/classes/heap/stacks:bytes",
+		"/memory/classes/total:bytes", "/gc/heap/goal:bytes", "/gc/gomemlimit:bytes",
+	}
+	samples := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		samples[i].Name = n
+	}
+	metrics.Read(samples)
+	parts := make([]string, len(samples))
+	for i, sm := range samples {
+		v := "n/a"
+		if sm.Value.Kind() == metrics.KindUint64 {
+			v = mib(int64(sm.Value.Uint64()))
+		}
+		parts[i] = sm.Name + " " + v
+	}
+	return "Go memory of this process (server and client, in-process) at the end, after a collection: " + strings.Join(parts, ", ") + "."
 }

@@ -17,8 +17,9 @@
 // Servers run as child processes (the toolfs-api binary is built first), so
 // their memory can be read from /proc and the client does not share their
 // heap. With -pin (the default on two or more CPUs) servers and baselines run
-// on the last CPU and the client on the others. With -cpuprofile the
-// toolfs-api server runs in-process instead, so the profile covers it.
+// on the last CPU and the client on the others. With -cpuprofile or
+// -memprofile the toolfs-api server runs in-process instead, so the profile
+// covers it.
 //
 // Every scenario also checks that the answers are right (status, content,
 // bytes on disk); any failure makes the command exit 1. Timing is reported,
@@ -80,6 +81,7 @@ type options struct {
 	pin        bool
 	serverCPU  int
 	cpuprofile string
+	memprofile string
 	mcpDir     string
 	mcp        string
 	keep       bool
@@ -109,6 +111,7 @@ func mainErr() error {
 	flag.StringVar(&o.serverBin, "server", "", "toolfs-api binary (default: go build ./cmd/toolfs-api into the work folder)")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin servers to one CPU and the client to the others")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process; toolfs-api then runs in-process")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile of this process at the end of the load scenario; toolfs-api then runs in-process")
 	flag.StringVar(&o.mcpDir, "mcp-dir", "bench/mcp", "folder with node_modules/@modelcontextprotocol/server-filesystem (npm ci there)")
 	flag.StringVar(&o.mcp, "mcp", "auto", "MCP peer: auto (skip when not installed), on (fail when not installed), off")
 	flag.DurationVar(&loadDur, "load-duration", 0, "mixed workload duration (default: 2s short, 30s full)")
@@ -170,7 +173,7 @@ func mainErr() error {
 		}
 		o.serverCPU = cpu
 	}
-	if o.serverBin == "" && o.cpuprofile == "" {
+	if o.serverBin == "" && !o.inProcess() {
 		bin, err := buildServer(ctx, o.dir)
 		if err != nil {
 			return err
@@ -213,6 +216,9 @@ func mainErr() error {
 	}
 	return nil
 }
+
+// inProcess reports whether toolfs-api runs in this process, for profiles.
+func (o options) inProcess() bool { return o.cpuprofile != "" || o.memprofile != "" }
 
 var scenarios = map[string]func(context.Context, options, *report) error{
 	"read":    benchRead,

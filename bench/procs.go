@@ -103,15 +103,15 @@ var serverSeq atomic.Int64
 // profiling. Its log goes to a file in the work folder.
 func startToolfs(ctx context.Context, o options, root string, extra ...string) (*server, error) {
 	n := serverSeq.Add(1)
-	if o.cpuprofile != "" {
+	for _, a := range strings.Split(o.serverArgs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			extra = append(extra, a)
+		}
+	}
+	if o.inProcess() {
 		return startInProcess(root, extra)
 	}
 	args := append([]string{"--root", root, "--addr", "127.0.0.1:0"}, extra...)
-	for _, a := range strings.Split(o.serverArgs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			args = append(args, a)
-		}
-	}
 	if o.sessionStore != "" {
 		args = append(args, "--session-store", o.sessionStore)
 	}
@@ -244,7 +244,7 @@ func serveFiles(args []string) error {
 
 // startInProcess wires toolfs-api as cmd/toolfs-api does with its defaults
 // (policy on unless --policy=false is among extra, caches on unless
-// --cache-bytes=0 is), for CPU profiles.
+// --cache-bytes=0 is), for CPU and heap profiles.
 func startInProcess(root string, extra []string) (*server, error) {
 	policyOn := true
 	var cache *tools.CacheConfig // the default

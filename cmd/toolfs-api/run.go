@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +43,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	lw := newLogWriter(stderr, 100*time.Millisecond, 64<<10)
 	defer lw.Close()
 	log := newLogger(cfg.logFormat, lw)
+	limit := "GOMEMLIMIT"
+	if getenv("GOMEMLIMIT") == "" { // the operator's own limit wins
+		n := memoryLimit(cfg)
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(n))
+		limit = strconv.FormatInt(n>>20, 10) + " MiB"
+	}
 
 	storeCfg := policy.Config{TTL: cfg.sessionTTL, MaxSessions: cfg.maxSessions, MaxPathsPerSession: cfg.maxPaths}
 	var store policy.Gate // nil: the memory store
@@ -131,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
 	}
 	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", built.Root, ln.Addr())
-	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "sandbox-mode", cfg.sandboxMode, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore))
+	log.Info("listening", "addr", ln.Addr().String(), "root", built.Root, "policy", cfg.policy, "sandbox-mode", cfg.sandboxMode, "auth", cfg.token != "", "session-store", redactURL(cfg.sessionStore), "memory-limit", limit)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -149,6 +157,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// memoryHeadroom is the Go memory the server may use besides its caches
+// and its session store: requests in flight, the runtime, the collector's
+// work.
+const memoryHeadroom = 32 << 20
+
+// memoryLimit is the Go runtime's soft memory limit (docs/decisions.md,
+// "Memory"): the bounds of the read caches and of the memory session
+// store, plus memoryHeadroom. The collector's default target is twice the
+// live heap, so full caches alone would double; under this limit it
+// collects sooner instead.
+func memoryLimit(cfg config) int64 {
+	n := cfg.cacheBytes + memoryHeadroom
+	if cfg.policy && cfg.sessionStore == "memory" {
+		n += policy.DefaultMaxBytes
+	}
+	return n
 }
 
 // eventsOptions is the change feed's configuration (docs/events.md); nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -461,5 +462,46 @@ func TestRedisRoundTripsPerCall(t *testing.T) {
 		n := scripts() - before
 		assert.Equal(t, s.want, n, "mcp %s: script calls", s.tool)
 		t.Logf("/mcp tools/call %s: %d round trips", s.tool, n)
+	}
+}
+
+// TestRunSetsMemoryLimit: while it serves, the server's Go soft memory limit
+// is --cache-bytes plus the memory session store's bound plus the headroom
+// (docs/decisions.md, "Memory"), logged on the listening line; GOMEMLIMIT
+// in the environment leaves the runtime's own; the limit before run is
+// back once it returns.
+func TestRunSetsMemoryLimit(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int64 // MiB; 0 = the limit before run
+		log  string
+	}{
+		{name: "defaults", want: 128, log: `memory-limit="128 MiB"`},
+		{name: "caches off", args: []string{"--cache-bytes", "0"}, want: 64, log: `memory-limit="64 MiB"`},
+		{name: "policy off", args: []string{"--policy=false", "--cache-bytes", "1048576"}, want: 33, log: `memory-limit="33 MiB"`},
+		{name: "GOMEMLIMIT set", env: map[string]string{"GOMEMLIMIT": "1GiB"}, log: `memory-limit=GOMEMLIMIT`},
+	}
+	before := debug.SetMemoryLimit(-1)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr syncBuffer
+			done := make(chan error, 1)
+			args := append([]string{"--root", t.TempDir(), "--addr", "127.0.0.1:0", "--lock-dir", "off"}, tt.args...)
+			go func() { done <- run(ctx, args, env(tt.env), &stdout, &stderr) }()
+			require.Eventually(t, func() bool { return strings.Contains(stdout.String(), " on http://") }, 10*time.Second, 10*time.Millisecond, "%s", &stderr)
+			want := before
+			if tt.want > 0 {
+				want = tt.want << 20
+			}
+			assert.Equal(t, want, debug.SetMemoryLimit(-1))
+			assert.Contains(t, stderr.String(), tt.log)
+			cancel()
+			require.NoError(t, <-done)
+			assert.Equal(t, before, debug.SetMemoryLimit(-1), "restored")
+		})
 	}
 }

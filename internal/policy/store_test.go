@@ -3,7 +3,9 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,18 +95,28 @@ func checkInvariants(t *testing.T, g testGate) {
 	assert.LessOrEqual(t, len(s.sessions), s.maxSessions)
 	assert.LessOrEqual(t, s.observations, s.maxObservations)
 	total, n := 0, 0
+	var bytes int64 // Store.bytes, recounted from what is held
+	sightRefs, pathRefs := map[*sight]int32{}, map[*path]int32{}
 	var prev *session
 	for ss := s.recent.front; ss != nil; ss = ss.lk.next {
 		n++
 		assert.Same(t, prev, ss.lk.prev)
 		assert.Same(t, ss, s.sessions[ss.id])
 		assert.LessOrEqual(t, len(ss.paths), s.maxPaths)
+		assert.GreaterOrEqual(t, ss.peak, len(ss.paths))
+		bytes += sessionBytes + strBytes(len(ss.id)) + int64(ss.peak)*sessionSlotBytes
 		m := 0
 		var prevO *observation
 		for o := ss.recent.front; o != nil; o = o.lk.next {
 			m++
 			assert.Same(t, prevO, o.lk.prev)
-			assert.Same(t, o, ss.paths[o.key])
+			assert.Same(t, o, ss.paths[o.seen.path])
+			assert.Same(t, o.seen.path, s.paths[o.seen.path.key])
+			if sightRefs[o.seen]++; sightRefs[o.seen] == 1 {
+				pathRefs[o.seen.path]++
+				bytes += sightBytes + strBytes(len(o.seen.seen))
+			}
+			bytes += observationBytes
 			prevO = o
 		}
 		assert.Same(t, prevO, ss.recent.back)
@@ -115,6 +127,20 @@ func checkInvariants(t *testing.T, g testGate) {
 	assert.Same(t, prev, s.recent.back)
 	assert.Equal(t, len(s.sessions), n)
 	assert.Equal(t, total, s.observations)
+	for g, refs := range sightRefs {
+		assert.Equal(t, refs, g.refs, "references of a sight")
+	}
+	assert.Len(t, s.paths, len(pathRefs), "every kept path is held by some observation")
+	for p, refs := range pathRefs {
+		assert.Equal(t, refs, p.refs, "references of a path")
+		bytes += pathBytes + strBytes(len(p.key))
+	}
+	assert.GreaterOrEqual(t, s.pathsPeak, len(s.paths))
+	bytes += int64(s.pathsPeak) * pathSlotBytes
+	assert.Equal(t, bytes, s.bytes, "counted bytes")
+	if s.observations > 1 {
+		assert.LessOrEqual(t, s.bytes, s.maxBytes)
+	}
 }
 
 func TestDecisions(t *testing.T) {
@@ -675,4 +701,133 @@ func TestRedisSeenValue(t *testing.T) {
 	assert.Equal(t, o, parseSeen("1:2:3:4:5|ab"))
 	assert.Equal(t, fs.Observed{Version: "1:2:3:4:5"}, parseSeen("1:2:3:4:5"), "a value stored before hashes were kept")
 	assert.Equal(t, fs.Version(""), seenValue(fs.Observed{}), "absence stays empty")
+}
+
+// TestStoreMaxBytes: over MaxBytes, the least recently used session gives up
+// its least recently used paths, as over MaxObservations; the session just
+// used keeps its newest observation; the count never passes the bound.
+func TestStoreMaxBytes(t *testing.T) {
+	const maxBytes = 64 << 10
+	s := NewStore(Config{MaxBytes: maxBytes})
+	version := func(k int) fs.Version {
+		return fs.Version(fmt.Sprintf("2049:%d:4096:1767323045123456789:1767323045123456789", k))
+	}
+	key := func(k int) fs.TargetKey {
+		return fs.TargetKey(fmt.Sprintf("/home/user/project/pkg%02d/file%04d.go", k%10, k))
+	}
+	for k := range 2000 {
+		require.NoError(t, s.ObservePresent(fmt.Sprint("s", k%7), key(k), version(k), "00112233445566778899aabbccddeeff"))
+		require.LessOrEqual(t, s.Bytes(), int64(maxBytes))
+	}
+	checkInvariants(t, s)
+	sessions, observations := s.Stats()
+	assert.Equal(t, 7, sessions)
+	assert.Less(t, observations, 2000, "evicted")
+	assert.Greater(t, observations, 100, "not more than needed")
+
+	// The oldest paths went first; the newest of every session is kept.
+	_, err := s.EditGuard("s0", fs.Target{Key: key(0)})
+	assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+	for k := 1993; k < 2000; k++ {
+		g, err := s.EditGuard(fmt.Sprint("s", k%7), fs.Target{Key: key(k)})
+		require.NoError(t, err)
+		assert.Equal(t, version(k), g.Version)
+	}
+
+	// One observation larger than the bound alone is kept: the session must
+	// be able to write what it just read.
+	huge := fs.TargetKey("/" + strings.Repeat("x", maxBytes))
+	require.NoError(t, s.ObservePresent("big", huge, "v", ""))
+	g, err := s.EditGuard("big", fs.Target{Key: huge})
+	require.NoError(t, err)
+	assert.Equal(t, fs.Version("v"), g.Version)
+	_, observations = s.Stats()
+	assert.Equal(t, 1, observations)
+	checkInvariants(t, s)
+
+	// Forgetting everything gives the bytes back.
+	for _, id := range []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "big"} {
+		s.Forget(id)
+	}
+	assert.LessOrEqual(t, s.Bytes(), int64(smallMap*pathSlotBytes), "only the paths map's first slots")
+	checkInvariants(t, s)
+}
+
+// TestStoreSharesKeysAndVersions: sessions that saw a path at the same
+// version share its key and version, and one session's newer version does
+// not change what the others saw.
+func TestStoreSharesKeysAndVersions(t *testing.T) {
+	s := NewStore(Config{})
+	for _, id := range []string{"a", "b", "c"} {
+		s.ObservePresent(id, target.Key, "v1", "h1")
+	}
+	one := s.Bytes()
+	s.ObservePresent("d", target.Key, "v1", "h1")
+	assert.Equal(t, int64(sessionBytes+strBytes(1)+sessionSlotBytes+observationBytes), s.Bytes()-one, "a shared observation costs its entry only")
+	s.ObservePresent("a", target.Key, "v2", "h2")
+	s.ObservePresent("e", target.Key, "v1", "h1") // after v2 became the last sight
+	for id, want := range map[string]fs.Observed{"a": {Version: "v2", Hash: "h2"}, "b": {Version: "v1", Hash: "h1"}, "e": {Version: "v1", Hash: "h1"}} {
+		g, err := s.EditGuard(id, target)
+		require.NoError(t, err)
+		assert.Equal(t, want, *g, id)
+	}
+	s.mu.Lock()
+	assert.Len(t, s.paths, 1)
+	s.mu.Unlock()
+	checkInvariants(t, s)
+}
+
+// TestStoreBytesCoverHeap: what Bytes counts is at least the heap the
+// Store holds, for entries that share their keys and versions and for
+// entries that share nothing, and after evictions shrank its maps.
+func TestStoreBytesCoverHeap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation sizes")
+	}
+	fill := func(s *Store, sessions, paths int, shared bool) {
+		for i := range sessions {
+			id := fmt.Sprintf("agent-%03d", i)
+			for k := range paths {
+				n := k
+				if !shared {
+					n = i*paths + k
+				}
+				key := fmt.Sprintf("/home/user/project/internal/pkg%02d/file%06d.go", n%100, n)
+				v := fmt.Sprintf("2049:%d:4096:1767323045123456789:1767323045123456789", 1000000+n)
+				s.ObservePresent(id, fs.TargetKey(key), fs.Version(v), fs.Hash(fmt.Sprintf("%032x", n)))
+			}
+		}
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	tests := []struct {
+		name            string
+		cfg             Config
+		sessions, paths int
+		shared          bool
+	}{
+		{name: "100 sessions, the same 2000 paths", cfg: Config{}, sessions: 100, paths: 2000, shared: true},
+		{name: "100 sessions, 2000 paths each", cfg: Config{}, sessions: 100, paths: 2000},
+		{name: "evicted to a quarter", cfg: Config{MaxObservations: 50000}, sessions: 100, paths: 2000},
+		{name: "1000 sessions, 10 paths each", cfg: Config{}, sessions: 1000, paths: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := heap()
+			s := NewStore(tt.cfg)
+			fill(s, tt.sessions, tt.paths, tt.shared)
+			held := int64(heap() - before)
+			counted := s.Bytes()
+			_, observations := s.Stats()
+			t.Logf("%d observations: heap %d bytes (%.0f per entry), counted %d (%.0f per entry)",
+				observations, held, float64(held)/float64(observations), counted, float64(counted)/float64(observations))
+			assert.GreaterOrEqual(t, counted, held, "Bytes covers the heap")
+			assert.Less(t, counted, 2*held, "and is not far above it")
+			runtime.KeepAlive(s)
+		})
+	}
 }

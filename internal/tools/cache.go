@@ -26,9 +26,14 @@ const (
 	// KiB, at most 16,384 marks (256 KiB) for any size.
 	indexEvery = 64 << 10
 	indexMarks = 16384
-	// entryOverhead is what an entry costs besides its data (key, list
-	// element, map slot), counted against the cap.
-	entryOverhead = 256
+	// entryOverhead is what an entry costs besides its data, counted
+	// against the cap: the entry (~416 bytes), its list element, and its
+	// map slot at the map's lowest load (heap profile under the bench's
+	// load, docs/performance.md "Memory under load").
+	entryOverhead = 768
+	// memoOverhead is a memo's cost besides its bytes: the memo and the
+	// entry's slice of memos.
+	memoOverhead = 96
 )
 
 // CacheConfig sizes the read caches.
@@ -168,8 +173,9 @@ func (c *Cache) remember(e *cached, m *memo) {
 	ms = append(ms[:len(ms):len(ms)], m)
 	e.memos.Store(&ms)
 	if el, ok := c.m[e.key]; ok && el.Value == e {
-		e.size += int64(len(m.b))
-		c.used += int64(len(m.b))
+		n := int64(cap(m.b)) + memoOverhead // the allocation, not just the bytes used
+		e.size += n
+		c.used += n
 		c.evict()
 	}
 }
