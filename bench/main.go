@@ -53,7 +53,6 @@ type params struct {
 	mcpCalls     int           // timed calls per tool and server
 	loadDur      time.Duration // mixed workload duration
 	loadFiles    int
-	serverArgs   string
 	loadSessions int
 	loadWorkers  int
 }
@@ -82,6 +81,9 @@ type options struct {
 	serverCPU  int
 	cpuprofile string
 	memprofile string
+	// serverArgs are extra flags of every toolfs-api child; not in params,
+	// which the mode overwrites after the flags are parsed.
+	serverArgs string
 	mcpDir     string
 	mcp        string
 	keep       bool
