@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -39,6 +40,7 @@ type loadStats struct {
 	mu        sync.Mutex
 	byTool    map[string][]time.Duration
 	stale     int
+	evicted   int // FS_NOT_OBSERVED of a file the session had read: see evictions
 	errors    int
 	errorList []string
 }
@@ -62,6 +64,38 @@ func (s *loadStats) staleVersion() {
 	s.mu.Lock()
 	s.stale++
 	s.mu.Unlock()
+}
+
+func (s *loadStats) notObserved() {
+	s.mu.Lock()
+	s.evicted++
+	s.mu.Unlock()
+}
+
+// evictions is the server's toolfs_observations_evicted_total (docs/api.md,
+// "Metrics"): observations its session store's bounds removed; 0 when the
+// store does not count them (Redis).
+func evictions(ctx context.Context, c *http.Client, base string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "toolfs_observations_evicted_total "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(n), err
+		}
+	}
+	return 0, nil
 }
 
 func loadFile(f int) string { return fmt.Sprintf("pkg%02d/file%04d.go", f%10, f) }
@@ -148,6 +182,14 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 	wg.Wait()
 	wall := time.Since(start)
 	cpu1, _ := cpuOf(ts.pid)
+	evicted, err := evictions(ctx, client, ts.url)
+	if err != nil {
+		return err
+	}
+	if stats.evicted > evicted { // more than the bounds explain: lost reads
+		stats.errors += stats.evicted
+		stats.errorList = append(stats.errorList, fmt.Sprintf("%d FS_NOT_OBSERVED after a read, but the server evicted only %d observations", stats.evicted, evicted))
+	}
 	<-sampled
 	var goMemory string
 	if o.memprofile != "" {
@@ -178,8 +220,8 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 		series = append(series, strconv.FormatFloat(float64(r)/(1<<20), 'f', 1, 64))
 	}
 	notes := []string{
-		fmt.Sprintf("%v, %d workers, %d sessions, %d files of %d lines. Edits and writes first read the file if their session has not (those reads count as reads). 409 FS_STALE_VERSION (two sessions raced on one file): %d, counted apart, not errors. **Errors: %d.**",
-			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, stats.errors),
+		fmt.Sprintf("%v, %d workers, %d sessions, %d files of %d lines. Edits and writes first read the file if their session has not (those reads count as reads). 409 FS_STALE_VERSION (two sessions raced on one file): %d, counted apart, not errors. 409 FS_NOT_OBSERVED of a file the session had read, after the session store's bounds evicted that read (the server counted %d evictions, toolfs_observations_evicted_total; the session reads again, as the answer asks): %d, counted apart, not errors. **Errors: %d.**",
+			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, evicted, stats.evicted, stats.errors),
 		fmt.Sprintf("Server RSS per second (MiB): %s; peak (VmHWM) %s.", strings.Join(series, " "), mib(final.hwm)),
 	}
 	if len(rss) > 0 {
@@ -245,6 +287,9 @@ func loadStep(ctx context.Context, c *http.Client, url string, files int, rng *r
 		s.known[f] = next
 	case a.status == http.StatusConflict && a.Code == "FS_STALE_VERSION":
 		st.staleVersion()
+		delete(s.known, f)
+	case a.status == http.StatusConflict && a.Code == "FS_NOT_OBSERVED":
+		st.notObserved() // checked against the server's evictions at the end
 		delete(s.known, f)
 	default:
 		st.fail(fmt.Sprintf("%s: %d %s: %s", tool, a.status, a.Code, a.Output))

@@ -204,4 +204,10 @@ func (m *Metrics) WatchSessions(gate any) {
 		// A second server on the same Metrics finds them registered already.
 		_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.value))
 	}
+	if ev, ok := gate.(interface{ Evicted() uint64 }); ok {
+		_ = m.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "toolfs_observations_evicted_total",
+			Help: "Observations the session store's bounds evicted (the session must read the path again).",
+		}, func() float64 { return float64(ev.Evicted()) }))
+	}
 }

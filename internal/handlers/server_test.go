@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -577,6 +578,24 @@ func TestMetricsMove(t *testing.T) {
 	} {
 		assert.Contains(t, m, want)
 	}
+}
+
+// TestMetricsCountEvictions: a read the store's bounds evicted (here the
+// harness's 100 paths per session) makes the next edit FS_NOT_OBSERVED, and
+// toolfs_observations_evicted_total says why (docs/api.md, "Metrics").
+func TestMetricsCountEvictions(t *testing.T) {
+	h := start(t, options{})
+	for k := range 101 {
+		h.file(fmt.Sprintf("f%03d.txt", k), "x\n")
+		h.tool("read", "s", obj{"file_path": fmt.Sprintf("f%03d.txt", k)})
+	}
+	m := h.do(http.MethodGet, "/metrics", "").Raw
+	assert.Contains(t, m, "toolfs_observations_evicted_total 1\n")
+	assert.Contains(t, m, "toolfs_observations 100\n")
+	a := h.tool("edit", "s", obj{"file_path": "f000.txt", "old_string": "x", "new_string": "y"})
+	assert.Equal(t, "FS_NOT_OBSERVED", a.Code)
+	a = h.tool("edit", "s", obj{"file_path": "f100.txt", "old_string": "x", "new_string": "y"})
+	assert.Equal(t, http.StatusOK, a.Status, a.Raw)
 }
 
 func TestLoopbackHostsStopsDNSRebinding(t *testing.T) {

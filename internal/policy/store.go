@@ -61,6 +61,7 @@ type Store struct {
 	paths        map[fs.TargetKey]*path // every key some session holds
 	pathsPeak    int                    // len(paths) at most since paths was made
 	bytes        int64
+	evicted      uint64 // observations the bounds removed (not expiry, not Forget)
 }
 
 var _ Gate = (*Store)(nil)
@@ -248,6 +249,16 @@ func (s *Store) Stats() (sessions, observations int) {
 	return len(s.sessions), s.observations
 }
 
+// Evicted counts the observations the bounds (MaxSessions,
+// MaxPathsPerSession, MaxObservations, MaxBytes) have removed since the
+// Store was made; each makes its session read that path again before a
+// write or an edit. Expiry and Forget are not counted.
+func (s *Store) Evicted() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.evicted
+}
+
 // Bytes is the heap the Store counts against MaxBytes now: at most
 // MaxBytes, unless the one observation just recorded is larger alone.
 func (s *Store) Bytes() int64 {
@@ -311,6 +322,7 @@ func (s *Store) observe(session string, key fs.TargetKey, seen fs.Observed, unse
 	if len(ss.paths) >= s.maxPaths {
 		o = ss.recent.back // reused
 		s.removePath(ss, o)
+		s.evicted++
 	} else {
 		o = new(observation)
 	}
@@ -417,6 +429,9 @@ func (s *Store) use(id string, now int64, create bool) *session {
 		return nil
 	default:
 		if len(s.sessions) >= s.maxSessions {
+			if back := s.recent.back; !s.expired(back, now) {
+				s.evicted += uint64(len(back.paths))
+			}
 			s.drop(s.recent.back)
 		}
 		ss = &session{id: strings.Clone(id), lastUsed: now}
@@ -443,6 +458,7 @@ func (s *Store) capObservations() {
 			s.drop(victim)
 		default:
 			s.removePath(victim, victim.recent.back)
+			s.evicted++
 		}
 	}
 }

@@ -831,3 +831,72 @@ func TestStoreBytesCoverHeap(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreCountsEvictions: Evicted counts each observation a bound removed
+// (paths per session, sessions, observations, bytes: docs/api.md,
+// toolfs_observations_evicted_total), and nothing that expiry, Forget or a
+// new version of a held path removed.
+func TestStoreCountsEvictions(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	tests := []struct {
+		name string
+		cfg  Config
+		run  func(s *Store)
+		want uint64
+	}{
+		{name: "within the bounds", cfg: Config{}, run: func(s *Store) {
+			s.ObservePresent("A", "/a", "v1", "")
+			s.ObservePresent("A", "/a", "v2", "") // a new version replaces, not evicts
+			s.ObserveAbsent("A", "/b")
+			s.ObservePresent("B", "/a", "v2", "")
+		}},
+		{name: "paths per session", cfg: Config{MaxPathsPerSession: 2}, run: func(s *Store) {
+			for _, k := range []fs.TargetKey{"/1", "/2", "/3", "/4", "/5"} {
+				s.ObservePresent("A", k, "v", "")
+			}
+		}, want: 3},
+		{name: "sessions", cfg: Config{MaxSessions: 2}, run: func(s *Store) {
+			s.ObservePresent("A", "/1", "v", "")
+			s.ObservePresent("A", "/2", "v", "")
+			s.ObservePresent("B", "/1", "v", "")
+			s.ObservePresent("C", "/1", "v", "") // A and its 2 go
+		}, want: 2},
+		{name: "observations", cfg: Config{MaxObservations: 3}, run: func(s *Store) {
+			for _, id := range []string{"A", "B", "C", "D"} {
+				s.ObservePresent(id, "/1", "v", "")
+				s.ObservePresent(id, "/2", "v", "")
+			}
+		}, want: 5},
+		{name: "bytes", cfg: Config{MaxBytes: 8 << 10}, run: func(s *Store) {
+			for k := range 200 {
+				s.ObservePresent("A", fs.TargetKey(fmt.Sprintf("/file%03d", k)), fs.Version(fmt.Sprint("v", k)), "")
+			}
+		}},
+		{name: "expiry and Forget are not evictions", cfg: Config{TTL: time.Minute, MaxSessions: 2}, run: func(s *Store) {
+			s.ObservePresent("A", "/1", "v", "")
+			s.ObservePresent("B", "/1", "v", "")
+			s.Forget("B")
+			now = now.Add(2 * time.Minute) // A expires
+			s.ObservePresent("C", "/1", "v", "")
+			s.ObservePresent("D", "/1", "v", "")
+			s.ObservePresent("E", "/1", "v", "") // C is evicted at the session cap
+		}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Now = clock
+			s := NewStore(cfg)
+			tt.run(s)
+			checkInvariants(t, s)
+			if tt.name == "bytes" {
+				_, held := s.Stats()
+				assert.Positive(t, s.Evicted())
+				assert.Equal(t, uint64(200-held), s.Evicted(), "every path that is gone was evicted")
+				return
+			}
+			assert.Equal(t, tt.want, s.Evicted())
+		})
+	}
+}
