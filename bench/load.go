@@ -72,30 +72,35 @@ func (s *loadStats) notObserved() {
 	s.mu.Unlock()
 }
 
-// evictions is the server's toolfs_observations_evicted_total (docs/api.md,
-// "Metrics"): observations its session store's bounds removed; 0 when the
-// store does not count them (Redis).
-func evictions(ctx context.Context, c *http.Client, base string) (int, error) {
+// storeMetrics reads the server's toolfs_observations_evicted_total
+// (observations its session store's bounds removed) and toolfs_observations
+// (held now): docs/api.md, "Metrics". Each is 0 when the store does not
+// report it.
+func storeMetrics(ctx context.Context, c *http.Client, base string) (evicted, held int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	res, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "toolfs_observations_evicted_total "); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(n), err
+		name, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+		n, _ := strconv.ParseFloat(v, 64)
+		switch name {
+		case "toolfs_observations_evicted_total":
+			evicted = int(n)
+		case "toolfs_observations":
+			held = int(n)
 		}
 	}
-	return 0, nil
+	return evicted, held, nil
 }
 
 func loadFile(f int) string { return fmt.Sprintf("pkg%02d/file%04d.go", f%10, f) }
@@ -182,7 +187,7 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 	wg.Wait()
 	wall := time.Since(start)
 	cpu1, _ := cpuOf(ts.pid)
-	evicted, err := evictions(ctx, client, ts.url)
+	evicted, held, err := storeMetrics(ctx, client, ts.url)
 	if err != nil {
 		return err
 	}
@@ -220,8 +225,8 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 		series = append(series, strconv.FormatFloat(float64(r)/(1<<20), 'f', 1, 64))
 	}
 	notes := []string{
-		fmt.Sprintf("%v, %d workers, %d sessions, %d files of %d lines. Edits and writes first read the file if their session has not (those reads count as reads). 409 FS_STALE_VERSION (two sessions raced on one file): %d, counted apart, not errors. 409 FS_NOT_OBSERVED of a file the session had read, after the session store's bounds evicted that read (the server counted %d evictions, toolfs_observations_evicted_total; the session reads again, as the answer asks): %d, counted apart, not errors. **Errors: %d.**",
-			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, evicted, stats.evicted, stats.errors),
+		fmt.Sprintf("%v, %d workers, %d sessions, %d files of %d lines. Edits and writes first read the file if their session has not (those reads count as reads). 409 FS_STALE_VERSION (two sessions raced on one file): %d, counted apart, not errors. 409 FS_NOT_OBSERVED of a file the session had read, after the session store's bounds evicted that read (the server counted %d evictions, toolfs_observations_evicted_total, and held %d observations at the end; the session reads again, as the answer asks): %d, counted apart, not errors. **Errors: %d.**",
+			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, evicted, held, stats.evicted, stats.errors),
 		fmt.Sprintf("Server RSS per second (MiB): %s; peak (VmHWM) %s.", strings.Join(series, " "), mib(final.hwm)),
 	}
 	if len(rss) > 0 {
