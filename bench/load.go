@@ -40,7 +40,7 @@ type loadStats struct {
 	mu        sync.Mutex
 	byTool    map[string][]time.Duration
 	stale     int
-	evicted   int // FS_NOT_OBSERVED of a file the session had read: see evictions
+	evicted   int // FS_NOT_OBSERVED of a file the session had read: see storeMetrics
 	errors    int
 	errorList []string
 }

@@ -429,10 +429,11 @@ func (s *Store) use(id string, now int64, create bool) *session {
 		return nil
 	default:
 		if len(s.sessions) >= s.maxSessions {
-			if back := s.recent.back; !s.expired(back, now) {
+			back := s.recent.back
+			if !s.expired(back, now) {
 				s.evicted += uint64(len(back.paths))
 			}
-			s.drop(s.recent.back)
+			s.drop(back)
 		}
 		ss = &session{id: strings.Clone(id), lastUsed: now}
 		s.sessions[ss.id] = ss
