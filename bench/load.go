@@ -37,12 +37,12 @@ type loadSession struct {
 
 // loadStats is what the workers count.
 type loadStats struct {
-	mu        sync.Mutex
-	byTool    map[string][]time.Duration
-	stale     int
-	evicted   int // FS_NOT_OBSERVED of a file the session had read: see storeMetrics
-	errors    int
-	errorList []string
+	mu         sync.Mutex
+	byTool     map[string][]time.Duration
+	stale      int
+	unobserved int // FS_NOT_OBSERVED of a file the session had read: see storeMetrics
+	errors     int
+	errorList  []string
 }
 
 func (s *loadStats) add(tool string, d time.Duration) {
@@ -66,9 +66,9 @@ func (s *loadStats) staleVersion() {
 	s.mu.Unlock()
 }
 
-func (s *loadStats) notObserved() {
+func (s *loadStats) unobservedAfterRead() {
 	s.mu.Lock()
-	s.evicted++
+	s.unobserved++
 	s.mu.Unlock()
 }
 
@@ -191,9 +191,9 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 	if err != nil {
 		return err
 	}
-	if stats.evicted > evicted { // more than the bounds explain: lost reads
-		stats.errors += stats.evicted
-		stats.errorList = append(stats.errorList, fmt.Sprintf("%d FS_NOT_OBSERVED after a read, but the server evicted only %d observations", stats.evicted, evicted))
+	if stats.unobserved > evicted { // more than the bounds explain: lost reads
+		stats.errors += stats.unobserved
+		stats.errorList = append(stats.errorList, fmt.Sprintf("%d FS_NOT_OBSERVED after a read, but the server evicted only %d observations", stats.unobserved, evicted))
 	}
 	<-sampled
 	var goMemory string
@@ -226,7 +226,7 @@ func benchLoad(ctx context.Context, o options, rep *report) error {
 	}
 	notes := []string{
 		fmt.Sprintf("%v, %d workers, %d sessions, %d files of %d lines. Edits and writes first read the file if their session has not (those reads count as reads). 409 FS_STALE_VERSION (two sessions raced on one file): %d, counted apart, not errors. 409 FS_NOT_OBSERVED of a file the session had read, after the session store's bounds evicted that read (the server counted %d evictions, toolfs_observations_evicted_total, and held %d observations at the end; the session reads again, as the answer asks): %d, counted apart, not errors. **Errors: %d.**",
-			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, evicted, held, stats.evicted, stats.errors),
+			wall.Round(100*time.Millisecond), o.loadWorkers, o.loadSessions, o.loadFiles, loadLinesPerFile, stats.stale, evicted, held, stats.unobserved, stats.errors),
 		fmt.Sprintf("Server RSS per second (MiB): %s; peak (VmHWM) %s.", strings.Join(series, " "), mib(final.hwm)),
 	}
 	if len(rss) > 0 {
@@ -294,7 +294,7 @@ func loadStep(ctx context.Context, c *http.Client, url string, files int, rng *r
 		st.staleVersion()
 		delete(s.known, f)
 	case a.status == http.StatusConflict && a.Code == "FS_NOT_OBSERVED":
-		st.notObserved() // checked against the server's evictions at the end
+		st.unobservedAfterRead() // checked against the server's evictions at the end
 		delete(s.known, f)
 	default:
 		st.fail(fmt.Sprintf("%s: %d %s: %s", tool, a.status, a.Code, a.Output))
