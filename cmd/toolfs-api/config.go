@@ -47,6 +47,8 @@ type config struct {
 	shutdownGrace     time.Duration
 	sessionHeaders    string
 	defaultSession    string
+	requireSession    bool
+	defaultSessionSet bool // named by the flag or its twin, not the default
 	mcpStructured     bool
 	sandboxMode       string
 	approvals         bool
@@ -89,7 +91,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.lockDir, "lock-dir", "", "cross-process locks: empty (default) = lock files in <root>/"+fs.PrivateDir+"/locks, shared by every process that sees the root; \"off\" = in-process locks only (two servers on one root can then lose updates)")
 	fl.StringVar(&c.sessionStore, "session-store", "memory", "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
 	fl.StringVar(&c.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
-	fl.StringVar(&c.defaultSession, "default-session", "", "session id of a request that names none (default: none)")
+	fl.StringVar(&c.defaultSession, "default-session", "default", "session id of a request that names none (a sessionless MCP client, an importer without a chat id, a curl script), so it reads and then edits with no set-up")
+	fl.BoolVar(&c.requireSession, "require-session", false, "serve a request that names no session without one: it reads but cannot write or edit while the policy is on (400 INVALID_SESSION)")
 	fl.StringVar(&c.sessionKeyPrefix, "session-key-prefix", "toolfs:", "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
 	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
 	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
@@ -129,6 +132,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
+	c.defaultSessionSet = set["default-session"] || getenv("TOOLFS_DEFAULT_SESSION") != ""
 	return c, c.validate()
 }
 
@@ -177,7 +181,13 @@ func (c config) validate() error {
 	if c.sessionKeyPrefix == "" {
 		return errors.New("--session-key-prefix must not be empty")
 	}
-	if c.defaultSession != "" && !tools.ValidSessionID(c.defaultSession) {
+	if c.requireSession && c.defaultSessionSet {
+		return errors.New("--require-session and --default-session contradict each other: with --require-session a request that names no session has none")
+	}
+	if c.defaultSession == "" {
+		return errors.New("--default-session must not be empty: use --require-session to serve requests that name no session without one")
+	}
+	if !tools.ValidSessionID(c.defaultSession) {
 		return fmt.Errorf("--default-session %q: it must be 1-128 characters of A-Za-z0-9._:-", c.defaultSession)
 	}
 	for _, h := range c.sessionAliases() {
@@ -232,6 +242,16 @@ func isLoopback(host string) bool {
 func (c config) origins() []string { return commaList(c.corsOrigins) }
 
 func (c config) sessionAliases() []string { return commaList(c.sessionHeaders) }
+
+// sessions is how a request's session is found (docs/api.md, "Sessions"):
+// with --require-session a request that names none has none.
+func (c config) sessions() tools.Sessions {
+	s := tools.Sessions{Aliases: c.sessionAliases(), Default: c.defaultSession}
+	if c.requireSession {
+		s.Default = ""
+	}
+	return s
+}
 
 func commaList(s string) []string {
 	var out []string

@@ -110,6 +110,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"empty key prefix", []string{"--session-key-prefix", ""}, nil, "--session-key-prefix must not be empty"},
 		{"bad redis url", nil, map[string]string{"TOOLFS_SESSION_STORE": "redis://u:hunter2@h:6379/notadb"}, `--session-store "redis://u:xxxxx@h:6379/notadb"`},
 		{"bad default session", []string{"--default-session", "has space"}, nil, "--default-session"},
+		{"empty default session", []string{"--default-session", ""}, nil, "--default-session must not be empty: use --require-session to serve requests that name no session without one"},
+		{"require and default session", []string{"--require-session"}, map[string]string{"TOOLFS_DEFAULT_SESSION": "x"}, "--require-session and --default-session contradict each other: with --require-session a request that names no session has none"},
 		{"bad session header", nil, map[string]string{"TOOLFS_SESSION_HEADERS": "X-Chat-Id, bad header"}, `--session-headers: "bad header" is not a header name`},
 		{"public url without scheme", []string{"--public-url", "tools.example.com"}, nil, `--public-url "tools.example.com": it must be an absolute http:// or https:// URL`},
 		{"public url with query", nil, map[string]string{"TOOLFS_PUBLIC_URL": "https://tools.example.com/?x=1"}, `--public-url "https://tools.example.com/?x=1"`},

@@ -336,6 +336,10 @@ func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handle
 	for _, name := range append([]string{tools.HeaderSessionID, tools.HeaderSessionCwd}, sessions.Aliases...) {
 		canonical[name] = http.CanonicalHeaderKey(name)
 	}
+	// A route that runs no tool touches only a session its headers name:
+	// GET /metrics must not keep the default session alive.
+	named := sessions
+	named.Default = ""
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == mcpPath { // its tool calls resolve their own
@@ -349,7 +353,12 @@ func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handle
 				}
 				return r.Header.Values(name)
 			}
-			session, cwd, err := sessions.Resolve(header, "")
+			tool := isTool(r.URL.Path)
+			resolver := named
+			if tool {
+				resolver = sessions
+			}
+			session, cwd, err := resolver.Resolve(header, "")
 			if err != nil {
 				writeError(w, err)
 				return
@@ -365,13 +374,13 @@ func sessionHeaders(sessions tools.Sessions, x *tools.Executor) func(http.Handle
 				}
 			}
 			c := tools.Call{Session: session, Cwd: cwd, Transport: "rest", Start: start}
-			if isTool(r.URL.Path) {
+			if tool {
 				// The call's first decision or record counts as this use
 				// when the store can carry it (docs/performance.md §7).
 				var end func()
 				c, end = x.Use(c)
 				defer end()
-			} else {
+			} else if session != "" {
 				x.Touch(session)
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))

@@ -251,7 +251,7 @@ func (c *checker) errors() (string, error) {
 			`Error: edit requires reading "` + p("exists.txt") + `" first — read the file, then retry`},
 		{"read", map[string]any{"file_path": "../etc/passwd"}, nil, 403, "FS_SANDBOX_DENIED", `Error: cannot read "` + filepath.Join(filepath.Dir(c.root), "etc/passwd") + `": outside the workspace root`},
 		{"read", map[string]any{"file_path": "exists.txt", "offset": 0}, nil, 400, "INVALID_ARGUMENT", "Error: offset must be a positive integer"},
-		{"write", map[string]any{"file_path": "new.txt", "content": "x"}, nil, 400, "INVALID_SESSION", ""},
+		{"write", map[string]any{"file_path": "new.txt", "content": "x"}, []string{"X-Session-ID", "not an id"}, 400, "INVALID_SESSION", "Error: malformed X-Session-ID: it must be 1-128 characters of A-Za-z0-9._:-"},
 	}
 	for _, r := range reqs {
 		ds, dct, draw, err := call(c.direct, r.tool, r.body, r.headers...)
