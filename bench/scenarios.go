@@ -42,7 +42,10 @@ func benchRead(ctx context.Context, o options, rep *report) error {
 		return err
 	}
 	written := time.Now()
-	ts, err := startToolfs(ctx, o, root) // read caches on (the default)
+	// Read caches on, with a 2 s racy window: the bench writes its files
+	// with write(2), never through a memory map (docs/performance.md,
+	// "Caches").
+	ts, err := startToolfs(ctx, o, root, racyWindow2s)
 	if err != nil {
 		return err
 	}
@@ -332,7 +335,7 @@ func benchBigRead(ctx context.Context, o options, rep *report) error {
 // the line index), then 10 windows at random offsets deep in the file, each
 // a window cache miss served through the index.
 func deepWindows(ctx context.Context, o options, root string, lines int, written time.Time, rep *report) error {
-	ts, err := startToolfs(ctx, o, root)
+	ts, err := startToolfs(ctx, o, root, racyWindow2s)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
 	fl.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server at (e.g. https://tools.example.com/toolfs): the servers entry of /openapi.json (default: the request's scheme and Host; X-Forwarded-* headers are not trusted)")
 	fl.Int64Var(&c.cacheBytes, "cache-bytes", 64<<20, "bytes of the read caches (rendered windows, line indexes of large files), least recently used evicted first; 0 = off")
-	fl.DurationVar(&c.cacheRacyWindow, "cache-racy-window", 2*time.Second, "a file whose change time is more recent than this is never cached")
+	fl.DurationVar(&c.cacheRacyWindow, "cache-racy-window", tools.DefaultRacyWindow(), "a file whose change time is more recent than this is never cached; by default the kernel's dirty-page expiry plus its writeback interval (vm.dirty_expire_centisecs + vm.dirty_writeback_centisecs, read at start-up; 35s when unreadable), since a write through a shared memory map leaves the stat unchanged until its pages are written back")
 	fl.StringVar(&c.sandboxMode, "sandbox-mode", "off", "fence on writes and edits inside the root: off, read-only, workspace-write (under the session's cwd only) or danger-full-access; a fenced call may ask a person for a wider mode (docs/sandbox.md)")
 	fl.BoolVar(&c.approvals, "approvals", true, "let escalations ask a person through GET/POST /approvals (false: every escalation is denied)")
 	fl.DurationVar(&c.approvalTimeout, "approval-timeout", 5*time.Minute, "how long an escalated call waits for a person's decision")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,7 +171,7 @@ func TestCacheFlags(t *testing.T) {
 		args                []string
 		hits, misses, reads string
 	}{
-		{"defaults: the file is too recent (racy window 2s)", nil, "0", "6", "6"},
+		{"defaults: the file is too recent (racy window from the kernel)", nil, "0", "6", "6"},
 		{"racy window 1ms", []string{"--cache-racy-window", "1ms"}, "5", "1", "6"},
 		{"off", []string{"--cache-racy-window", "1ms", "--cache-bytes", "0"}, "0", "0", "6"},
 	} {
@@ -205,6 +206,44 @@ func TestCacheFlags(t *testing.T) {
 			stop()
 		})
 	}
+}
+
+// TestCacheMmapWrites: a write through a shared memory map into a page
+// already dirty changes the file's bytes but not its stat until the kernel
+// writes the page back (docs/performance.md, "Caches"). With the default
+// racy window, the kernel's writeback bound, a file so written is not
+// cached, so each read answers the bytes the map holds now; a fixed 2 s
+// window cached it and answered the first content again.
+func TestCacheMmapWrites(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "m.txt")
+	require.NoError(t, os.WriteFile(p, []byte("one\n"), 0o644))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), 0, 4, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	require.NoError(t, err)
+	defer syscall.Munmap(m)
+	copy(m, "two\n") // the page's first write: the kernel sets mtime and ctime once
+	var before syscall.Stat_t
+	require.NoError(t, syscall.Stat(p, &before))
+
+	base, stop := startRun(t, []string{"--root", root, "--addr", "127.0.0.1:0", "--lock-dir", "off"})
+	defer stop()
+	// Past a 2 s window, far inside the kernel's (35 s with its defaults).
+	time.Sleep(time.Until(time.Unix(before.Ctim.Unix()).Add(2100 * time.Millisecond)))
+	read := func() string { return call(t, "POST", base+"/tools/read", "", `{"file_path":"m.txt"}`).body }
+	for range 2 {
+		assert.Contains(t, read(), `1: two\n\n(End of file`)
+	}
+	copy(m, "six\n") // no fault: the page is still dirty and writable
+	var after syscall.Stat_t
+	require.NoError(t, syscall.Stat(p, &after))
+	require.Equal(t, [3]any{before.Size, before.Mtim, before.Ctim}, [3]any{after.Size, after.Mtim, after.Ctim},
+		"the premise: the second write through the map left the stat as it was (was the page written back meanwhile?)")
+	assert.Contains(t, read(), `1: six\n\n(End of file`)
+	hits := regexp.MustCompile(`(?m)^toolfs_cache_hits_total\{cache="window"\} .*$`).FindString(call(t, "GET", base+"/metrics", "", "").body)
+	assert.Equal(t, `toolfs_cache_hits_total{cache="window"} 0`, hits)
 }
 
 // startRun starts the whole server in-process and returns its base URL and

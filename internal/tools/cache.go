@@ -2,6 +2,10 @@ package tools
 
 import (
 	"container/list"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,14 +47,63 @@ type CacheConfig struct {
 	Bytes int64
 	// RacyWindow: a version whose change time is less than this before its
 	// stat is never cached, so a file rewritten within one timestamp tick
-	// of a read is never answered from a cache.
+	// of a read, or written through a shared memory map since its pages
+	// were last written back, is never answered from a cache.
 	RacyWindow time.Duration
 }
 
-// DefaultCacheConfig is 64 MiB for every cache together and a 2 s racy
-// window (--cache-bytes, --cache-racy-window).
+// DefaultCacheConfig is 64 MiB for every cache together and the kernel's
+// racy window, DefaultRacyWindow (--cache-bytes, --cache-racy-window).
 func DefaultCacheConfig() CacheConfig {
-	return CacheConfig{Bytes: 64 << 20, RacyWindow: 2 * time.Second}
+	return CacheConfig{Bytes: 64 << 20, RacyWindow: DefaultRacyWindow()}
+}
+
+// The racy window's bounds (docs/performance.md, "Caches").
+const (
+	// FallbackRacyWindow is used when the kernel's writeback settings
+	// cannot be read, or periodic writeback is off: Linux's defaults, 30 s
+	// of dirty-page expiry plus 5 s between writeback runs.
+	FallbackRacyWindow = 35 * time.Second
+	// MinRacyWindow is the least default: more than one timestamp tick.
+	MinRacyWindow = 2 * time.Second
+)
+
+// vmDir holds the kernel's writeback settings.
+const vmDir = "/proc/sys/vm"
+
+// DefaultRacyWindow is how long a write through a shared memory map may
+// leave a file's stat unchanged: the kernel's dirty-page expiry plus its
+// writeback interval (vm.dirty_expire_centisecs +
+// vm.dirty_writeback_centisecs), read now. A dirty page is written back,
+// and write-protected again, within that time, so the next write through
+// the map faults and sets the file's change time.
+func DefaultRacyWindow() time.Duration {
+	return racyWindowIn(vmDir)
+}
+
+// racyWindowIn is DefaultRacyWindow with the settings read from dir.
+func racyWindowIn(dir string) time.Duration {
+	expire, ok1 := centisecs(filepath.Join(dir, "dirty_expire_centisecs"))
+	every, ok2 := centisecs(filepath.Join(dir, "dirty_writeback_centisecs"))
+	if !ok1 || !ok2 || every == 0 {
+		// An interval of 0 turns periodic writeback off: a page may stay
+		// dirty for as long as memory allows, which no window covers.
+		return FallbackRacyWindow
+	}
+	return max(expire+every, MinRacyWindow)
+}
+
+// centisecs reads one of the kernel's centisecond settings.
+func centisecs(path string) (time.Duration, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 31) // an int in the kernel
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(n) * 10 * time.Millisecond, true
 }
 
 type cacheKey struct {
