@@ -93,24 +93,64 @@ func (p place) cwdOutside() error {
 	return fs.NewError(fs.CodeSandboxDenied, `cannot search "`+p.display()+`": outside the workspace root`)
 }
 
-// deniedSuffix ends rg's complaint about a path it may not open:
-// "d: Permission denied (os error 13)", or from its walk
-// "./d: IO error for operation on ./d: Permission denied (os error 13)".
+// rg's complaint about a path names it, then the reason: "d: Permission
+// denied (os error 13)", or from its walk "./d: IO error for operation on
+// ./d: No such file or directory (os error 2)". ripgrep 14 prefixes "rg: ".
 const (
-	deniedSuffix = ": Permission denied (os error 13)"
-	walkPrefix   = "IO error for operation on "
+	walkPrefix = "IO error for operation on "
+	rgPrefix   = "rg: "
 )
 
-// deniedPath is the path a complaint names, "" for another line.
-func deniedPath(line string) string {
-	p, ok := strings.CutSuffix(line, deniedSuffix)
+// The reasons rg's complaints end with, as the kernel's errors.
+const (
+	reasonDenied   = ": Permission denied (os error 13)"
+	reasonNotFound = ": No such file or directory (os error 2)"
+	reasonNotDir   = ": Not a directory (os error 20)"
+	reasonLoop     = ": Too many levels of symbolic links (os error 40)"
+)
+
+// complaint is the path a line of rg's stderr names with reason, "" for
+// another line.
+func complaint(line, reason string) string {
+	p, ok := strings.CutSuffix(line, reason)
 	if !ok {
 		return ""
 	}
 	if i := strings.LastIndex(p, walkPrefix); i >= 0 {
 		p = p[i+len(walkPrefix):]
 	}
-	return p
+	return strings.TrimPrefix(p, rgPrefix)
+}
+
+// deniedPath is the path a complaint of a refused open names, "" for
+// another line.
+func deniedPath(line string) string { return complaint(line, reasonDenied) }
+
+// vanished reports whether a line of rg's stderr says that an entry its
+// walk had listed was gone, or no longer a folder, when rg opened it: a
+// path below the folder searched (the path argument, or the session cwd)
+// that was not found, not a folder, or a symlink loop. The tree changed
+// under the walk; the entry is left out of the result, as if the walk had
+// started after the change. The path argument itself is never one: rg did
+// not find it by listing a folder, so a missing path stays a failure
+// (docs/search.md).
+func (p place) vanished(line string) bool {
+	for _, reason := range [...]string{reasonNotFound, reasonNotDir, reasonLoop} {
+		if name := complaint(line, reason); name != "" {
+			return p.below(name)
+		}
+	}
+	return false
+}
+
+// below reports whether a path rg named lies strictly below the folder it
+// searched.
+func (p place) below(name string) bool {
+	name = filepath.Clean(name)
+	if p.arg == "" { // rg names entries relative to the cwd, "./d" or "d"
+		return name != "." && name != ".." && !filepath.IsAbs(name) && !strings.HasPrefix(name, "../")
+	}
+	return strings.HasPrefix(name, strings.TrimSuffix(filepath.Clean(p.arg), "/")+"/")
 }
 
 // maxDenials bounds the complaints sortDenials looks into.

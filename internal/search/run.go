@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -65,18 +66,47 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 }
 
 // stderrTail keeps the first max bytes of rg's stderr and drains the rest,
-// so rg never blocks on a full stderr pipe.
+// so rg never blocks on a full stderr pipe. Lines skip matches are counted
+// in skipped instead, so they never use up the cap.
 type stderrTail struct {
-	buf   bytes.Buffer
-	max   int
-	lossy bool
+	buf     bytes.Buffer
+	max     int
+	lossy   bool
+	skip    func(line string) bool
+	skipped int
 }
 
+// stderrLineMax is the longest line fill hands to skip, room for a walk
+// complaint naming a path of PATH_MAX bytes twice; a longer one is kept.
+const stderrLineMax = 16 << 10
+
 func (t *stderrTail) fill(r io.Reader) {
-	_, _ = io.Copy(&t.buf, io.LimitReader(r, int64(t.max)))
-	if n, _ := io.Copy(io.Discard, r); n > 0 {
-		t.lossy = true
+	br := bufio.NewReaderSize(r, stderrLineMax)
+	long := false // inside a line longer than the reader's buffer
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			whole := !long && err != bufio.ErrBufferFull
+			if whole && t.skip != nil && t.skip(strings.TrimSuffix(string(line), "\n")) {
+				t.skipped++
+			} else {
+				t.keep(line)
+			}
+			long = err == bufio.ErrBufferFull
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
 	}
+}
+
+func (t *stderrTail) keep(b []byte) {
+	room := t.max - t.buf.Len()
+	if len(b) > room {
+		t.lossy = true
+		b = b[:max(room, 0)]
+	}
+	t.buf.Write(b)
 }
 
 // run executes rg with args in dir, never through a shell, and hands its
@@ -176,7 +206,7 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 		}
 		signalGroup(pid, syscall.SIGKILL)
 	}()
-	stderr := stderrTail{max: StderrMaxBytes}
+	stderr := stderrTail{max: StderrMaxBytes, skip: at.vanished}
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
@@ -226,6 +256,9 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 			return 0, nil // only folders swapped out of the tree were missed
 		}
 		text = rest
+	}
+	if code == 2 && text == "" && stderr.skipped > 0 {
+		return 0, nil // only entries that left the tree during the walk were missed
 	}
 	if code == 2 && strings.HasPrefix(text, "No files were searched") {
 		// rg 13 exits 2 when filters (include) leave nothing to search: that

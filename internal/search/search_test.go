@@ -831,3 +831,84 @@ func TestCwdRelative(t *testing.T) {
 		})
 	}
 }
+
+// TestVanished: which of rg's complaints say the tree changed under its
+// walk (docs/search.md): a path below the folder searched that was not
+// found, not a folder, or a symlink loop; never the path argument itself,
+// nor a refused open.
+func TestVanished(t *testing.T) {
+	for _, tc := range []struct {
+		arg, line string
+		want      bool
+	}{
+		{"", "./d/sub: IO error for operation on ./d/sub: No such file or directory (os error 2)", true},
+		{"", "d/inside.txt: No such file or directory (os error 2)", true},
+		{"", "./d: Not a directory (os error 20)", true},
+		{"", "./d/x: Too many levels of symbolic links (os error 40)", true},
+		{"", "rg: ./d/sub: No such file or directory (os error 2)", true},
+		{"", "a name: with a colon: No such file or directory (os error 2)", true},
+		{"", ".: No such file or directory (os error 2)", false},
+		{"", "../x: No such file or directory (os error 2)", false},
+		{"", "/elsewhere/x: No such file or directory (os error 2)", false},
+		{"", "./d: Permission denied (os error 13)", false},
+		{"", "./d: IO error for operation on ./d: Permission denied (os error 13)", false},
+		{"", "No files were searched, which means ripgrep probably applied a filter you didn't expect.", false},
+		{"", "./.ignore: line 1: error parsing glob '[': unclosed character class; missing ']'", false},
+		{"d", "d/sub: IO error for operation on d/sub: No such file or directory (os error 2)", true},
+		{"d", "d: No such file or directory (os error 2)", false},
+		{"d", "dd/x: No such file or directory (os error 2)", false},
+		{"nope", "nope: No such file or directory (os error 2)", false},
+		{"gone/deeper", "gone/deeper: IO error for operation on gone/deeper: No such file or directory (os error 2)", false},
+		{"../up", "../up/x: No such file or directory (os error 2)", true},
+		{"/w/root", "/w/root/d/sub: IO error for operation on /w/root/d/sub: Not a directory (os error 20)", true},
+		{"/w/root", "/w/root: No such file or directory (os error 2)", false},
+		{"/w/root", "/w/rootx/d: No such file or directory (os error 2)", false},
+	} {
+		assert.Equal(t, tc.want, place{arg: tc.arg}.vanished(tc.line), "arg %q: %s", tc.arg, tc.line)
+	}
+}
+
+// TestTreeChangedUnderTheWalk: rg exits 2 when entries its walk listed are
+// gone when it opens them, and still prints what it found. Those entries
+// are left out of a successful answer; any other complaint still fails the
+// search, and a missing path argument is the original's failure.
+func TestTreeChangedUnderTheWalk(t *testing.T) {
+	w := newWorkspace(t)
+	w.write("a.txt", "hit\n")
+	match := `printf '%s\n' '{"type":"match","data":{"path":{"text":"a.txt"},"lines":{"text":"hit\n"},"line_number":1}}'`
+	gone := strings.Repeat("./d/sub: IO error for operation on ./d/sub: No such file or directory (os error 2)\n", 1000) // past the stderr cap
+	for _, tc := range []struct {
+		name, tool, script string
+		path               *string
+		want, code         string
+	}{
+		{"glob: a folder gone", "glob", "echo a.txt; echo './d/sub: IO error for operation on ./d/sub: No such file or directory (os error 2)' >&2; exit 2", nil, "a.txt", ""},
+		{"glob: more gone than the stderr cap holds", "glob", "echo a.txt; printf '" + gone + "' >&2; exit 2", nil, "a.txt", ""},
+		{"grep: files and folders gone", "grep", match + "; printf 'd/inside.txt: No such file or directory (os error 2)\\n./e: Not a directory (os error 20)\\nrg: ./f: Too many levels of symbolic links (os error 40)\\n' >&2; exit 2", nil,
+			"Found 1 match\n\na.txt\nLine 1: hit", ""},
+		{"grep: only gone entries", "grep", "echo 'd/inside.txt: No such file or directory (os error 2)' >&2; exit 2", nil, "No matches found", ""},
+		{"grep: another complaint fails, without the gone entries", "grep", match + "; printf './d/sub: No such file or directory (os error 2)\\nd/a.txt: Permission denied (os error 13)\\n' >&2; exit 2", nil,
+			"grep search failed (exit 2): d/a.txt: Permission denied (os error 13)", CodeFailed},
+		{"grep: the path argument missing", "grep", "echo 'nope: No such file or directory (os error 2)' >&2; exit 2", ptr("nope"),
+			"grep search failed (exit 2): nope: No such file or directory (os error 2)", CodeFailed},
+		{"glob: gone below a path argument", "glob", "echo d/x.txt; echo 'd/sub: IO error for operation on d/sub: No such file or directory (os error 2)' >&2; exit 2", ptr("d"), "d/x.txt", ""},
+		{"grep: exit 2 and no complaint", "grep", "exit 2", nil, "grep search failed (exit 2)", CodeFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSearcher(Config{RgPath: fakeRg(t, tc.script)})
+			var res Result
+			var err error
+			if tc.tool == "glob" {
+				res, err = s.Glob(context.Background(), w.fsys, w.cwd(""), "**", tc.path)
+			} else {
+				res, err = s.Grep(context.Background(), w.fsys, w.cwd(""), "hit", tc.path, nil)
+			}
+			if tc.code != "" {
+				assert.Equal(t, tc.want, requireCode(t, err, tc.code).Message)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, res.Output)
+		})
+	}
+}

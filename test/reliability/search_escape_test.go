@@ -198,6 +198,7 @@ func TestSearchCannotBeLedOutsideTheRoot(t *testing.T) {
 		leaks += n.leaks.Load()
 		ok += n.ok.Load()
 		assert.Zero(t, n.leaks.Load(), sc.name)
+		assert.Zero(t, n.fivexx.Load(), "%s: a folder swapped out during the walk is not a server failure", sc.name)
 		assert.NotZero(t, n.ok.Load(), "%s: no search succeeded during the race", sc.name)
 	}
 	t.Logf("%d swaps, %d searches, %d ok, %d leaks", swaps, total, ok, leaks)
@@ -225,4 +226,166 @@ func sortedGroups(out string) string {
 		}
 	}
 	return fmt.Sprintf("%s\n\n%s", head, strings.Join(groups, "\n\n"))
+}
+
+// churnTree is a root holding pairs of a folder d<i> and a symlink
+// d<i>-link to one outside folder; the pairs' names are exchanged
+// (RENAME_EXCHANGE) while searches walk the root, so folders keep leaving
+// the tree under the walk.
+type churnTree struct {
+	swapTree
+	pairs  int
+	inside map[string]bool // every path an answer may show
+}
+
+func newChurnTree(t *testing.T, pairs int) churnTree {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	ct := churnTree{swapTree: swapTree{root: filepath.Join(base, "root"), outside: filepath.Join(base, "host-only-9d1c")}, pairs: pairs, inside: map[string]bool{"top.txt": true}}
+	require.NoError(t, os.MkdirAll(filepath.Join(ct.outside, "outsub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ct.outside, canaryName), []byte(canaryContent+" needle\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ct.outside, "outsub", "canary-deeper.txt"), []byte(canaryContent+" needle\n"), 0o644))
+	require.NoError(t, os.MkdirAll(ct.root, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ct.root, "top.txt"), []byte("needle top\n"), 0o644))
+	for i := range pairs {
+		d := fmt.Sprintf("d%02d", i)
+		require.NoError(t, os.MkdirAll(filepath.Join(ct.root, d, "sub"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ct.root, d, "inside.txt"), []byte("needle inside\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(ct.root, d, "sub", "deeper.txt"), []byte("needle deeper\n"), 0o644))
+		require.NoError(t, os.Symlink(ct.outside, filepath.Join(ct.root, d+"-link")))
+		for _, name := range []string{d, d + "-link"} { // the folder goes by either name
+			ct.inside[name+"/inside.txt"], ct.inside[name+"/sub/deeper.txt"] = true, true
+		}
+	}
+	return ct
+}
+
+// churn exchanges every pair in turn until stop is closed, leaves every
+// d<i> the real folder, and returns how many exchanges it made.
+func (ct churnTree) churn(t *testing.T, stop <-chan struct{}) int {
+	n := 0
+	for i := 0; ; i = (i + 1) % ct.pairs {
+		d := filepath.Join(ct.root, fmt.Sprintf("d%02d", i))
+		select {
+		case <-stop:
+			for j := range ct.pairs {
+				d := filepath.Join(ct.root, fmt.Sprintf("d%02d", j))
+				if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+					require.NoError(t, unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, d+"-link", unix.RENAME_EXCHANGE))
+				}
+			}
+			return n
+		default:
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, d+"-link", unix.RENAME_EXCHANGE); err != nil {
+			t.Errorf("renameat2: %v", err)
+			return n
+		}
+		n++
+	}
+}
+
+// shownPaths are the paths a glob or grep answer lists.
+func shownPaths(tool, output string) []string {
+	if output == "No files found" || output == "No matches found" {
+		return nil
+	}
+	if tool == "glob" {
+		return strings.Split(output, "\n")
+	}
+	_, body, _ := strings.Cut(output, "\n\n")
+	var paths []string
+	for _, group := range strings.Split(body, "\n\n") {
+		name, _, _ := strings.Cut(group, "\n")
+		paths = append(paths, name)
+	}
+	return paths
+}
+
+// TestSearchOfAChangingTree: glob and grep of the root while folders under
+// it are swapped for symlinks to an outside folder and back (issue 27: 19
+// of 247 such searches answered 500 SEARCH_FAILED, "./d/sub: No such file
+// or directory"). A folder that leaves the tree during the walk is left out
+// of the result: no answer is a 5xx, each success lists only paths inside
+// the root, and none shows anything of the outside folder (docs/search.md).
+func TestSearchOfAChangingTree(t *testing.T) {
+	requireLandlock(t)
+	ct := newChurnTree(t, 24)
+	c := startChild(t, ct.root)
+	cases := []searchCase{
+		{"glob", "glob", "", obj{"pattern": "**"}},
+		{"grep", "grep", "", obj{"pattern": "needle|TOPSECRET"}},
+		{"glob absolute root", "glob", "", obj{"pattern": "**", "path": ct.root}},
+		{"grep absolute root", "grep", "", obj{"pattern": "needle|TOPSECRET", "path": ct.root}},
+	}
+	d := 5 * time.Second
+	if long {
+		d = 60 * time.Second
+	}
+	stop := make(chan struct{})
+	swaps := make(chan int, 1)
+	go func() { swaps <- ct.churn(t, stop) }()
+	deadline := time.Now().Add(d)
+	var mu sync.Mutex
+	statuses := map[string]map[int]int{}
+	var fivexx, leaks, strays atomic.Int64
+	var wg sync.WaitGroup
+	hc := newClient()
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; time.Now().Before(deadline); i++ {
+				sc := cases[i%len(cases)]
+				status, body, err := postSearch(hc, c.base, sc)
+				if err != nil {
+					t.Errorf("%s: %v", sc.name, err)
+					return
+				}
+				mu.Lock()
+				if statuses[sc.name] == nil {
+					statuses[sc.name] = map[int]int{}
+				}
+				statuses[sc.name][status]++
+				mu.Unlock()
+				if status >= 500 && fivexx.Add(1) <= 3 {
+					t.Logf("%s: %d %s", sc.name, status, body)
+				}
+				if ct.leaks(body) && leaks.Add(1) <= 3 {
+					t.Logf("leak (%s): %d %s", sc.name, status, body)
+				}
+				if status != 200 {
+					continue
+				}
+				var a struct{ Output string }
+				require.NoError(t, json.Unmarshal([]byte(body), &a))
+				for _, p := range shownPaths(sc.tool, a.Output) {
+					if !ct.inside[p] && strays.Add(1) <= 3 {
+						t.Logf("stray path (%s): %q in %s", sc.name, p, body)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	n := <-swaps
+	var total int
+	for _, sc := range cases {
+		t.Logf("%-18s statuses %v", sc.name, statuses[sc.name])
+		for _, k := range statuses[sc.name] {
+			total += k
+		}
+		assert.NotZero(t, statuses[sc.name][200], "%s: no search succeeded during the race", sc.name)
+	}
+	t.Logf("%d swaps, %d searches, %d 5xx, %d leaks, %d stray paths", n, total, fivexx.Load(), leaks.Load(), strays.Load())
+	require.Greater(t, n, 1000, "the swapper barely ran")
+	assert.Zero(t, fivexx.Load(), "answers with a 5xx status")
+	assert.Zero(t, leaks.Load(), "answers showing the outside folder")
+	assert.Zero(t, strays.Load(), "paths that are not inside the root")
+
+	// Once the swapping stops, every folder is listed again.
+	a := mustCall(t, hc, c.base, "glob", "", obj{"pattern": "**"})
+	require.Equal(t, 200, a.Status, a.Raw)
+	assert.Len(t, strings.Split(a.Output, "\n"), 1+2*ct.pairs, a.Output)
 }
