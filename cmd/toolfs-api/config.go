@@ -94,7 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fl.StringVar(&c.defaultSession, "default-session", "default", "session id of a request that names none (a sessionless MCP client, an importer without a chat id, a curl script), so it reads and then edits with no set-up")
 	fl.BoolVar(&c.requireSession, "require-session", false, "serve a request that names no session without one: it reads but cannot write or edit while the policy is on (400 INVALID_SESSION)")
 	fl.StringVar(&c.sessionKeyPrefix, "session-key-prefix", "toolfs:", "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
-	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (most clients would show the model both)")
+	fl.BoolVar(&c.mcpStructured, "mcp-structured", false, "add each tool's metadata to its MCP result as structuredContent (Claude Code and Codex were seen to show the model that JSON instead of the text, so the model loses the exact text; docs/mcp.md)")
 	fl.StringVar(&c.profile, "profile", "extended", "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
 	fl.StringVar(&c.publicURL, "public-url", "", "base URL clients reach this server at (e.g. https://tools.example.com/toolfs): the servers entry of /openapi.json (default: the request's scheme and Host; X-Forwarded-* headers are not trusted)")
 	fl.Int64Var(&c.cacheBytes, "cache-bytes", 64<<20, "bytes of the read caches (rendered windows, line indexes of large files), least recently used evicted first; 0 = off")

@@ -20,7 +20,7 @@ import { start, summary, texts, TOKEN } from "./harness.mjs";
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { MCPServerStreamableHttp } from "@openai/agents";
+import { MCPServerStreamableHttp, mcpToFunctionTool, RunContext } from "@openai/agents";
 import { createMCPClient } from "@ai-sdk/mcp";
 import { MultiServerMCPClient } from "@langchain/mcp-adapters";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
@@ -93,6 +93,10 @@ function configured(requests, { sessionHeader } = {}) {
 
 const toolNames = ["read", "write", "edit", "glob", "grep"];
 
+// docs/mcp.md, "Sessions": none of the stateful clients tried ends its MCP
+// session on close; the session idles out after --session-ttl.
+const noDelete = (requests) => assert.deepEqual(requests.filter((r) => r.method === "DELETE"), []);
+
 test("@modelcontextprotocol/client 2.x with version negotiation: 2026-07-28, no MCP session", async (t) => {
   const p = await h.recorder();
   // versionNegotiation auto is what the SDK's own 2026-07-28 docs and
@@ -129,6 +133,7 @@ test("@modelcontextprotocol/client 2.x by default: initialize on 2025-11-25, one
   }
   assert.deepEqual(summary(p.requests).revisions, ["2025-11-25"]);
   assert.equal(summary(p.requests).rpc[0], "initialize");
+  noDelete(p.requests);
 });
 
 test("@modelcontextprotocol/sdk 1.x: 2025-11-25 in one MCP session; another MCP session has not read", async (t) => {
@@ -160,6 +165,7 @@ test("@modelcontextprotocol/sdk 1.x: 2025-11-25 in one MCP session; another MCP 
   const s = summary(p.requests);
   assert.deepEqual(s.revisions, ["2025-11-25"]);
   assert.equal(s.mcpSessions.length, 2);
+  noDelete(p.requests);
   configured(p.requests);
 });
 
@@ -178,6 +184,10 @@ test("@openai/agents MCPServerStreamableHttp: 2026-07-28, no MCP session", async
       assert.equal(content[0].type, "text");
       return { text: content[0].text, isError: content[0].text.startsWith("Error: ") };
     });
+    // The function tool an Agent runs answers that one block as it is.
+    const read = mcpToFunctionTool((await server.listTools())[0], server, false);
+    const out = await read.invoke(new RunContext(), JSON.stringify({ file_path: "openai-agents.txt" }));
+    assert.deepEqual(out, { type: "text", text: texts.read(path.join(h.root, "openai-agents.txt"), ["ALPHA", "BETA", "GAMMA"]) });
   } finally {
     await server.close();
   }
@@ -194,6 +204,9 @@ test("@ai-sdk/mcp createMCPClient (http transport): 2026-07-28, no MCP session",
   try {
     const tools = await client.tools();
     assert.deepEqual(Object.keys(tools), toolNames);
+    // It closes each input schema (docs/mcp.md).
+    const catalog = await (await fetch(`${p.base}/tools`, { headers: auth })).json();
+    assert.deepEqual(await tools.read.inputSchema.jsonSchema, { ...catalog.tools[0].parameters, additionalProperties: false });
     await flow(t, "ai-sdk", async (name, args) => {
       const result = await tools[name].execute(args, { toolCallId: `call-${name}`, messages: [] });
       // What the model is sent: the text block alone (toModelOutput).
@@ -243,6 +256,7 @@ test("@langchain/mcp-adapters MultiServerMCPClient: 2025-11-25 in one MCP sessio
   assert.deepEqual(s.revisions, ["2025-11-25"]);
   assert.equal(s.mcpSessions.length, 1);
   assert.equal(s.rpc[0], "initialize");
+  noDelete(p.requests);
   configured(p.requests);
 });
 
@@ -269,10 +283,14 @@ test("sessionless clients share the default session", async () => {
 // The MCP Inspector's CLI: one process per call, as docs/mcp.md shows it.
 const inspectorBin = path.join(here, "node_modules", ".bin", "mcp-inspector");
 
+// The command line of docs/mcp.md: the URL first (--header and --tool-arg
+// take several values each); a --tool-arg value that parses as JSON is sent
+// as JSON, so edits is an array.
 async function inspector(url, tool, args, headers) {
-  const argv = ["--cli", url, "--transport", "http", "--method", "tools/call", "--tool-name", tool];
-  for (const [k, v] of Object.entries(args)) argv.push("--tool-arg", `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+  const argv = ["--cli", url, "--transport", "http"];
   for (const hd of headers) argv.push("--header", hd);
+  argv.push("--method", "tools/call", "--tool-name", tool, "--tool-arg");
+  for (const [k, v] of Object.entries(args)) argv.push(`${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
   let stdout, code;
   try {
     ({ stdout } = await promisify(execFile)(inspectorBin, argv, { timeout: 60000 }));
@@ -294,6 +312,7 @@ test("MCP Inspector CLI with its session header: each call a new MCP session, on
   assert.deepEqual(s.revisions, ["2025-11-25"]);
   assert.equal(s.rpc.filter((m) => m === "initialize").length, 4);
   assert.equal(s.mcpSessions.length, 4, "one MCP session per process");
+  noDelete(p.requests);
   configured(p.requests, { sessionHeader: "inspector-task" });
 });
 
