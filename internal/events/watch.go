@@ -10,10 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
@@ -44,22 +43,28 @@ type WatchConfig struct {
 }
 
 // Watcher publishes changes made under the root outside the API, through
-// inotify (github.com/fsnotify/fsnotify). Folders are watched one by one
-// (inotify is not recursive): all of them at start, new ones as they appear.
-// It never follows a symlink, so nothing outside the root is watched or
-// reported; the server's private folder (fs.PrivateDir) and staged temporary
-// files (fs.TempGlob) are ignored. When the kernel drops notifications it
-// publishes an overflow event and watches again whatever folders it missed.
+// inotify. Folders are watched one by one (inotify is not recursive): all of
+// them at start, new ones as they appear. It never follows a symlink, in any
+// component of a path: each folder is opened beneath the root by descriptor
+// (fs.OpenBeneath), watched and listed through that descriptor, and an
+// event is reported only while its folder is still the one at its path, so
+// nothing outside the root is watched or reported (docs/events.md, "Never
+// reported"). The server's private folder (fs.PrivateDir) and staged
+// temporary files (fs.TempGlob) are ignored. When the kernel drops
+// notifications it publishes an overflow event and watches again whatever
+// folders it missed.
 type Watcher struct {
-	hub  *Hub
-	cfg  WatchConfig
-	root string
-	log  *slog.Logger
-	obs  observer
-	fsw  *fsnotify.Watcher
+	hub    *Hub
+	cfg    WatchConfig
+	root   string
+	rootFd int // the root, opened once: every folder is opened beneath it
+	log    *slog.Logger
+	obs    observer
+	in     *inotify
 
 	// Owned by the run goroutine.
-	dirs         map[string]dirID // watched folders, root-relative ("" = the root)
+	dirs         map[string]int32 // watched folders, root-relative ("" = the root) → watch descriptor
+	wds          map[int32]folder
 	pending      map[string]*change
 	order        []string // pending paths, first seen first
 	timer        *time.Timer
@@ -70,7 +75,14 @@ type Watcher struct {
 	done chan struct{}
 }
 
-// dirID identifies a watched folder's inode, to notice it was swapped.
+// folder is one watched folder: where it was when it was watched, and its
+// inode, to notice it is not there any more.
+type folder struct {
+	rel string
+	id  dirID
+}
+
+// dirID identifies a folder's inode.
 type dirID struct{ dev, ino uint64 }
 
 // change is a path's gathered changes, not yet published. kind "" means
@@ -104,22 +116,36 @@ func NewWatcher(hub *Hub, cfg WatchConfig) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: root %q: %w", cfg.Root, err)
 	}
-	fsw, err := fsnotify.NewWatcher()
+	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
+		return nil, fmt.Errorf("events: root %q: %w", root, err)
+	}
+	// Watches are added through /proc/self/fd (inotify.add).
+	if err := unix.Access(fdPath(rootFd), unix.F_OK); err != nil {
+		unix.Close(rootFd)
+		return nil, fmt.Errorf("events: watching needs /proc mounted (watches are added through /proc/self/fd): %w", err)
+	}
+	stop := make(chan struct{})
+	in, err := newInotify(stop)
+	if err != nil {
+		unix.Close(rootFd)
+		return nil, err
 	}
 	w := &Watcher{
-		hub: hub, cfg: cfg, root: root, log: cfg.Logger, obs: observer{cfg.Metrics}, fsw: fsw,
-		dirs:         map[string]dirID{},
+		hub: hub, cfg: cfg, root: root, rootFd: rootFd, log: cfg.Logger, obs: observer{cfg.Metrics}, in: in,
+		dirs:         map[string]int32{},
+		wds:          map[int32]folder{},
 		pending:      map[string]*change{},
 		timer:        time.NewTimer(time.Hour),
 		pauseForTest: make(chan chan struct{}),
-		stop:         make(chan struct{}),
+		stop:         stop,
 		done:         make(chan struct{}),
 	}
 	w.timer.Stop()
 	if !w.watchTree("", false) {
-		fsw.Close()
+		close(stop)
+		in.close()
+		unix.Close(rootFd)
 		return nil, fmt.Errorf("events: cannot watch the root %q", root)
 	}
 	go w.run()
@@ -135,27 +161,20 @@ func (w *Watcher) Close() error {
 	}
 	close(w.stop)
 	<-w.done
-	return w.fsw.Close()
+	err := w.in.close()
+	unix.Close(w.rootFd)
+	return err
 }
 
 func (w *Watcher) run() {
 	defer close(w.done)
 	for {
 		select {
-		case ev, ok := <-w.fsw.Events:
+		case ev, ok := <-w.in.events:
 			if !ok {
 				return
 			}
 			w.handle(ev)
-		case err, ok := <-w.fsw.Errors:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.overflow()
-			} else {
-				w.log.Warn("events: watcher error", "err", err)
-			}
 		case <-w.timer.C:
 			w.flush(false)
 		case release := <-w.pauseForTest:
@@ -167,50 +186,90 @@ func (w *Watcher) run() {
 }
 
 // handle turns one inotify event into a gathered change.
-func (w *Watcher) handle(ev fsnotify.Event) {
-	rel, ok := w.rel(ev.Name)
-	if !ok || rel == "" || ignored(rel) {
-		return
-	}
-	// An event from a watch we already dropped (its folder moved away, maybe
-	// out of the root) is not about the root any more.
-	if _, watched := w.dirs[parent(rel)]; !watched {
-		return
-	}
+func (w *Watcher) handle(ev inEvent) {
 	switch {
-	case ev.Has(fsnotify.Remove):
+	case ev.mask&unix.IN_Q_OVERFLOW != 0:
+		w.overflow()
+		return
+	case ev.mask&maskReadFailed != 0:
+		w.log.Error("events: reading inotify failed; external changes are no longer reported")
+		return
+	}
+	d, ok := w.wds[ev.wd]
+	if !ok {
+		return // a watch dropped already (its folder moved away, maybe out of the root)
+	}
+	if ev.mask&unix.IN_IGNORED != 0 {
+		w.unwatchTree(d.rel) // the kernel dropped the watch: its folder is gone
+		return
+	}
+	if ev.name == "" {
+		return // about the folder itself: its parent's watch reports it
+	}
+	rel := path.Join(d.rel, ev.name)
+	if ignored(rel) || !w.still(d) {
+		return
+	}
+	isDir := ev.mask&unix.IN_ISDIR != 0
+	switch {
+	case ev.mask&unix.IN_DELETE != 0:
 		w.unwatchTree(rel)
 		w.note(rel, TypeRemoved)
-	case ev.Has(fsnotify.Rename):
+	case ev.mask&unix.IN_MOVED_FROM != 0:
 		w.unwatchTree(rel)
 		w.note(rel, TypeRenamed)
-	case ev.Has(fsnotify.Create):
+	case ev.mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 		w.note(rel, TypeCreated)
-		if st, err := os.Lstat(ev.Name); err == nil && st.IsDir() {
+		if isDir {
 			// Entries made before the watch was in place are reported
 			// from a listing.
 			w.watchTree(rel, true)
 		}
-	case ev.Has(fsnotify.Write):
+	case ev.mask&unix.IN_MODIFY != 0:
 		w.note(rel, TypeModified)
 	}
-	// Chmod alone (touch, chmod) changes no content: not reported.
 }
 
-// rel is name relative to the root, when it is the root or under it.
-func (w *Watcher) rel(name string) (string, bool) {
-	if name == w.root {
-		return "", true
+// still reports whether the watched folder d is still the folder at its
+// path, reached from the root without a symlink. An event is about the
+// watched inode wherever it is now: after a folder (or one of its parents)
+// was renamed, maybe out of the root, and maybe replaced by a symlink, its
+// queued events would name entries under a path that no longer leads to
+// it. Such a folder's watches are dropped, and its events with them; the
+// rename's own events report its new place, listed anew, when that is in
+// the root.
+func (w *Watcher) still(d folder) bool {
+	if d.rel == "" {
+		return true // the root is held open: it is always itself
 	}
-	r, ok := strings.CutPrefix(name, w.root+"/")
-	return r, ok
+	id, err := w.openedID(d.rel)
+	if err == nil && id == d.id {
+		return true
+	}
+	if err == nil || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		w.unwatchTree(d.rel)
+	}
+	// Another failure (out of descriptors) says nothing about the folder:
+	// only this event is dropped.
+	return false
 }
 
-func (w *Watcher) abs(rel string) string {
-	if rel == "" {
-		return w.root
+// openedID is the inode of the folder at rel, opened beneath the root.
+func (w *Watcher) openedID(rel string) (dirID, error) {
+	fd, err := fs.OpenBeneath(w.rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return dirID{}, err
 	}
-	return w.root + "/" + rel
+	defer unix.Close(fd)
+	return fstatID(fd)
+}
+
+func fstatID(fd int) (dirID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return dirID{}, err
+	}
+	return dirID{dev: uint64(st.Dev), ino: st.Ino}, nil
 }
 
 // ignored reports paths the feed never shows: the server's private folder
@@ -225,14 +284,6 @@ func ignored(rel string) bool {
 	return m
 }
 
-func parent(rel string) string {
-	i := strings.LastIndexByte(rel, '/')
-	if i < 0 {
-		return ""
-	}
-	return rel[:i]
-}
-
 // watchTree watches the folder rel and every folder below it, without
 // following symlinks, up to the watch bound. With report, every entry found
 // is noted as created (it appeared with its new folder). It reports whether
@@ -243,17 +294,17 @@ func (w *Watcher) watchTree(rel string, report bool) bool {
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		ok := w.watchDir(d)
+		f := w.watchDir(d)
 		if first {
 			first = false
-			if !ok {
+			if f == nil {
 				return false
 			}
 		}
-		if !ok {
+		if f == nil {
 			continue
 		}
-		w.list(d, func(name string, isDir bool) {
+		list(f, func(name string, isDir bool) {
 			child := path.Join(d, name)
 			if ignored(child) {
 				return
@@ -265,60 +316,71 @@ func (w *Watcher) watchTree(rel string, report bool) bool {
 				stack = append(stack, child)
 			}
 		})
+		f.Close()
 	}
 	return true
 }
 
-// watchDir adds one inotify watch on the folder rel. inotify resolves the
-// path it is given and follows a symlink, so the folder is checked with
-// lstat before and after: a folder swapped for a link in between loses its
-// watch again.
-func (w *Watcher) watchDir(rel string) bool {
-	if _, ok := w.dirs[rel]; ok {
-		return true
+// watchDir opens the folder rel beneath the root, following no symlink in
+// any component (fs.OpenBeneath), and watches it through that descriptor:
+// what is watched is the folder that was opened, even if rel has been
+// swapped for a link since. It returns the open folder, for the caller to
+// list and close, or nil when it is not watched.
+func (w *Watcher) watchDir(rel string) *os.File {
+	fd, err := fs.OpenBeneath(w.rootFd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
+			w.log.Debug("events: cannot open a folder", "path", rel, "err", err)
+		}
+		return nil
+	}
+	// The name is the descriptor's magic link, so a lookup the listing
+	// makes by name (a filesystem that does not give entry types) reaches
+	// this very folder.
+	f := os.NewFile(uintptr(fd), fdPath(fd))
+	id, err := fstatID(fd)
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	if wd, ok := w.dirs[rel]; ok {
+		if w.wds[wd].id == id {
+			return f
+		}
+		w.unwatchTree(rel) // another folder has taken this path
 	}
 	if len(w.dirs) >= w.cfg.MaxWatches {
 		w.limitHit(rel, nil)
-		return false
+		f.Close()
+		return nil
 	}
-	abs := w.abs(rel)
-	before, ok := lstatDir(abs)
-	if !ok {
-		return false
+	wd, err := w.in.add(fd)
+	if err == nil {
+		if old, ok := w.wds[wd]; ok {
+			// The same folder, still watched at its old path (its move's
+			// events were dropped with its parent): watch it here anew.
+			w.unwatchTree(old.rel)
+			wd, err = w.in.add(fd)
+		}
 	}
-	if err := w.fsw.Add(abs); err != nil {
-		if errors.Is(err, syscall.ENOSPC) {
+	if err != nil {
+		if errors.Is(err, unix.ENOSPC) {
 			w.limitHit(rel, err)
-		} else if !errors.Is(err, syscall.ENOENT) {
+		} else {
 			w.log.Debug("events: cannot watch a folder", "path", rel, "err", err)
 		}
-		return false
+		f.Close()
+		return nil
 	}
-	if after, ok := lstatDir(abs); !ok || after != before {
-		_ = w.fsw.Remove(abs)
-		return false
-	}
-	w.dirs[rel] = before
+	w.dirs[rel] = wd
+	w.wds[wd] = folder{rel: rel, id: id}
 	w.obs.watching(len(w.dirs))
-	return true
+	return f
 }
 
-func lstatDir(abs string) (dirID, bool) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(abs, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return dirID{}, false
-	}
-	return dirID{dev: uint64(st.Dev), ino: st.Ino}, true
-}
-
-// list calls fn for each entry of the folder rel, reading it in batches so a
-// huge folder costs a batch of memory at a time.
-func (w *Watcher) list(rel string, fn func(name string, isDir bool)) {
-	f, err := os.Open(w.abs(rel))
-	if err != nil {
-		return
-	}
-	defer f.Close()
+// list calls fn for each entry of the open folder f, reading it in batches
+// so a huge folder costs a batch of memory at a time.
+func list(f *os.File, fn func(name string, isDir bool)) {
 	for {
 		ents, err := f.ReadDir(256)
 		for _, e := range ents {
@@ -349,10 +411,11 @@ func (w *Watcher) unwatchTree(rel string) {
 	if _, ok := w.dirs[rel]; !ok {
 		return
 	}
-	for d := range w.dirs {
-		if d == rel || strings.HasPrefix(d, rel+"/") {
-			_ = w.fsw.Remove(w.abs(d))
+	for d, wd := range w.dirs {
+		if d == rel || rel == "" || strings.HasPrefix(d, rel+"/") {
+			w.in.remove(wd)
 			delete(w.dirs, d)
+			delete(w.wds, wd)
 		}
 	}
 	w.obs.watching(len(w.dirs))
@@ -452,9 +515,9 @@ func (w *Watcher) overflow() {
 	w.obs.overflow()
 	w.flush(true)
 	w.hub.Publish(Event{Type: TypeOverflow})
-	for d, id := range w.dirs {
-		if now, ok := lstatDir(w.abs(d)); !ok || now != id {
-			w.unwatchTree(d)
+	for _, wd := range w.dirs {
+		if d, ok := w.wds[wd]; ok {
+			w.still(d) // drops the watches of folders no longer at their path
 		}
 	}
 	if _, ok := w.dirs[""]; !ok {

@@ -413,3 +413,115 @@ func TestMerge(t *testing.T) {
 		assert.Equal(t, c.want, merge(c.prev, c.next), "%q then %q", c.prev, c.next)
 	}
 }
+
+// pause holds the watcher between two events until the returned release is
+// called; the kernel queues what happens meanwhile.
+func (x *watched) pause() (release func()) {
+	r := make(chan struct{})
+	x.w.pauseForTest <- r
+	return func() { close(r) }
+}
+
+// A parent folder swapped for a link to the outside while events about it
+// are queued reports nothing from outside the root (SPEC §18): a/b0 is made
+// while the watcher is held, then a is renamed (within the root, or out of
+// it) and a symlink a -> outside takes its place. b0 was in the root all
+// along: it is reported at a's new place when that is in the root.
+func TestParentSwappedForALinkReportsNothingOutside(t *testing.T) {
+	base := t.TempDir()
+	outside := filepath.Join(base, "outside")
+	require.NoError(t, os.MkdirAll(filepath.Join(outside, "b0", "deeper"), 0o755))
+	write(t, filepath.Join(outside, "b0", "SECRET.txt"), "s")
+	x := watch(t, "", WatchConfig{})
+
+	for _, c := range []struct {
+		name string
+		to   string
+		want []string // besides a's own event
+	}{
+		{"within", x.path("away"), []string{"created away", "created away/b0", "created away/b0/f.txt"}},
+		{"out", filepath.Join(base, "gone"), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, os.Mkdir(x.path("a"), 0o755))
+			x.expect("created a")
+			release := x.pause()
+			require.NoError(t, os.Mkdir(x.path("a/b0"), 0o755))
+			write(t, x.path("a/b0/f.txt"), "in the root")
+			require.NoError(t, os.Rename(x.path("a"), c.to))
+			require.NoError(t, os.Symlink(outside, x.path("a")))
+			release()
+			var got []string
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				got = append(got, x.settle(quiet)...)
+				if slices.ContainsFunc(got, func(e string) bool { return strings.HasSuffix(e, " a") }) && !slices.ContainsFunc(c.want, func(w string) bool { return !slices.Contains(got, w) }) {
+					break
+				}
+			}
+			got = append(got, x.settle(6*quiet)...)
+			for _, e := range got {
+				assert.NotContains(t, e, "SECRET", "a name from outside the root")
+				assert.NotContains(t, e, "deeper", "a name from outside the root")
+			}
+			// a renamed, then made again (the link): one "modified" when
+			// both fall in one quiet window, else both (a loaded machine).
+			mine := slices.DeleteFunc(slices.Clone(got), func(e string) bool { return !strings.HasSuffix(e, " a") })
+			if !slices.Equal(mine, []string{"modified a"}) {
+				assert.Equal(t, []string{"renamed a", "created a"}, mine)
+			}
+			assert.Subset(t, got, c.want)
+			assert.Len(t, got, len(mine)+len(c.want), "%v", got)
+			for _, d := range x.w.snapshotDirs() {
+				assert.False(t, d == "a" || strings.HasPrefix(d, "a/"), "watching %s", d)
+			}
+			require.NoError(t, os.Remove(x.path("a")))
+			require.NoError(t, os.RemoveAll(c.to))
+			x.settle(4 * quiet)
+		})
+	}
+}
+
+// A watched folder deeper down whose parent is swapped: its queued events
+// are about a folder no longer at its path, and are dropped, not reported
+// under the link.
+func TestQueuedEventsOfAMovedFolderAreDropped(t *testing.T) {
+	base := t.TempDir()
+	outside := filepath.Join(base, "outside")
+	require.NoError(t, os.MkdirAll(filepath.Join(outside, "b"), 0o755))
+	x := watch(t, "", WatchConfig{})
+	require.NoError(t, os.MkdirAll(x.path("a/b"), 0o755))
+	x.expect("created a", "created a/b")
+
+	release := x.pause()
+	require.NoError(t, os.Rename(x.path("a"), filepath.Join(base, "gone")))
+	require.NoError(t, os.Symlink(outside, x.path("a")))
+	write(t, filepath.Join(base, "gone", "b", "SECRET-moved-out.txt"), "s")
+	write(t, filepath.Join(outside, "b", "SECRET-outside.txt"), "s")
+	release()
+	x.expectEither([]string{"modified a"}, []string{"renamed a", "created a"})
+	for _, d := range x.w.snapshotDirs() {
+		assert.False(t, d == "a" || strings.HasPrefix(d, "a/"), "watching %s", d)
+	}
+}
+
+// A folder removed with its content before the watcher handled the
+// removals inside it: its own removal is reported, the queued ones inside
+// it are not (docs/events.md, "Folders moved, removed or swapped for a
+// link"); nothing stays watched.
+func TestRemovedTreeIsReportedByItsFolder(t *testing.T) {
+	x := watch(t, "", WatchConfig{})
+	require.NoError(t, os.MkdirAll(x.path("d/sub"), 0o755))
+	write(t, x.path("d/sub/f.txt"), "f")
+	write(t, x.path("d/g.txt"), "g")
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 4 && time.Now().Before(deadline); {
+		got = append(got, x.settle(quiet)...)
+	}
+	assert.ElementsMatch(t, []string{"created d", "created d/sub", "created d/sub/f.txt", "created d/g.txt"}, got)
+
+	release := x.pause()
+	require.NoError(t, os.RemoveAll(x.path("d")))
+	release()
+	x.expect("removed d")
+	assert.Equal(t, []string{""}, x.w.snapshotDirs())
+}

@@ -14,9 +14,9 @@ import (
 // component at a time, refusing "..". flags are open(2) flags (O_NOFOLLOW
 // and O_CLOEXEC are added); the descriptor is the caller's to close.
 //
-// It only opens: a name met that is a symlink fails with ELOOP (ENOTDIR in
-// the component walk), one that leaves the folder with EXDEV, a missing one
-// with ENOENT. What it opens was beneath dirfd when it was opened; it may be
+// It only opens: a symlink met fails with ELOOP (ENOTDIR when it is the
+// last name and flags hold O_DIRECTORY, and in the component walk), a name
+// that leaves the folder with EXDEV, a missing one with ENOENT. What it opens was beneath dirfd when it was opened; it may be
 // moved elsewhere afterwards, and the descriptor follows it.
 func OpenBeneath(dirfd int, rel string, flags int) (int, error) {
 	if rel == "" {

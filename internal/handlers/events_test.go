@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -356,4 +357,86 @@ func (f *feed) metric(name string) float64 {
 	}
 	f.t.Fatalf("no series %s", name)
 	return 0
+}
+
+// until reads the stream up to the event that says mark/<name> was created,
+// and returns the events before it. The watcher handles inotify events in
+// order and publishes gathered changes first noted first, so every change
+// made before the mark was handled by then.
+func (s *stream) until(name string) []string {
+	s.t.Helper()
+	want := `{"type":"created","path":"mark/` + name + `"}`
+	var seen []string
+	for {
+		e := s.next()
+		if e == want {
+			return seen
+		}
+		seen = append(seen, e)
+	}
+}
+
+// A folder swapped for a link to the outside while the watcher is busy and
+// events for it are queued reports nothing from outside the root (SPEC §18,
+// docs/events.md "Never reported"): the watcher is kept busy by a tree of
+// 1,550 folders moved in, a/b0 is made, then a is renamed away (within the
+// root, or out of it) and a symlink a -> outside takes its place. The old
+// watcher, which listed a/b0 by its full path, listed outside/b0 and
+// reported its names.
+func TestEventsNeverReportAFolderOutsideTheRoot(t *testing.T) {
+	f := startFeed(t, feedOptions{})
+	base := t.TempDir() // beside the root, on the same filesystem
+	outside := filepath.Join(base, "outside")
+	staging := filepath.Join(base, "staging")
+	gone := filepath.Join(base, "gone")
+	require.NoError(t, os.MkdirAll(filepath.Join(outside, "b0"), 0o755))
+	require.NoError(t, os.Mkdir(gone, 0o755))
+	for i := range 50 {
+		for j := range 30 {
+			require.NoError(t, os.MkdirAll(filepath.Join(staging, "tree", fmt.Sprintf("d%02d", i), fmt.Sprintf("e%02d", j)), 0o755))
+		}
+	}
+	require.NoError(t, os.Mkdir(f.path("mark"), 0o755))
+	s := f.subscribe("?path=a&path=away&path=mark")
+	mark := func(name string) { require.NoError(t, os.WriteFile(f.path("mark/"+name), nil, 0o644)) }
+
+	const runs = 50
+	start := time.Now()
+	leaks, newPath := 0, 0
+	for i := range runs {
+		require.Less(t, time.Since(start), 3*time.Minute, "run %d", i)
+		require.NoError(t, os.Mkdir(f.path("a"), 0o755))
+		mark(fmt.Sprintf("ready-%d", i))
+		s.until(fmt.Sprintf("ready-%d", i)) // a is watched
+		require.NoError(t, os.WriteFile(filepath.Join(outside, "b0", fmt.Sprintf("SECRET-outside-name-%d.txt", i)), nil, 0o644))
+
+		require.NoError(t, os.Rename(filepath.Join(staging, "tree"), f.path("tree"))) // the watcher lists and watches 1,550 folders
+		require.NoError(t, os.Mkdir(f.path("a/b0"), 0o755))
+		within := i%2 == 0
+		if within {
+			require.NoError(t, os.Rename(f.path("a"), f.path("away")))
+		} else {
+			require.NoError(t, os.Rename(f.path("a"), filepath.Join(gone, fmt.Sprintf("a-%d", i))))
+		}
+		require.NoError(t, os.Symlink(outside, f.path("a")))
+		mark(fmt.Sprintf("done-%d", i))
+
+		seen := s.until(fmt.Sprintf("done-%d", i))
+		if k := slices.IndexFunc(seen, func(e string) bool { return strings.Contains(e, "SECRET") }); k >= 0 {
+			leaks++
+			t.Errorf("run %d reported a name from outside the root: %s", i, seen[k])
+		}
+		// b0 was in the root all along: reported where it was seen, at
+		// its old place (handled before the swap) or at its new one.
+		if within && (slices.Contains(seen, `{"type":"created","path":"away/b0"}`) || slices.Contains(seen, `{"type":"created","path":"a/b0"}`)) {
+			newPath++
+		}
+
+		require.NoError(t, os.Remove(f.path("a")))
+		require.NoError(t, os.Rename(f.path("tree"), filepath.Join(staging, "tree")))
+		require.NoError(t, os.RemoveAll(f.path("away")))
+	}
+	t.Logf("%d runs in %v: %d reported outside names; b0 reported in %d of %d runs renamed within the root", runs, time.Since(start).Round(time.Millisecond), leaks, newPath, runs/2)
+	assert.Zero(t, leaks)
+	assert.Equal(t, runs/2, newPath)
 }
