@@ -12,10 +12,11 @@ import (
 )
 
 // inotify is one inotify instance whose watches are added through folder
-// descriptors, not paths (docs/events.md, "Never reported"). fsnotify, which
-// the feed used before, keys its watches by path and cannot: a descriptor's
-// /proc/self/fd/<n> name is reused once the descriptor is closed, and its
-// event names come from the path a watch was added with.
+// descriptors, not paths (docs/events.md, "Folders moved, removed or
+// swapped for a link"). fsnotify, which the feed used before, keys its
+// watches by path and cannot: a descriptor's /proc/self/fd/<n> name is
+// reused once the descriptor is closed, and its event names come from the
+// path a watch was added with.
 type inotify struct {
 	fd     int
 	file   *os.File // fd, read through the runtime poller so Close ends a read

@@ -48,11 +48,11 @@ type WatchConfig struct {
 // component of a path: each folder is opened beneath the root by descriptor
 // (fs.OpenBeneath), watched and listed through that descriptor, and an
 // event is reported only while its folder is still the one at its path, so
-// nothing outside the root is watched or reported (docs/events.md, "Never
-// reported"). The server's private folder (fs.PrivateDir) and staged
-// temporary files (fs.TempGlob) are ignored. When the kernel drops
-// notifications it publishes an overflow event and watches again whatever
-// folders it missed.
+// nothing outside the root is watched or reported (docs/events.md,
+// "Folders moved, removed or swapped for a link"). The server's private
+// folder (fs.PrivateDir) and staged temporary files (fs.TempGlob) are
+// ignored. When the kernel drops notifications it publishes an overflow
+// event and watches again whatever folders it missed.
 type Watcher struct {
 	hub    *Hub
 	cfg    WatchConfig

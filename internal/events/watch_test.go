@@ -338,8 +338,8 @@ func TestOverflowIsReportedAndMissedFoldersWatched(t *testing.T) {
 	release := make(chan struct{})
 	x.w.pauseForTest <- release
 	// The kernel queues 16384 events by default (fs.inotify.max_queued_events)
-	// and fsnotify holds up to 4096 more; 15000 created files make 30000
-	// while nobody reads.
+	// and the watcher's reader holds one 64 KiB buffer more (about 2000);
+	// 15000 created files make 30000 while nobody reads.
 	for i := 0; i < 15000; i++ {
 		write(t, x.path(fmt.Sprintf("f%d", i)), "x")
 	}
@@ -423,10 +423,10 @@ func (x *watched) pause() (release func()) {
 }
 
 // A parent folder swapped for a link to the outside while events about it
-// are queued reports nothing from outside the root (SPEC §18): a/b0 is made
-// while the watcher is held, then a is renamed (within the root, or out of
-// it) and a symlink a -> outside takes its place. b0 was in the root all
-// along: it is reported at a's new place when that is in the root.
+// are queued reports nothing from outside the root (docs/events.md): a/b0
+// is made while the watcher is held, then a is renamed (within the root, or
+// out of it) and a symlink a -> outside takes its place. b0 was in the root
+// all along: it is reported at a's new place when that is in the root.
 func TestParentSwappedForALinkReportsNothingOutside(t *testing.T) {
 	base := t.TempDir()
 	outside := filepath.Join(base, "outside")

@@ -377,12 +377,12 @@ func (s *stream) until(name string) []string {
 }
 
 // A folder swapped for a link to the outside while the watcher is busy and
-// events for it are queued reports nothing from outside the root (SPEC §18,
-// docs/events.md "Never reported"): the watcher is kept busy by a tree of
-// 1,550 folders moved in, a/b0 is made, then a is renamed away (within the
-// root, or out of it) and a symlink a -> outside takes its place. The old
-// watcher, which listed a/b0 by its full path, listed outside/b0 and
-// reported its names.
+// events for it are queued reports nothing from outside the root
+// (docs/events.md, "Folders moved, removed or swapped for a link"): the
+// watcher is kept busy by a tree of 1,550 folders moved in, a/b0 is made,
+// then a is renamed away (within the root, or out of it) and a symlink
+// a -> outside takes its place. The old watcher, which listed a/b0 by its
+// full path, listed outside/b0 and reported its names.
 func TestEventsNeverReportAFolderOutsideTheRoot(t *testing.T) {
 	f := startFeed(t, feedOptions{})
 	base := t.TempDir() // beside the root, on the same filesystem
