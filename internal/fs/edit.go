@@ -127,7 +127,7 @@ func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version
 // openForEdit opens the target as read does; a missing target is stale,
 // since the policy only lets an edit through after a read saw the file.
 func (l *Local) openForEdit(t Target) (*opened, error) {
-	o, err := l.openRegular(t, "edit")
+	o, err := l.openRegular(t, "edit", true)
 	if err == errMissing {
 		return nil, staleEdit(t.Display)
 	}
@@ -306,9 +306,7 @@ func readChunks(ctx context.Context, f *os.File, fn func([]byte) error) error {
 	}
 }
 
-func staleEdit(display string) *Error {
-	return NewError(CodeStaleVersion, fmt.Sprintf(`cannot edit "%s": file changed since it was read`, display))
-}
+func staleEdit(display string) *Error { return StaleError("edit", display) }
 
 // crlfAdapt turns every bare "\n" (one not already after "\r") into "\r\n".
 func crlfAdapt(s string) string {

@@ -63,6 +63,12 @@ func NewError(code Code, message string) *Error {
 	return &Error{Code: code, Message: message}
 }
 
+// StaleError is CodeStaleVersion's text for op ("write", "edit") on
+// display: the file is not the one the caller's precondition describes.
+func StaleError(op, display string) *Error {
+	return NewError(CodeStaleVersion, `cannot `+op+` "`+display+`": file changed since it was read`)
+}
+
 // CodeOf returns the code of err if it is (or wraps) an *Error, else "".
 func CodeOf(err error) Code {
 	var e *Error

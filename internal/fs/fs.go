@@ -64,8 +64,20 @@ type ResolveStater interface {
 var _ ResolveStater = (*Local)(nil)
 
 // TargetKey identifies a file independently of the path used to reach it:
-// the local provider uses the real path. Callers must not parse it.
+// the local provider uses the real path. Callers must not parse it; Within
+// is the one question they may ask of it.
 type TargetKey string
+
+// Within reports whether k is dir or lies below it: where k's file really
+// is, not how a path to it was spelled, since a Key is the real location a
+// kernel-checked walk found (a symlink under dir to a file elsewhere has
+// the Key of the file elsewhere), and a mutation happens at its Key or not
+// at all (docs/sandbox.md). The sandbox fence asks it of a target and the
+// session cwd's Key.
+func (k TargetKey) Within(dir TargetKey) bool {
+	_, ok := within(string(dir), string(k))
+	return ok
+}
 
 // Version is an opaque freshness token. The local provider derives it from
 // dev:ino:size:mtime_ns:ctime_ns of the followed target. Callers only compare

@@ -182,7 +182,7 @@ func (l *Local) OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, er
 	if err := ctx.Err(); err != nil {
 		return nil, Info{}, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
 	}
-	o, err := l.openRegular(t, "read")
+	o, err := l.openRegular(t, "read", false)
 	if err == errMissing {
 		return nil, Info{}, NewError(CodeNotFound, fmt.Sprintf(`cannot read "%s": not found`, t.Display))
 	}
@@ -229,9 +229,14 @@ func (o *opened) closeFileLater() {
 // openRegular walks to the target and opens it with readFlags, checking it
 // is a regular file both before opening (so a device is never opened) and
 // on the open descriptor (so a swap in between is caught). A missing target
-// is errMissing; every other failure is an *Error for op.
-func (l *Local) openRegular(t Target, op string) (*opened, error) {
-	w, err := l.walkTarget(t, false)
+// is errMissing; every other failure is an *Error for op. exact (for a
+// mutation) walks with walkKey.
+func (l *Local) openRegular(t Target, op string, exact bool) (*opened, error) {
+	walk := l.walkTarget
+	if exact {
+		walk = l.walkKey
+	}
+	w, err := walk(t, false)
 	if errors.Is(err, errNotDir) {
 		return nil, errMissing
 	}
@@ -376,6 +381,10 @@ func (l *Local) fail(op, display string, err error) error {
 		return privateErr(op, display, err)
 	case errors.Is(err, errEscape), errors.Is(err, errPrivate):
 		return &Error{Code: CodeSandboxDenied, Message: fmt.Sprintf(`cannot %s "%s": outside the workspace root`, op, display), Err: err}
+	case errors.Is(err, errMoved):
+		e := StaleError(op, display)
+		e.Err = err
+		return e
 	case errors.Is(err, errLoop), errors.Is(err, unix.ELOOP):
 		return &Error{Code: CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": too many levels of symbolic links`, display), Err: err}
 	case errors.Is(err, errNotDir), errors.Is(err, unix.ENOTDIR):

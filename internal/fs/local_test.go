@@ -215,6 +215,73 @@ func TestSymlinkSwappedAfterResolve(t *testing.T) {
 	}
 }
 
+// Between Resolve and a mutation, a name on the way is swapped for a
+// symlink to elsewhere inside the root: the mutation lands at its Key or
+// nowhere (walkKey), so it never touches the file the link leads to.
+func TestMutationLandsAtItsKey(t *testing.T) {
+	swapDir := func(f *fixture) error {
+		if err := os.RemoveAll(f.path("a")); err != nil {
+			return err
+		}
+		return os.Symlink("other", f.path("a"))
+	}
+	swapFile := func(f *fixture) error {
+		if err := os.Remove(f.path("a/f.txt")); err != nil {
+			return err
+		}
+		return os.Symlink("../other/f.txt", f.path("a/f.txt"))
+	}
+	cases := []struct {
+		name, path string
+		swap       func(f *fixture) error
+		do         func(l *Local, tg Target) error
+		want       string
+	}{
+		{"write over the file, folder swapped", "a/f.txt", swapDir, func(l *Local, tg Target) error {
+			_, err := l.WriteText(context.Background(), tg, "pwned", nil)
+			return err
+		}, `cannot write "$ROOT/a/f.txt": file changed since it was read`},
+		{"create, folder swapped", "a/new.txt", swapDir, func(l *Local, tg Target) error {
+			_, err := l.WriteText(context.Background(), tg, "pwned", &WriteIntent{Kind: CreateIfAbsent})
+			return err
+		}, `cannot write "$ROOT/a/new.txt": file changed since it was read`},
+		{"create with missing parents, folder swapped", "a/b/c/new.txt", swapDir, func(l *Local, tg Target) error {
+			_, err := l.WriteText(context.Background(), tg, "pwned", nil)
+			return err
+		}, `cannot write "$ROOT/a/b/c/new.txt": file changed since it was read`},
+		{"edit, folder swapped", "a/f.txt", swapDir, func(l *Local, tg Target) error {
+			_, err := l.EditText(context.Background(), tg, EditRequest{OldString: "inside", NewString: "pwned"}, nil)
+			return err
+		}, `cannot edit "$ROOT/a/f.txt": file changed since it was read`},
+		{"edit, the file swapped", "a/f.txt", swapFile, func(l *Local, tg Target) error {
+			_, err := l.EditText(context.Background(), tg, EditRequest{OldString: "inside", NewString: "pwned"}, nil)
+			return err
+		}, `cannot edit "$ROOT/a/f.txt": file changed since it was read`},
+		{"write, the file swapped", "a/f.txt", swapFile, func(l *Local, tg Target) error {
+			_, err := l.WriteText(context.Background(), tg, "pwned", nil)
+			return err
+		}, `cannot write "$ROOT/a/f.txt": file changed since it was read`},
+		{"dry run, folder swapped", "a/f.txt", swapDir, func(l *Local, tg Target) error {
+			_, err := l.WriteText(context.Background(), tg, "pwned", &WriteIntent{DryRun: true})
+			return err
+		}, `cannot write "$ROOT/a/f.txt": file changed since it was read`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "a/f.txt = inside", "other/f.txt = inside")
+			tg := f.resolve(t, "write", tc.path)
+			require.NoError(t, tc.swap(f))
+			err := tc.do(f.l, tg)
+			requireCode(t, err, CodeStaleVersion, strings.ReplaceAll(tc.want, "$ROOT", f.root))
+			assert.Equal(t, "inside", f.read(t, "other/f.txt"), "the link's target is untouched")
+			entries, err := os.ReadDir(f.path("other"))
+			require.NoError(t, err)
+			assert.Len(t, entries, 1, "nothing created beside it")
+			f.assertClean(t)
+		})
+	}
+}
+
 func TestErrorMapping(t *testing.T) {
 	l := &Local{}
 	tests := []struct {

@@ -27,6 +27,9 @@ var (
 	errEscape = errors.New("path leaves the workspace root")
 	errLoop   = errors.New("too many symbolic links or path components")
 	errNotDir = errors.New("a parent path segment is not a directory")
+	// errMoved: a mutation's walk of a Key no longer ends at the real path
+	// the Key names (walkKey).
+	errMoved = errors.New("the path leads elsewhere than when it was resolved")
 )
 
 // Resolve turns path into a Target; see FileSystem.Resolve. A relative cwd
@@ -145,6 +148,25 @@ func (l *Local) walkTarget(t Target, create bool) (walked, error) {
 		return walked{dir: -1}, errEscape // not a Key this provider made
 	}
 	return l.walk(rel, create)
+}
+
+// walkKey is walkTarget for a mutation: the walk must end at the very real
+// path t.Key names. A Key is a real path, so walking it meets no symlink
+// unless a name on the way was swapped for one since Resolve; following it
+// would mutate another file than the one judged (by the sandbox fence, by
+// an approval: docs/sandbox.md) and locked. Such a walk is errMoved: a
+// mutation lands at its Key or nowhere. A swap that leaves the root is
+// refused by the walk itself, as before.
+func (l *Local) walkKey(t Target, create bool) (walked, error) {
+	w, err := l.walkTarget(t, create)
+	if err != nil {
+		return w, err
+	}
+	if rel, _ := within(l.rootReal, string(t.Key)); w.rel != rel {
+		w.close(l)
+		return walked{dir: -1}, errMoved
+	}
+	return w, nil
 }
 
 // walkKind says what a walk found at its end.

@@ -111,7 +111,7 @@ func (l *Local) sameBytesAt(ctx context.Context, dir int, name string, version V
 // checkWriteTarget walks to the target now: it may be missing or a regular
 // file (followed), nothing else.
 func (l *Local) checkWriteTarget(t Target) (walked, error) {
-	w, err := l.walkTarget(t, false)
+	w, err := l.walkKey(t, false)
 	if err != nil {
 		return w, l.fail("write", t.Display, err)
 	}
@@ -151,7 +151,7 @@ func checkIntent(intent *WriteIntent, exists bool, version Version, display stri
 // enterParent makes the target's missing parent folders and stands in the
 // parent, judging anything that appeared at the target meanwhile.
 func (l *Local) enterParent(t Target, intent *WriteIntent) (walked, error) {
-	w, err := l.walkTarget(t, true)
+	w, err := l.walkKey(t, true)
 	if err != nil {
 		return w, l.fail("write", t.Display, err)
 	}
@@ -581,9 +581,7 @@ func aborted(op string, err error) *Error {
 	return &Error{Code: CodeAborted, Message: op + " aborted", Err: err}
 }
 
-func staleWrite(display string) *Error {
-	return NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file changed since it was read`, display))
-}
+func staleWrite(display string) *Error { return StaleError("write", display) }
 
 func notObserved(display string) *Error {
 	return NewError(CodeNotObserved, fmt.Sprintf(`cannot overwrite existing "%s" without reading it first`, display))
