@@ -17,27 +17,41 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Approval is one question put to a person: the call's session, tool,
-// target (DISPLAY) and the mode it asks for, with the model's reason.
+// target (DISPLAY) and the mode it asks for, with the model's reason and
+// the change itself.
 type Approval struct {
-	ID      string    `json:"id"`
-	Session string    `json:"session"`
-	Tool    string    `json:"tool"`
-	Path    string    `json:"path"`
-	Mode    string    `json:"mode"`
-	Reason  string    `json:"reason"`
-	Created time.Time `json:"created"`
+	ID      string `json:"id"`
+	Session string `json:"session"`
+	Tool    string `json:"tool"`
+	Path    string `json:"path"`
+	Mode    string `json:"mode"`
+	Reason  string `json:"reason"`
+	// Diff is the call's change as a unified diff, as its dry run shows it
+	// (docs/sandbox.md): at most MaxDiffBytes, cut after a whole line, and
+	// then Truncated.
+	Diff      string    `json:"diff"`
+	Truncated bool      `json:"truncated"`
+	Created   time.Time `json:"created"`
 	// Expires is when the call stops waiting (Created + Config.Timeout).
 	Expires time.Time `json:"expires"`
 }
 
-// Request is what a call asks; the store adds the id and the times.
+// MaxDiffBytes bounds an approval's Diff: what a person reads, and what
+// every pending approval holds.
+const MaxDiffBytes = 64 << 10
+
+// Request is what a call asks; the store adds the id and the times, and
+// cuts Diff to MaxDiffBytes.
 type Request struct {
 	Session, Tool, Path, Mode, Reason string
+	Diff                              string
 }
 
 // Decision is a person's answer.
@@ -142,6 +156,7 @@ type Pending struct {
 // Open asks: it records a pending approval for r. ErrFull past Config.Max,
 // ErrClosed once the store is closed.
 func (s *Store) Open(r Request) (*Pending, error) {
+	diff, truncated := cut(r.Diff)
 	id := newID()
 	now := time.Now()
 	s.mu.Lock()
@@ -156,7 +171,7 @@ func (s *Store) Open(r Request) (*Pending, error) {
 	s.seq++
 	p := &Pending{s: s, seq: s.seq, done: make(chan struct{}), a: Approval{
 		ID: id, Session: r.Session, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
-		Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
+		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
 	}}
 	s.pending[id] = p
 	close(s.wake)
@@ -323,6 +338,25 @@ func (s *Store) Close() {
 	for _, p := range ps {
 		p.end(Cancelled)
 	}
+}
+
+// cut is diff's longest prefix of whole lines within MaxDiffBytes (the
+// lines' newlines between them; a diff text does not end with one), and
+// whether anything was cut. A first line longer than the bound is cut at a
+// character boundary instead.
+func cut(diff string) (string, bool) {
+	if len(diff) <= MaxDiffBytes {
+		return diff, false
+	}
+	head := diff[:MaxDiffBytes+1] // the newline just past the bound still ends a whole line
+	if i := strings.LastIndexByte(head, '\n'); i > 0 {
+		return diff[:i], true
+	}
+	head = diff[:MaxDiffBytes]
+	for len(head) > 0 && !utf8.RuneStart(diff[len(head)]) {
+		head = head[:len(head)-1]
+	}
+	return head, true
 }
 
 // newID returns 128 random bits in hex: ids cannot be guessed, so only

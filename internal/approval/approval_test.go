@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,5 +167,41 @@ func TestEndedMemoryIsBounded(t *testing.T) {
 	}
 	if err := s.Decide(first.Approval().ID, Approve); !errors.Is(err, ErrUnknown) {
 		t.Fatalf("forgotten id: %v", err)
+	}
+}
+
+// TestDiffBound: an approval's diff is kept whole up to MaxDiffBytes, then
+// cut after the last whole line that fits (a first line longer than the
+// bound at a character boundary), and marked truncated.
+func TestDiffBound(t *testing.T) {
+	line := func(n int) string { return strings.Repeat("a", n) }
+	cases := []struct {
+		name, diff, want string
+		truncated        bool
+	}{
+		{"small", "--- p\n+++ p", "--- p\n+++ p", false},
+		{"exactly the bound", line(MaxDiffBytes), line(MaxDiffBytes), false},
+		{"a newline just past the bound", line(MaxDiffBytes) + "\nb", line(MaxDiffBytes), true},
+		{"a line across the bound", line(10) + "\n" + line(MaxDiffBytes), line(10), true},
+		{"lines across the bound", line(MaxDiffBytes-5) + "\n" + line(3) + "\n" + line(3), line(MaxDiffBytes-5) + "\n" + line(3), true},
+		{"one long line", line(MaxDiffBytes + 7), line(MaxDiffBytes), true},
+		{"one long line of wide characters", line(MaxDiffBytes-1) + "éé", line(MaxDiffBytes - 1), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Config{Timeout: time.Minute})
+			p, err := s.Open(Request{Tool: "write", Path: "/r/a.txt", Mode: "workspace-write", Reason: "r", Diff: tc.diff})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Cancel()
+			a := p.Approval()
+			if a.Diff != tc.want || a.Truncated != tc.truncated {
+				t.Fatalf("diff of %d bytes, truncated %v; want %d bytes, truncated %v", len(a.Diff), a.Truncated, len(tc.want), tc.truncated)
+			}
+			if l, _ := s.List(); l[0].Diff != tc.want {
+				t.Fatal("List shows another diff")
+			}
+		})
 	}
 }

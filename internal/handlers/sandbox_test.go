@@ -785,7 +785,8 @@ func TestApprovalInTheChangeFeed(t *testing.T) {
 	require.NoError(t, err)
 	expires, err := json.Marshal(a.Expires)
 	require.NoError(t, err)
-	assert.Equal(t, `{"type":"approval","path":"d/a.txt","session":"s","approval":{"id":"`+a.ID+`","session":"s","tool":"write","path":"`+filepath.Join(srv.Root, "d/a.txt")+`","mode":"workspace-write","reason":"escalate sandbox to workspace-write: j","created":`+string(created)+`,"expires":`+string(expires)+`}}`, mine.next())
+	assert.Equal(t, `{"type":"approval","path":"d/a.txt","session":"s","approval":{"id":"`+a.ID+`","session":"s","tool":"write","path":"`+filepath.Join(srv.Root, "d/a.txt")+`","mode":"workspace-write","reason":"escalate sandbox to workspace-write: j",`+
+		`"diff":"--- `+filepath.Join(srv.Root, "d/a.txt")+`\n+++ `+filepath.Join(srv.Root, "d/a.txt")+`\n@@ -0,0 +1,1 @@\n+x","truncated":false,"created":`+string(created)+`,"expires":`+string(expires)+`}}`, mine.next())
 	other.quiet(200 * time.Millisecond)
 
 	require.Equal(t, http.StatusNoContent, h.decide(a.ID, "approve", "").Status)

@@ -48,32 +48,15 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	if err := x.checkEscalation(a.esc); err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
-	t, cwd, err := x.mutationTarget(ctx, c, "write", a.path)
+	t, intent, err := x.checkWrite(ctx, c, a, x.fenceOf(a.esc))
+	if err == nil && a.esc.present {
+		t, intent, err = x.approveWrite(ctx, c, a, t, intent)
+	}
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
-	intent, ierr := x.gateOf(c).WriteIntent(c.Session, t)
-	if ierr != nil {
-		x.storeFailed("decide", ierr)
-		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
-	}
-	if escalated, err := x.fence(ctx, c, ToolWrite, t, cwd, a.esc); err != nil {
-		return Result{}, x.fail(c, ToolWrite, err)
-	} else if escalated {
-		// The session may have read or written the file while a person
-		// decided: its intent now, not the one before the wait.
-		if intent, ierr = x.gateOf(c).WriteIntent(c.Session, t); ierr != nil {
-			x.storeFailed("decide", ierr)
-			return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, ierr))
-		}
-	}
 	if a.dryRun {
-		dry := fs.WriteIntent{DryRun: true}
-		if intent != nil {
-			dry = *intent
-			dry.DryRun = true
-		}
-		intent = &dry
+		intent = dryRun(intent)
 	} else {
 		x.mutating(t)
 	}
@@ -84,18 +67,91 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 	meta := WriteMetadata{Operation: out.Operation, Diffs: diffsOf(a.path, out.Before, &out.After)}
 	if a.dryRun {
 		// Nothing is recorded: a dry run authorizes nothing (docs/edits.md).
-		before, after := out.Before, &out.After
-		if out.Operation == fs.OpCreate && len(a.content) < fs.DefaultDiffBasisMaxBytes {
-			empty, content := "", lfNormalize(a.content)
-			before, after = &empty, &content
-		}
 		x.done(c, ToolWrite, CodeOK)
-		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, before, after)), Metadata: meta}, nil
+		return Result{Output: render.DryRunOutput(t.Display, writeDiff(t, a.content, out)), Metadata: meta}, nil
 	}
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	x.done(c, ToolWrite, CodeOK)
 	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate), Metadata: meta}, nil
+}
+
+// checkWrite is every check of a write before the provider, in the order
+// of docs/sandbox.md: the session, the root (the target resolved now), the
+// policy's intent, the fence under mode. The same code judges the call
+// before a person is asked and again once they approved.
+func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode SandboxMode) (fs.Target, *fs.WriteIntent, *Error) {
+	t, cwd, err := x.mutationTarget(ctx, c, "write", a.path)
+	if err != nil {
+		return fs.Target{}, nil, err
+	}
+	intent, ierr := x.gateOf(c).WriteIntent(c.Session, t)
+	if ierr != nil {
+		x.storeFailed("decide", ierr)
+		return fs.Target{}, nil, x.mutationFailure(ToolWrite, ierr)
+	}
+	if !allows(mode, t, cwd) {
+		return fs.Target{}, nil, sandboxDenied(mode)
+	}
+	return t, intent, nil
+}
+
+// approveWrite asks a person about the write's change, as its dry run
+// shows it (no channel: nobody is asked), and once approved checks the
+// call again from the start under the granted mode. The intent it returns lets only the change shown
+// happen: the provider refuses anything else with the ordinary error.
+func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.Target, intent *fs.WriteIntent) (fs.Target, *fs.WriteIntent, *Error) {
+	if x.approvals == nil {
+		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
+	}
+	out, werr := x.fs.WriteText(ctx, t, a.content, dryRun(intent))
+	if werr != nil {
+		return fs.Target{}, nil, x.mutationFailure(ToolWrite, werr)
+	}
+	if err := x.ask(ctx, c, ToolWrite, t, a.esc, writeDiff(t, a.content, out)); err != nil {
+		return fs.Target{}, nil, err
+	}
+	now, nowIntent, err := x.checkWrite(ctx, c, a, a.esc.mode)
+	if err != nil {
+		return fs.Target{}, nil, err
+	}
+	// The path must still lead to the file shown, and the session's view
+	// of it be the one the dry run was judged by (what the session did
+	// meanwhile counts).
+	if now.Key != t.Key || !samePtr(nowIntent, intent) {
+		return fs.Target{}, nil, x.mutationFailure(ToolWrite, fs.StaleError("write", now.Display))
+	}
+	// Pinned to the file the dry run found: absent, or at its version
+	// (the bytes the session saw, by their hash, also count as it).
+	pin := &fs.WriteIntent{Kind: fs.CreateIfAbsent}
+	if out.Operation == fs.OpUpdate {
+		pin = &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: out.Version}
+		if intent != nil {
+			pin.Hash = intent.Hash
+		}
+	}
+	return now, pin, nil
+}
+
+// dryRun is intent for a dry run of the same call.
+func dryRun(intent *fs.WriteIntent) *fs.WriteIntent {
+	dry := fs.WriteIntent{DryRun: true}
+	if intent != nil {
+		dry = *intent
+		dry.DryRun = true
+	}
+	return &dry
+}
+
+// writeDiff is a write's change as its dry run shows it: a create against
+// the empty text (below the diff-basis limit), else the provider's bases.
+func writeDiff(t fs.Target, content string, out fs.WriteOutcome) string {
+	before, after := out.Before, &out.After
+	if out.Operation == fs.OpCreate && len(content) < fs.DefaultDiffBasisMaxBytes {
+		empty, lf := "", lfNormalize(content)
+		before, after = &empty, &lf
+	}
+	return unifiedOf(t.Display, before, after)
 }
 
 // Edit replaces literal text in a file the session has read (when the
@@ -109,31 +165,17 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 	if err := x.checkEscalation(a.esc); err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
-	t, cwd, err := x.mutationTarget(ctx, c, "edit", a.path)
+	t, guard, err := x.checkEdit(ctx, c, a, x.fenceOf(a.esc))
+	if err == nil && a.esc.present {
+		t, guard, err = x.approveEdit(ctx, c, a, t, guard)
+	}
 	if err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
-	guard, gerr := x.gateOf(c).EditGuard(c.Session, t)
-	if gerr != nil {
-		x.storeFailed("decide", gerr)
-		return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
-	}
-	if escalated, err := x.fence(ctx, c, ToolEdit, t, cwd, a.esc); err != nil {
-		return Result{}, x.fail(c, ToolEdit, err)
-	} else if escalated {
-		// Fresh, as for a write.
-		if guard, gerr = x.gateOf(c).EditGuard(c.Session, t); gerr != nil {
-			x.storeFailed("decide", gerr)
-			return Result{}, x.fail(c, ToolEdit, x.mutationFailure(ToolEdit, gerr))
-		}
-	}
-	req := fs.EditRequest{
-		OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll,
-		Batch: a.batch, DryRun: a.dryRun, Hints: x.profile != render.ProfileOriginal,
-	}
+	req := x.editRequest(a, guard)
 	var expected *fs.Version
 	if guard != nil {
-		expected, req.SeenHash = &guard.Version, guard.Hash
+		expected = &guard.Version
 	}
 	if !a.dryRun {
 		x.mutating(t)
@@ -155,6 +197,75 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 		output = render.BatchEditOutput(t.Display, len(a.batch), a.batch[0].ReplaceAll)
 	}
 	return Result{Output: output, Metadata: meta}, nil
+}
+
+// checkEdit is checkWrite for an edit: the session, the root, the policy's
+// guard (what the session saw), the fence under mode.
+func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode SandboxMode) (fs.Target, *fs.Observed, *Error) {
+	t, cwd, err := x.mutationTarget(ctx, c, "edit", a.path)
+	if err != nil {
+		return fs.Target{}, nil, err
+	}
+	guard, gerr := x.gateOf(c).EditGuard(c.Session, t)
+	if gerr != nil {
+		x.storeFailed("decide", gerr)
+		return fs.Target{}, nil, x.mutationFailure(ToolEdit, gerr)
+	}
+	if !allows(mode, t, cwd) {
+		return fs.Target{}, nil, sandboxDenied(mode)
+	}
+	return t, guard, nil
+}
+
+// approveEdit is approveWrite for an edit. The guard it returns is the
+// version the dry run edited (with the hash of the bytes the session saw),
+// so the edit applies to exactly the text shown.
+func (x *Executor) approveEdit(ctx context.Context, c Call, a editArgs, t fs.Target, guard *fs.Observed) (fs.Target, *fs.Observed, *Error) {
+	if x.approvals == nil {
+		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
+	}
+	req := x.editRequest(a, guard)
+	req.DryRun = true
+	var expected *fs.Version
+	if guard != nil {
+		expected = &guard.Version
+	}
+	out, eerr := x.fs.EditText(ctx, t, req, expected)
+	if eerr != nil {
+		return fs.Target{}, nil, x.editFailure(eerr)
+	}
+	if err := x.ask(ctx, c, ToolEdit, t, a.esc, unifiedOf(t.Display, out.Before, out.After)); err != nil {
+		return fs.Target{}, nil, err
+	}
+	now, nowGuard, err := x.checkEdit(ctx, c, a, a.esc.mode)
+	if err != nil {
+		return fs.Target{}, nil, err
+	}
+	if now.Key != t.Key || !samePtr(nowGuard, guard) {
+		return fs.Target{}, nil, x.mutationFailure(ToolEdit, fs.StaleError("edit", now.Display))
+	}
+	pin := &fs.Observed{Version: out.Version}
+	if guard != nil {
+		pin.Hash = guard.Hash
+	}
+	return now, pin, nil
+}
+
+// editRequest is the provider's request for a's edit under guard.
+func (x *Executor) editRequest(a editArgs, guard *fs.Observed) fs.EditRequest {
+	req := fs.EditRequest{
+		OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll,
+		Batch: a.batch, DryRun: a.dryRun, Hints: x.profile != render.ProfileOriginal,
+	}
+	if guard != nil {
+		req.SeenHash = guard.Hash
+	}
+	return req
+}
+
+// samePtr reports whether a and b are both nil or point to equal values.
+func samePtr[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 // editFailure is mutationFailure with the hints of a miss (extended

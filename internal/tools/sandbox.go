@@ -160,53 +160,38 @@ func (x *Executor) checkEscalation(e escalation) *Error {
 // allows reports whether mode lets a write or edit reach t: read-only
 // nothing, workspace-write only under the session cwd (cwd; "" = the root,
 // so anything Resolve accepted), danger-full-access anything in the root.
-// Keys are real paths, so a symlink under the cwd to a file elsewhere is
-// judged by where it leads.
+// Keys are the real locations the provider's walks found, and a mutation
+// happens at its Key or nowhere (fs.TargetKey.Within), so a symlink under
+// the cwd to a file elsewhere is judged by where it leads, and one swapped
+// in after this check leads nowhere.
 func allows(mode SandboxMode, t fs.Target, cwd fs.TargetKey) bool {
 	switch mode {
 	case SandboxOff, SandboxDangerFullAccess:
 		return true
 	case SandboxWorkspaceWrite:
-		if cwd == "" {
-			return true
-		}
-		k, base := string(t.Key), string(cwd)
-		return k == base || strings.HasPrefix(k, strings.TrimSuffix(base, "/")+"/")
+		return cwd == "" || t.Key.Within(cwd)
 	}
 	return false
 }
 
-// fence applies the sandbox to a write or edit of t, after the policy
-// decided (docs/sandbox.md, order of checks). Without an escalation it
-// allows or denies under the server's mode. With one it asks a person and
-// waits; approved, the call is judged under the granted mode, once.
-// escalated reports that the call waited for a person, so the caller
-// decides the policy's intent again, fresh.
-func (x *Executor) fence(ctx context.Context, c Call, tool string, t fs.Target, cwd fs.TargetKey, e escalation) (escalated bool, _ *Error) {
-	if !e.present {
-		if allows(x.sandbox, t, cwd) {
-			return false, nil
-		}
-		return false, sandboxDenied(x.sandbox)
+// fenceOf is the mode a write or edit is first checked under: the
+// server's, or with an escalation none, since a person decides; approved,
+// the call is checked again under the granted mode (docs/sandbox.md).
+func (x *Executor) fenceOf(e escalation) SandboxMode {
+	if e.present {
+		return SandboxOff
 	}
-	if err := x.ask(ctx, c, tool, t, e); err != nil {
-		return true, err
-	}
-	if !allows(e.mode, t, cwd) {
-		return true, sandboxDenied(e.mode)
-	}
-	return true, nil
+	return x.sandbox
 }
 
-// ask opens a pending approval for the call and waits for its outcome.
-// Nothing is granted without a person's decision.
-func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation) *Error {
-	if x.approvals == nil {
-		return escalationNoChannel(e.mode)
-	}
+// ask opens a pending approval for the call, showing diff (its change as
+// its dry run shows it), and waits for the outcome. Nothing is granted
+// without a person's decision. The caller checked x.approvals is set.
+func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *Error {
 	p, err := x.approvals.Open(approval.Request{
 		Session: c.Session, Tool: tool, Path: t.Display, Mode: string(e.mode),
 		Reason: "escalate sandbox to " + string(e.mode) + ": " + e.justification,
+		Diff:   diff,
 	})
 	switch {
 	case errors.Is(err, approval.ErrFull):
