@@ -350,13 +350,16 @@ func cut(diff string) (string, bool) {
 	}
 	head := diff[:MaxDiffBytes+1] // the newline just past the bound still ends a whole line
 	if i := strings.LastIndexByte(head, '\n'); i > 0 {
-		return diff[:i], true
+		head = diff[:i]
+	} else {
+		head = diff[:MaxDiffBytes]
+		for len(head) > 0 && !utf8.RuneStart(diff[len(head)]) {
+			head = head[:len(head)-1]
+		}
 	}
-	head = diff[:MaxDiffBytes]
-	for len(head) > 0 && !utf8.RuneStart(diff[len(head)]) {
-		head = head[:len(head)-1]
-	}
-	return head, true
+	// A copy: the diff of a 10 MiB rewrite must not stay in memory behind
+	// its first 64 KiB while the approval is pending.
+	return strings.Clone(head), true
 }
 
 // newID returns 128 random bits in hex: ids cannot be guessed, so only
