@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -264,4 +265,45 @@ func TestApprovalShowsTheDiff(t *testing.T) {
 	require.Equal(t, len(want), len(a.Diff))
 	assert.True(t, want == a.Diff, "the first %d lines of the dry run's diff", lines)
 	assert.LessOrEqual(t, len(a.Diff), 65536)
+}
+
+// TestApprovedCallPinnedWithoutPolicy: with --policy=false too, an approved
+// call runs only while the file is as its dry run found it.
+func TestApprovedCallPinnedWithoutPolicy(t *testing.T) {
+	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
+	o.Policy = false
+	h := &sb{t: t, srv: servertest.Start(t, o)}
+	p := filepath.Join(h.srv.Root, "a.txt")
+	for _, tc := range []struct {
+		name, tool string
+		args       map[string]any
+		meanwhile  string // written to a.txt ("one\n" at first) while pending; "" for nothing
+		output     string
+		after      string
+	}{
+		{"write, file changed", "write", map[string]any{"content": "mine\n"}, "theirs\n",
+			"Error: cannot write \"" + p + "\": file changed since it was read \u2014 re-read the file, then retry", "theirs\n"},
+		{"edit, file changed", "edit", map[string]any{"old_string": "one", "new_string": "ONE"}, "one\ntwo\n",
+			"Error: cannot edit \"" + p + "\": file changed since it was read \u2014 re-read the file, then retry", "one\ntwo\n"},
+		{"write, nothing changed", "write", map[string]any{"content": "mine\n"}, "",
+			"<path>" + p + "</path>\n<type>file</type>\n<content>\nUpdated file\n</content>", "mine\n"},
+		{"edit, nothing changed", "edit", map[string]any{"old_string": "one", "new_string": "ONE"}, "",
+			"The file " + p + " has been updated successfully.", "ONE\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.file("a.txt", "one\n")
+			args := map[string]any{"file_path": "a.txt", "sandbox_permissions": "workspace-write", "justification": "j"}
+			for k, v := range tc.args {
+				args[k] = v
+			}
+			answer := h.async(tc.tool, "", args)
+			a := h.pending(1, "")[0]
+			if tc.meanwhile != "" {
+				h.file("a.txt", tc.meanwhile)
+			}
+			require.Equal(t, http.StatusNoContent, h.decide(a.ID, "approve", "").Status)
+			assert.Equal(t, tc.output, wait(t, answer).Output)
+			assert.Equal(t, tc.after, h.contents("a.txt"))
+		})
+	}
 }
