@@ -648,6 +648,10 @@ export interface components {
             mode: "workspace-write" | "danger-full-access";
             /** @description "escalate sandbox to <mode>: <justification>" */
             reason: string;
+            /** @description The call's change as a unified diff, exactly as its dry run shows it after the first line (docs/edits.md): "--- <path>", "+++ <path>" and the hunks, or the note that stands in for a diff too large to keep. At most 65536 bytes, cut after a whole line; then truncated is true. Approved, the call runs only while it would still make exactly this change (docs/sandbox.md). */
+            diff: string;
+            /** @description Whether diff was cut at 65536 bytes. */
+            truncated: boolean;
             /** Format: date-time */
             created: string;
             /**

@@ -1,8 +1,8 @@
 // Approvals through the built client (dist/toolfs-client.js) against the
 // real server (built from ../../cmd/toolfs-api) in read-only sandbox mode,
 // with an agent token and an approver token (docs/sandbox.md): a denied
-// edit, the escalated retry waiting, listApprovals long-polling for it,
-// decide() by the approver (the agent's token is refused), the edit's
+// edit, the escalated retry waiting, listApprovals long-polling for it
+// (the change shown as a diff), decide() by the approver (the agent's token is refused), the edit's
 // answer and the file's new content; then a rejection.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -90,6 +90,9 @@ test("a denied edit, escalated, approved by the person's token and run once", as
   assert.equal(a.path, path.join(root, "ws/app.conf"));
   assert.equal(a.mode, "workspace-write");
   assert.equal(a.reason, "escalate sandbox to workspace-write: The user asked to turn debugging on.");
+  const conf = path.join(root, "ws/app.conf");
+  assert.equal(a.diff, `--- ${conf}\n+++ ${conf}\n@@ -1,1 +1,1 @@\n-debug = false\n+debug = true`);
+  assert.equal(a.truncated, false);
   assert.ok(cursor > first.cursor);
 
   await assert.rejects(agent.decide(a.id, "approve"), (e) => e instanceof ToolError && e.status === 403 && e.code === "NOT_APPROVER");
