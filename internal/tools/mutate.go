@@ -98,8 +98,9 @@ func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode San
 
 // approveWrite asks a person about the write's change, as its dry run
 // shows it (no channel: nobody is asked), and once approved checks the
-// call again from the start under the granted mode. The intent it returns lets only the change shown
-// happen: the provider refuses anything else with the ordinary error.
+// call again from the start under the granted mode. The intent it returns
+// lets only the change shown happen: the provider refuses anything else
+// with the ordinary error (docs/sandbox.md).
 func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.Target, intent *fs.WriteIntent) (fs.Target, *fs.WriteIntent, *Error) {
 	if x.approvals == nil {
 		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
