@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -101,10 +102,20 @@ const (
 // gateScript is every operation of the store. Keys, under the prefix:
 // lru (sessions by last use, scored by seq), used (session -> last use in
 // microseconds), n (observations in all), seq (the recency counter),
-// o:<id> (path -> "<version>|<hash>" (seenValue), "" = confirmed absent) and r:<id> (paths by
-// last use). It mirrors Store step for step (store.go): a bounded sweep of
-// expired sessions from the idle end, then use (creating and evicting when
-// asked), then the operation, then the cap on observations.
+// o:<id> (target digest -> "<version>|<hash>" (seenValue), "" = confirmed
+// absent) and r:<id> (target digests by last use). It mirrors Store step
+// for step (store.go): a bounded sweep of expired sessions from the idle
+// end, then use (creating and evicting when asked), then the operation,
+// with the cap on observations.
+//
+// Freeing comes first (docs/deployment.md, "When Redis is full"): Redis
+// refuses a script's first memory-growing command (INCR, ZADD, HSET, ...)
+// while over maxmemory, unless the script already wrote. So every script
+// makes its deletions (expiry, eviction at the caps, a forget) before
+// anything that grows, and a write command only runs when it removes
+// something: a full Redis still expires, evicts and forgets, and once that
+// freed room the same script records its observation; when nothing could be
+// freed, the first growing command fails and the operation changes nothing.
 var gateScript = redis.NewScript(`
 local P = KEYS[1]
 local op, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -117,11 +128,12 @@ local function expired(sid)
   return (not u) or (now - tonumber(u) > ttl)
 end
 local function drop(sid)
-  local n = redis.call('HLEN', P .. 'o:' .. sid)
-  if n > 0 then redis.call('DECRBY', N, n) end
-  redis.call('DEL', P .. 'o:' .. sid, P .. 'r:' .. sid)
+  local O = P .. 'o:' .. sid
+  local n = redis.call('HLEN', O)
+  redis.call('DEL', O, P .. 'r:' .. sid)
   redis.call('ZREM', LRU, sid)
   redis.call('HDEL', USED, sid)
+  if n > 0 then redis.call('DECRBY', N, n) end
 end
 local function sweep(limit)
   while limit > 0 do
@@ -131,7 +143,9 @@ local function sweep(limit)
     limit = limit - 1
   end
 end
-local function use(sid, create)
+-- prepare is the freeing half of a use: it reports whether the session
+-- is live, or will be (create), once marked.
+local function prepare(sid, create)
   sweep(batch)
   local live = redis.call('ZSCORE', LRU, sid)
   if live and expired(sid) then
@@ -142,10 +156,13 @@ local function use(sid, create)
     if not create then return false end
     if redis.call('ZCARD', LRU) >= maxS then drop(redis.call('ZRANGE', LRU, 0, 0)[1]) end
   end
+  return true
+end
+-- mark is the growing half: the session becomes the most recently used.
+local function mark(sid)
   redis.call('ZADD', LRU, redis.call('INCR', SEQ), sid)
   local u = tonumber(redis.call('HGET', USED, sid) or '0')
   if now > u then redis.call('HSET', USED, sid, ARGV[2]) end
-  return true
 end
 local function removeOldest(sid)
   local R = P .. 'r:' .. sid
@@ -158,13 +175,15 @@ local function removeOldest(sid)
 end
 
 if op == 'get' or op == 'useget' then
-  if not use(id, op == 'useget') then return false end
+  if not prepare(id, op == 'useget') then return false end
+  mark(id)
   local v = redis.call('HGET', P .. 'o:' .. id, key)
   if not v then return false end
   redis.call('ZADD', P .. 'r:' .. id, redis.call('INCR', SEQ), key)
   return {v}
 elseif op == 'touch' then
-  use(id, true)
+  prepare(id, true)
+  mark(id)
   return 1
 elseif op == 'forget' then
   sweep(batch)
@@ -178,7 +197,7 @@ elseif op == 'stats' then
   return {redis.call('ZCARD', LRU), tonumber(redis.call('GET', N) or '0')}
 end
 
-use(id, true)
+prepare(id, true)
 local O, R = P .. 'o:' .. id, P .. 'r:' .. id
 local has = redis.call('HEXISTS', O, key) == 1
 if op == 'unset' then
@@ -187,18 +206,28 @@ if op == 'unset' then
     redis.call('ZREM', R, key)
     redis.call('DECR', N)
   end
+  mark(id)
   return 1
 end
+if not has then
+  if redis.call('HLEN', O) >= maxP then removeOldest(id) end
+  -- The cap on observations, before the new one is added: the victims are
+  -- those of the least recently used session once this one is marked the
+  -- most recent, so this session itself only when it is the only one.
+  local n = tonumber(redis.call('GET', N) or '0')
+  while n >= maxO do
+    local back = redis.call('ZRANGE', LRU, 0, 1)
+    local victim = back[1]
+    if victim == id and back[2] then victim = back[2] end
+    if not victim then break end
+    if removeOldest(victim) then n = n - 1 else drop(victim) end
+  end
+end
+mark(id)
 if op == 'absent' then ver = '' end
-if not has and redis.call('HLEN', O) >= maxP then removeOldest(id) end
 redis.call('HSET', O, key, ver)
 redis.call('ZADD', R, redis.call('INCR', SEQ), key)
-if has then return 1 end
-local n = redis.call('INCR', N)
-while n > maxO do
-  local victim = redis.call('ZRANGE', LRU, 0, 0)[1]
-  if removeOldest(victim) then n = n - 1 else drop(victim) end
-end
+if not has then redis.call('INCR', N) end
 return 1
 `)
 
@@ -206,9 +235,13 @@ return 1
 func (s *RedisStore) run(op, session string, key fs.TargetKey, v fs.Version) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
+	field := ""
+	if key != "" {
+		field = digest(key)
+	}
 	res, err := gateScript.Run(ctx, s.client, []string{s.prefix},
 		op, s.now().UnixMicro(), s.ttl, s.maxSessions, s.maxPaths, s.maxObs, sweepBatch,
-		session, string(key), string(v)).Result()
+		session, field, string(v)).Result()
 	if err == redis.Nil {
 		return nil, nil
 	}
@@ -216,6 +249,22 @@ func (s *RedisStore) run(op, session string, key fs.TargetKey, v fs.Version) (an
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 	}
 	return res, nil
+}
+
+// digestBytes is the length of the digest that stands for a target in
+// Redis: 128 bits, so two targets of one session share a field with a
+// chance of about 2^-105 even at the 4096-path cap. One that did could
+// only refuse, or let through a change to a file that holds exactly the
+// bytes the session saw: the provider checks the version, then the bytes'
+// hash, under the target's lock.
+const digestBytes = 16
+
+// digest is the field that stands for key in Redis: the first digestBytes
+// bytes of its SHA-256, binary, so an observation costs the same whatever
+// the length of the path (docs/deployment.md, "How much memory").
+func digest(key fs.TargetKey) string {
+	sum := sha256.Sum256([]byte(key))
+	return string(sum[:digestBytes])
 }
 
 // lookup returns what the session saw of key, marking both used; op is
