@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -39,6 +40,22 @@ func pathOf(i, n int) fs.TargetKey {
 	return fs.TargetKey("/" + strings.Repeat("d", n-len(name)-1) + name)
 }
 
+// warmUp runs every command of the store's script once and leaves the
+// store empty: Redis loads the script on its first call and (since 7.0,
+// latency-tracking) allocates a latency histogram of about 25 KB for each
+// command on its first call, once for the server's life.
+func warmUp(t *testing.T, s *RedisStore) {
+	t.Helper()
+	require.NoError(t, s.ObservePresent("warm-up", "/warm/a", memVersion, memHash))
+	require.NoError(t, s.ObserveAbsent("warm-up", "/warm/b"))
+	require.NoError(t, s.ObservePresent("warm-up", "/warm/b", "", "")) // unset
+	_, err := s.EditGuard("warm-up", fs.Target{Key: "/warm/a"})
+	require.NoError(t, err)
+	existed, err := s.Forget("warm-up")
+	require.NoError(t, err)
+	require.True(t, existed)
+}
+
 // measureObservations is used_memory's growth per observation when
 // sessions sessions (ids of idLen characters) each record paths
 // observations of paths of pathLen bytes, present or absent, on a fresh
@@ -47,9 +64,7 @@ func measureObservations(t *testing.T, sessions, paths, pathLen, idLen int, pres
 	t.Helper()
 	srv := redistest.Start(t)
 	s := newTestRedisStore(t, srv.Addr, Config{})
-	require.NoError(t, s.Touch("warm-up")) // loads the script
-	_, err := s.Forget("warm-up")
-	require.NoError(t, err)
+	warmUp(t, s)
 	before := usedMemory(t, s.client)
 	for i := range sessions {
 		id := fmt.Sprintf("%0*d", idLen, i)
@@ -85,5 +100,91 @@ func TestRedisBytesPerObservation(t *testing.T) {
 		t.Logf("%s: %.1f bytes per observation with 32-byte paths, %.1f with 3,800-byte paths", kind, short, long)
 		assert.InDelta(t, short, long, 2, "%s: the path's length must not matter", kind)
 		assert.Less(t, long, 320.0, kind)
+	}
+}
+
+// TestRedisFullStillFrees fills a Redis started with noeviction, then
+// lowers its maxmemory under what it holds: Redis now refuses any command
+// that grows it. Decisions and observations fail closed (CodeUnavailable,
+// ErrUnavailable, nothing changed), while expiry, Forget and eviction at
+// each of the store's caps still free memory, and the operation that
+// freed records its own observation (docs/deployment.md, "When Redis is
+// full").
+func TestRedisFullStillFrees(t *testing.T) {
+	if !redistest.Available() {
+		t.Skip(redistest.MissingReason)
+	}
+	const paths = 100
+	key := func(s string, i int) fs.TargetKey { return fs.TargetKey(fmt.Sprintf("/real/%s/%04d.txt", s, i)) }
+	cases := []struct {
+		name string
+		cfg  Config
+		// heal is the freeing operation under a full Redis; after it the
+		// store holds sessions and observations.
+		heal                   func(t *testing.T, s *RedisStore, clock *time.Time)
+		sessions, observations int
+		stillFull              bool // heal freed less than Redis is over by
+	}{
+		{name: "expiry", heal: func(t *testing.T, s *RedisStore, clock *time.Time) {
+			*clock = clock.Add(time.Minute + time.Microsecond)
+			require.NoError(t, s.ObserveAbsent("c", key("c", 0)))
+		}, sessions: 2, observations: 2}, // c, and b again
+		{name: "forget", heal: func(t *testing.T, s *RedisStore, _ *time.Time) {
+			existed, err := s.Forget("a")
+			require.NoError(t, err)
+			assert.True(t, existed)
+			require.NoError(t, s.ObserveAbsent("b", key("b", paths)))
+		}, sessions: 1, observations: paths + 1},
+		{name: "session cap", cfg: Config{MaxSessions: 2}, heal: func(t *testing.T, s *RedisStore, _ *time.Time) {
+			require.NoError(t, s.ObserveAbsent("c", key("c", 0)), "a, the least recently used, goes")
+		}, sessions: 2, observations: paths + 1},
+		{name: "path cap", cfg: Config{MaxPathsPerSession: paths}, heal: func(t *testing.T, s *RedisStore, _ *time.Time) {
+			require.NoError(t, s.ObserveAbsent("a", key("a", paths)), "a's oldest path goes")
+		}, sessions: 2, observations: 2 * paths, stillFull: true},
+		{name: "observation cap", cfg: Config{MaxObservations: 2 * paths}, heal: func(t *testing.T, s *RedisStore, _ *time.Time) {
+			require.NoError(t, s.ObserveAbsent("b", key("b", paths)), "the oldest path of a, the least recently used, goes")
+		}, sessions: 2, observations: 2 * paths, stillFull: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+			clock := time.Unix(1_700_000_000, 0)
+			cfg := tc.cfg
+			cfg.TTL, cfg.Now = time.Minute, func() time.Time { return clock }
+			s := newTestRedisStore(t, srv.Addr, cfg)
+			warmUp(t, s)
+			for _, id := range []string{"a", "b"} {
+				for i := range paths {
+					require.NoError(t, s.ObservePresent(id, key(id, i), memVersion, memHash))
+				}
+			}
+			// Over by 8 KiB: more than one observation frees, less than a
+			// session of 100 does. INFO and CONFIG SET run once before, so
+			// their latency histograms are allocated already.
+			ctx := context.Background()
+			require.NoError(t, s.client.ConfigSet(ctx, "maxmemory", "0").Err())
+			usedMemory(t, s.client)
+			require.NoError(t, s.client.ConfigSet(ctx, "maxmemory", strconv.FormatInt(usedMemory(t, s.client)-8<<10, 10)).Err())
+			refused := func(what string) {
+				t.Helper()
+				err := s.ObservePresent("b", key("b", 0), "v2", "h2")
+				require.ErrorIs(t, err, ErrUnavailable, what)
+				assert.ErrorContains(t, err, "OOM command not allowed when used memory > 'maxmemory'", what)
+				w, err := s.WriteIntent("b", fs.Target{Key: key("b", 1), Display: "/ws/b1"})
+				assert.Nil(t, w, what)
+				assert.Equal(t, CodeUnavailable, fs.CodeOf(err), what)
+			}
+			refused("full")
+			tc.heal(t, s, &clock)
+			if tc.stillFull {
+				refused("freeing a path makes room for one")
+			} else {
+				require.NoError(t, s.ObservePresent("b", key("b", 0), "v2", "h2"), "the store healed")
+			}
+			sessions, observations := s.Stats()
+			assert.Equal(t, tc.sessions, sessions)
+			assert.Equal(t, tc.observations, observations)
+			checkRedisInvariants(t, s)
+		})
 	}
 }
