@@ -42,7 +42,8 @@ type options struct {
 	sessions  tools.Sessions
 	profile   render.Profile
 	publicURL string
-	root      string // "" = a new temporary folder
+	root      string      // "" = a new temporary folder
+	store     policy.Gate // nil = the memory store
 }
 
 func start(t *testing.T, o options) *harness {
@@ -56,7 +57,8 @@ func start(t *testing.T, o options) *harness {
 			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
 			PublicURL: o.publicURL,
 		},
-		Root: o.root,
+		Root:         o.root,
+		SessionStore: o.store,
 	}
 	if o.caps != nil {
 		so.Caps = *o.caps
