@@ -44,7 +44,7 @@ func pathOf(i, n int) fs.TargetKey {
 // store empty: Redis loads the script on its first call and (since 7.0,
 // latency-tracking) allocates a latency histogram of about 25 KB for each
 // command on its first call, once for the server's life.
-func warmUp(t *testing.T, s *RedisStore) {
+func warmUp(t testing.TB, s *RedisStore) {
 	t.Helper()
 	require.NoError(t, s.ObservePresent("warm-up", "/warm/a", memVersion, memHash))
 	require.NoError(t, s.ObserveAbsent("warm-up", "/warm/b"))
@@ -186,5 +186,81 @@ func TestRedisFullStillFrees(t *testing.T) {
 			assert.Equal(t, tc.observations, observations)
 			checkRedisInvariants(t, s)
 		})
+	}
+}
+
+// BenchmarkRedisMemoryAtCaps fills a fresh redis-server to the default
+// caps (DefaultMaxSessions sessions with 128-character ids, the longest
+// allowed, and DefaultMaxObservations present observations) in several
+// shapes and reports used_memory's growth: the figures docs/deployment.md
+// sizes maxmemory from. Each shape spreads its observations evenly over
+// its first sessions and touches the rest; 129 per session is just past
+// Redis's small encodings (128 entries), the costliest per entry.
+//
+//	go test -run '^$' -bench RedisMemoryAtCaps -benchtime 1x ./internal/policy/
+func BenchmarkRedisMemoryAtCaps(b *testing.B) {
+	for _, sh := range []struct {
+		name                    string
+		observing, observations int // sessions with observations, observations in all
+	}{
+		{"sessions=10000/observations=0", 0, 0},
+		{"sessions=10000/observations=10000", DefaultMaxSessions, DefaultMaxSessions},
+		{"sessions=10000/observations=262144/per-session=26", DefaultMaxSessions, DefaultMaxObservations},
+		{"sessions=10000/observations=262144/per-session=129", DefaultMaxObservations / 129, DefaultMaxObservations},
+		{"sessions=10000/observations=262144/per-session=4096", DefaultMaxObservations / DefaultMaxPathsPerSession, DefaultMaxObservations},
+	} {
+		b.Run(sh.name, func(b *testing.B) {
+			var grew int64
+			for b.Loop() {
+				srv := redistest.Start(b)
+				s := newTestRedisStore(b, srv.Addr, Config{})
+				warmUp(b, s)
+				before := usedMemory(b, s.client)
+				fillStore(b, s, sh.observing, sh.observations)
+				grew = usedMemory(b, s.client) - before
+				sessions, observations := s.Stats()
+				if sessions != DefaultMaxSessions || observations != sh.observations {
+					b.Fatalf("%d sessions, %d observations", sessions, observations)
+				}
+			}
+			b.ReportMetric(float64(grew)/(1<<20), "MiB")
+			if sh.observations > 0 {
+				b.ReportMetric(float64(grew)/float64(sh.observations), "bytes/observation")
+			}
+			b.ReportMetric(float64(grew)/DefaultMaxSessions, "bytes/session")
+		})
+	}
+}
+
+// fillStore records observations present observations spread over the
+// first observing of DefaultMaxSessions sessions and touches the others,
+// four callers at a time.
+func fillStore(b *testing.B, s *RedisStore, observing, observations int) {
+	const workers = 4
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			var err error
+			for i := w; i < DefaultMaxSessions && err == nil; i += workers {
+				id := fmt.Sprintf("%0128d", i)
+				if i >= observing {
+					err = s.Touch(id)
+					continue
+				}
+				n := observations / observing
+				if i < observations%observing {
+					n++
+				}
+				for k := 0; k < n && err == nil; k++ {
+					err = s.ObservePresent(id, pathOf(i*DefaultMaxPathsPerSession+k, 40), memVersion, memHash)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -110,6 +110,9 @@ func checkRedisInvariants(t *testing.T, r *RedisStore) {
 		recent, err := c.ZRange(ctx, r.prefix+"r:"+id, 0, -1).Result()
 		require.NoError(t, err)
 		assert.ElementsMatch(t, paths, recent, id)
+		for _, p := range paths {
+			assert.Len(t, p, digestBytes, "%s: a target is its digest, whatever its path", id)
+		}
 		assert.LessOrEqual(t, len(paths), r.maxPaths, id)
 		total += len(paths)
 	}

@@ -1,11 +1,8 @@
 package policy
 
 import (
-	"context"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,42 +198,4 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 	}
 	b.Run("Store", func(b *testing.B) { measure(b, func() observeDecider { return NewStore(Config{}) }) })
 	b.Run("Baseline", func(b *testing.B) { measure(b, func() observeDecider { return newBaseline() }) })
-}
-
-// BenchmarkRedisMemoryPerEntry reports Redis's used_memory per (session,
-// path) entry over 20 sessions x 1000 paths of the same shape, all keys of
-// the store included (docs/deployment.md).
-func BenchmarkRedisMemoryPerEntry(b *testing.B) {
-	const sessions, paths = 20, 1000
-	ids := benchSessionIDs(sessions)
-	keys, versions := benchKeys(paths)
-	used := func(r *RedisStore) int64 {
-		info, err := r.client.Info(context.Background(), "memory").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, rest, _ := strings.Cut(info, "used_memory:")
-		n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
-	var perEntry float64
-	for b.Loop() {
-		r := benchRedis(b)
-		before := used(r)
-		for _, id := range ids {
-			for k := range paths {
-				if err := r.ObservePresent(id, keys[k], versions[k], ""); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		perEntry = float64(used(r)-before) / (sessions * paths)
-		if _, observations := r.Stats(); observations != sessions*paths {
-			b.Fatalf("%d observations", observations)
-		}
-	}
-	b.ReportMetric(perEntry, "bytes/entry")
 }
