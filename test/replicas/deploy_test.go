@@ -3,6 +3,7 @@ package replicas
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -95,7 +96,13 @@ func TestKubernetesManifests(t *testing.T) {
 	store, _ := dig(c, "env", "TOOLFS_SESSION_STORE", "value").(string)
 	assert.True(t, strings.HasPrefix(store, "redis://toolfs-redis:"), store)
 	assert.NotNil(t, docs["Service/toolfs-redis"])
-	assert.NotNil(t, docs["StatefulSet/toolfs-redis"])
+	redisPod := dig(docs["StatefulSet/toolfs-redis"], "spec", "template", "spec", "containers", "redis")
+	require.NotNil(t, redisPod, "StatefulSet/toolfs-redis")
+	// docs/deployment.md, "How much memory": 1.8 times what the default
+	// caps hold, noeviction, and a limit of twice maxmemory.
+	args := fmt.Sprint(dig(redisPod, "args"))
+	assert.Contains(t, args, "--maxmemory 160mb --maxmemory-policy noeviction")
+	assert.Equal(t, "320Mi", dig(redisPod, "resources", "limits", "memory"))
 	assert.Equal(t, "/workspace", dig(c, "env", "TOOLFS_ROOT", "value"))
 	assert.Equal(t, "/workspace", dig(c, "volumeMounts", "workspace", "mountPath"))
 	// The lock files live in the root (<root>/.toolfs-api/locks), so on the
