@@ -7,6 +7,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -40,8 +42,13 @@ type Config struct {
 	// Structured adds the REST metadata to each success as
 	// structuredContent (--mcp-structured).
 	Structured bool
-	// MaxBodyBytes caps a request body (--max-body-bytes).
+	// MaxBodyBytes caps a request body (--max-body-bytes; 0: 32 MiB, never
+	// the SDK's own 4 MiB, which would refuse a large write).
 	MaxBodyBytes int64
+	// AnswerBudget bounds the bytes of the answers of one HTTP request
+	// (0: a batch of MaxBatch reads under the executor's caps, plus 4 MiB;
+	// docs/mcp.md, "Limits").
+	AnswerBudget int64
 	// SessionTimeout closes an MCP session idle this long, which bounds the
 	// SDK's table of sessions in time (0: 30 minutes).
 	SessionTimeout time.Duration
@@ -64,6 +71,7 @@ type Handler struct {
 	x                   *tools.Executor
 	table               *sessionTable
 	carriers            *carriers
+	budget              int64 // of the answers of one request
 }
 
 // New returns the /mcp handler over x. The tool list is the executor's
@@ -80,6 +88,16 @@ func New(cfg Config, x *tools.Executor) *Handler {
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 10000
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 32 << 20
+	}
+	if cfg.AnswerBudget <= 0 {
+		caps := x.Caps()
+		if caps == (render.Caps{}) {
+			caps = render.DefaultCaps()
+		}
+		cfg.AnswerBudget = defaultBudget(caps, cfg.Structured)
 	}
 	carriers := newCarriers()
 	srv := newServer(cfg, x, carriers)
@@ -107,6 +125,7 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		x:         x,
 		table:     newSessionTable(cfg.MaxSessions),
 		carriers:  carriers,
+		budget:    cfg.AnswerBudget,
 	}
 	for _, o := range cfg.Origins {
 		h.origins[strings.ToLower(o)] = true
@@ -115,18 +134,33 @@ func New(cfg Config, x *tools.Executor) *Handler {
 }
 
 // ServeHTTP validates Origin and hands the request to the handler of its
-// protocol revision.
+// protocol revision. A POST is held to the limits of one request first
+// (docs/mcp.md, "Limits"): a batch of more than MaxBatch messages is refused
+// before the SDK sees it, and its answers are counted against the budget.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.allowedOrigin(r) {
 		forbidden(w, "origin "+quote(r.Header.Get("Origin"))+" is not allowed: send no Origin, the server's own, or one of --cors-origins")
 		return
 	}
-	if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
+	sessionless := r.Header.Get("MCP-Protocol-Version") >= firstSessionless
+	serve := h.serveStateful
+	if sessionless {
+		serve = h.stateless.ServeHTTP
+	}
+	if r.Method != http.MethodPost {
 		r.Header.Del(headerCarrier)
-		h.stateless.ServeHTTP(w, r)
+		serve(w, r)
 		return
 	}
-	h.serveStateful(w, r)
+	if n, ok := checkBatch(r); !ok {
+		refuse(w, batchMessage(n))
+		return
+	}
+	answers := &budget{limit: h.budget}
+	defer h.carriers.carry(r, sessionless, answers)()
+	aw := &answerWriter{ResponseWriter: w, b: answers}
+	serve(aw, r)
+	aw.finish()
 }
 
 // allowedOrigin reports whether r's Origin is absent, a configured CORS
@@ -229,35 +263,54 @@ type adapter struct {
 // session ends, or the HTTP request that carried it ends (carriers).
 func (a adapter) handler(tool string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		c := tools.Call{Transport: Transport, Start: time.Now()}
 		var header http.Header
 		if req.Extra != nil {
 			header = req.Extra.Header
 		}
-		session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(req.Session))
-		if err != nil {
-			a.x.Refuse(c, tool, err)
-			return failure(err), nil
-		}
-		c.Session, c.Cwd = session, cwd
-		c, end := a.x.Use(c)
-		defer end()
-		ctx, stop := a.carriers.bind(ctx, header)
+		ctx, answers, stop := a.carriers.bind(ctx, header)
 		defer stop()
-		raw := []byte(req.Params.Arguments)
-		if len(raw) == 0 {
-			raw = []byte("{}") // a call without arguments
+		if answers.spent() { // an earlier answer of the request passed the budget
+			return nil, errOverBudget
 		}
-		out, err := a.x.Run(ctx, c, tool, raw)
-		if err != nil {
-			return failure(err), nil
-		}
-		res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
-		if a.structured {
-			res.StructuredContent = out.Metadata
+		res := a.call(ctx, tool, header, req)
+		if !answers.charge(res) { // the SDK holds no answer past the budget
+			return nil, errOverBudget
 		}
 		return res, nil
 	}
+}
+
+func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	c := tools.Call{Transport: Transport, Start: time.Now()}
+	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(req.Session))
+	if err != nil {
+		a.x.Refuse(c, tool, err)
+		return failure(err)
+	}
+	c.Session, c.Cwd = session, cwd
+	c, end := a.x.Use(c)
+	defer end()
+	raw := []byte(req.Params.Arguments)
+	if len(raw) == 0 {
+		raw = []byte("{}") // a call without arguments
+	}
+	out, err := a.x.Run(ctx, c, tool, raw)
+	if err != nil {
+		return failure(err)
+	}
+	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
+	if a.structured {
+		// Encoded here, once, as the SDK would (no HTML escaping), so that
+		// the budget counts its bytes; the SDK copies them as they are.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out.Metadata); err != nil {
+			return failure(tools.NewError(tools.CodeInternal, "cannot encode the metadata: "+err.Error()))
+		}
+		res.StructuredContent = json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	}
+	return res
 }
 
 // failure is a tool's failure as MCP gives it to the model: isError and the

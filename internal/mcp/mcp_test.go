@@ -47,6 +47,8 @@ type options struct {
 	structured bool
 	maxMCP     int
 	idle       time.Duration
+	maxBody    int64 // --max-body-bytes (0: 1 MiB)
+	budget     int64 // mcp.Config.AnswerBudget (0: the default)
 }
 
 // harness is a real server on a loopback port over a real temporary root.
@@ -58,14 +60,17 @@ type harness struct {
 
 func start(t *testing.T, o options) *harness {
 	t.Helper()
+	if o.maxBody == 0 {
+		o.maxBody = 1 << 20
+	}
 	srv := servertest.Start(t, server.Options{
 		Policy:   !o.policyOff,
 		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		REST: handlers.Config{
-			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: 1 << 20,
+			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
 			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
 		},
-		MCP: mcp.Config{Structured: o.structured, MaxSessions: o.maxMCP, SessionTimeout: o.idle},
+		MCP: mcp.Config{Structured: o.structured, MaxSessions: o.maxMCP, SessionTimeout: o.idle, AnswerBudget: o.budget},
 	})
 	return &harness{t: t, srv: srv, token: o.token}
 }

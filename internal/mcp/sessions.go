@@ -69,11 +69,6 @@ func (t *sessionTable) remove(id string) {
 // forgets its policy session.
 func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(headerSessionID)
-	if r.Method == http.MethodPost {
-		defer h.carriers.carry(r)()
-	} else {
-		r.Header.Del(headerCarrier)
-	}
 	h.stateful.ServeHTTP(w, r)
 	switch {
 	case id == "":

@@ -136,6 +136,9 @@ func New(opts Options) *Executor {
 	return x
 }
 
+// Caps are the read caps every read window is bounded by.
+func (x *Executor) Caps() render.Caps { return x.caps }
+
 // CacheBytes is what the read caches hold now, against their cap.
 func (x *Executor) CacheBytes() int64 {
 	if x.cache == nil {

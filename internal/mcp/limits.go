@@ -1,0 +1,317 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// MaxBatch is the most messages one JSON-RPC batch may hold (docs/mcp.md,
+// "Limits"): the SDK still accepts batches on the revisions before
+// 2025-06-18 and holds every answer of one until the last is ready.
+const MaxBatch = 16
+
+// answerFraming bounds what a tool result's JSON-RPC envelope adds to its
+// texts: jsonrpc, result, content, type, isError (the id echoes the request).
+const answerFraming = 256
+
+// errOverBudget answers, inside the SDK, a tool call whose result would
+// pass its request's budget (or that was not run because an earlier one
+// did). No client sees it: the request is answered with refuseBudget.
+var errOverBudget = errors.New("the answers to this request are over their budget")
+
+// batchMessage and budgetMessage are the refusals' texts (docs/mcp.md,
+// "Limits").
+func batchMessage(n int) string {
+	return "batch of " + strconv.Itoa(n) + " messages exceeds the limit of " + strconv.Itoa(MaxBatch)
+}
+
+func budgetMessage(limit int64) string {
+	return "answers to this request exceed the limit of " + strconv.FormatInt(limit, 10) + " bytes"
+}
+
+// refuse answers 400 with a JSON-RPC Invalid Request error whose id is null:
+// the refusal is the whole request's, not one message's.
+func refuse(w http.ResponseWriter, message string) {
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string   `json:"jsonrpc"`
+		ID      *int     `json:"id"`
+		Error   rpcError `json:"error"`
+	}{"2.0", nil, rpcError{-32600, message}})
+	w.Write(b)
+}
+
+// readAnswerBound is the most bytes one read answer can take as a JSON-RPC
+// result under caps: the shown lines' texts (at most MaxBytes, or the one
+// line a window always shows, truncated to MaxLineLength code points of up
+// to 4 bytes), a path of up to PATH_MAX, every byte of them escaped at worst
+// as \u00XX, the line prefixes, the tags and footer; with structuredContent
+// the metadata repeats texts and path.
+func readAnswerBound(caps render.Caps, structured bool) int64 {
+	text := int64(max(caps.MaxBytes, 4*caps.MaxLineLength+64))
+	const path = 4096
+	n := 6*(text+path) + 24*int64(caps.Limit) + 1024
+	if structured {
+		n += 6*(text+path) + 48*int64(caps.Limit)
+	}
+	return n
+}
+
+// defaultBudget is the answer budget of one request: a batch of MaxBatch
+// reads fits by construction, with 4 MiB to spare (docs/mcp.md, "Limits").
+func defaultBudget(caps render.Caps, structured bool) int64 {
+	return MaxBatch*readAnswerBound(caps, structured) + 4<<20
+}
+
+// budget counts the answers of one HTTP request against its limit. A nil
+// budget has no limit.
+type budget struct {
+	limit int64
+	used  atomic.Int64
+	over  atomic.Bool
+}
+
+// spent reports whether the request's answers already passed the limit:
+// its calls that have not started do not run.
+func (b *budget) spent() bool { return b != nil && b.over.Load() }
+
+// charge counts res and reports whether the answers still fit.
+func (b *budget) charge(res *sdk.CallToolResult) bool {
+	if b == nil {
+		return true
+	}
+	n := int64(answerFraming)
+	for _, c := range res.Content {
+		if t, ok := c.(*sdk.TextContent); ok {
+			n += encodedLen(t.Text)
+		}
+	}
+	if raw, ok := res.StructuredContent.(json.RawMessage); ok {
+		n += rawLen(raw)
+	}
+	if b.used.Add(n) > b.limit {
+		b.over.Store(true)
+		return false
+	}
+	return true
+}
+
+// extra is what encoding/json adds to one byte of a string: the escapes of
+// control characters, quote and backslash, and of <, > and & (the SDK does
+// not escape them in one answer, but json.Marshal does when it joins a
+// batch's answers). A lead byte 0xE2 counts 3, for U+2028 and U+2029, which
+// take 6 bytes escaped.
+var extra = func() (t [256]int8) {
+	for c := range 0x20 {
+		t[c] = 5
+	}
+	t['\n'], t['\r'], t['\t'], t['"'], t['\\'] = 1, 1, 1, 1, 1
+	t['<'], t['>'], t['&'] = 5, 5, 5
+	t[0xE2] = 3
+	return t
+}()
+
+// encodedLen is an upper bound on the bytes s takes as a JSON string.
+func encodedLen(s string) int64 {
+	n := int64(len(s)) + 2
+	for i := 0; i < len(s); i++ {
+		n += int64(extra[s[i]])
+	}
+	if !utf8.ValidString(s) { // each invalid byte becomes \ufffd
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 0x80 {
+				n += 5
+			}
+		}
+	}
+	return n
+}
+
+// rawLen is an upper bound on the bytes of encoded JSON once a batch's
+// json.Marshal has escaped its <, >, & and U+2028/U+2029.
+func rawLen(b []byte) int64 {
+	n := int64(len(b))
+	for _, c := range b {
+		switch c {
+		case '<', '>', '&':
+			n += 5
+		case 0xE2:
+			n += 3
+		}
+	}
+	return n
+}
+
+// checkBatch looks at r's body before the SDK does: when it is a JSON array
+// (a batch), it is read whole (it is capped by --max-body-bytes) and its
+// elements counted; more than MaxBatch is refused, n the count. Any other
+// body is handed on unread but for its leading white space.
+func checkBatch(r *http.Request) (n int, ok bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return 0, true
+	}
+	body := r.Body
+	br := bufio.NewReaderSize(body, 512)
+	r.Body = readCloser{br, body}
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0, true // the SDK answers an empty or unreadable body
+		}
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		br.UnreadByte()
+		if c != '[' {
+			return 0, true
+		}
+		break
+	}
+	buf, err := io.ReadAll(br)
+	if err != nil { // the SDK answers it as it would have (413 past the cap)
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), failing{err}), body}
+		return 0, true
+	}
+	r.Body = readCloser{bytes.NewReader(buf), body}
+	n = batchLen(buf)
+	return n, n <= MaxBatch
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
+
+// batchLen is the number of elements of the JSON array b, counted from its
+// nesting and strings without decoding them (the SDK decodes the body once
+// this check passed; a malformed one it refuses).
+func batchLen(b []byte) int {
+	depth, n := 0, 0
+	inString, escaped, counted := false, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		if depth == 1 {
+			switch c {
+			case ',':
+				counted = false
+				continue
+			case ']':
+				return n
+			}
+			if !counted {
+				counted = true
+				n++
+			}
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		}
+	}
+	return n
+}
+
+// answerWriter is what the SDK answers a POST through. Until the SDK writes,
+// nothing is sent; if by then the request's answers passed their budget,
+// what the SDK writes is dropped and finish sends the refusal instead. With
+// JSON answers the SDK writes once, when the last answer is ready.
+type answerWriter struct {
+	http.ResponseWriter
+	b     *budget
+	mu    sync.Mutex
+	state answerState
+}
+
+type answerState int
+
+const (
+	undecided answerState = iota
+	passing               // the SDK's answer goes out
+	dropped               // the SDK's answer is dropped; finish refuses
+	finished              // served: anything written later is dropped
+)
+
+// pass decides, at the SDK's first write, whether its answer goes out.
+func (w *answerWriter) pass() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == undecided {
+		w.state = passing
+		if w.b.spent() {
+			w.state = dropped
+		}
+	}
+	return w.state == passing
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	if w.pass() {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *answerWriter) Write(p []byte) (int, error) {
+	if w.pass() {
+		return w.ResponseWriter.Write(p)
+	}
+	return len(p), nil
+}
+
+func (w *answerWriter) Flush() {
+	if w.pass() {
+		http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish sends the budget's refusal when the SDK's answer was dropped, or
+// when the SDK wrote nothing at all for a request over its budget.
+func (w *answerWriter) finish() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == dropped || (w.state == undecided && w.b.spent()) {
+		refuse(w.ResponseWriter, budgetMessage(w.b.limit))
+	}
+	w.state = finished
+}
