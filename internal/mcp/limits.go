@@ -3,6 +3,7 @@ package mcp
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -85,9 +86,10 @@ func defaultBudget(caps render.Caps, structured bool) int64 {
 // budget counts the answers of one HTTP request against its limit. A nil
 // budget has no limit.
 type budget struct {
-	limit int64
-	used  atomic.Int64
-	over  atomic.Bool
+	limit  int64
+	used   atomic.Int64
+	over   atomic.Bool
+	cancel context.CancelCauseFunc // the request's other calls, once over
 }
 
 // spent reports whether the request's answers already passed the limit:
@@ -110,6 +112,9 @@ func (b *budget) charge(res *sdk.CallToolResult) bool {
 	}
 	if b.used.Add(n) > b.limit {
 		b.over.Store(true)
+		if b.cancel != nil {
+			b.cancel(errOverBudget)
+		}
 		return false
 	}
 	return true

@@ -157,7 +157,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answers := &budget{limit: h.budget}
-	defer h.carriers.carry(r, sessionless, answers)()
+	defer h.carriers.carry(r, answers)()
 	aw := &answerWriter{ResponseWriter: w, b: answers}
 	serve(aw, r)
 	aw.finish()
@@ -269,7 +269,7 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		}
 		ctx, answers, stop := a.carriers.bind(ctx, header)
 		defer stop()
-		if answers.spent() { // an earlier answer of the request passed the budget
+		if answers.spent() { // another answer of the request passed the budget
 			return nil, errOverBudget
 		}
 		res := a.call(ctx, tool, header, req)
