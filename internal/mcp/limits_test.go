@@ -15,8 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/mcp"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -275,4 +278,42 @@ func clip(s string) string {
 		return s[:1000] + "..."
 	}
 	return s
+}
+
+// TestBudgetCancelsTheRest: once an answer passes the budget, the request's
+// other calls end: an escalated edit waiting for a person's approval in the
+// same batch is withdrawn at once rather than holding the request for the
+// 30 s approval timeout, and writes nothing.
+func TestBudgetCancelsTheRest(t *testing.T) {
+	srv := servertest.Start(t, server.Options{
+		Policy:    true,
+		Sessions:  policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		REST:      handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
+		MCP:       mcp.Config{AnswerBudget: 2000},
+		Sandbox:   tools.SandboxReadOnly,
+		Approvals: approval.Config{Timeout: 30 * time.Second},
+	})
+	h := &harness{t: t, srv: srv}
+	h.file("big.txt", strings.Repeat("0123456789abcdef\n", 1000))
+	h.file("e.txt", "old\n")
+	headers := h.open(t, "2025-03-26")
+	r := h.raw(http.MethodPost, "/mcp", calls(1, "read", func(int) map[string]any { return map[string]any{"file_path": "e.txt"} }), headers...)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+
+	start := time.Now()
+	r = h.raw(http.MethodPost, "/mcp", `[`+
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"edit","arguments":{"file_path":"e.txt","old_string":"old","new_string":"new","sandbox_permissions":"workspace-write","justification":"The user asked for it."}}},`+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"big.txt"}}}]`, headers...)
+	took := time.Since(start)
+	assert.Equal(t, http.StatusBadRequest, r.status)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"answers to this request exceed the limit of 2000 bytes"}}`, clip(r.body))
+	assert.Less(t, took, 10*time.Second, "the waiting edit was cancelled")
+	assert.Equal(t, "old\n", h.contents("e.txt"))
+	var pending struct {
+		Approvals []approval.Approval `json:"approvals"`
+		Cursor    int                 `json:"cursor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(h.raw(http.MethodGet, "/approvals", "").body), &pending))
+	assert.Empty(t, pending.Approvals)
+	t.Logf("answered in %s; approvals created and withdrawn: %d", took.Round(time.Millisecond), pending.Cursor)
 }

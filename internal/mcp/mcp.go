@@ -71,6 +71,7 @@ type Handler struct {
 	x                   *tools.Executor
 	table               *sessionTable
 	carriers            *carriers
+	maxBody             int64 // of one request
 	budget              int64 // of the answers of one request
 }
 
@@ -125,6 +126,7 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		x:         x,
 		table:     newSessionTable(cfg.MaxSessions),
 		carriers:  carriers,
+		maxBody:   cfg.MaxBodyBytes,
 		budget:    cfg.AnswerBudget,
 	}
 	for _, o := range cfg.Origins {
@@ -142,9 +144,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		forbidden(w, "origin "+quote(r.Header.Get("Origin"))+" is not allowed: send no Origin, the server's own, or one of --cors-origins")
 		return
 	}
-	sessionless := r.Header.Get("MCP-Protocol-Version") >= firstSessionless
 	serve := h.serveStateful
-	if sessionless {
+	if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
 		serve = h.stateless.ServeHTTP
 	}
 	if r.Method != http.MethodPost {
@@ -152,6 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve(w, r)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody) // also when served without the REST middleware
 	if n, ok := checkBatch(r); !ok {
 		refuse(w, batchMessage(n))
 		return

@@ -86,9 +86,9 @@ func peakRSS(t *testing.T, pid int) int64 {
 // reads of a large file and 17 reads are refused with 400 at no cost; the
 // largest batch allowed, 16 reads of windows full of characters JSON
 // escapes six-fold, is answered; 16 greps whose answers (3 MB each) pass
-// the answer budget are refused. The peak RSS (VmHWM) stays within 96 MiB
+// the answer budget are refused. The peak RSS (VmHWM) stays within 128 MiB
 // of the server's after start-up; before the limits the 1,500 reads alone
-// took it from 23 to 355 MiB.
+// took it from 26 to 297 MiB.
 func TestMCPBatchMemoryBoundedChild(t *testing.T) {
 	root := t.TempDir()
 	big := strings.Repeat(strings.Repeat("x", 99)+"\n", 1300) // 130 KB: each read is a full 51,200-byte window
@@ -141,7 +141,7 @@ func TestMCPBatchMemoryBoundedChild(t *testing.T) {
 	assert.Less(t, after1500-base, int64(8<<20), "a refused batch costs its body, not its answers")
 	assert.Less(t, after17-base, int64(8<<20))
 	assert.Less(t, after16-base, int64(48<<20))
-	assert.Less(t, afterBudget-base, int64(96<<20), "a few times the budget, whatever the batch")
+	assert.Less(t, afterBudget-base, int64(128<<20), "a few times the budget, whatever the batch")
 	srv.stop()
 }
 
