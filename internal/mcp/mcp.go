@@ -262,7 +262,8 @@ type adapter struct {
 // handler runs one tool through Executor.Run: a read is one whole window,
 // bounded by the read caps as on REST (an MCP result is one message, so
 // nothing is streamed). The call ends when its client cancels it, its
-// session ends, or the HTTP request that carried it ends (carriers).
+// session ends, or the HTTP request that carried it ends or passes its
+// answer budget (carriers). A result that passes the budget is dropped.
 func (a adapter) handler(tool string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var header http.Header
@@ -282,6 +283,7 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 	}
 }
 
+// call runs the tool for req and gives its result, a failure included.
 func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest) *sdk.CallToolResult {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(req.Session))
