@@ -25,7 +25,9 @@ import (
 // parameters (whatever their "in") and its JSON body schema, and calls a
 // tool by POSTing the model's arguments as JSON to servers[0].url + path,
 // handing the answer's text to the model ("HTTP error <status>: <text>" on
-// failure, as Open WebUI does). It sends no header but the token.
+// failure, as Open WebUI does). Like Open WebUI's backend without
+// ENABLE_FORWARD_USER_INFO_HEADERS or header templates (every 0.6 release,
+// docs/frontends.md), it sends Content-Type and Authorization and no chat id.
 type importer struct {
 	token string
 	base  string // servers[0].url
@@ -147,9 +149,11 @@ func (im *importer) call(t *testing.T, name string, args map[string]any) string 
 // TestImporterReadEditRefusedEdit: an importer reads /openapi.json, gets
 // exactly the tools with their catalog texts and schemas (and no session
 // argument), and runs read → edit → a refused edit through it, with no
-// header configuration beyond the token: the session is --default-session.
+// header configuration beyond the token: the session is --default-session,
+// here the binary's default id (cmd/toolfs-api's TestOpenWebUIToolServerDefaults
+// runs the same through the binary).
 func TestImporterReadEditRefusedEdit(t *testing.T) {
-	h := start(t, options{token: "tok", sessions: tools.Sessions{Default: "frontend"}})
+	h := start(t, options{token: "tok", sessions: tools.Sessions{Default: "default"}})
 	h.file("notes.md", "# Notes\n- todo: ship\n")
 	h.file("other.md", "other\n")
 	im := importTools(t, h.srv.URL, "tok")
