@@ -182,15 +182,17 @@ func TestOpenWebUIPerChatSessions(t *testing.T) {
 	require.Equal(t, 200, status)
 	for _, tc := range []struct {
 		name   string
+		chats  [2]string
 		chatOf func(chat, message string) http.Header
 	}{
-		{"forwarded X-OpenWebUI-Chat-Id", owuiForwarded},
-		{"X-Session-ID template", func(chat, _ string) http.Header { return http.Header{"X-Session-Id": {chat}} }},
+		{"forwarded X-OpenWebUI-Chat-Id", [2]string{"3c1d9a4e-0001", "3c1d9a4e-0002"}, owuiForwarded},
+		{"X-Session-ID template", [2]string{"3c1d9a4e-0003", "3c1d9a4e-0004"},
+			func(chat, _ string) http.Header { return http.Header{"X-Session-Id": {chat}} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, os.WriteFile(notes, []byte("one\n"), 0o644))
-			a := tc.chatOf("3c1d9a4e-"+tc.name[:1]+"a", "m1")
-			other := tc.chatOf("3c1d9a4e-"+tc.name[:1]+"b", "m2")
+			a := tc.chatOf(tc.chats[0], "m1")
+			other := tc.chatOf(tc.chats[1], "m2")
 			assert.Contains(t, c.call(t, "read", `{"file_path": "notes.md"}`, a), "1: one\n")
 			assert.Equal(t, refused, c.call(t, "edit", `{"file_path": "notes.md", "old_string": "one", "new_string": "two"}`, other))
 			assert.Equal(t, updated, c.call(t, "edit", `{"file_path": "notes.md", "old_string": "one", "new_string": "two"}`, a))
@@ -203,6 +205,8 @@ func TestOpenWebUIPerChatSessions(t *testing.T) {
 	// Before 0.9.3 the template is sent as it is written.
 	_, status = owuiLoad(t, base, "tok", http.Header{"X-Session-Id": {"{{CHAT_ID}}"}})
 	assert.Equal(t, 400, status)
+	assert.Equal(t, "{\n  \"error\": \"HTTP error 400: Error: malformed X-Session-ID: it must be 1-128 characters of A-Za-z0-9._:-\"\n}",
+		c.call(t, "read", `{"file_path": "notes.md"}`, http.Header{"X-Session-Id": {"{{CHAT_ID}}"}}))
 }
 
 // TestOpenWebUIDirectToolServer: a user ("direct") tool server is called by
