@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/MicahParks/jwkset"
 )
 
 // Version is the Hydra release the tests run (docs/identity.md).
@@ -174,12 +177,47 @@ func start(bin, dir string, extraEnv []string) (*Server, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if s.ready(s.AdminURL+"/health/ready") && s.ready(s.Issuer+"/health/ready") {
+			// Hydra would generate its keys on first use: RSA 4096, which
+			// takes longer than its 10 s write timeout on a busy machine.
+			// Give it RSA 2048 keys made here instead.
+			if err := s.installKeys(); err != nil {
+				s.Stop()
+				return nil, err
+			}
 			return s, nil
 		}
 	}
 	s.Stop()
 	log, _ := os.ReadFile(filepath.Join(dir, "hydra.log"))
 	return nil, fmt.Errorf("hydratest: hydra not ready within 60s: %s", log)
+}
+
+// installKeys puts one new RS256 key (2048 bits) in each of Hydra's two
+// signing key sets (PUT /admin/keys/{set}).
+func (s *Server) installKeys() error {
+	for _, set := range []string{"hydra.openid.id-token", AccessTokenSet} {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return err
+		}
+		id := make([]byte, 8)
+		rand.Read(id)
+		jwk, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{
+			Marshal:  jwkset.JWKMarshalOptions{Private: true},
+			Metadata: jwkset.JWKMetadataOptions{ALG: jwkset.AlgRS256, KID: set + "-" + hex.EncodeToString(id), USE: jwkset.UseSig},
+		})
+		if err != nil {
+			return err
+		}
+		body, err := json.Marshal(map[string]any{"keys": []jwkset.JWKMarshal{jwk.Marshal()}})
+		if err != nil {
+			return err
+		}
+		if err := s.adminDo(http.MethodPut, "/admin/keys/"+set, body, http.StatusOK, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Server) ready(u string) bool {
@@ -294,12 +332,16 @@ func (s *Server) TryToken(c Credentials, scopes, audience []string) (string, err
 	return out.AccessToken, nil
 }
 
-// RotateKeys adds a new RS256 signing key with id kid to the access-token
-// key set (POST /admin/keys/hydra.jwt.access-token); Hydra signs new
-// tokens with the newest key and publishes both.
-func (s *Server) RotateKeys(t testing.TB, kid string) {
+// RotateKeys has Hydra generate a new signing key with id kid and
+// algorithm alg in the access-token key set (POST
+// /admin/keys/hydra.jwt.access-token); Hydra signs new tokens with the
+// newest key (its keys are ordered by creation time, in seconds) and
+// publishes all of them. Hydra makes RS* keys of 4096 bits, which a busy
+// machine may not generate within Hydra's 10 s write timeout: ES256 is
+// instant.
+func (s *Server) RotateKeys(t testing.TB, kid, alg string) {
 	t.Helper()
-	s.admin(t, http.MethodPost, "/admin/keys/"+AccessTokenSet, map[string]string{"alg": "RS256", "kid": kid, "use": "sig"}, http.StatusCreated, nil)
+	s.admin(t, http.MethodPost, "/admin/keys/"+AccessTokenSet, map[string]string{"alg": alg, "kid": kid, "use": "sig"}, http.StatusCreated, nil)
 }
 
 func (s *Server) admin(t testing.TB, method, path string, body any, want int, out any) {
@@ -308,25 +350,32 @@ func (s *Server) admin(t testing.TB, method, path string, body any, want int, ou
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.AdminURL+path, bytes.NewReader(b))
-	if err != nil {
+	if err := s.adminDo(method, path, b, want, out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func (s *Server) adminDo(method, path string, body []byte, want int, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.AdminURL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("hydratest: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != want {
-		t.Fatalf("hydratest: %s %s: %d %s", method, path, resp.StatusCode, rb)
+		return fmt.Errorf("hydratest: %s %s: %d %s", method, path, resp.StatusCode, rb)
 	}
 	if out != nil {
 		if err := json.Unmarshal(rb, out); err != nil {
-			t.Fatalf("hydratest: %s %s: %v", method, path, err)
+			return fmt.Errorf("hydratest: %s %s: %w", method, path, err)
 		}
 	}
+	return nil
 }
