@@ -371,4 +371,3 @@ func BenchmarkAppend(b *testing.B) {
 		b.ReportMetric(float64(syncs.Load())/float64(b.N), "fsyncs/op")
 	})
 }
-
