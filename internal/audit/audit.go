@@ -71,7 +71,9 @@ type State struct {
 
 // Options configure a Log.
 type Options struct {
-	// OnError is told of every failure to write (toolfs_audit_write_errors_total).
+	// OnError is told of every failure: each refused reservation and each
+	// record of a failed flush (toolfs_audit_write_errors_total). It runs
+	// under the log's lock, so it must not block.
 	OnError func(error)
 	// Now is the clock of records without a Time (time.Now).
 	Now func() time.Time
@@ -413,6 +415,10 @@ func (l *Log) Reopen() error {
 	defer l.mu.Unlock()
 	for l.flushing {
 		l.cond.Wait()
+	}
+	if l.closed {
+		f.Close()
+		return errors.New("audit log: reopen: closed")
 	}
 	old := l.f
 	l.f, l.size, l.allocEnd, l.noAlloc, l.broken = f, size, size, false, nil

@@ -129,3 +129,13 @@ func (e *refusal) Unwrap() []error {
 	}
 	return errs
 }
+
+// clip bounds a token-supplied value (a kid, an aud) quoted in an error's
+// detail, so a 16 KiB token cannot flood the log.
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

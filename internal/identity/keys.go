@@ -54,7 +54,7 @@ func (k *keySet) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
 	k.refresh(ctx, "unknown kid")
 	jwk, err = k.Storage.KeyRead(ctx, kid)
 	if errors.Is(err, jwkset.ErrKeyNotFound) {
-		return jwk, refuse(ErrUnknownKey, fmt.Sprintf("kid %q", kid), err)
+		return jwk, refuse(ErrUnknownKey, fmt.Sprintf("kid %q", clip(kid)), err)
 	}
 	return jwk, err
 }

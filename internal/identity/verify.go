@@ -185,7 +185,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		return Principal{}, classify(tok, err)
 	}
 	if !slices.ContainsFunc(v.audiences, func(a string) bool { return oauthex.MatchesResource(c.Audience, a) }) {
-		return Principal{}, refuse(ErrAudience, fmt.Sprintf("aud %q, want one of %q", []string(c.Audience), v.audiences), nil)
+		return Principal{}, refuse(ErrAudience, fmt.Sprintf("aud %s, want one of %q", clip(fmt.Sprintf("%q", []string(c.Audience))), v.audiences), nil)
 	}
 	if c.Subject == "" {
 		return Principal{}, refuse(ErrNoSubject, "", nil)
@@ -212,7 +212,7 @@ func scopesOf(c claims) []string {
 func classify(tok *jwt.Token, err error) error {
 	if tok != nil && tok.Header != nil {
 		if alg, _ := tok.Header["alg"].(string); !slices.Contains(Algorithms, alg) {
-			return refuse(ErrAlgorithm, fmt.Sprintf("alg %q", alg), err)
+			return refuse(ErrAlgorithm, fmt.Sprintf("alg %q", clip(alg)), err)
 		}
 	}
 	var r *refusal
