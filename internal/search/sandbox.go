@@ -2,7 +2,6 @@ package search
 
 import (
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
 // The search sandbox (docs/search.md, "Confinement"): rg is started by a
@@ -158,133 +158,6 @@ func selfExe() (string, error) {
 	return os.Executable()
 }
 
-// runtimeFiles lists the files rg needs to start: the binary itself, its ELF
-// interpreter and every shared library it loads, found as the dynamic loader
-// finds them (DT_RUNPATH/DT_RPATH, /etc/ld.so.conf, the default folders). A
-// static binary needs only itself.
-func runtimeFiles(bin string) ([]string, error) {
-	dirs := libraryDirs()
-	var files []string
-	seen := map[string]bool{}
-	queue := []string{bin}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		files = append(files, p)
-		f, err := elf.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		interp, needed, own, err := dynamicInfo(f, p)
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		if interp != "" {
-			queue = append(queue, interp)
-		}
-		for _, lib := range needed {
-			found, err := findLibrary(lib, append(own, dirs...), f)
-			if err != nil {
-				return nil, fmt.Errorf("%s needs %s: %w", p, lib, err)
-			}
-			queue = append(queue, found)
-		}
-	}
-	return files, nil
-}
-
-// dynamicInfo reads an ELF object's interpreter, needed libraries and own
-// search folders ($ORIGIN expanded).
-func dynamicInfo(f *elf.File, path string) (interp string, needed, dirs []string, err error) {
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			b := make([]byte, prog.Filesz)
-			if _, err := prog.ReadAt(b, 0); err != nil {
-				return "", nil, nil, fmt.Errorf("%s: interpreter: %w", path, err)
-			}
-			interp = strings.TrimRight(string(b), "\x00")
-		}
-	}
-	if f.Section(".dynamic") == nil && f.Type != elf.ET_DYN {
-		return interp, nil, nil, nil
-	}
-	needed, _ = f.DynString(elf.DT_NEEDED)
-	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
-		vals, _ := f.DynString(tag)
-		for _, v := range vals {
-			for _, d := range strings.Split(v, ":") {
-				d = strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(path))
-				d = strings.ReplaceAll(d, "${ORIGIN}", filepath.Dir(path))
-				if d != "" {
-					dirs = append(dirs, d)
-				}
-			}
-		}
-	}
-	return interp, needed, dirs, nil
-}
-
-// findLibrary finds a needed library of the same class and machine as the
-// object that needs it.
-func findLibrary(name string, dirs []string, by *elf.File) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, name)
-		f, err := elf.Open(p)
-		if err != nil {
-			continue
-		}
-		ok := f.Class == by.Class && f.Machine == by.Machine
-		f.Close()
-		if ok {
-			return p, nil
-		}
-	}
-	return "", errors.New("not found")
-}
-
-// libraryDirs are the loader's folders: /etc/ld.so.conf (with its includes)
-// and the default ones.
-func libraryDirs() []string {
-	var dirs []string
-	var read func(path string, depth int)
-	read = func(path string, depth int) {
-		b, err := os.ReadFile(path)
-		if err != nil || depth > 4 {
-			return
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if i := strings.IndexByte(line, '#'); i >= 0 {
-				line = line[:i]
-			}
-			line = strings.TrimSpace(line)
-			if inc, ok := strings.CutPrefix(line, "include"); ok && (strings.HasPrefix(inc, " ") || strings.HasPrefix(inc, "\t")) {
-				pattern := strings.TrimSpace(inc)
-				if !filepath.IsAbs(pattern) {
-					pattern = filepath.Join(filepath.Dir(path), pattern)
-				}
-				matches, _ := filepath.Glob(pattern)
-				for _, m := range matches {
-					read(m, depth+1)
-				}
-				continue
-			}
-			if filepath.IsAbs(line) {
-				dirs = append(dirs, line)
-			}
-		}
-	}
-	read("/etc/ld.so.conf", 0)
-	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
-}
-
 // sandboxProblem says why the kernel cannot confine rg, "" when it can.
 func sandboxProblem(string) string {
 	if landlockABI() == 0 {
@@ -324,7 +197,7 @@ func runProof(rg string) proof {
 	if err != nil {
 		return proof{why: "cannot find the server's own binary: " + err.Error()}
 	}
-	files, err := runtimeFiles(rg)
+	files, err := sandbox.RuntimeFiles(rg)
 	if err != nil {
 		return proof{why: "cannot list the files ripgrep needs: " + err.Error()}
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
 // requireLandlock skips a test of the sandbox on a kernel without Landlock,
@@ -76,7 +78,7 @@ func TestRuntimeFiles(t *testing.T) {
 	requireRg(t)
 	rg, err := exec.LookPath("rg")
 	require.NoError(t, err)
-	files, err := runtimeFiles(rg)
+	files, err := sandbox.RuntimeFiles(rg)
 	require.NoError(t, err)
 	require.Equal(t, rg, files[0])
 	for _, f := range files {
@@ -97,7 +99,7 @@ func TestSandboxChildNeedsBothMarkers(t *testing.T) {
 	require.NoError(t, err)
 	echo, err := exec.LookPath("echo")
 	require.NoError(t, err)
-	files, err := runtimeFiles(echo)
+	files, err := sandbox.RuntimeFiles(echo)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	args := childArgs(echo, files, []string{"echo", "CHILD-RAN"})
