@@ -43,6 +43,29 @@ func Diffs(path, before, after string) []Diff {
 	return hunks(path, a, b)
 }
 
+// LineChange is one changed run of lines between two texts: the 0-based
+// lines [A0, A1) of before became the lines [B0, B1) of after; an insertion
+// has A0 == A1, a deletion B0 == B1.
+type LineChange struct{ A0, A1, B0, B1 int }
+
+// LineChanges lists the changed runs of lines from before to after in file
+// order, with the bounds of Diffs (minimal up to an edit distance of 2000
+// lines, else the region between the common head and tail is one run); nil
+// when the texts are equal. Lines outside every run are unchanged, shifted
+// by the runs before them (docs/diagnostics.md, "Only what the change
+// introduced").
+func LineChanges(before, after string) []LineChange {
+	a, b, skipped, ok := changedRegion(before, after)
+	if !ok {
+		return nil
+	}
+	var out []LineChange
+	for _, blk := range changedBlocks(a, b) {
+		out = append(out, LineChange{blk.a0 + skipped, blk.a1 + skipped, blk.b0 + skipped, blk.b1 + skipped})
+	}
+	return out
+}
+
 // changedRegion is the lines of before and after that hold every change
 // and its context, and the number of lines before them; !ok when the texts
 // are equal.

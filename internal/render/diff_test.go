@@ -278,3 +278,14 @@ func TestDiffsHideBOM(t *testing.T) {
 	assert.Equal(t, "one\ntwo", *got[0].OldText)
 	assert.Equal(t, "one\n2", got[0].NewText)
 }
+
+// LineChanges numbers lines in the whole texts, not in the diff's region.
+func TestLineChanges(t *testing.T) {
+	before := numbered(20)
+	after := strings.Replace(before, "line5\n", "line5\nnew a\nnew b\n", 1)
+	after = strings.Replace(after, "line15\n", "", 1)
+	after = strings.Replace(after, "line18\n", "changed 18\n", 1)
+	assert.Equal(t, []LineChange{{5, 5, 5, 7}, {14, 15, 16, 16}, {17, 18, 18, 19}}, LineChanges(before, after))
+	assert.Nil(t, LineChanges(before, before))
+	assert.Equal(t, []LineChange{{0, 0, 0, 1}}, LineChanges("", "x\n"))
+}
