@@ -45,9 +45,9 @@ func TestFormats(t *testing.T) {
 		{
 			// gofmt -e on a copy of the version before: its own path.
 			name: "a copy's path", format: FormatLine,
-			stderr:  "/tmp/priv/.toolfs-versions/3/a.go:2:1: expected 'package', found x\n",
-			subject: subject{file: "/tmp/priv/.toolfs-versions/3/a.go", real: "/w/a.go", dir: "/w"},
-			want:    []Problem{{2, 1, "expected 'package', found x"}},
+			stderr:   "/tmp/priv/.toolfs-versions/3/a.go:2:1: expected 'package', found x\n",
+			subject:  subject{file: "/tmp/priv/.toolfs-versions/3/a.go", real: "/w/a.go", dir: "/w"},
+			want:     []Problem{{2, 1, "expected 'package', found x"}},
 			parsable: true,
 		},
 		{
@@ -66,8 +66,8 @@ func TestFormats(t *testing.T) {
 				"vet: ./b.go:3:23: undefined: helper\n" +
 				"a.go:5:24: fmt.Printf format %d has arg \"x\" of wrong type string\n" +
 				"./c.go:4:2: declared and not used: x\n",
-			subject: subject{file: "/w/pkg/b.go", real: "/w/pkg/b.go", dir: "/w/pkg"},
-			want:    []Problem{{3, 23, "undefined: helper"}},
+			subject:  subject{file: "/w/pkg/b.go", real: "/w/pkg/b.go", dir: "/w/pkg"},
+			want:     []Problem{{3, 23, "undefined: helper"}},
 			parsable: true,
 		},
 		{
