@@ -203,8 +203,15 @@ func resolveChecker(cc CheckerConfig, path string) (*checker, error) {
 		return nil, fmt.Errorf("command[0]: cannot list the files it needs to start: %w", err)
 	}
 	for i, p := range cc.Read {
-		if _, err := os.Stat(p); err != nil {
+		fi, err := os.Stat(p)
+		if err != nil {
 			return nil, fmt.Errorf("read[%d]: %w", i, err)
+		}
+		// A program the checker runs needs its libraries too.
+		if fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			if more, err := sandbox.ProgramFiles(p, path); err == nil {
+				files = append(files, more...)
+			}
 		}
 	}
 	c := &checker{CheckerConfig: cc, bin: bin, files: files, glob: newGlobMatcher(cc.Glob)}

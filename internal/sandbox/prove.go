@@ -15,7 +15,7 @@ import (
 
 // probe is what a probing child tests under its ruleset instead of
 // executing a program: each path must be readable, or not, creatable, or
-// not.
+// not; setsid and setpgid must fail.
 type probe struct {
 	Read     string `json:"read"`
 	NoRead   string `json:"no_read"`
@@ -36,13 +36,19 @@ func (p *probe) run() error {
 	if err := os.WriteFile(p.NoCreate, []byte("x"), 0o600); !errors.Is(err, unix.EACCES) {
 		return fmt.Errorf("writing outside the ruleset was not refused: %v", err)
 	}
+	if _, err := unix.Setsid(); !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("leaving the process group was not refused: %v", err)
+	}
+	if err := unix.Setpgid(0, 0); !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("leaving the process group was not refused: %v", err)
+	}
 	return nil
 }
 
 // Prove runs the child from exe (Self) once under a ruleset like a
 // Command's, in a fresh folder: it must read a file beneath its readable
-// folder and not one beside it, and write in its writable folder and not in
-// the readable one. nil means the kernel confines the child as this package
+// folder and not one beside it, write in its writable folder and not in
+// the readable one, and not leave its process group. nil means the kernel confines the child as this package
 // says; otherwise the error says what failed.
 func Prove(ctx context.Context, exe string) error {
 	if why := Problem(); why != "" {

@@ -3,7 +3,9 @@
 // program in its place, so the program keeps the child's pid and process
 // group (docs/diagnostics.md, "Confinement"). The ruleset grants exactly
 // what a Policy lists; every other file access, every TCP bind and connect,
-// and signals to processes outside the child are refused by the kernel.
+// and signals to processes outside the child are refused by the kernel,
+// and a seccomp filter keeps the program and its children in their process
+// group.
 package sandbox
 
 import (
@@ -219,6 +221,9 @@ func restrict(s spec) error {
 	}
 	if err := ll.LandlockRestrictSelf(rs, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	if err := keepProcessGroup(); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
 	}
 	return nil
 }
