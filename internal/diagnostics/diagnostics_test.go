@@ -336,8 +336,8 @@ func processesWith(t *testing.T, s string) []string {
 	var found []string
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(b), s) {
-			found = append(found, strings.ReplaceAll(string(b), "\x00", " "))
+		if cmd := strings.ReplaceAll(string(b), "\x00", " "); err == nil && strings.Contains(cmd, s) {
+			found = append(found, cmd)
 		}
 	}
 	return found
