@@ -37,6 +37,9 @@ type CheckerConfig struct {
 	Read []string `json:"read"`
 	// Env adds to (or overrides) the checker's environment.
 	Env map[string]string `json:"env"`
+	// Stdin feeds the version checked on the checker's stdin (for a tool's
+	// "--stdin --stdin-filename {path}" mode); else stdin is /dev/null.
+	Stdin bool `json:"stdin"`
 }
 
 // defaultOKExit is ok_exit when the config gives none.

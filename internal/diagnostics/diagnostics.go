@@ -488,16 +488,24 @@ func (r *Runner) runVersion(ctx context.Context, c *checker, ch Change, rel stri
 			return outcome{failure: reasonNoStart}
 		}
 	}
-	vars := strings.NewReplacer("{file}", file, "{dir}", realDir, "{root}", r.root, "{overlay}", overlay, "{tmp}", c.home)
+	var input *os.File
+	if c.Stdin {
+		if input, err = r.openVersion(rel, file, copy); err != nil {
+			r.log.Warn("diagnostics checker did not start", "checker", c.Name, "reason", "its input: "+err.Error())
+			return outcome{failure: reasonNoStart}
+		}
+		defer input.Close()
+	}
+	vars := strings.NewReplacer("{file}", file, "{path}", ch.Path, "{dir}", realDir, "{root}", r.root, "{overlay}", overlay, "{tmp}", c.home)
 	argv := make([]string, len(c.Command))
 	for i, a := range c.Command {
 		argv[i] = vars.Replace(a)
 	}
-	run := r.exec(ctx, c, argv, dir)
+	run := r.exec(ctx, c, argv, dir, input)
 	if run.failure != "" {
 		return outcome{failure: run.failure}
 	}
-	p := parse(c.Format, run.stdout, run.stderr, subject{file: file, real: ch.Path, dir: realDir, content: content})
+	p := parse(c.Format, run.stdout, run.stderr, subject{file: file, real: ch.Path, dir: realDir, content: content, stdin: c.Stdin})
 	switch {
 	case p.parsable:
 	case run.signal != "":
@@ -506,6 +514,25 @@ func (r *Runner) runVersion(ctx context.Context, c *checker, ch Change, rel stri
 		return outcome{failure: reasonExit(run.code)}
 	}
 	return outcome{problems: p.problems, fresh: true}
+}
+
+// openVersion opens what a checker reads on stdin: the copy, or the file
+// itself beneath the root (following no symlink).
+func (r *Runner) openVersion(rel, file string, copy bool) (*os.File, error) {
+	if copy {
+		return os.Open(file)
+	}
+	fd, err := fs.OpenBeneath(int(r.rootFD.Fd()), rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), file)
+	// Blocking again: the checker reads it as an ordinary stdin.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // overlayJSON is a go command -overlay file putting file in place of real

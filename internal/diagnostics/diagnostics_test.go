@@ -424,3 +424,37 @@ func TestNewErrors(t *testing.T) {
 		assert.EqualError(t, err, tc.want)
 	}
 }
+
+// With "stdin", the checker reads the version on stdin and {path} is the
+// file's path: a tool's stdin mode sees the version before as it would
+// see the file, named as the file (ESLint decides by the name which
+// configuration applies).
+func TestStdin(t *testing.T) {
+	tool(t, "gofmt")
+	w := newWorkspace(t, `{"checkers": [{"name": "gofmt", "glob": "*.go", "command": ["gofmt", "-e"], "stdin": true}]}`)
+	good := "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println() }\n"
+	bad := "package main\n\nimport \"fmt\" \"os\"\n\nfunc main() { fmt.Println() }\n"
+	rep := w.change("a.go", good, bad)
+	assert.Equal(t, "\nNew problems after this change (the change was applied):\n3:14: expected ';', found \"os\"", rep.Text())
+	rep = w.change("a.go", bad, good)
+	assert.Equal(t, `{"checker":"gofmt","fresh":true,"introduced":[],"resolved":1}`, metadataJSON(t, rep))
+}
+
+// ESLint, when installed (npm install eslint; it is not on the CI
+// machine): the version before is read on stdin under the file's name, so
+// the root's eslint.config.mjs applies to both versions.
+func TestESLint(t *testing.T) {
+	eslint, err := exec.LookPath("eslint")
+	if err != nil {
+		t.Skip("eslint is not on PATH (npm install eslint); this test cannot run")
+	}
+	real, err := filepath.EvalSymlinks(eslint)
+	require.NoError(t, err)
+	install := filepath.Dir(filepath.Dir(real)) // node_modules/eslint
+	w := newWorkspace(t, `{"checkers": [{"name": "eslint", "glob": "*.js", "command": [`+jsonString(eslint)+`, "-f", "json", "--stdin", "--stdin-filename", "{path}"],
+		"stdin": true, "format": "eslint-json", "read": [`+jsonString(filepath.Dir(install))+`], "env": {"OPENSSL_CONF": "/dev/null"}}]}`)
+	require.NoError(t, os.WriteFile(w.path("eslint.config.mjs"), []byte(`export default [{ rules: { semi: "error" } }];`+"\n"), 0o644))
+	rep := w.change("a.js", "const a = 1\n", "const a = 1\nlet b = 2\n")
+	assert.Equal(t, "\nNew problems after this change (the change was applied):\n2:10: error: Missing semicolon. [semi]", rep.Text())
+	assert.Equal(t, 0, rep.Results()[0].Resolved)
+}

@@ -45,12 +45,20 @@ const (
 type subject struct {
 	file, real, dir string
 	content         []byte
+	// stdin: the checker read the version on stdin, and may call it so.
+	stdin bool
 }
+
+// stdinNames are how tools name what they read on stdin.
+var stdinNames = []string{"-", "<stdin>", "<standard input>", "stdin"}
 
 // names reports whether p, as a checker printed it, is the checked file.
 func (s subject) names(p string) bool {
 	if p == "" {
 		return false
+	}
+	if s.stdin && contains(stdinNames, p) {
+		return true
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(s.dir, p)

@@ -29,10 +29,10 @@ type execResult struct {
 	failure        string // why it gave no answer, "" when it ran to its end
 }
 
-// exec runs argv confined, in dir, with stdin on /dev/null, in its own
-// process group. It never outlives ctx: at ctx's end the whole group is
-// killed, and the pipes are abandoned shortly after.
-func (r *Runner) exec(ctx context.Context, c *checker, argv []string, dir *os.File) execResult {
+// exec runs argv confined, in dir, with stdin from the file input (nil:
+// /dev/null), in its own process group. It never outlives ctx: at ctx's end
+// the whole group is killed, and the pipes are abandoned shortly after.
+func (r *Runner) exec(ctx context.Context, c *checker, argv []string, dir, input *os.File) execResult {
 	select {
 	case r.sem <- struct{}{}:
 		defer func() { <-r.sem }()
@@ -46,11 +46,13 @@ func (r *Runner) exec(ctx context.Context, c *checker, argv []string, dir *os.Fi
 	if err != nil {
 		return r.noStart(c, err)
 	}
-	stdin, err := os.Open(os.DevNull)
-	if err != nil {
-		return r.noStart(c, err)
+	stdin := input
+	if stdin == nil {
+		if stdin, err = os.Open(os.DevNull); err != nil {
+			return r.noStart(c, err)
+		}
+		defer stdin.Close()
 	}
-	defer stdin.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return r.noStart(c, err)
