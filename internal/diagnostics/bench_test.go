@@ -2,6 +2,7 @@ package diagnostics
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -67,9 +68,12 @@ func BenchmarkCheckGofmt60KiB(b *testing.B) {
 	}
 	ch := Change{Path: p, Before: []byte(before), After: []byte(after)}
 	want := "\nNew problems after this change (the change was applied):\n"
-	if rep := r.Check(context.Background(), ch); !strings.HasPrefix(rep.Text(), want) {
+	rep := r.Check(context.Background(), ch)
+	if !strings.HasPrefix(rep.Text(), want) {
 		b.Fatalf("unexpected report %q", rep.Text())
 	}
+	meta, _ := json.Marshal(rep.Metadata())
+	b.Logf("the text gains %d bytes %q; the metadata's diagnostics is %d bytes", len(rep.Text()), rep.Text(), len(meta))
 	b.Run("both", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			// A version before never seen: a fresh copy each time.
@@ -96,4 +100,42 @@ func BenchmarkCheckGofmt60KiB(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkConfinementOverhead is what confinement costs one run: a
+// checker that does nothing (true), confined through the server's binary,
+// against true run directly.
+//
+//	go test -run '^$' -bench ConfinementOverhead -benchtime 200x ./internal/diagnostics
+func BenchmarkConfinementOverhead(b *testing.B) {
+	requireLandlock(b)
+	root, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfgs, err := ParseConfig([]byte(`{"checkers": [{"name": "true", "glob": "*", "command": ["true"]}]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Config{Root: root, Checkers: cfgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	r.exe = serverBinary(b)
+	p := filepath.Join(root, "a.txt")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ch := Change{Path: p, Created: true, After: []byte("x")}
+	b.Run("confined", func(b *testing.B) {
+		for b.Loop() {
+			r.Check(context.Background(), ch)
+		}
+	})
+	b.Run("alone", func(b *testing.B) {
+		for b.Loop() {
+			_ = exec.Command("true").Run()
+		}
+	})
 }
