@@ -3,6 +3,7 @@ package diagnostics
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -457,4 +458,72 @@ func TestESLint(t *testing.T) {
 	rep := w.change("a.js", "const a = 1\n", "const a = 1\nlet b = 2\n")
 	assert.Equal(t, "\nNew problems after this change (the change was applied):\n2:10: error: Missing semicolon. [semi]", rep.Text())
 	assert.Equal(t, 0, rep.Results()[0].Resolved)
+}
+
+// Where the checkers cannot be confined, require (the default) makes every
+// check say so; best-effort runs them unconfined.
+func TestSandboxModes(t *testing.T) {
+	tool(t, "gofmt")
+	prove = func(context.Context, string) error { return errors.New("the kernel does not offer Landlock") }
+	t.Cleanup(func() { prove = sandbox.Prove })
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	cfgs, err := ParseConfig([]byte(gofmtChecker))
+	require.NoError(t, err)
+	p := filepath.Join(root, "a.go")
+	bad := "package main\n\nimport \"a\" \"b\"\n"
+	require.NoError(t, os.WriteFile(p, []byte(bad), 0o644))
+	ch := Change{Path: p, Created: true, After: []byte(bad)}
+
+	r, err := New(Config{Root: root, Checkers: cfgs})
+	require.NoError(t, err)
+	defer r.Close()
+	assert.False(t, r.Confined())
+	assert.Equal(t, "the checkers cannot be confined (the kernel does not offer Landlock); they need Landlock (--search-sandbox require)", r.Unavailable())
+	assert.Equal(t, "\nDiagnostics unavailable: gofmt did not start.", r.Check(context.Background(), ch).Text())
+
+	r, err = New(Config{Root: root, Checkers: cfgs, Sandbox: SandboxBestEffort})
+	require.NoError(t, err)
+	defer r.Close()
+	assert.False(t, r.Confined())
+	assert.Empty(t, r.Unavailable())
+	assert.Equal(t, "\nNew problems after this change (the change was applied):\n3:12: expected ';', found \"b\"", r.Check(context.Background(), ch).Text())
+}
+
+// A call that ends (its client went away) stops its checkers at once.
+func TestCancelled(t *testing.T) {
+	sleep := tool(t, "sleep")
+	w := newWorkspace(t, `{"checkers": [`+script(t, "slow", "exec sleep 60\n", `, "read": [`+jsonString(sleep)+`]`)+`]}`)
+	p := w.path("a.txt")
+	require.NoError(t, os.WriteFile(p, []byte("y"), 0o644))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	rep := w.r.Check(ctx, Change{Path: p, Created: true, After: []byte("y")})
+	assert.Less(t, time.Since(start), time.Second)
+	assert.Equal(t, "\nDiagnostics unavailable: slow was cancelled.", rep.Text())
+}
+
+func TestCacheBounds(t *testing.T) {
+	c := newCache(2, 1000)
+	k := func(s string) [32]byte { return cacheKey("c", "/p", []byte(s)) }
+	c.put(k("a"), []Problem{{1, 1, "a"}})
+	c.put(k("b"), nil)
+	_, ok := c.get(k("a")) // a is now the most recent
+	require.True(t, ok)
+	c.put(k("c"), nil)
+	_, ok = c.get(k("b"))
+	assert.False(t, ok, "the least recently used went first")
+	ps, ok := c.get(k("a"))
+	assert.True(t, ok)
+	assert.Equal(t, []Problem{{1, 1, "a"}}, ps)
+	assert.Equal(t, 2, c.len())
+
+	c.put(k("big"), []Problem{{1, 1, strings.Repeat("x", 900)}})
+	assert.Equal(t, 1, c.len(), "the byte bound evicts too")
+	c.put(k("huge"), []Problem{{1, 1, strings.Repeat("x", 2000)}})
+	_, ok = c.get(k("huge"))
+	assert.False(t, ok, "an answer over the whole bound is not kept")
+	assert.NotEqual(t, cacheKey("c", "/p", []byte("a")), cacheKey("c", "/q", []byte("a")))
+	assert.NotEqual(t, cacheKey("c", "/p", []byte("a")), cacheKey("d", "/p", []byte("a")))
 }
