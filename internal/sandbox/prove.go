@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +16,15 @@ import (
 
 // probe is what a probing child tests under its ruleset instead of
 // executing a program: each path must be readable, or not, creatable, or
-// not; setsid and setpgid must fail.
+// not; setsid and setpgid must fail, and so must a TCP connection.
 type probe struct {
 	Read     string `json:"read"`
 	NoRead   string `json:"no_read"`
 	Create   string `json:"create"`
 	NoCreate string `json:"no_create"`
+	// NoConnect is a loopback TCP address that must not be reachable
+	// (only where the kernel's Landlock handles TCP, ABI 4 and later).
+	NoConnect string `json:"no_connect,omitempty"`
 }
 
 func (p *probe) run() error {
@@ -42,13 +46,23 @@ func (p *probe) run() error {
 	if err := unix.Setpgid(0, 0); !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("leaving the process group was not refused: %v", err)
 	}
+	if p.NoConnect != "" {
+		c, err := net.DialTimeout("tcp", p.NoConnect, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("a TCP connection was not refused: %v", err)
+		}
+	}
 	return nil
 }
 
 // Prove runs the child from exe (Self) once under a ruleset like a
 // Command's, in a fresh folder: it must read a file beneath its readable
 // folder and not one beside it, write in its writable folder and not in
-// the readable one, and not leave its process group. nil means the kernel confines the child as this package
+// the readable one, not leave its process group, and (where the kernel's
+// Landlock handles TCP) not connect to a loopback port. nil means the kernel confines the child as this package
 // says; otherwise the error says what failed.
 func Prove(ctx context.Context, exe string) error {
 	if why := Problem(); why != "" {
@@ -76,6 +90,14 @@ func Prove(ctx context.Context, exe string) error {
 		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
 			return err
 		}
+	}
+	if landlockABI() >= 4 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		p.NoConnect = ln.Addr().String()
 	}
 	dir, err := os.Open(root)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,7 +133,8 @@ func TestCommandConfines(t *testing.T) {
 		{"its environment is exactly the given one", "echo $ONLY $HOME", "this\n", 0},
 		{"cannot read outside", "cat " + outside + "/secret.txt", "cat: " + outside + "/secret.txt: Permission denied\n", 1},
 		{"cannot write in the root", "echo x > " + root + "/w", "sh: 1: cannot create " + root + "/w: Permission denied\n", 2},
-		{"cannot list outside", "cat /etc/hostname", "cat: /etc/hostname: Permission denied\n", 1},
+		{"cannot read /etc", "cat /etc/hostname", "cat: /etc/hostname: Permission denied\n", 1},
+		{"cannot signal the server", "kill -0 " + strconv.Itoa(os.Getpid()), "sh: 1: kill: Operation not permitted\n\n", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, code := run(t, tc.script, false)
