@@ -102,7 +102,7 @@ func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode San
 // lets only the change shown happen: the provider refuses anything else
 // with the ordinary error (docs/sandbox.md).
 func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.Target, intent *fs.WriteIntent) (fs.Target, *fs.WriteIntent, *Error) {
-	if x.approvals == nil {
+	if !x.asks {
 		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
 	}
 	out, werr := x.fs.WriteText(ctx, t, a.content, dryRun(intent))
@@ -222,7 +222,7 @@ func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode Sandb
 // version the dry run edited (with the hash of the bytes the session saw),
 // so the edit applies to exactly the text shown.
 func (x *Executor) approveEdit(ctx context.Context, c Call, a editArgs, t fs.Target, guard *fs.Observed) (fs.Target, *fs.Observed, *Error) {
-	if x.approvals == nil {
+	if !x.asks {
 		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
 	}
 	req := x.editRequest(a, guard)

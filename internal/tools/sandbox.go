@@ -186,7 +186,7 @@ func (x *Executor) fenceOf(e escalation) SandboxMode {
 
 // ask opens a pending approval for the call, showing diff (its change as
 // its dry run shows it), and waits for the outcome. Nothing is granted
-// without a person's decision. The caller checked x.approvals is set.
+// without a person's decision. The caller checked x.asks.
 func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *Error {
 	p, err := x.approvals.Open(approval.Request{
 		Session: c.Session, Tool: tool, Path: t.Display, Mode: string(e.mode),

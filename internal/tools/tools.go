@@ -3,9 +3,9 @@
 // once, resolves paths against the session cwd, asks the policy for the
 // intent of every mutation, calls the provider, renders the answer, maps
 // every failure to an *Error with a stable Code, and reports metrics to an
-// Observer. Transports (REST in internal/handlers; MCP next) turn a request
-// into a Call and the raw arguments, and the result or *Error into their
-// wire format; they hold no tool logic.
+// Observer. Transports (REST in internal/handlers, MCP in internal/mcp)
+// turn a request into a Call and the raw arguments, and the result or
+// *Error into their wire format; they hold no tool logic.
 //
 // It imports nothing HTTP: a Call carries what a transport learned from its
 // headers, and a read's window is handed back for the transport to encode
@@ -83,9 +83,14 @@ type Options struct {
 	Cache CacheConfig
 	// Sandbox fences writes and edits ("" = SandboxOff; docs/sandbox.md).
 	Sandbox SandboxMode
-	// Approvals asks a person about escalations; nil: no approval channel
-	// (--approvals=false), so every escalation is denied.
+	// Approvals holds the pending approvals: the executor opens one for an
+	// escalation and waits for a person's decision, which transports list
+	// and record through ListApprovals and DecideApproval. nil: an empty
+	// store of the executor's own, and every escalation denied.
 	Approvals *approval.Store
+	// DenyEscalations denies every escalation at once, asking nobody
+	// (--approvals=false): Approvals stays empty.
+	DenyEscalations bool
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -103,12 +108,18 @@ type Executor struct {
 	cache     *Cache // nil: off
 	sandbox   SandboxMode
 	approvals *approval.Store
+	// asks is whether an escalation opens an approval (else it is denied).
+	asks bool
 }
 
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
-		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals}
+		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals,
+		asks: opts.Approvals != nil && !opts.DenyEscalations}
+	if x.approvals == nil {
+		x.approvals = approval.New(approval.Config{})
+	}
 	if x.mutated == nil {
 		x.mutated = func(Mutation) {}
 	}
