@@ -501,12 +501,6 @@ type WriteResult struct {
 	Output   string        `json:"output"`
 }
 
-// SessionCwd defines model for SessionCwd.
-type SessionCwd = string
-
-// SessionID defines model for SessionID.
-type SessionID = string
-
 // ListApprovalsParams defines parameters for ListApprovals.
 type ListApprovalsParams struct {
 	// Wait How long to wait for a new approval, a Go duration such as 30s; 0 or absent answers at once. At most 60s.
@@ -514,101 +508,6 @@ type ListApprovalsParams struct {
 
 	// After The cursor of a previous answer; only approvals opened after it end the wait. Default 0 (any pending approval ends it).
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
-}
-
-// ModelEditParams defines parameters for ModelEdit.
-type ModelEditParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// ModelGlobParams defines parameters for ModelGlob.
-type ModelGlobParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// ModelGrepParams defines parameters for ModelGrep.
-type ModelGrepParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// ModelReadParams defines parameters for ModelRead.
-type ModelReadParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// ModelWriteParams defines parameters for ModelWrite.
-type ModelWriteParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
 // ListToolsParams defines parameters for ListTools.
@@ -622,101 +521,6 @@ type ListToolsParamsFormat string
 // ListTools200JSONResponseBody defines parameters for ListTools.
 type ListTools200JSONResponseBody struct {
 	union json.RawMessage
-}
-
-// EditToolParams defines parameters for EditTool.
-type EditToolParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// GlobToolParams defines parameters for GlobTool.
-type GlobToolParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// GrepToolParams defines parameters for GrepTool.
-type GrepToolParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// ReadToolParams defines parameters for ReadTool.
-type ReadToolParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
-}
-
-// WriteToolParams defines parameters for WriteTool.
-type WriteToolParams struct {
-	// XSessionID Names the session that owns observed state: 1-128 characters of
-	// A-Za-z0-9._:- . Optional on read (no observation is recorded
-	// without it); required on write and edit while the policy is on.
-	// Present but empty counts as absent; sent more than once, it stands
-	// for its one non-empty value, and two different values are 400
-	// INVALID_SESSION. Without it, the server may take the session from a
-	// header named by --session-headers, or from --default-session.
-	XSessionID *SessionID `json:"X-Session-ID,omitempty"`
-
-	// XSessionCwd The session's working directory, absolute or relative to the root; an
-	// existing folder inside the root. Relative file paths resolve against it.
-	// Present but empty counts as absent; sent more than once, it stands for
-	// its one non-empty value, and two different values are 400
-	// INVALID_SESSION.
-	XSessionCwd *SessionCwd `json:"X-Session-Cwd,omitempty"`
 }
 
 // DecideApprovalJSONRequestBody defines body for DecideApproval for application/json ContentType.
@@ -879,19 +683,19 @@ type ServerInterface interface {
 	Healthz(w http.ResponseWriter, r *http.Request)
 	// ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 	// (POST /model/edit)
-	ModelEdit(w http.ResponseWriter, r *http.Request, params ModelEditParams)
+	ModelEdit(w http.ResponseWriter, r *http.Request)
 	// ModelGlob Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
 	// (POST /model/glob)
-	ModelGlob(w http.ResponseWriter, r *http.Request, params ModelGlobParams)
+	ModelGlob(w http.ResponseWriter, r *http.Request)
 	// ModelGrep Search file contents with a ripgrep regular expression. Answers the model text only.
 	// (POST /model/grep)
-	ModelGrep(w http.ResponseWriter, r *http.Request, params ModelGrepParams)
+	ModelGrep(w http.ResponseWriter, r *http.Request)
 	// ModelRead Read a UTF-8 text file and return line-numbered content. Answers the model text only.
 	// (POST /model/read)
-	ModelRead(w http.ResponseWriter, r *http.Request, params ModelReadParams)
+	ModelRead(w http.ResponseWriter, r *http.Request)
 	// ModelWrite Create or fully replace a UTF-8 text file. Answers the model text only.
 	// (POST /model/write)
-	ModelWrite(w http.ResponseWriter, r *http.Request, params ModelWriteParams)
+	ModelWrite(w http.ResponseWriter, r *http.Request)
 	// DeleteSession Forget a session's observed state.
 	// (DELETE /sessions/{id})
 	DeleteSession(w http.ResponseWriter, r *http.Request, id string)
@@ -900,19 +704,19 @@ type ServerInterface interface {
 	ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams)
 	// EditTool Edit an existing UTF-8 text file by replacing literal text.
 	// (POST /tools/edit)
-	EditTool(w http.ResponseWriter, r *http.Request, params EditToolParams)
+	EditTool(w http.ResponseWriter, r *http.Request)
 	// GlobTool Find files whose paths match a glob pattern (ripgrep).
 	// (POST /tools/glob)
-	GlobTool(w http.ResponseWriter, r *http.Request, params GlobToolParams)
+	GlobTool(w http.ResponseWriter, r *http.Request)
 	// GrepTool Search file contents with a ripgrep regular expression.
 	// (POST /tools/grep)
-	GrepTool(w http.ResponseWriter, r *http.Request, params GrepToolParams)
+	GrepTool(w http.ResponseWriter, r *http.Request)
 	// ReadTool Read a UTF-8 text file and return line-numbered content.
 	// (POST /tools/read)
-	ReadTool(w http.ResponseWriter, r *http.Request, params ReadToolParams)
+	ReadTool(w http.ResponseWriter, r *http.Request)
 	// WriteTool Create or fully replace a UTF-8 text file.
 	// (POST /tools/write)
-	WriteTool(w http.ResponseWriter, r *http.Request, params WriteToolParams)
+	WriteTool(w http.ResponseWriter, r *http.Request)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -939,31 +743,31 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 
 // ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 // (POST /model/edit)
-func (_ Unimplemented) ModelEdit(w http.ResponseWriter, r *http.Request, params ModelEditParams) {
+func (_ Unimplemented) ModelEdit(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ModelGlob Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
 // (POST /model/glob)
-func (_ Unimplemented) ModelGlob(w http.ResponseWriter, r *http.Request, params ModelGlobParams) {
+func (_ Unimplemented) ModelGlob(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ModelGrep Search file contents with a ripgrep regular expression. Answers the model text only.
 // (POST /model/grep)
-func (_ Unimplemented) ModelGrep(w http.ResponseWriter, r *http.Request, params ModelGrepParams) {
+func (_ Unimplemented) ModelGrep(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ModelRead Read a UTF-8 text file and return line-numbered content. Answers the model text only.
 // (POST /model/read)
-func (_ Unimplemented) ModelRead(w http.ResponseWriter, r *http.Request, params ModelReadParams) {
+func (_ Unimplemented) ModelRead(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ModelWrite Create or fully replace a UTF-8 text file. Answers the model text only.
 // (POST /model/write)
-func (_ Unimplemented) ModelWrite(w http.ResponseWriter, r *http.Request, params ModelWriteParams) {
+func (_ Unimplemented) ModelWrite(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -981,31 +785,31 @@ func (_ Unimplemented) ListTools(w http.ResponseWriter, r *http.Request, params 
 
 // EditTool Edit an existing UTF-8 text file by replacing literal text.
 // (POST /tools/edit)
-func (_ Unimplemented) EditTool(w http.ResponseWriter, r *http.Request, params EditToolParams) {
+func (_ Unimplemented) EditTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // GlobTool Find files whose paths match a glob pattern (ripgrep).
 // (POST /tools/glob)
-func (_ Unimplemented) GlobTool(w http.ResponseWriter, r *http.Request, params GlobToolParams) {
+func (_ Unimplemented) GlobTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // GrepTool Search file contents with a ripgrep regular expression.
 // (POST /tools/grep)
-func (_ Unimplemented) GrepTool(w http.ResponseWriter, r *http.Request, params GrepToolParams) {
+func (_ Unimplemented) GrepTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ReadTool Read a UTF-8 text file and return line-numbered content.
 // (POST /tools/read)
-func (_ Unimplemented) ReadTool(w http.ResponseWriter, r *http.Request, params ReadToolParams) {
+func (_ Unimplemented) ReadTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // WriteTool Create or fully replace a UTF-8 text file.
 // (POST /tools/write)
-func (_ Unimplemented) WriteTool(w http.ResponseWriter, r *http.Request, params WriteToolParams) {
+func (_ Unimplemented) WriteTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1107,54 +911,8 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 // ModelEdit operation middleware
 func (siw *ServerInterfaceWrapper) ModelEdit(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ModelEditParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ModelEdit(w, r, params)
+		siw.Handler.ModelEdit(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1167,54 +925,8 @@ func (siw *ServerInterfaceWrapper) ModelEdit(w http.ResponseWriter, r *http.Requ
 // ModelGlob operation middleware
 func (siw *ServerInterfaceWrapper) ModelGlob(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ModelGlobParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ModelGlob(w, r, params)
+		siw.Handler.ModelGlob(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1227,54 +939,8 @@ func (siw *ServerInterfaceWrapper) ModelGlob(w http.ResponseWriter, r *http.Requ
 // ModelGrep operation middleware
 func (siw *ServerInterfaceWrapper) ModelGrep(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ModelGrepParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ModelGrep(w, r, params)
+		siw.Handler.ModelGrep(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1287,54 +953,8 @@ func (siw *ServerInterfaceWrapper) ModelGrep(w http.ResponseWriter, r *http.Requ
 // ModelRead operation middleware
 func (siw *ServerInterfaceWrapper) ModelRead(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ModelReadParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ModelRead(w, r, params)
+		siw.Handler.ModelRead(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1347,54 +967,8 @@ func (siw *ServerInterfaceWrapper) ModelRead(w http.ResponseWriter, r *http.Requ
 // ModelWrite operation middleware
 func (siw *ServerInterfaceWrapper) ModelWrite(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ModelWriteParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ModelWrite(w, r, params)
+		siw.Handler.ModelWrite(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1466,54 +1040,8 @@ func (siw *ServerInterfaceWrapper) ListTools(w http.ResponseWriter, r *http.Requ
 // EditTool operation middleware
 func (siw *ServerInterfaceWrapper) EditTool(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params EditToolParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.EditTool(w, r, params)
+		siw.Handler.EditTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1526,54 +1054,8 @@ func (siw *ServerInterfaceWrapper) EditTool(w http.ResponseWriter, r *http.Reque
 // GlobTool operation middleware
 func (siw *ServerInterfaceWrapper) GlobTool(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params GlobToolParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GlobTool(w, r, params)
+		siw.Handler.GlobTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1586,54 +1068,8 @@ func (siw *ServerInterfaceWrapper) GlobTool(w http.ResponseWriter, r *http.Reque
 // GrepTool operation middleware
 func (siw *ServerInterfaceWrapper) GrepTool(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params GrepToolParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GrepTool(w, r, params)
+		siw.Handler.GrepTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1646,54 +1082,8 @@ func (siw *ServerInterfaceWrapper) GrepTool(w http.ResponseWriter, r *http.Reque
 // ReadTool operation middleware
 func (siw *ServerInterfaceWrapper) ReadTool(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ReadToolParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReadTool(w, r, params)
+		siw.Handler.ReadTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1706,54 +1096,8 @@ func (siw *ServerInterfaceWrapper) ReadTool(w http.ResponseWriter, r *http.Reque
 // WriteTool operation middleware
 func (siw *ServerInterfaceWrapper) WriteTool(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// Parameter object where we will unmarshal all parameters from the context
-	var params WriteToolParams
-
-	headers := r.Header
-
-	// ------------- Optional header parameter "X-Session-ID" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-ID")]; found {
-		var XSessionID SessionID
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-ID", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-ID", valueList[0], &XSessionID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-ID", Err: err})
-			return
-		}
-
-		params.XSessionID = &XSessionID
-
-	}
-
-	// ------------- Optional header parameter "X-Session-Cwd" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("X-Session-Cwd")]; found {
-		var XSessionCwd SessionCwd
-		n := len(valueList)
-		if n != 1 {
-			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "X-Session-Cwd", Count: n})
-			return
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "X-Session-Cwd", valueList[0], &XSessionCwd, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "X-Session-Cwd", Err: err})
-			return
-		}
-
-		params.XSessionCwd = &XSessionCwd
-
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.WriteTool(w, r, params)
+		siw.Handler.WriteTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1877,28 +1221,13 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/tools/read", wrapper.ReadTool)
+		r.Get(options.BaseURL+"/approvals", wrapper.ListApprovals)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/tools/write", wrapper.WriteTool)
+		r.Post(options.BaseURL+"/approvals/{id}", wrapper.DecideApproval)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/tools/edit", wrapper.EditTool)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/tools/glob", wrapper.GlobTool)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/tools/grep", wrapper.GrepTool)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/tools", wrapper.ListTools)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/model/read", wrapper.ModelRead)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/model/write", wrapper.ModelWrite)
+		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/model/edit", wrapper.ModelEdit)
@@ -1910,16 +1239,31 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/model/grep", wrapper.ModelGrep)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/read", wrapper.ModelRead)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/write", wrapper.ModelWrite)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/sessions/{id}", wrapper.DeleteSession)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/approvals", wrapper.ListApprovals)
+		r.Get(options.BaseURL+"/tools", wrapper.ListTools)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/approvals/{id}", wrapper.DecideApproval)
+		r.Post(options.BaseURL+"/tools/edit", wrapper.EditTool)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
+		r.Post(options.BaseURL+"/tools/glob", wrapper.GlobTool)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/grep", wrapper.GrepTool)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/read", wrapper.ReadTool)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/write", wrapper.WriteTool)
 	})
 
 	return r
@@ -1930,104 +1274,98 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Dxrc9tGkn+lC7dVphKQomMnl0h1H7SS7GjLllSSktxe6BOHQJOcCJzBzgxEcV3671fdMwABEpRoWdnL",
-	"Y7+ReMz09PuJj1GiZ7lWqJyN9j5GuTBihg4N/7tEa6VWh/OU/qVoEyNzJ7WK9qKrKYL1919YmGtzI9UE",
-	"UmkwcdosYhAjq7PCIWgDBjPh5C2C0+CmCEZrtw9CDRTeSevozbHOUjQglZUpVg/14KJ8dSwzhFy4qQWD",
-	"Vme3CGIipLIOpOsN1LlBi8rBqHCAs9wtINGFchaEJVhQuX3gB2ba0AZCgVYJxiAdWCdUamGszUBJZ0Er",
-	"BKVV169zK7ICYxAqBTfXkMrxGA2txDcsCIPwut8fqJPTHw/enRxdXx5fXp6cnfYGKoojSdiaokjRRHGk",
-	"xAyjvei/uwG3XUJuHNlkijNBWHaLnB6wzkg1ie7v45IKJ0frRDgVM7SMrEAKOpcDPVcW9MiiucWUDudw",
-	"D152X371LSRTYURCBAY9HqiD7v+I7j/73e9613td6MEZrywy0AoMihQ6SoeVBN0BSdhPtEkxHai5dFNd",
-	"EP539sHgPwppMKVX50Y6ZIRhKh3Mp0Q7AjPXmUwWtIpWz0KzgRprA89IM/ipOlQcMGtu0cBMLMCJG2xg",
-	"e2z0DMRAefICETeF0QK63fBE19+xMUkBP93tpjgWRebKR7bikpOjBpPkwjk09Mr//twg4YePL+OXX317",
-	"/5coXuOk+zgyaHOtLLJ0v9cpZsfGaEP/Eq0cKscsiHduN8+EVPvMLxbdfxVu3P2Wbm7m1Pu4RUXkRo8y",
-	"nL2wMNSFyws3hM6QN92DQdHvv0pmaK2YIP/B4U4MxFUey064gviU6ZvoFHtwfItmAWMhs8IgsdrujI6x",
-	"+wUIZefE1lbHIAo3ZdoX6kbpuQKjC4cWpEqyIsW0F93H/vxXeOd+xeM7rbPa2WPAO5G4bMHno434Bx8B",
-	"LKJlwM49zlbAEnmeyYSlcDdg9ctfLO1Uh+ovBsfRXvQfu0u9vuvv2t1y3RZYDxRcvDmE715//Z8lyRp0",
-	"GGUIQ6LA0ItUBTSfoTxej/VV2I6gOVBuanQukyutM2Zco3M0TnoObMCwhlESirxw18vDiTSVXj+d19Zx",
-	"psA23CfCiUxPCP1LszbsLSVDj37BxEVxdNed6G64SCjtXYj5e8+WBIaXxjbVXOq8aO9n/1QTjpUTfFjd",
-	"+T5uYsi2m1liIlaJ1cMQoLMw5Jt8KulwZh/jgSZF7iuIhDFiwQDludG3ooVaiUHhkF2BsTYz4aK9KBUO",
-	"u07yydfIR0q3/USJyEgskqlQE2RlD4WSY4kpa+qlmAjLsp+aBZhCgZ3qOV0BMXZomA3H0lgHmVQInVQn",
-	"dpcsju3N0p09GETdbjeoGfIcvI4ZRDEMoi+//LLlTsXd00LdeK1N/5R26E1r8BSkImcBBINLBIJMmAn7",
-	"NzeIeQ8OyGZZB998/fWrb2C0cGhjSIoScgHzqc6Q4d6nLRQ4U6iEEEzWkXi6B54WmHpDREgjLJCpyxbB",
-	"qJJ11UVGVl5mGczIQi11jKxw7HFjhUpH+o6w02ujGN7l0rTIZvQTQ1gCYZ3OLcyFZM+t0+2KwDTMCro6",
-	"ZeAY3ms7lpFpqyIgXdPOSXRnCZiwN+zF0YaoihnJJbmmNhcJdtkrIREljJjuuMiyrkgStLYmmstNiS/a",
-	"Nz06uTx/d/B39kbJPLEyJ/q7VqwaFEFPN5caRGgTkQmHEAhD/BOsok6DSSzt5C+FdXIcLEDJr23bBb9i",
-	"s+QR0UoPpjOIBhHMG+SdipQ8KWznERdUeYXfgFWSu1Y8VozdylZuisZL0VxYLyENqanBMNI6Q6HWNK9k",
-	"DzqcOgAYyBdYp6JBUEp1oOJKsS35v1VTBx4/wkSW+F01Z8s7JXa8ZHgIeKV1DK2cplrlISDeSevWASjF",
-	"kP9sZw5Kbd9iCZLCWO8brrORwjlaB+WGoHNUFGpoGAvDPnvKatrCkFXBkDibFAarTVapeOcaekEq983r",
-	"JbGlcjhBs4ae5RkrCNsQdeiN/zqOXGlnt8JPWGaTsSyUuBUyI/eoBU9stlkJhxhiKiyHOolQSju2aErP",
-	"oTPJ9Igtz8RgDmVUZWRO/+sesefirY39D0vw2k+wgluPmwfQ+TQ3blLIVKgEN3s3LyzYhXU46+ZGz3IH",
-	"5SvsX7aqoQ1OWbySwvg0lzHA8rfLs1Ng1w08KhsOSdNjB+k+2aXcxnOsHaOGwTbaHLW6WWfKOzGeeV6x",
-	"p8GxFIcUd27fWy9pObFyzX+E5WibztOksMJ5GSit4VtnaXlPFVmQBY/gjSb1YQ0YNHe5cFxt33b641S6",
-	"76UPkVYxAG8ur4+PTq6uT8+urt+c/XB6BB28c6hSTCnMoZPvxMGNzPCFBYMTsorsulk5k5kwpLl0ll57",
-	"YOOSA3zI88LCIHrfeBrv3CAK6CZ/lfTgime6jmBU6Tup6gxd6b844rUaKmvdxq4oJuuEcZtWXEH38tm4",
-	"gqPcdBPGT5yPT9fYJKBpnRrvpEMjMjCYZyLBGSrnhRt+sAhChfyPf51wnmKGzvt2M+GSaasWWBJm844+",
-	"zNblzj14X1jn1yzFeoPbxs9fiyxbX/zC3wTBTrdLpmh7cOQzO5Z2G4vMInREZrV3r0g4dvb9b74Z19gK",
-	"ZoU3pyhMpWu0SpAg2yBWm9yhGk7iOkk20fI9OpEKJ1oUuxyPt7eVrIceMzF+yU2gXOA/CrQtsnws2U+s",
-	"IYzM5fJw0GE1VyPZDgdvLHL7FL/BSLvpuuClZnFtihZn+XCKyQ3gLZqFm/IOwkwKYlsbl7Y47Y5wrE2I",
-	"LEJyM4ZbNOTAxZ4xpJrsMLQGXWGCm70h8K1sPy3oT+l334a3tmEV76a3BHiXdFKReYQB55ooElWgTYom",
-	"BhTJtMreoy0yVwY+mhSdx0PM4qAN4dvj7GX3Zb8PzD47Pbhkt1BZhyKl1+tqtUZLj6yKkj04SBLMnYeH",
-	"yFjqbrsPIr0lYlp/0y3TPjDySbZK32uFWztOlYqj2FPcnfh3Xvb7cTSTqvy7Ed2VGq5M6zrCz8ngOs0I",
-	"j8uKRlpCzadjjwhGIrlBlbaqqEZM2KakQkqehSPEmNc5mpnkYMnucdacbD6Ss1X65oVF0kKcAyWCzKch",
-	"mcCayVdiSIh8SUAhpt4mzmWKBnxI/QA31py4fxuM/w+DEUctvNDunXuSlumJkG0JTuMqD/TgTGVcepGp",
-	"121aYddOKdRBZxYk8kLV3uLkcliaWBlSVBLTqpZkocHgPqNPvFkGgWHHQhGQ3W5Yq8tgarYYvmY0Hrcn",
-	"wD41R/QIQ6/YuqX0b7Z3pEnXDe+sZpIf01OV+SbuZqf0cQ87PBcvN2qD8G2mRzWL3ASxXasdlfVf4miL",
-	"wiRTkKrJ6PUCWoX4FsYXy7IxRydBR9p62XcbJVMVy1aBpfNBuEuAeQmv1ZnLjTrYm/RgEH3xxe4XPWcH",
-	"UVtmbD2I4V1bEWsw34jYUKNqj+g4UzCWmUPD2no+lQFkW8N4BS8DG/Ovj7/Y+Bd7dz+IdvYZwzBDoSwn",
-	"+rZFYwvB37AeMMvC/xKM3yjVL3BSZKw0c1MWzSvMEU47IfECdqGcuPtMWn+PIvOIa5LZFzfrqUJ983hy",
-	"MLzVtlEZ7a2EZMVshKY9rnTtIf1qdsKvEB5v2/n94Xl7YojTXKy6PzEX8/7wnHMxUFsBOuRxk76ncD+G",
-	"FK0zRUKc4i/oHNVP2mQp/d15Qp1vq3Lk5e+9GhkOEDeo8wBZy1TzA3VJoYAo5muRu5m0bhiChPWA69Py",
-	"ryVrPT1zeZajOjh5U6jEbUjaP0z0XyXP+EzM8Il5xM3oaRffcQ1pDxFpBcUVrZaqrVrpUQXHd+O2F9pg",
-	"fqxg7p+Ew6lwcKhneYZelXxq1byGpZZkW61fY8XUrLZUpOiEzGxI6M+1j07ZBs2Q1KxdF5iktfZ56Xsy",
-	"0BhtuDUmBjb6by6vL68O3h1f/3h8cXlydgqd1/3vfC4kdDhdX16dXRxf/3B68OPBybuDv747hs7X/Vcx",
-	"CN+2FfueLc0OxgTr3VsXmHIxw1tN67TBspYx4oRIMiXvvYz+58Lykg4VBf/B0Q81T6/SV51yEGkKx5eH",
-	"B+8OrgjWo+PTk+MjOsSrnRiuzs6u3x+c/v364Pz84uzHg3eXDPpODKdnV+Hi8UX5dPlQPfv7uv/aJ2Ma",
-	"N8+PT49OTt96XLWGdp5wG0rQXhyr3A1hahCVPU4R5AbH8q512WlIXD/m43OCu+Hfr4PhY/NlV05cA2K9",
-	"0WoQtQK09Epa3AXpMnwg+7wK1EE2FwsLYqQLtzfKhLrZZ07l/oZlW5FMUVGMh+ZxRytoBw9JBW3sZaRC",
-	"T5vOuECRbk50ZsLnA9ZOtp56f4hU7IK1KAg9Hlt07VjdssugU7bT1nJF3E9Y96uTeRqDXcwyqW4sJz3L",
-	"ZzeV8p3I3pVHfKRMUFZl/FlK1DQW2YT4jbHOFvkxcvqenB/L5Ey2iMt7cSdnxQy8awt6HMo1vJ0rzErA",
-	"uhqksAKRFhKR55iCcLU+0RcWul1ODfPe0Pmq3++vNMDoYsTsO5OKwHgokxic7wYPNc/ysjsSlphh2Qe1",
-	"4RgvWzPGnwXWJyU8PCd8XsKjIcbbK8TuWCScJWyvJj8pO3LJEeM2B9reN/xopyJHshqcgKDYnX/Ey+6w",
-	"GFjg7jlUnWR6tA/Lt0Jikd5jCdmDnz/SAnGZcqQLxCOnTMCY+eX+w/2HjRsYzNfd0mfPNK02KqyHsZu8",
-	"8GVv1VbxUHi8DYafyPn5dWthcVTlPuvese8/iuKoyFP68aiTvFwlfqCgxgfaqHprncUrGZ0iy+CHqzfd",
-	"b30iPDzIDTy0Yrt/9CuU0f7F1bNnrTI9noHfwvQFd/xPWhv6d4niX1qiiCuN8IAu+Tzj3dSwz2xEuPE1",
-	"KYx0C85wedBGKAyag6JNzC5qA0usoABVmmsZ5pF2p5y5/Sd0iKaHZxeXHMllcjJ1dmfZMht6+7gxm2Wp",
-	"23X6BrlLj0/Ogs9wLMV06lzu5zCkGuvNrc2V58LM7PMa3iNeGbHqlI3rqbSJ5tPw0wPVaC7cAboH319d",
-	"ne/+7fLstNZb6OW3ZSYlBjFQI12wfuOhsLlUqZ776SrRosGtGKNbBEXeG6iBOq4gquZ0hh8HgbC+RFHS",
-	"dhDdD4kktmCe9pssx1MGqkymjHS6qIPvjCizKOWsSsfHmN6ClFMqA/XgBFJcw8Yymt4hkMLYEZ/owJ+G",
-	"gZChZZBH1YSF4aEXpe7Vgvyy+uTOL1ar4T5htP6Mny1INfqoLRfGBvs2w1QKIK7xo3fjgoxQ5zUFFXA1",
-	"RaKMhyBFOnPKBfHEZYs9kMrrOTbmRC0oVC6Y5enSy2/AFsboiXA4UGgTkWMMAm5wARN5S+w9lwlCh0RZ",
-	"0FuJsNiVyqKy0slbzBYes0Q23/I/UIQ8nrHjEbs6wDAsZ+0OLt7+8P749GpIVpe0bRg6LF0DRuRAESZJ",
-	"nQ3XpgL9zFwmE1QWl/5h9P7kqpap4Kzw2HZFLqM4Cl050V7U773s9YM3pujmXvSq1++9Ck3jrDh2G73U",
-	"k7bI61gkU8hRpexqlJ3Q0paJtLL/qBqU8BMjORqr1Qs7UGWnd4vi5ylEGNKbgSG92PBaFjrCj5cM1Dd9",
-	"uwOFcpIEa60f249hlC3Y0pbgxn7kJJPWWSbZDESW7S+VGrdqo0qDSiszegq5nZHfgznxrLQDVeKA1+zk",
-	"2lo5yhblSzs9OBfWOwG5wVupCxtO84IElXu4h57aD/SKs2fl0RIULEGy9C/40kCFN8qRFDRBGTPDVGb9",
-	"JOV2D+sOat3k9YT+z6vE/l7PIdO+0aSCTTBCSqST7LzVkBbBdbBFwi21r/p2H/rEDZ55Kw0onO/YWA4L",
-	"9dk14lnQfxRoFstRUNrz4Tnh1mkPRi47Nau43/dTRBWbN1nGU79ihcqBhj5ZmsU62zOvSF92a4Ofl20c",
-	"YK3xv8o79FuGAD6sDK9+1e8/MB/5aXORjaGKTXOsKwe23IyD1vnES88niRlHm7ar4K8NYsaRLWYzYRYr",
-	"29j1ZHnc0B++4SmRqY/HxMQ2hyM+0NpLJbb7Uab37LnptmpeGDTbq42OMXPWh868B0scMTFCUZw047ID",
-	"Kwj2nwbKO7QJxXw9uOCBl73adFbg+7X8fg9e918PVEvCno+sqjFemZIYEVwiI7djEXCQ7sPr/ncrK5RZ",
-	"fVZq0oGTM3L2Cq5t8ESxyDJSqSyTc7Hw6mWgVpWHlxRGif8/E+XGXGtoVh+C0hooMUHlOB/Ib+206aAj",
-	"XqWawllTQixKwT8PksTTTkvv2Hv5m/XCB/8wWvdXnS6eXWaqaaj7ptNOYN2vyezrdk+3MoS1rwvsV8qH",
-	"5IH5Z0L+kVbPIWuB4f23KYhNmak2S99DQoa34esZ9CcEDTWnoUnw78P9X1GdhY6TDYoshCvSQpH3GmFT",
-	"tPfzhzqO3pEPiNbuByurNFSBTYmL6nAlMmZI7meJDT+bz5OBG3UPAyVm1QQnDM/PLq9g1zcT0LtD6FSf",
-	"UQilDhuXaaKBClvuxEHBEAWDxNan1PfqQQXdqobyB2rp2wc3Ze2jBVWcsbznq0/khZMTJINDNHx7fAW7",
-	"wbPssbtPwT3pPTnLtSHRbtME/msMKVv5FSXQRuzlI7vL74OQE7Ddw4fzNPq1VEO9kX8rrdB/XIqX32r4",
-	"FNmvfeGiKf4EIrcQl1+fqeU7OdIeLUL3L93Man3BFLB4K7byDQTiuLpk8K1SKFgMKBB/qhjQu38eMXhL",
-	"mPq9i0G9e/Y3KgZvpEpD8+h8qm3Z9ur7YIVvNi37Y8uuyJ3PkQCD+ZMlwGD+J5IAwtTvXgJqbc6/UQm4",
-	"DG2/pPPDmUPKQ5Tz12DWGoY/QwQoanmqCNC7fx4RuCBM/d5FoN798hsVAQIRxJoHVKu5ZlJh17d8YFqK",
-	"yWfIgC9gPVEI+OU/jxT8FIp9v28xaLQi/Ebl4JC7MLjvtciy0v/HddF4EucH8nO1theQV7vedmkhZlm4",
-	"VPJ4lcbzs47r6YUjvn5ZfQvns9NJT/rS4IdtEz9l46LkrzZNtHOo6p0ZXDyxZfpv5zkyP298U7Oofby0",
-	"+aXMOgVLvAciVrMLrfWg8sORQ5/ZHlZD0/xNEUI3D62Ub8TrnxkZKNK67V9CKUtC1eKuVJO+Kiz9tz8H",
-	"ChPtVyCFNOWaXm1X22hTLhffgyFznRwOVGdTt/xODENRfj5uCJ3Vb9DR/VmS0xKbB0JCvrg2e+JrgH6Y",
-	"tzzdQK1/B1SoRWiY8OVFaaG9qLip1uMHBtplYqVaEWoTdUGoprQYTzw+E1ARxdEsydu6tj63aKEVno03",
-	"6vuVbxRtVPXrQwz20WdXPkv42OP1UaH7Dxsyj6FlqvqoXo1vEYLVISEknn2uegrX6KuNfcnAaZhyt4QG",
-	"4dV3XeTDJNFS3tfSl03OOk4lc9afNG33jFtzc9EG3mGXlEwBESN8v/Uz2eMzcoAPsstqmq/JLm8zPfpD",
-	"sMvT0lvPsnWj87qFYd6HxlGfznoWp+FJibKH2WQlF7bCJgbzPwabPCkH9K9lEz/8MTG6yH2XLXv5z8A2",
-	"T8wuPcg3DyeQvI/oO5n3YPkl62G9h6icvyLn0UezYJ1B/ng5OVwDlUwLdYMpDOsrjHS6iGGcFXbqH/R4",
-	"E4ZD4LRIMO3BQRk2D5TvJPErE5pHOBEKxEgbF1p2jFB2jKbNYbtAkf4hBOBpGaBn3Dqwf/ys3zWvtYE+",
-	"h6A8NQf1oKSspZmaHMY5iT8Eiz0xu/Kce2/lu4VZ4OdgmO2TNW0s0mx6aHaJ//yByBReqRpLXRUGhQs+",
-	"t1O7UKUKateWnSK1i7WWifsP9/8XAAD//w==",
+	"7Dz9U+NGlv/KK91WjUlk49mZ5DZQ9wM7MBO2ZoACktRezOG29Gx3kLu13S2Md4r//eq9bsmSLYOHgb1c",
+	"ZX+z9dH9+n1/6nOU6FmuFSpno73PkUGba2WR/3zSKWZHxmhD/xKtHCpHPx3eud08E1LtQzIVxqL7r8KN",
+	"u3+hmzaZ4kzwY4sco73IOiPVJLq/v4+jFG1iZO6kVtFedDlFyI0eZTh7ZWGoC5cXbgidIW+6B4Oi33+T",
+	"zNBaMUH+g8OdGObSTcFNEawTrrCgxyCdhUSn2IOjWzQLGAuZFQZBK9id0TF2vwGh7ByNBatjEIWbglAp",
+	"FOpG6bkCowuHFqRKsiLFtBfdx/78l3jnXvD4TuusdvYY8E4kLlvw+Wgj/sFHAItoGbAzj7MVsESeZzIR",
+	"tPhuwOq3v1naqQ7VnwyOo73oP3aXhN/1d+1uuW4LrAcKzt+/gx/efvefJckadBhlCEOiwJDRugSaz1Ae",
+	"rxfRymE7guZAuanRuUwutc7oQm50jsZJz4ENGNYwGkdS5YW7Xh5OpKmkh0V2VlvHmQLbcJ8IJzI9IfTn",
+	"wogZOjR22IviciM9+g0TF8XRXXeiu+EiobR3LuafPFsSGErMsI3icWTwH4U0mEZ7v/qnmnCsnOBqdef7",
+	"uImhdaRUTGRBWKgehgCdhSHf5FNJhzP7GA80KXJfQSSMEQsGKM+NvhUt1EoMCkdn/RyNtZkJF+1FqXDY",
+	"dZJPvka+VI7H7SdKREZikUyFmiCdTECh5FhiCvTSUkyEZdlPzQJMocBO9ZyugBg7NMyGY2msg0wqhE6q",
+	"E7uLqXS2N0t39mAQdbvdoGZy4aZexwyiGAbRt99+23Kn4u5poW5sDNpvorRDcFPhSBZUSooExtqAYHCJ",
+	"QJAJMyFSwQ1i3oMDBzNtHXz/3XdvvofRwqGNISlKyAXMpzpDhnuftlDgTKESQjBIS3+wB54WmMYMBCGN",
+	"sGBBq2wB86nMkHAx10WWgnUyy2AmbrCmY2SFY48bK1Q60neEnV4bxfAul6ZFNqNfGMISCOt0bmEupJNq",
+	"Ap1uVwSmYVbQ1SkDx/Be27GMTFsVAemadk6iO0vAhL2xRBjaEFUxI7mca3Njc5Fgd26kYxEljJjuuMiy",
+	"rkgStLYmmstNiS/aNz08vjj7ePB3oCfIPLEyJ/q7VqwaFEFPN5caRGgTkQmHEAhD/BOsok6DSSzt5G+F",
+	"dXIcLEDJr23bWbRWtu1XSh4RLTwEnUE0iGDeIO9UpKC0wnYecUGVV/gNWCW5a8VjxditbOWmaLwUzYX1",
+	"EtKQmhoMI60zFGpN88o0Wp46ABjIF1inokFQSnWg4kqxLfm/VVMHHj/ERJb4XTVnyzsldrxkeAh4pXUM",
+	"rZymWuUhID5K69YBKMWQ/2xnDkpt32IJksJY7xuus5HCOVoH5Yagc1SYgtUwFmYfLKqU1bSFIauCIXE2",
+	"KQxWm6xS8c419IJU7vu3S2JL5XCCZg09yzNWELYh6p03/us4cqWd3Qo/YZlNxrJQ4lbIjNyjFjyx2WYl",
+	"bNHcooGpsDAqHCRCKe3Yoik9h84k0yO2PBODOftdpEONzOl/3SP2XLy1sf9pCV77CVZw63HzADqf5sZN",
+	"CpkKleBm7+aVBbuwDmfd3OhZ7qB8hf3LVjW0wSkjuS99vS93GQMsf7s4PQF23cCjsuGQND12kO6LXcpt",
+	"PMfaMWoYbKPNYaubdaq8E+OZ5w17GhxLcUhx5/a99ZIWxjLDa/4jiFMVn6dJYYXzMlBaw7fO0vKeKrIg",
+	"Cx7BG03qwxowaO5y4bjavu30R6l0P0ofIq1iAN5fXB8dHl9en5xeXr8//enkEDp451ClmFKYQyffiYMb",
+	"meErCwYnZBXZdbNyJjNhSHPpLL32wMYlB/iQ55WFQfSp8TTeuUEU0E3+KunBFc90HcGo0o9S1Rm60n9x",
+	"xGs1VNa6jV1RTNYJ4zatuILu5bNxBUe56SaMHzsfn66xSUDTOjU+SodGZGAwz0SCM1TOCzf8ZBGEApzl",
+	"bgH+dcJ5ihk679vNhEumrVpgSZjNO/owW5c79+BTYZ1fsxTrDW4bP38tsmx98XN/EwQ73S6Zou3BIY5F",
+	"kTlLu41FZhE6IrPau1ckHDv7/jffjGtsBbPCm1MUptI1WiVIkG0Qq03uUA0ncZ0km2j5CZ1IhRMtil2O",
+	"x9vbStZDj5kYv+QmUM7xHwXaFlk+kuwn1hBG5nJ5OOiwmquRbIeDNxa5fYrfYKTddF3wUrO4NkWLs/xu",
+	"iskN4C2ahZvyDsJMCmJbG5e2OO2OcKxNiCwg15lMFjHcoiEHLvaMIdVkh6E16AoT3OwNgW9l+2lBf0q/",
+	"+za8tQ2reDe9JcC7oJOKzCMMONdEkagCbVI0MaBIprS1P7ktMlcGPpoUncdDzOKgDeHb4+x193W/D8w+",
+	"Oz24YLdQWYcipdfrarVGS4+sipI9OEgSzJ2Hh8hY6m67DyK9JWJaf9Mt0z4w8km2St9rhVs7TpWKo9hT",
+	"3B37d173+3E0k6r8uxHdlRquTOs6ws/I4DrNCI8JpTq7xbSEmk/HHhGMRHKDKm1VUY2YsE1JecHzPkCI",
+	"Ma9zNDPJwZLdI6ywzUdytkrfvLBIWohzoESQ+TQkE1gzMXDk8RveFhRi6m3iXKZowIfUD3BjzYn7t8H4",
+	"vzAYcdTCC+3euSdpmZ4I2ZbgNK7yQA9OVbaAW5HJ1Os2rbBrpxTqoDMLEnmham9xcjksTawMKSqJ6T4E",
+	"i2GhweA+o0+8WQaBYcdCEZDdbliry2BqthhuSjuOx+0JsC/NET3C0Cu2bin9m+0dadJ1wzurmeTH9FRl",
+	"vom72Sl93MMOz8XLjdog/JDpUc0iN0Fs12qH0mDitFkQR1sUJpmCVE1GZ6qH9FOF+BbGF2AwE07eog9V",
+	"go60ICaCjEiIvLYJOhyaFvVI54NwlwDzEs6cTRsuN+pgb9KDQfTNN7vf9JwdRG2ZsfUghndtRazBfCNi",
+	"Q42qPaLjTMFYZg4Na+v5VAaQbQ3jFbwMbMy/Pv9m49/s3f0g2tlnDMMMhbKc6NsWjS0Ef896wEC6Tvjf",
+	"KdXPcVJkrDRzE+BZYo5w2gmJF7AL5cTdV9L6RxSZR1yTzL64WU8V6pvHk4PhrbaNymhvJSQrZiM07XGl",
+	"aw/pV7MTfoXweNvOn96dtSeGOM3FqvsLczGf3p1xLgZqK0CHPG7S9xTux5CidaZIiFP8BZ2j+kWbLKW/",
+	"O0+o821Vjrz4/16NDAeIG9R5gKxlqvmBuqRQQBTztcjdTFo3DEHCesD1ZfnXkrWenrk8zVEdHL8vVOI2",
+	"JO0fJvqL5BmfiRm+MI+4GT3t4juuIe0hIq2guKLVUrVVKz2q4Phu3PZCG8yPFcz9k/BuKhy807M8Q69K",
+	"vrRqXsNSS7Kt1q+xYmpWWypSdEJmNiT059pHp2yDZkhq1q4LTNJa+7zwPRlojDbcGhMDG/33F9cXlwcf",
+	"j65/Pjq/OD49gc7b/g8+F3JxdEFXri8uT8+Prn86Ofj54PjjwV8/HkHnu/6bGARnHWihVDp6YazNBF0o",
+	"NJP9PseUixnealqnDZa1jBEnRJIpee9l9D8Xlpd0qCj4D45+qHl6lb7qlINIUzi6eHfw8eCSYD08Ojk+",
+	"OqRDvNmJ4fL09PrTwcnfrw/Ozs5Pfz74eMGg78RwcnoZLh6dl0+XD9Wzv2/7b30ypnHz7Ojk8Pjkg8dV",
+	"a2jnCbehBO3FscrdEKYGUdnjFEFucCzvWpedhsT1Yz4+J7gb/v06GD42X3blxDUg1hutBlErQEuvpMVd",
+	"kC7DB7LPq0AdZHOxsCBGunB7o0yom33mVO5vWLYVyRQVxXhoHne0gnbwkFTQxl5GKvS06YxzFOnmRGcm",
+	"fD5g7WTrqfeHSMUuWIuC0OOxRdeO1S27DDpiZHVWkHhWuaKx0bOGX53M0xjsYpZJdWM56Vk+u6mU70T2",
+	"sTziI2WCsirjz1KiprHIJsRvjHW2yI+R0/fk/FgmZ7JFXD6JOzkrZuBdW9DjUK7h7VxhVgLW1SCFFYi0",
+	"kIg8xxSEC0Qwt2heWeh2OTXMe0Pnz/1+f6UBRhcjZt+ZVATGQ5nE4Hw3eKh5ltfdkbDEDMs+qA3HeN2a",
+	"Mf4qsL4o4eE54esSHg0x3l4hdsci4SxhezX5SdmRC44YtznQ9r7hZzsVOZLV4AQExe78I152h8XAAnfP",
+	"oeok06N9WL4VEov0HkvIHvz6mRaIy5QjXSAeOWECxswv91f3Vxs3MJivu6XPnmlabVRYD2M3eeHL3qqt",
+	"4qHweBsMv5Dz87K1sDiqcp9179j3H0VxVOQp/XjUSV6uEj9QUOMDbVS9tc7ilYxOkWXw0+X77l98Ijw8",
+	"yA08tGK7f/QCZbR/cfXsWatMj2fgtzB9wR3/g9aG/l2i+JeWKOJKIzygS77OeDc17DMbEW58TQoj3YIz",
+	"XB60EQqD5qBoE7NKArTyCgpQpbmWynGT3u6UM7f/hA7R9N3p+QVHcpmcTJ3dWbbMht4+bsxmWep2nb5B",
+	"7tLjk7PgMxxLMZ06l/s5DKnGenNrc+W5MDP7vIb3iL2uJNA4XO+UjeuptInm0/DTA9VoLtwBugc/Xl6e",
+	"7f7t4vSk1lvo5bdlJiUGMVAjXbB+o81hLlWq5zGvKlo0uBVjdIugyHsDNVBHFUTVnM7w8yAQ1pcoStoO",
+	"ovshkcQWzNN+k+V4ykCVyZSRThd18J0RZRalnFXp+BjTW5BySmWgHpxAimvYWEbTOwRSGDviEx340zAQ",
+	"MrQMkrLkntd3XpS6lwvyy+qTO79ZrYb7hNH6M362INXoo7ZcGBvs2wxTKYC4hnYxOC7ICHXeUlABl1Mk",
+	"yngIUqQzp1wQT1y22AOpvJ5jY07UgkLlglmeLr3+HmxhjJ4IhwOFNhE5xiDgBhcwkbfE3nOZIHRIlAW9",
+	"lQiLXaksKiudvMVs4TFLZPMt/wNFyLsVWYEgDDYAhuHxyc8HH48Prw/OP/z06ejkckhWl7St946hdA0Y",
+	"kQNFmCR1NoREF8r5VPOIOxQHiiPQBJXFpX8YfTq+rGUqOCs8tl2RyyiOQldOtBf1e697/eCNKbq5F73p",
+	"9XtvQtM4K47dRi/1pC3yOhLJFHJUKbsaZSe0tGUirew/qgYl/MRIjsZq9coOVNnp3aL44Rfi6yG9GRjS",
+	"iw2vZaEj/HjJQH3ftztQKCdJsNb6sf0YRtmCLW0JbuxHTjJpnWWSzUBk2f5SqXGrNqo0qLQyo6eQ2xn5",
+	"PZgTz0o7UCUOeM1Orq2Vo2xRvrTTgzNhvROQG7yVurDhNK9IULmHe+ip/UCvOHtWHi1BwRIkS/+CLw1U",
+	"eKMcSUETlDEzTGXWj1Nu97DuoNZNXk/o/7pK7B/1HDLtG00q2AQjpEQ6yc4HDWkRXAdbJNxS+6Zv96FP",
+	"3OCZt9KAwvmOjeWwUJ9dI0kb/qNAs4jK+kNEe5YGpXX8MG6d9mDkslOzivt9P0VUsXmTZTz1K1aoHGjo",
+	"k6VZrLM984r0Zbc2+HnZxgHWGv+rvEO/ZQjgKm4Or/65339gPvLL5iIbQxWb5lhXDmy5GQet84mXnk8S",
+	"M442bVfBXxvEjCNbzGbCLFa2sevJ8rihP3zDUyJTH4+JiW0OR1zR2ksltvtZpvfsuem2al4YNNurjY4x",
+	"c9aHzrwHSxwxMUJRnDTjsgMrCPafBso7tAnFfD0454GXvdp0VuD7tfx+D9723w5US8Kej6yqMV6ZkhgR",
+	"XCIjt2MRcJDuw9v+DysrlFl9VmrSgZMzcvYKrm3wRLHIMlKpLJNzsfDqZaBWlYeXFEaJ/z8T5cZca2hW",
+	"H4LSGigxQeU4H8hv7bTpoENepZrCWVNCLErBPw+SxNNOS+/Ye/mb9cKVfxit+6tOF88uM9U01H3TaSew",
+	"7tdk9m27p1sZQnZxEm2YoqXyIXlg/pmQf6TVc8haYHjiBD+XxUy1WfoeEjK8DeP19CcEDTWnoUnwH8P9",
+	"F1RnoeNkgyIL4Yq0UOS9RtgU7f16VcfRR/IB0dr9YGWVhiqwKXFRHa5ExgzJ/Syx4WfzeTJwo+5hoMSs",
+	"muCE4dnpxSXs+mYCencInSmKFI2Ny1KHjcs00UCFLXfioGCIgkFi61Pqe/Wggm5VQ/kDtfTtg5uy9tGC",
+	"Ks5Y3vPVJ/LCyQmSwSEafji6hN3gWfbY3afgnvSenOXakGi3aQL/NYaUrfxLCGy9vX4rWe0/LlvLLyh8",
+	"iUTWvjvRFEoCkRt776Rlqa9lITn+HS1CTy7dzGrduhRGeNuy8mUC4oM6v/KtklWZOSk8fipz0rt/HOb8",
+	"QJh6Geasd5r+TpnzvVRpaLScT7UtW0R9z6jwjZllL2nZQbjzNXxpMH8yXxrM/0B8SZh6Ib6sNer+Tvny",
+	"IjSukn4MZw5BuygniMGstbx+BWOS3/1UxqR3/ziMeU6YehnGrHdV/E4Zk0AEsWbDa7W8TCrs+lYCTEvm",
+	"/QrO9IWRJ7Imv/zH4c1fQhHpJZizUXj+nXLnO665c5djkWWlX4nrDPskfgxE4dpcLyCvdr3t0kLMsnCp",
+	"5LwqaeMn29aDyUO+flF9+eSrkwfV0ET0P78edP9bdP/Z7/7Qu97rXn1+Hb/+81/u/9TSPHO1bZhftqlJ",
+	"/kbPRDuHql6H51S5LZM9O88R57/3Layi3PuVBT3iEDhlqWpkz0q8ByJWneqt2f9fQq/B0Ocxh9WILH9B",
+	"gtDNIwrlG/H6RyUGinRh+3cvygJAtbgrlZevAXIXgnADhYn2K5CamHIFp7arbTSllovvwZC5Tg4HqrOp",
+	"N3onhqEoPxY2hM7qF8fo/izJaYnN7f8hO1ibNPAVHz+6WZ5uoFbrO/sg1CKUx30xSVpoLyFtyuz79vB2",
+	"mVjJTYdMdF0QqpkcxhMPSwRURHE0S/K2Hp2vTVFrhadjBnKLL9JE9/G2Lev20WdXPkL32OP1wZD7qw15",
+	"ptAgU31Crca3CMHqkBASzz5X9pwrstXGPkHsNEy5Nq5BePVdF/kwN7KU97VkVZOzjlLJnPW7StI849bc",
+	"4LGBouy+kYImFIVvaH4l0b4i4/MgEVeTOk0ifsj06AWJ+LRkxrNs3ehJbSHjp9BS55MXz2Jgn5QWeZh4",
+	"K5mPFeIZzF+SeE+K+P+1xPPN6hOji9x3BbKf+gzEfGIu4UFqPpwu8F6O77zcg+WXd4f1nodyXoTcHx8l",
+	"gXUGxQx9D99AJdNC3WAKw/oKI50uYhhnhZ36Bz3ehOHQKi0STHtwUIZjA+Ur335lQvMIJ0KBGGnjQouB",
+	"EcqO0bS5HBTtviBbPi3ef8atA1PGz/p15Foz2XOw71MzDg/y71pSoUl3jnVfkPBPjKWfc++tfIIw5/cc",
+	"ZNw+NG8jXLOg2ewA/fWKnPTwStU05iqnN1zwkXztQhUY1q4tq8C1i7Vy6P3V/f8GAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -21,10 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/toolfs/toolfs-api/internal/fs"
-	"github.com/toolfs/toolfs-api/internal/handlers"
 	toolfs "github.com/toolfs/toolfs-api/internal/server"
-	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // buildServer builds cmd/toolfs-api into dir, as a user would.
@@ -248,42 +245,36 @@ const racyWindow2s = "--cache-racy-window=2s"
 
 // startInProcess wires toolfs-api as cmd/toolfs-api does with its defaults
 // (policy on unless --policy=false is among extra, caches on unless
-// --cache-bytes=0 is), for CPU and heap profiles.
+// --cache-bytes=0 is; the change feed off), for CPU and heap profiles.
 func startInProcess(root string, extra []string) (*server, error) {
-	policyOn := true
-	var cache *tools.CacheConfig // the default
+	cfg := toolfs.DefaultConfig()
+	cfg.Root, cfg.Addr, cfg.Events = root, "127.0.0.1:0", false
 	for _, a := range extra {
 		switch a {
 		case "--policy=false":
-			policyOn = false
+			cfg.Policy = false
 		case "--cache-bytes=0":
-			cache = &tools.CacheConfig{}
+			cfg.CacheBytes = 0
 		case racyWindow2s:
-			c := tools.DefaultCacheConfig()
-			c.RacyWindow = 2 * time.Second
-			cache = &c
+			cfg.CacheRacyWindow = 2 * time.Second
 		default:
 			return nil, fmt.Errorf("in-process server: unsupported flag %q", a)
 		}
 	}
-	built, err := toolfs.New(toolfs.Options{
-		Root: root, FS: fs.LocalOptions{}, Policy: policyOn, Cache: cache,
-		REST: handlers.Config{LoopbackHosts: true},
-	})
+	built, err := toolfs.New(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := built.Listen()
 	if err != nil {
-		built.Close()
+		built.Shutdown(context.Background())
 		return nil, err
 	}
-	srv := &http.Server{Handler: built.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	go srv.Serve(ln)
-	return &server{url: "http://" + ln.Addr().String(), pid: os.Getpid(), stop: func() error {
-		err := srv.Close()
-		built.Close()
-		return err
+	go built.Serve()
+	return &server{url: "http://" + addr.String(), pid: os.Getpid(), stop: func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return built.Shutdown(ctx)
 	}}, nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/server"
 )
 
 // countingWriter is a syncBuffer that counts the writes it gets.
@@ -97,7 +97,7 @@ func TestLoggerBatchesOnlyAccessLines(t *testing.T) {
 			var out countingWriter
 			lw := newLogWriter(&out, time.Hour, 1<<10)
 			log := newLogger(format, lw).With("component", "test")
-			log.Info(handlers.AccessLogMessage, "path", "/tools/read")
+			log.Info(server.AccessLogMessage, "path", "/tools/read")
 			assert.Empty(t, out.String(), "an access line waits")
 			log.Warn("store unreachable")
 			assert.Contains(t, out.String(), "/tools/read")

@@ -13,13 +13,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/server"
 )
 
 func main() {
 	// The search sandbox re-executes this binary to confine rg
 	// (docs/search.md); in that child this never returns.
-	search.RunSandboxChildIfRequested()
+	server.RunSandboxChildIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {

@@ -153,13 +153,13 @@ func TestRunRefusesHostilePrivateFolder(t *testing.T) {
 func TestFlagWinsOverEnv(t *testing.T) {
 	c, err := parseConfig([]string{"--read-limit", "10"}, env(map[string]string{"TOOLFS_READ_LIMIT": "20", "TOOLFS_POLICY": "false"}), io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, 10, c.readLimit)
-	assert.False(t, c.policy)
+	assert.Equal(t, 10, c.ReadLimit)
+	assert.False(t, c.Policy)
 
 	c, err = parseConfig([]string{"--session-headers", " X-OpenWebUI-Chat-Id ,X-Chat,", "--default-session", "shared:1"}, env(nil), io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.sessionAliases())
-	assert.Equal(t, "shared:1", c.defaultSession)
+	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.SessionHeaders)
+	assert.Equal(t, "shared:1", c.DefaultSession)
 }
 
 // TestCacheFlags: --cache-racy-window and --cache-bytes reach the read

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/api"
-	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -26,23 +25,26 @@ const maxApprovalWait = 60 * time.Second
 
 const msgWait = "wait must be a duration between 0s and 60s, such as 30s"
 
-// approvalsPath is the prefix of the approvals endpoints.
-const approvalsPath = "/approvals"
-
-func isApprovals(path string) bool {
-	return path == approvalsPath || strings.HasPrefix(path, approvalsPath+"/")
-}
+// The refusals of after (the contract's minimum: 0; an integer).
+const (
+	msgAfterPrefix   = `invalid request: parameter "after" in query has an error: `
+	msgAfterNegative = msgAfterPrefix + "number must be at least 0"
+)
 
 // approvalList is the body of GET /approvals (ApprovalList in
 // api/openapi.yaml).
 type approvalList struct {
-	Approvals []approval.Approval `json:"approvals"`
-	Cursor    uint64              `json:"cursor"`
+	Approvals []tools.Approval `json:"approvals"`
+	Cursor    uint64           `json:"cursor"`
 }
 
 // ListApprovals serves GET /approvals, and with ?wait= long-polls for the
 // next approval (docs/sandbox.md).
 func (s *rest) ListApprovals(w http.ResponseWriter, r *http.Request, p api.ListApprovalsParams) {
+	if p.After != nil && *p.After < 0 {
+		writeProblem(w, tools.CodeInvalidArgument, msgAfterNegative)
+		return
+	}
 	var wait time.Duration
 	if p.Wait != nil && *p.Wait != "" {
 		d, err := time.ParseDuration(*p.Wait)
@@ -58,9 +60,9 @@ func (s *rest) ListApprovals(w http.ResponseWriter, r *http.Request, p api.ListA
 	}
 	var l approvalList
 	if wait > 0 {
-		l.Approvals, l.Cursor = s.approvals.Next(r.Context(), after, wait)
+		l.Approvals, l.Cursor = s.x.NextApprovals(r.Context(), after, wait)
 	} else {
-		l.Approvals, l.Cursor = s.approvals.List()
+		l.Approvals, l.Cursor = s.x.ListApprovals()
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, "application/json", l)
@@ -86,8 +88,8 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 		writeError(w, terr)
 		return
 	}
-	switch err := s.approvals.Decide(id, d); {
-	case errors.Is(err, approval.ErrNotPending):
+	switch err := s.x.DecideApproval(id, d); {
+	case errors.Is(err, tools.ErrApprovalNotPending):
 		writeProblem(w, CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
 	case err != nil:
 		writeProblem(w, CodeApprovalNotFound, "no pending approval "+quote(id)+": unknown, or decided already")
@@ -99,7 +101,7 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 const msgDecision = `request body must be {"decision": "approve"} or {"decision": "reject"}`
 
 // decisionOf reads {"decision": "approve"|"reject"} (bodyCap bounds it).
-func decisionOf(r *http.Request) (approval.Decision, *tools.Error) {
+func decisionOf(r *http.Request) (tools.Decision, *tools.Error) {
 	raw, err := io.ReadAll(r.Body)
 	var mbe *http.MaxBytesError
 	switch {
@@ -119,8 +121,8 @@ func decisionOf(r *http.Request) (approval.Decision, *tools.Error) {
 	if err := dec.Decode(&body); err != nil || dec.More() {
 		return "", tools.NewError(tools.CodeInvalidArgument, msgDecision)
 	}
-	switch d := approval.Decision(body.Decision); d {
-	case approval.Approve, approval.Reject:
+	switch d := tools.Decision(body.Decision); d {
+	case tools.Approve, tools.Reject:
 		return d, nil
 	}
 	return "", tools.NewError(tools.CodeInvalidArgument, msgDecision)

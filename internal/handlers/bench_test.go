@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -47,18 +48,18 @@ func benchSource() string {
 // benchServer is the handler over a temp root holding src.go, with the
 // read caches off.
 func benchServer(b *testing.B, policyOn bool) (http.Handler, string) {
-	return benchServerCache(b, policyOn, &tools.CacheConfig{})
+	return benchServerCache(b, policyOn, tools.CacheConfig{})
 }
 
 // benchServerCache is benchServer with the read caches of cache.
-func benchServerCache(b *testing.B, policyOn bool, cache *tools.CacheConfig) (http.Handler, string) {
+func benchServerCache(b *testing.B, policyOn bool, cache tools.CacheConfig) (http.Handler, string) {
 	b.Helper()
 	root, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(filepath.Join(root, "src.go"), []byte(benchSource()), 0o644))
-	srv, err := server.New(server.Options{Root: root, Policy: policyOn, Cache: cache, REST: handlers.Config{MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}})
+	srv, err := server.New(server.Config{Root: root, Policy: policyOn, CacheBytes: cache.Bytes, CacheRacyWindow: cache.RacyWindow, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}, nil)
 	require.NoError(b, err)
-	b.Cleanup(func() { srv.Close() })
+	b.Cleanup(func() { srv.Shutdown(context.Background()) })
 	return srv.Handler, root
 }
 
@@ -142,7 +143,7 @@ func BenchmarkReadStreamed(b *testing.B) {
 // read caches on and no racy window, so every read after the first is a
 // hit (docs/performance.md, "Caches").
 func BenchmarkReadCached(b *testing.B) {
-	h, _ := benchServerCache(b, true, &tools.CacheConfig{Bytes: 64 << 20})
+	h, _ := benchServerCache(b, true, tools.CacheConfig{Bytes: 64 << 20})
 	b.ReportAllocs()
 	handlers.ReportCPU(b)
 	for b.Loop() {
@@ -151,7 +152,7 @@ func BenchmarkReadCached(b *testing.B) {
 }
 
 func BenchmarkReadStreamedCached(b *testing.B) {
-	h, _ := benchServerCache(b, true, &tools.CacheConfig{Bytes: 64 << 20})
+	h, _ := benchServerCache(b, true, tools.CacheConfig{Bytes: 64 << 20})
 	b.ReportAllocs()
 	handlers.ReportCPU(b)
 	for b.Loop() {

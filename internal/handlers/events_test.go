@@ -19,9 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/events"
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -40,16 +37,12 @@ type feedOptions struct {
 
 func startFeed(t *testing.T, o feedOptions) *feed {
 	t.Helper()
-	srv := servertest.Start(t, server.Options{
-		Policy:   true,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST: handlers.Config{
-			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		},
-		Events: &server.Events{
-			Hub:   events.Config{MaxSubscribers: o.maxSubscribers},
-			Watch: events.WatchConfig{Quiet: 30 * time.Millisecond},
-		},
+	srv := servertest.Start(t, server.Config{
+		Policy:     true,
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		Events: true, EventsMaxSubscribers: o.maxSubscribers,
+		EventsMaxWatches: server.DefaultConfig().EventsMaxWatches, EventsQuiet: 30 * time.Millisecond,
 	})
 	return &feed{harness: &harness{t: t, root: srv.Root, srv: srv, token: o.token}}
 }

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,10 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
-	"github.com/toolfs/toolfs-api/internal/render"
-	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/server"
 )
 
@@ -48,15 +45,15 @@ func newBodyWorld(t testing.TB) *bodyWorld {
 
 	bw := &bodyWorld{hostileWorld: w}
 	for _, on := range []bool{true, false} {
-		srv, err := server.New(server.Options{
+		srv, err := server.New(server.Config{
 			Root: w.root, Policy: on,
-			Sessions: policy.Config{TTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64},
-			Caps:     render.Caps{Limit: 50, MaxLineLength: 200, MaxBytes: 4096},
-			Search:   search.Config{Timeout: 5 * time.Second, MaxConcurrent: 2},
-			REST:     handlers.Config{MaxBodyBytes: fuzzMaxBody},
-		})
+			SessionTTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64,
+			ReadLimit: 50, ReadMaxLineLength: 200, ReadMaxBytes: 4096,
+			SearchTimeout: 5 * time.Second, MaxSearches: 2,
+			MaxBodyBytes: fuzzMaxBody,
+		}, nil)
 		require.NoError(t, err)
-		t.Cleanup(func() { srv.Close() })
+		t.Cleanup(func() { srv.Shutdown(context.Background()) })
 		if on {
 			bw.on = srv.Handler
 		} else {

@@ -19,8 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -98,10 +96,10 @@ func (w *hostileWorld) assertUntouched(t *testing.T) {
 // serveRoot starts a real server on a loopback port over an existing root.
 func serveRoot(t *testing.T, root string, policyOn bool) *harness {
 	t.Helper()
-	srv := servertest.Start(t, server.Options{
+	srv := servertest.Start(t, server.Config{
 		Root: root, Policy: policyOn,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 1000},
-		REST:     handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 1000,
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
 	})
 	return &harness{t: t, root: root, srv: srv}
 }

@@ -1,8 +1,12 @@
 package handlers
 
 import (
+	"context"
+	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -102,4 +106,208 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// open is the auth of /healthz: none.
+func open(next http.Handler) http.Handler { return next }
+
+// bearerAuth requires "Authorization: Bearer <token>", or one of also,
+// comparing in constant time; with no token it lets everything through.
+// CORS preflights never need it. The approvals routes also take the
+// approver token (which of the two may decide is DecideApproval's to say).
+func bearerAuth(token string, also ...string) func(http.Handler) http.Handler {
+	if token == "" {
+		return open
+	}
+	want := [][]byte{[]byte("Bearer " + token)}
+	for _, t := range also {
+		if t != "" {
+			want = append(want, []byte("Bearer "+t))
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isPreflight(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			got := []byte(r.Header.Get("Authorization"))
+			ok := false
+			for _, t := range want {
+				ok = subtle.ConstantTimeCompare(got, t) == 1 || ok
+			}
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="toolfs-api"`)
+				writeProblem(w, tools.CodeUnauthorized, "missing or wrong bearer token")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" &&
+		r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// loopbackHosts refuses a request whose Host header is not host[:port]
+// naming localhost or a loopback address. A port must be digits:
+// "127.0.0.1:80.evil.example" is some other name, not 127.0.0.1.
+func loopbackHosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			writeProblem(w, tools.CodeForbiddenHost, "host "+quote(r.Host)+" is not served: without --token this server answers only to localhost and loopback addresses")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loopbackHost(hostport string) bool {
+	host, ok := splitHostPort(hostport)
+	if !ok {
+		return false
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// splitHostPort parses a Host header as host[:port] (RFC 9110 §7.2): a
+// bracketed IPv6 literal or a name without ':', then optionally ':' and at
+// most five digits.
+func splitHostPort(s string) (host string, ok bool) {
+	rest := s
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", false
+		}
+		host, rest = s[1:end], s[end+1:]
+	} else {
+		i := strings.IndexByte(s, ':')
+		if i < 0 {
+			i = len(s)
+		}
+		host, rest = s[:i], s[i:]
+	}
+	if host == "" {
+		return "", false
+	}
+	if rest == "" {
+		return host, true
+	}
+	port, ok := strings.CutPrefix(rest, ":")
+	if !ok || len(port) > 5 {
+		return "", false
+	}
+	for i := 0; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
+			return "", false
+		}
+	}
+	return host, true
+}
+
+// bodyCap refuses bodies above max with 413 before anything reads them
+// into memory, telling refused (when set) of the refusal, and bounds what
+// is read of any other body.
+func bodyCap(max int64, refused func(*tools.Error)) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > max {
+				err := tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(max))
+				if refused != nil {
+					refused(err)
+				}
+				writeError(w, err)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// toolCap is the body cap of a tool's routes: a refused call still counts
+// under its tool.
+func (s *rest) toolCap(tool string) func(http.Handler) http.Handler {
+	return bodyCap(s.cfg.MaxBodyBytes, func(err *tools.Error) {
+		s.x.Refuse(tools.Call{Transport: "rest"}, tool, err)
+	})
+}
+
+// sessionHeaders resolves a request's session and cwd from its headers
+// (docs/api.md, "Sessions").
+type sessionHeaders struct {
+	// tool resolves a tool call's session (--default-session applies);
+	// named, any other request's: a route that runs no tool touches only a
+	// session its headers name, so GET /metrics does not keep the default
+	// session alive.
+	tool, named tools.Sessions
+	// canonical are the session headers' canonical names, worked out once:
+	// Header.Values would canonicalize (and allocate) on every request.
+	canonical map[string]string
+}
+
+func newSessionHeaders(sessions tools.Sessions) sessionHeaders {
+	h := sessionHeaders{tool: sessions, named: sessions, canonical: map[string]string{}}
+	h.named.Default = ""
+	for _, name := range append([]string{tools.HeaderSessionID, tools.HeaderSessionCwd}, sessions.Aliases...) {
+		h.canonical[name] = http.CanonicalHeaderKey(name)
+	}
+	return h
+}
+
+func (h sessionHeaders) resolve(r *http.Request, sessions tools.Sessions) (session, cwd string, err *tools.Error) {
+	return sessions.Resolve(func(name string) []string {
+		if c, ok := h.canonical[name]; ok {
+			return r.Header[c]
+		}
+		return r.Header.Values(name)
+	}, "")
+}
+
+// toolCall resolves a tool route's session into the tools.Call the route runs
+// (callOf), and counts the request as use of the session: the call's first
+// decision or record carries the use when the store can (docs/performance.md
+// §7).
+func (s *rest) toolCall(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		session, cwd, err := s.sessions.resolve(r, s.sessions.tool)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		c, end := s.x.Use(tools.Call{Session: session, Cwd: cwd, Transport: "rest", Start: start})
+		defer end()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
+	})
+}
+
+// touch counts a request of any other route as use of the session its
+// headers name, if they name one, and refuses malformed session headers.
+func (s *rest) touch(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		session, _, err := s.sessions.resolve(r, s.sessions.named)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		s.x.Touch(session)
+		next.ServeHTTP(w, r)
+	})
+}
+
+type callKey struct{}
+
+// callOf is the tools.Call that toolCall resolved for a tool route.
+func callOf(ctx context.Context) tools.Call {
+	c, _ := ctx.Value(callKey{}).(tools.Call)
+	return c
 }

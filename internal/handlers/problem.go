@@ -89,10 +89,10 @@ func newProblem(err *tools.Error) problem {
 	}
 }
 
-// writeError is the one writer of problem bodies: tool calls, the
-// validator, auth, the body cap and the generated code's error hook all end
-// here. Under /model/ (modelAnswers) the body is the problem's output
-// alone, as text, with the same status.
+// writeError is the one writer of problem bodies: tool calls, auth, the
+// body cap, the session headers, unknown routes and methods and the
+// generated binding's error hooks all end here. Under /model/ (modelText)
+// the body is the problem's output alone, as text, with the same status.
 func writeError(w http.ResponseWriter, err *tools.Error) {
 	p := newProblem(err)
 	if answersText(w) {
@@ -125,14 +125,11 @@ func (w textAnswers) Flush() {
 	}
 }
 
-// modelAnswers marks the requests under /model/ (see textAnswers). It runs
-// before every layer that can refuse a request.
-func modelAnswers(next http.Handler) http.Handler {
+// modelText marks the requests under /model/ (see textAnswers). It runs
+// before every step that can refuse a request (routes.go).
+func modelText(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isModel(r.URL.Path) {
-			w = textAnswers{w}
-		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(textAnswers{w}, r)
 	})
 }
 
@@ -151,4 +148,14 @@ func answersText(w http.ResponseWriter) bool {
 
 func writeProblem(w http.ResponseWriter, code tools.Code, message string) {
 	writeError(w, tools.NewError(code, message))
+}
+
+// noSuchEndpoint is the one 404 of a path no route serves.
+func noSuchEndpoint(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: "+r.Method+" "+r.URL.Path)
+}
+
+// methodNotAllowed is the one 405 of a route asked with another method.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, tools.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/api"
-	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -23,10 +22,13 @@ import (
 // request into a tools.Call and the raw body, runs the executor, and writes
 // its result or error. It holds no tool logic.
 type rest struct {
-	x             *tools.Executor
-	maxBody       int64
-	writeWindow   time.Duration
-	approvals     *approval.Store
+	x        *tools.Executor
+	cfg      Config
+	deps     Deps
+	sessions sessionHeaders
+	version  string // of api/openapi.yaml
+	specJSON []byte // GET /openapi-full.json
+	// The tokens DecideApproval tells apart.
 	token         string // --token
 	approverToken string // --approver-token
 }
@@ -44,7 +46,7 @@ const msgContentType = "request body must be JSON (Content-Type: application/jso
 func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
 	var raw []byte
 	var err error
-	if n := r.ContentLength; n > 0 && n <= s.maxBody {
+	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
 		raw = bodies.get(n)
 		_, err = io.ReadFull(r.Body, raw)
 	} else {
@@ -99,7 +101,7 @@ func quote(s string) string {
 
 // ReadTool serves POST /tools/read, as JSON or, with Accept: text/plain, as
 // a streamed text body.
-func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request, _ api.ReadToolParams) {
+func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request) {
 	rd, terr := s.read(r)
 	if terr != nil {
 		writeError(w, terr)
@@ -123,7 +125,7 @@ func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request, _ api.ReadToolPa
 
 // read starts the read of a request: its body, then the executor.
 func (s *rest) read(r *http.Request) (*tools.Reading, *tools.Error) {
-	c := callFrom(r.Context())
+	c := callOf(r.Context())
 	raw, terr := s.body(r)
 	if terr != nil {
 		s.x.Refuse(c, tools.ToolRead, terr)
@@ -136,7 +138,7 @@ func (s *rest) read(r *http.Request) (*tools.Reading, *tools.Error) {
 // "Streaming reads"). A failure after the first bytes left breaks the
 // transfer, so the client never mistakes it for a short success.
 func (s *rest) stream(w http.ResponseWriter, ctx context.Context, rd *tools.Reading) {
-	out := &lineWriter{w: w, rc: http.NewResponseController(w), window: s.writeWindow}
+	out := &lineWriter{w: w, rc: http.NewResponseController(w), window: s.cfg.StreamWriteWindow}
 	begun, terr := rd.Stream(ctx, out)
 	switch {
 	case terr == nil:
@@ -148,22 +150,22 @@ func (s *rest) stream(w http.ResponseWriter, ctx context.Context, rd *tools.Read
 }
 
 // WriteTool serves POST /tools/write.
-func (s *rest) WriteTool(w http.ResponseWriter, r *http.Request, _ api.WriteToolParams) {
+func (s *rest) WriteTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolWrite, s.x.Write)
 }
 
 // EditTool serves POST /tools/edit.
-func (s *rest) EditTool(w http.ResponseWriter, r *http.Request, _ api.EditToolParams) {
+func (s *rest) EditTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolEdit, s.x.Edit)
 }
 
 // GlobTool serves POST /tools/glob.
-func (s *rest) GlobTool(w http.ResponseWriter, r *http.Request, _ api.GlobToolParams) {
+func (s *rest) GlobTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolGlob, s.x.Glob)
 }
 
 // GrepTool serves POST /tools/grep.
-func (s *rest) GrepTool(w http.ResponseWriter, r *http.Request, _ api.GrepToolParams) {
+func (s *rest) GrepTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolGrep, s.x.Grep)
 }
 
@@ -183,7 +185,7 @@ func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run run
 // recycled when the call returns: the executor copies every argument it
 // keeps, and a read's window is rendered within Run.
 func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *tools.Error) {
-	c := callFrom(r.Context())
+	c := callOf(r.Context())
 	raw, terr := s.body(r)
 	if terr != nil {
 		s.x.Refuse(c, tool, terr)
@@ -222,32 +224,32 @@ func (b *bodyBuffers) put(raw []byte) {
 // ModelRead serves POST /model/read. A read is answered whole, never
 // streamed, so a late failure keeps its status (docs/api.md, "Model text
 // answers").
-func (s *rest) ModelRead(w http.ResponseWriter, r *http.Request, _ api.ModelReadParams) {
+func (s *rest) ModelRead(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolRead)
 }
 
 // ModelWrite serves POST /model/write.
-func (s *rest) ModelWrite(w http.ResponseWriter, r *http.Request, _ api.ModelWriteParams) {
+func (s *rest) ModelWrite(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolWrite)
 }
 
 // ModelEdit serves POST /model/edit.
-func (s *rest) ModelEdit(w http.ResponseWriter, r *http.Request, _ api.ModelEditParams) {
+func (s *rest) ModelEdit(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolEdit)
 }
 
 // ModelGlob serves POST /model/glob.
-func (s *rest) ModelGlob(w http.ResponseWriter, r *http.Request, _ api.ModelGlobParams) {
+func (s *rest) ModelGlob(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolGlob)
 }
 
 // ModelGrep serves POST /model/grep.
-func (s *rest) ModelGrep(w http.ResponseWriter, r *http.Request, _ api.ModelGrepParams) {
+func (s *rest) ModelGrep(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolGrep)
 }
 
 // model answers a call with its model text alone, through the executor's
-// one entry of text transports; modelAnswers made every failure text.
+// one entry of text transports; modelText made every failure text.
 func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string) {
 	res, terr := s.run(r, tool, func(ctx context.Context, c tools.Call, raw []byte) (tools.Result, *tools.Error) {
 		return s.x.Run(ctx, c, tool, raw)
@@ -276,6 +278,10 @@ func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request, p api.ListTools
 
 // DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.
 func (s *rest) DeleteSession(w http.ResponseWriter, _ *http.Request, id string) {
+	if !tools.ValidSessionID(id) {
+		writeProblem(w, tools.CodeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-")
+		return
+	}
 	if err := s.x.ForgetSession(id); err != nil {
 		writeError(w, err)
 		return
@@ -384,4 +390,11 @@ func (o *lineWriter) flush() error {
 		return err
 	}
 	return o.rc.Flush()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

@@ -18,8 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -57,21 +55,19 @@ func startSandbox(t *testing.T, o sbOptions) *sb {
 	return &sb{t: t, srv: srv, token: o.token}
 }
 
-func sbServerOptions(o sbOptions) server.Options {
+func sbServerOptions(o sbOptions) server.Config {
 	if o.timeout == 0 {
 		o.timeout = 30 * time.Second
 	}
-	return server.Options{
-		Policy:   true,
-		Profile:  o.profile,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST: handlers.Config{
-			Token: o.token, ApproverToken: o.approverToken, MaxBodyBytes: 1 << 20,
-			StreamWriteWindow: 10 * time.Second,
-		},
-		Sandbox:     o.mode,
-		NoApprovals: o.noApprovals,
-		Approvals:   approval.Config{Max: o.max, Timeout: o.timeout},
+	return server.Config{
+		Policy:     true,
+		Profile:    string(o.profile),
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Token: o.token, ApproverToken: o.approverToken, MaxBodyBytes: 1 << 20,
+		StreamWriteWindow: 10 * time.Second,
+		SandboxMode:       string(o.mode),
+		NoApprovals:       o.noApprovals,
+		MaxApprovals:      o.max, ApprovalTimeout: o.timeout,
 	}
 }
 
@@ -714,9 +710,9 @@ func TestEscalationOutlivesReadTimeout(t *testing.T) {
 	require.NoError(t, err)
 	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
 	o.Root = root
-	s, err := server.New(o)
+	s, err := server.New(o, nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	hs := httptest.NewUnstartedServer(s.Handler)
 	hs.Config.ReadTimeout = 300 * time.Millisecond
 	hs.Start()
@@ -771,7 +767,7 @@ func TestEscalationCountsOnce(t *testing.T) {
 // session like any event.
 func TestApprovalInTheChangeFeed(t *testing.T) {
 	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
-	o.Events = &server.Events{NoWatch: true}
+	o.Events = true
 	srv := servertest.Start(t, o)
 	h := &sb{t: t, srv: srv}
 	f := &feed{harness: &harness{t: t, root: srv.Root, srv: srv}}

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
@@ -48,28 +47,29 @@ type options struct {
 
 func start(t *testing.T, o options) *harness {
 	t.Helper()
-	so := server.Options{
-		Policy:   !o.policyOff,
-		Profile:  o.profile,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST: handlers.Config{
-			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
-			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
-			PublicURL: o.publicURL,
-		},
-		Root:         o.root,
-		SessionStore: o.store,
+	so := server.Config{
+		Policy:     !o.policyOff,
+		Profile:    string(o.profile),
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
+		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
+		PublicURL: o.publicURL,
+		Root:      o.root,
 	}
 	if o.caps != nil {
-		so.Caps = *o.caps
+		so.ReadLimit, so.ReadMaxLineLength, so.ReadMaxBytes = o.caps.Limit, o.caps.MaxLineLength, o.caps.MaxBytes
 	}
-	if so.REST.MaxBodyBytes == 0 {
-		so.REST.MaxBodyBytes = 1 << 20
+	if so.MaxBodyBytes == 0 {
+		so.MaxBodyBytes = 1 << 20
 	}
 	if o.noRg {
-		so.Search.RgPath = "/nonexistent/no-such-rg"
+		so.RgPath = "/nonexistent/no-such-rg"
 	}
-	srv := servertest.Start(t, so)
+	var with []server.Option
+	if o.store != nil {
+		with = append(with, server.WithSessionStore(o.store))
+	}
+	srv := servertest.Start(t, so, with...)
 	return &harness{t: t, root: srv.Root, srv: srv, token: o.token}
 }
 
@@ -601,7 +601,7 @@ func TestMetricsCountEvictions(t *testing.T) {
 }
 
 func TestLoopbackHostsStopsDNSRebinding(t *testing.T) {
-	srv := servertest.Start(t, server.Options{REST: handlers.Config{LoopbackHosts: true}})
+	srv := servertest.Start(t, server.Config{Addr: "127.0.0.1:8080"})
 	for host, want := range map[string]int{
 		"127.0.0.1:8080": 200, "localhost:8080": 200, "[::1]:8080": 200, "app.localhost": 200,
 		"127.0.0.1": 200, "localhost.": 200, "LOCALHOST:1": 200, "[::1]": 200, "127.0.0.1:": 200,

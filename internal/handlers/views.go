@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -224,7 +223,3 @@ func serverURL(public string, r *http.Request) string {
 
 // modelPrefix is where the text-answering tool routes live.
 const modelPrefix = "/model/"
-
-// isModel reports whether path is under /model/ (every answer there is
-// text/plain, failures included).
-func isModel(path string) bool { return strings.HasPrefix(path, modelPrefix) }

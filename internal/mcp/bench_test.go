@@ -15,8 +15,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -41,10 +39,10 @@ func benchFile() string {
 type caller func(b *testing.B, tool string, args map[string]any)
 
 func BenchmarkCall(b *testing.B) {
-	srv := servertest.Start(b, server.Options{
-		Policy:   true,
-		Sessions: policy.Config{TTL: time.Hour},
-		REST:     handlers.Config{MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second},
+	srv := servertest.Start(b, server.Config{
+		Policy:       true,
+		SessionTTL:   time.Hour,
+		MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second,
 	})
 	content := benchFile()
 	require.NoError(b, os.WriteFile(filepath.Join(srv.Root, "src.go"), []byte(content), 0o644))

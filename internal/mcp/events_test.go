@@ -14,10 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/events"
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/mcp"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -25,12 +21,11 @@ import (
 // An edit through MCP appears in the change feed like one through REST:
 // with its session and the hunks of its change (docs/events.md).
 func TestEditThroughMCPAppearsInTheFeed(t *testing.T) {
-	h := &harness{t: t, srv: servertest.Start(t, server.Options{
-		Policy:   true,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST:     handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
-		MCP:      mcp.Config{},
-		Events:   &server.Events{Watch: events.WatchConfig{Quiet: 30 * time.Millisecond}},
+	h := &harness{t: t, srv: servertest.Start(t, server.Config{
+		Policy:     true,
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		Events: true, EventsMaxWatches: server.DefaultConfig().EventsMaxWatches, EventsQuiet: 30 * time.Millisecond,
 	})}
 	h.file("a.txt", "one\ntwo\nthree\n")
 

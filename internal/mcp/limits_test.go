@@ -17,9 +17,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/fs"
-	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/mcp"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -285,13 +283,13 @@ func clip(s string) string {
 // same batch is withdrawn at once rather than holding the request for the
 // 30 s approval timeout, and writes nothing.
 func TestBudgetCancelsTheRest(t *testing.T) {
-	srv := servertest.Start(t, server.Options{
-		Policy:    true,
-		Sessions:  policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST:      handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
-		MCP:       mcp.Config{AnswerBudget: 2000},
-		Sandbox:   tools.SandboxReadOnly,
-		Approvals: approval.Config{Timeout: 30 * time.Second},
+	srv := servertest.Start(t, server.Config{
+		Policy:     true,
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		MCPAnswerBudget: 2000,
+		SandboxMode:     string(tools.SandboxReadOnly),
+		ApprovalTimeout: 30 * time.Second,
 	})
 	h := &harness{t: t, srv: srv}
 	h.file("big.txt", strings.Repeat("0123456789abcdef\n", 1000))

@@ -17,11 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/mcp"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
-	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -63,15 +59,22 @@ func start(t *testing.T, o options) *harness {
 	if o.maxBody == 0 {
 		o.maxBody = 1 << 20
 	}
-	srv := servertest.Start(t, server.Options{
-		Policy:   !o.policyOff,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST: handlers.Config{
-			Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
-			StreamWriteWindow: 10 * time.Second, Sessions: o.sessions,
-		},
-		MCP: mcp.Config{Structured: o.structured, MaxSessions: o.maxMCP, SessionTimeout: o.idle, AnswerBudget: o.budget},
-	})
+	cfg := server.Config{
+		Policy:     !o.policyOff,
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
+		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
+		MCPStructured: o.structured, MCPAnswerBudget: o.budget,
+	}
+	// The MCP sessions' bounds are the policy's (--max-sessions,
+	// --session-ttl).
+	if o.maxMCP > 0 {
+		cfg.MaxSessions = o.maxMCP
+	}
+	if o.idle > 0 {
+		cfg.SessionTTL = o.idle
+	}
+	srv := servertest.Start(t, cfg)
 	return &harness{t: t, srv: srv, token: o.token}
 }
 
@@ -302,7 +305,7 @@ func TestToolsList(t *testing.T) {
 }
 
 func TestToolsListWithoutRipgrep(t *testing.T) {
-	srv := servertest.Start(t, server.Options{Policy: true, Search: search.Config{RgPath: "/nonexistent/no-such-rg"}})
+	srv := servertest.Start(t, server.Config{Policy: true, RgPath: "/nonexistent/no-such-rg"})
 	h := &harness{t: t, srv: srv}
 	list, err := h.connect("").ListTools(context.Background(), nil)
 	require.NoError(t, err)
@@ -624,7 +627,7 @@ func TestAuthOriginAndCORS(t *testing.T) {
 // TestLoopbackHost: without a token the Host must be a loopback name, as on
 // REST (DNS rebinding).
 func TestLoopbackHost(t *testing.T) {
-	srv := servertest.Start(t, server.Options{Policy: true, REST: handlers.Config{LoopbackHosts: true}})
+	srv := servertest.Start(t, server.Config{Policy: true, Addr: "127.0.0.1:8080"})
 	h := &harness{t: t, srv: srv}
 	r := h.raw(http.MethodPost, "/mcp", initialize, append(mcpPost, "Host", "rebound.example:8080")...)
 	assert.Equal(t, http.StatusForbidden, r.status)
@@ -717,7 +720,7 @@ func TestIdleMCPSessionCloses(t *testing.T) {
 // schemas, as GET /tools does (docs/api.md, "Profiles").
 func TestToolsListFollowsTheProfile(t *testing.T) {
 	for _, p := range []render.Profile{render.ProfileOriginal, render.ProfileExtended} {
-		srv := servertest.Start(t, server.Options{Policy: true, Profile: p})
+		srv := servertest.Start(t, server.Config{Policy: true, Profile: string(p)})
 		h := &harness{t: t, srv: srv}
 		var cat tools.Catalog
 		require.NoError(t, json.Unmarshal([]byte(h.raw(http.MethodGet, "/tools", "").body), &cat))

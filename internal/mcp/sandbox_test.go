@@ -20,8 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
-	"github.com/toolfs/toolfs-api/internal/handlers"
-	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -33,12 +31,12 @@ import (
 // waits for a decision made through REST's /approvals; approve runs it
 // once, reject answers the original's text; for every protocol revision.
 func TestEscalationOverMCP(t *testing.T) {
-	srv := servertest.Start(t, server.Options{
-		Policy:    true,
-		Sessions:  policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST:      handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
-		Sandbox:   tools.SandboxReadOnly,
-		Approvals: approval.Config{Timeout: 30 * time.Second},
+	srv := servertest.Start(t, server.Config{
+		Policy:     true,
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		SandboxMode:     string(tools.SandboxReadOnly),
+		ApprovalTimeout: 30 * time.Second,
 	})
 	h := &harness{t: t, srv: srv}
 	for _, v := range versions {
@@ -122,13 +120,13 @@ func TestEscalationOverMCP(t *testing.T) {
 // protocol revision; the sessionless one has no session to carry a
 // notification, so there only the request's end applies.
 func TestApprovalWithdrawnWhenCallEnds(t *testing.T) {
-	srv := servertest.Start(t, server.Options{
-		Policy:   true,
-		Sessions: policy.Config{TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
-		REST:     handlers.Config{MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second},
-		Sandbox:  tools.SandboxReadOnly,
+	srv := servertest.Start(t, server.Config{
+		Policy:     true,
+		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		SandboxMode: string(tools.SandboxReadOnly),
 		// Long enough that no withdrawal here can be a timeout.
-		Approvals: approval.Config{Timeout: 10 * time.Minute},
+		ApprovalTimeout: 10 * time.Minute,
 	})
 	h := &harness{t: t, srv: srv}
 	h.file("a.txt", "old\n")

@@ -1,215 +1,347 @@
-// Package server builds a whole toolfs-api server from options: the local
-// provider, the policy, the searcher, the executor, the metrics and the
-// transports. It is the one place that wires them (docs/architecture.md),
-// used by cmd/toolfs-api, bench/, test/reliability/ and the tests, so a new
-// dependency or transport is added once.
+// Package server builds a whole toolfs-api server from one Config: the
+// local provider, the policy and its session store, the searcher, the
+// executor, the metrics, the change feed, the approvals and the transports
+// (REST with its views, and MCP at /mcp), and serves them until Shutdown,
+// which owns the drain order. It is the one place that wires them
+// (docs/architecture.md), used by cmd/toolfs-api, bench/, test/ and the
+// tests (servertest), so a new dependency, store or transport is added
+// once.
 package server
 
 import (
 	"context"
-	"io"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/mcp"
+	"github.com/toolfs/toolfs-api/internal/metrics"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
-// Options are every setting of a server. The zero value of a field is its
-// default unless it says otherwise.
-type Options struct {
-	// Root is the workspace root (required).
-	Root string
-	// FS configures the local provider (in-process locks only, sweep
-	// interval, ...).
-	FS fs.LocalOptions
-	// Policy switches the read-before-write policy on; off is the bare
-	// provider. It is the policy's one on/off setting.
-	Policy bool
-	// Sessions bounds the policy's memory session store.
-	Sessions policy.Config
-	// SessionStore is the policy's store when Policy is on (a RedisStore,
-	// say); nil makes a memory store from Sessions.
-	SessionStore policy.Gate
-	// Search configures glob and grep; a zero value finds rg on PATH.
-	Search search.Config
-	// Caps are the read window's caps (default render.DefaultCaps()).
-	Caps render.Caps
-	// Profile is the tools' surface (default render.ProfileExtended).
-	Profile render.Profile
-	// REST is the REST transport's configuration (token, CORS, body cap,
-	// session headers, ...). MaxBodyBytes defaults to 32 MiB and
-	// StreamWriteWindow to 30s.
-	REST handlers.Config
-	// MCP configures the /mcp transport (docs/mcp.md). Its Sessions,
-	// Origins, MaxBodyBytes and Logger come from REST and Logger;
-	// SessionTimeout and MaxSessions default to the policy's session TTL
-	// and bound.
-	MCP mcp.Config
-	// Cache sizes the read caches; nil is tools.DefaultCacheConfig(), and a
-	// zero Bytes turns them off.
-	Cache *tools.CacheConfig
-	// Logger defaults to discarding.
-	Logger *slog.Logger
-	// Events switches the change feed GET /events on (docs/events.md); nil
-	// leaves it off.
-	Events *Events
-	// Sandbox is the fence on writes and edits ("" = off; docs/sandbox.md).
-	Sandbox tools.SandboxMode
-	// NoApprovals leaves escalations without an approval channel
-	// (--approvals=false): each is denied at once.
-	NoApprovals bool
-	// Approvals bounds the pending approvals (Max, Timeout); OnOpen and
-	// OnEnd are the server's own (metrics, logs).
-	Approvals approval.Config
-}
+// AccessLogMessage is the message of the access log's records, one per
+// request (cmd/toolfs-api batches them).
+const AccessLogMessage = handlers.AccessLogMessage
 
-// Events configures the change feed.
-type Events struct {
-	Hub events.Config
-	// NoWatch leaves external changes out: no inotify watcher, only the
-	// mutations made through the tools.
-	NoWatch bool
-	// Watch bounds the watcher; its Root, Version, Logger and Metrics are
-	// the server's.
-	Watch events.WatchConfig
-}
+// PrivateDir is the server's own folder in the workspace root (lock files,
+// staged writes; docs/decisions.md).
+const PrivateDir = fs.PrivateDir
 
-// Server is a built server: Handler serves every route. Close releases the
-// provider's resources.
+// RunSandboxChildIfRequested runs the search sandbox's child and exits when
+// this process is one (docs/search.md); otherwise it returns at once. main
+// calls it first: the sandbox re-executes the server's binary.
+func RunSandboxChildIfRequested() { search.RunSandboxChildIfRequested() }
+
+// Server is a built server. Handler serves every route; Listen and Serve
+// serve it on Config.Addr, or a test serves Handler itself. Shutdown ends
+// it, whichever way it was served.
 type Server struct {
-	Handler  http.Handler
-	Root     string // the workspace root, as the provider resolved it
-	Metrics  *handlers.Metrics
-	Executor *tools.Executor
-	// Store is the policy's memory session store, nil when the policy is
-	// off or Options.SessionStore was given.
+	Handler http.Handler
+	Root    string // the workspace root, as the provider resolved it
+	// Store is the policy's memory session store; nil when the policy is
+	// off or the store is Redis.
 	Store    *policy.Store
 	Searcher *search.Searcher
-	// MCP is the /mcp transport; call its Close when shutting down (its
-	// GET streams do not end on their own).
-	MCP *mcp.Handler
-	// Events is the change feed's hub, nil when it is off. Close it when
-	// the HTTP server starts draining: open streams never end by themselves.
-	Events *events.Hub
-	// Approvals are the pending sandbox escalations. Close it when the HTTP
-	// server starts draining: no person can decide them any more.
-	Approvals *approval.Store
+
+	cfg       Config
+	log       *slog.Logger
 	local     *fs.Local
+	gate      policy.Gate   // WithSessionStore's, else built by sessionStore
+	redis     *redis.Client // nil: no Redis store
+	metrics   *metrics.Metrics
+	executor  *tools.Executor
+	mcp       *mcp.Handler
+	hub       *events.Hub // nil: the change feed is off
 	watcher   *events.Watcher
+	approvals *approval.Store
+
+	http       *http.Server
+	listener   net.Listener
+	cancelBase context.CancelFunc
+	// endStreams ends what never ends by itself (pending approvals, MCP
+	// GET streams, event streams), once, when the drain starts.
+	endStreams func()
+	shutdown   func(context.Context) error
 }
 
-// New builds a server from o.
-func New(o Options) (*Server, error) {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// Option gives New a dependency it would otherwise build from Config.
+type Option func(*Server)
+
+// WithSessionStore makes gate the policy's session store in place of the
+// one Config.SessionStore names (tests: a Redis store on a test's clock).
+// New refuses it with the policy off.
+func WithSessionStore(gate policy.Gate) Option {
+	return func(s *Server) { s.gate = gate }
+}
+
+// New builds a server from cfg, logging to log (nil: discarded). A zero
+// field of cfg takes its default where Config says so; a value no server
+// can run with is refused, as Validate words it.
+func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	if o.Caps == (render.Caps{}) {
-		o.Caps = render.DefaultCaps()
+	cfg = cfg.withDefaults()
+	if err := cfg.validateSettings(); err != nil {
+		return nil, err
 	}
-	if o.REST.MaxBodyBytes == 0 {
-		o.REST.MaxBodyBytes = 32 << 20
+	s := &Server{cfg: cfg, log: log, metrics: metrics.New()}
+	for _, o := range opts {
+		o(s)
 	}
-	if o.REST.StreamWriteWindow == 0 {
-		o.REST.StreamWriteWindow = 30 * time.Second
+	if s.gate != nil && !cfg.Policy {
+		return nil, errors.New("server: a session store was given with the policy off")
 	}
-	local, err := fs.NewLocal(o.Root, o.FS)
+	ok := false
+	defer func() {
+		if !ok {
+			if s.hub != nil {
+				s.hub.Close()
+			}
+			s.release()
+		}
+	}()
+	gate, err := s.sessionStore()
 	if err != nil {
 		return nil, err
 	}
-	if c := local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
-		o.Logger.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
+	s.local, err = fs.NewLocal(cfg.Root, fs.LocalOptions{InProcessLocksOnly: cfg.LockDir == "off"})
+	if err != nil {
+		return nil, err
 	}
-	s := &Server{Root: local.Root(), Metrics: handlers.NewMetrics(), Searcher: search.New(o.Search), local: local}
-	var gate policy.Gate // nil: the policy is off
-	switch {
-	case !o.Policy:
-	case o.SessionStore != nil:
-		gate = o.SessionStore
-	default:
-		s.Store = policy.NewStore(o.Sessions)
-		gate = s.Store
+	s.Root = s.local.Root()
+	if c := s.local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
+		log.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
 	}
-	if gate != nil {
-		s.Metrics.WatchSessions(gate)
-	}
-	s.Metrics.WatchSearch(s.Searcher.Sandboxed)
+	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: search.SandboxMode(cfg.SearchSandbox)})
+	s.logSearch()
+	s.metrics.WatchSearch(s.Searcher.Sandboxed)
 	var onMutation func(tools.Mutation)
 	var beforeMutation func(fs.Target)
-	if o.Events != nil {
-		if onMutation, beforeMutation, err = s.startEvents(*o.Events, o.Logger); err != nil {
-			local.Close()
+	if cfg.Events {
+		if onMutation, beforeMutation, err = s.startEvents(); err != nil {
 			return nil, err
 		}
 	}
-	cache := tools.DefaultCacheConfig()
-	if o.Cache != nil {
-		cache = *o.Cache
-	}
-	s.Approvals = newApprovals(o.Approvals, s.Metrics, o.Logger, s.publishApproval)
-	var channel *approval.Store // nil: no approval channel
-	if !o.NoApprovals {
-		channel = s.Approvals
-	}
-	s.Executor = tools.New(tools.Options{
-		FS: local, Gate: gate, Search: s.Searcher, Caps: o.Caps, Profile: o.Profile,
-		Observer: s.Metrics, Logger: o.Logger, OnMutation: onMutation, BeforeMutation: beforeMutation, Cache: cache,
-		Sandbox: o.Sandbox, Approvals: channel,
+	s.approvals = s.newApprovals()
+	s.executor = tools.New(tools.Options{
+		FS: s.local, Gate: gate, Search: s.Searcher,
+		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
+		Profile:  render.Profile(cfg.Profile),
+		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
+		Cache:   tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
+		Sandbox: tools.SandboxMode(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
 	})
-	mc := o.MCP
-	mc.Sessions, mc.Origins, mc.MaxBodyBytes, mc.Logger = o.REST.Sessions, o.REST.CORSOrigins, o.REST.MaxBodyBytes, o.Logger
-	if mc.SessionTimeout == 0 {
-		mc.SessionTimeout = o.Sessions.TTL
-	}
-	if mc.MaxSessions == 0 {
-		mc.MaxSessions = o.Sessions.MaxSessions
-	}
-	s.MCP = mcp.New(mc, s.Executor)
-	s.Handler, err = handlers.NewServer(o.REST, handlers.Deps{
-		Executor: s.Executor, Metrics: s.Metrics, Logger: o.Logger, MCP: s.MCP, Events: s.Events,
-		Approvals: s.Approvals,
-	})
+	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
+	s.mcp = mcp.New(mcp.Config{
+		Sessions: sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
+		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
+	}, s.executor)
+	s.Handler, err = handlers.NewServer(handlers.Config{
+		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
+		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
+		LoopbackHosts: cfg.Token == "" && cfg.loopback(),
+		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
+	}, handlers.Deps{Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub})
 	if err != nil {
-		s.Close()
 		return nil, err
 	}
+	if cfg.SandboxMode != string(tools.SandboxOff) && !cfg.NoApprovals && cfg.Token != "" && cfg.ApproverToken == "" {
+		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
+	}
+
+	// Request contexts derive from base, so streams stop when the grace
+	// ends.
+	base, cancel := context.WithCancel(context.Background())
+	s.cancelBase = cancel
+	s.http = &http.Server{
+		Handler:           s.Handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	s.endStreams = sync.OnceFunc(func() {
+		// Pending approvals would hold the drain until their timeout, MCP
+		// GET streams and event streams until the grace runs out: none of
+		// them ends by itself.
+		s.approvals.Close()
+		s.mcp.Close()
+		if s.hub != nil {
+			s.hub.Close()
+		}
+	})
+	s.http.RegisterOnShutdown(s.endStreams)
+	var once sync.Once
+	var shutdownErr error
+	s.shutdown = func(ctx context.Context) error {
+		once.Do(func() { shutdownErr = s.drain(ctx) })
+		return shutdownErr
+	}
+	ok = true
 	return s, nil
 }
 
-// startEvents builds the change feed's hub and, unless told not to, the
-// watcher of external changes; it returns the executor's mutation hooks:
-// one publishes each write and edit, the other announces it before it runs
-// so its inotify echo is never reported as external (docs/events.md).
-func (s *Server) startEvents(o Events, log *slog.Logger) (func(tools.Mutation), func(fs.Target), error) {
-	em := events.NewMetrics(s.Metrics.Registry)
-	o.Hub.Metrics = em
-	s.Events = events.NewHub(o.Hub)
+// Listen opens Config.Addr and logs that the server listens there, with
+// attrs after the server's own; it returns the address (the port chosen
+// for ":0").
+func (s *Server) Listen(attrs ...any) (net.Addr, error) {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s.listener = ln
+	s.log.Info("listening", append([]any{"addr", ln.Addr().String(), "root", s.Root, "policy", s.cfg.Policy, "sandbox-mode", s.cfg.SandboxMode,
+		"auth", s.cfg.Token != "", "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
+	return ln.Addr(), nil
+}
+
+// Serve serves Handler on what Listen opened until Shutdown, then returns
+// nil.
+func (s *Server) Serve() error {
+	if s.listener == nil {
+		return errors.New("server: Serve before Listen")
+	}
+	if err := s.http.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown drains the server, in this order: it stops accepting
+// connections and ends the pending approvals, the MCP GET streams and the
+// event streams (none ends by itself); it waits for the requests in flight
+// until ctx is done, then cancels what is left; it stops the watcher of
+// external changes, releases the provider (its root and private-folder
+// descriptors, its sweeper) and closes the Redis client. Each step runs
+// once, however often Shutdown is called; the error is ctx's when requests
+// were still running.
+func (s *Server) Shutdown(ctx context.Context) error { return s.shutdown(ctx) }
+
+func (s *Server) drain(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.cancelBase()
+		s.http.Close()
+	}
+	s.endStreams() // waits for the hook Shutdown started, or runs it
+	s.cancelBase()
+	s.release()
+	return err
+}
+
+// release frees what New acquired besides the streams: the watcher, the
+// provider, the Redis client.
+func (s *Server) release() {
+	if s.watcher != nil {
+		s.watcher.Close()
+	}
+	if s.local != nil {
+		s.local.Close()
+	}
+	if s.redis != nil {
+		s.redis.Close()
+	}
+}
+
+// sessionStore is the policy's gate: nil with the policy off, the memory
+// store, or the Redis store of Config.SessionStore. Start-up does not wait
+// for Redis: reads work without it, and the client connects once it is up
+// (docs/deployment.md).
+func (s *Server) sessionStore() (policy.Gate, error) {
+	cfg := s.cfg
+	if !cfg.Policy {
+		return nil, nil
+	}
+	if s.gate != nil {
+		s.metrics.WatchSessions(s.gate)
+		return s.gate, nil
+	}
+	storeCfg := policy.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPathsPerSession: cfg.MaxPathsPerSession}
+	var gate policy.Gate
+	if cfg.SessionStore == "memory" {
+		s.Store = policy.NewStore(storeCfg)
+		gate = s.Store
+	} else {
+		opts, err := redisOptions(cfg.SessionStore)
+		if err != nil {
+			return nil, err
+		}
+		// go-redis logs through one process-wide logger; its messages
+		// repeat the causes the store's errors carry, so they go to debug.
+		redis.SetLogger(redisLogger{s.log})
+		s.redis = redis.NewClient(opts)
+		rs := policy.NewRedisStore(s.redis, storeCfg, policy.RedisOptions{Prefix: cfg.SessionKeyPrefix})
+		if err := rs.Ping(context.Background()); err != nil {
+			s.log.Warn("session store unreachable at start-up: writes and edits answer 503 until it is up", "session-store", redactURL(cfg.SessionStore), "err", err)
+		}
+		gate = rs
+	}
+	s.metrics.WatchSessions(gate)
+	return gate, nil
+}
+
+// redisLogger routes go-redis's own messages to the server's log at debug
+// level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// logSearch says whether glob and grep can run, and confined or not.
+func (s *Server) logSearch() {
+	switch sr := s.Searcher; {
+	case !sr.Available():
+		s.log.Warn("glob and grep are unavailable", "reason", sr.UnavailableReason(), "rg-path", s.cfg.RgPath, "search-sandbox", s.cfg.SearchSandbox)
+	case !sr.Sandboxed():
+		s.log.Warn("search sandbox off: rg runs unconfined, so a folder swapped for a symlink during a search can lead it outside the root (--search-sandbox best-effort without Landlock)")
+	default:
+		s.log.Info("search sandbox on: rg is confined to the root by Landlock")
+	}
+}
+
+// startEvents builds the change feed's hub and, unless
+// Config.EventsMaxWatches is 0, the watcher of external changes; it returns
+// the executor's mutation hooks: one publishes each write and edit, the
+// other announces it before it runs so its inotify echo is never reported
+// as external (docs/events.md).
+func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
+	cfg := s.cfg
+	em := events.NewMetrics(s.metrics.Registerer())
+	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.EventsMaxSubscribers, Heartbeat: cfg.EventsHeartbeat, Metrics: em})
 	// Keys are real paths (symlinks resolved), as the watcher reports
 	// changes: one file has one path in the feed.
 	realRoot, err := filepath.EvalSymlinks(s.Root)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !o.NoWatch {
-		w := o.Watch
-		w.Root, w.Logger, w.Metrics = realRoot, log, em
-		w.Version = s.version
-		if s.watcher, err = events.NewWatcher(s.Events, w); err != nil {
-			s.Events.Close()
+	if cfg.EventsMaxWatches > 0 {
+		s.watcher, err = events.NewWatcher(s.hub, events.WatchConfig{
+			Root: realRoot, MaxWatches: cfg.EventsMaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
+		})
+		if err != nil {
 			return nil, nil, err
 		}
 	}
-	hub := s.Events
+	hub := s.hub
 	// The root itself is never a file: it has no relative path.
 	relOf := func(t fs.Target) (string, bool) { return strings.CutPrefix(string(t.Key), realRoot+"/") }
 	before := func(t fs.Target) {
@@ -246,17 +378,21 @@ func (s *Server) version(rel string) (string, bool) {
 }
 
 // newApprovals is the approvals store, its outcomes counted and every
-// approval logged when it opens and when it ends (never file contents).
-func newApprovals(cfg approval.Config, m *handlers.Metrics, log *slog.Logger, publish func(approval.Approval)) *approval.Store {
-	cfg.OnOpen = func(a approval.Approval) {
-		log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
-		publish(a)
-	}
-	cfg.OnEnd = func(a approval.Approval, o approval.Outcome) {
-		m.Approval(string(o))
-		log.Info("approval ended", "id", a.ID, "decision", string(o), "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
-	}
-	st := approval.New(cfg)
+// approval logged when it opens and when it ends (never file contents);
+// with the change feed on, a new approval is published too.
+func (s *Server) newApprovals() *approval.Store {
+	log, m := s.log, s.metrics
+	st := approval.New(approval.Config{
+		Max: s.cfg.MaxApprovals, Timeout: s.cfg.ApprovalTimeout,
+		OnOpen: func(a approval.Approval) {
+			log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
+			s.publishApproval(a)
+		},
+		OnEnd: func(a approval.Approval, o approval.Outcome) {
+			m.Approval(string(o))
+			log.Info("approval ended", "id", a.ID, "decision", string(o), "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
+		},
+	})
 	m.WatchApprovals(st.Len)
 	return st
 }
@@ -265,25 +401,12 @@ func newApprovals(cfg approval.Config, m *handlers.Metrics, log *slog.Logger, pu
 // approval: {type: "approval", path (relative to the root), session,
 // approval} (docs/events.md, docs/sandbox.md).
 func (s *Server) publishApproval(a approval.Approval) {
-	if s.Events == nil {
+	if s.hub == nil {
 		return
 	}
 	rel, ok := strings.CutPrefix(a.Path, s.Root+"/")
 	if !ok {
 		rel = "" // not spelled under the root: no path rather than an absolute one
 	}
-	s.Events.Publish(events.Event{Type: events.TypeApproval, Path: rel, Session: a.Session, Approval: a})
-}
-
-// Close ends the pending approvals, stops the change feed and releases the
-// provider (its root and private-folder descriptors, its sweeper).
-func (s *Server) Close() error {
-	s.Approvals.Close()
-	if s.watcher != nil {
-		s.watcher.Close()
-	}
-	if s.Events != nil {
-		s.Events.Close()
-	}
-	return s.local.Close()
+	s.hub.Publish(events.Event{Type: events.TypeApproval, Path: rel, Session: a.Session, Approval: a})
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
@@ -167,9 +166,10 @@ type inProcessOptions struct {
 
 func startInProcess(t *testing.T, o inProcessOptions) *inProcess {
 	t.Helper()
-	srv := servertest.Start(t, server.Options{
-		Policy: true, Sessions: o.store, Caps: o.caps,
-		REST: handlers.Config{StreamWriteWindow: o.writeWindow, LoopbackHosts: true},
+	srv := servertest.Start(t, server.Config{
+		Policy: true, SessionTTL: o.store.TTL, MaxSessions: o.store.MaxSessions, MaxPathsPerSession: o.store.MaxPathsPerSession,
+		ReadLimit: o.caps.Limit, ReadMaxLineLength: o.caps.MaxLineLength, ReadMaxBytes: o.caps.MaxBytes,
+		StreamWriteWindow: o.writeWindow, Addr: "127.0.0.1:8080",
 	})
 	return &inProcess{base: srv.URL, root: srv.Root, store: srv.Store}
 }

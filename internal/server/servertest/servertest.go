@@ -4,6 +4,7 @@
 package servertest
 
 import (
+	"context"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -17,22 +18,23 @@ type Server struct {
 	URL string
 }
 
-// Start builds a server from o (Root: a new temporary folder when empty)
-// and serves it until the test ends.
-func Start(tb testing.TB, o server.Options) *Server {
+// Start builds a server from cfg and opts (Root: a new temporary folder
+// when empty; every other zero field as server.Config says) and serves it
+// until the test ends, then shuts it down.
+func Start(tb testing.TB, cfg server.Config, opts ...server.Option) *Server {
 	tb.Helper()
-	if o.Root == "" {
+	if cfg.Root == "" {
 		root, err := filepath.EvalSymlinks(tb.TempDir())
 		if err != nil {
 			tb.Fatal(err)
 		}
-		o.Root = root
+		cfg.Root = root
 	}
-	s, err := server.New(o)
+	s, err := server.New(cfg, nil, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Shutdown(context.Background()) })
 	hs := httptest.NewServer(s.Handler)
 	tb.Cleanup(hs.Close)
 	return &Server{Server: s, URL: hs.URL}

@@ -1,20 +1,28 @@
-package handlers
+// Package metrics is the server's Prometheus series (docs/api.md,
+// "Metrics"): the executor's Observer, and the gauges and counters the
+// builder (internal/server) hooks to the other packages (the session store,
+// the searcher, the approvals, the change feed's own series). It is the one
+// package that owns a registry; transports serve Handler and know nothing of
+// Prometheus.
+package metrics
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
-// Metrics are the service's Prometheus series (docs/api.md, "Metrics"), on a registry of
-// their own so that several servers can live in one process (tests). No label
-// carries a path or a session id.
+// Metrics are the service's Prometheus series, on a registry of their own
+// so that several servers can live in one process (tests). No label carries
+// a path or a session id.
 type Metrics struct {
-	Registry      *prometheus.Registry
+	registry      *prometheus.Registry
 	statCalls     prometheus.Counter
 	staleVersions *prometheus.CounterVec
 	readFooters   *prometheus.CounterVec
@@ -43,11 +51,11 @@ type callSeries struct {
 	duration prometheus.Observer
 }
 
-// NewMetrics registers every series, with the Go and process collectors, on a
-// new registry.
-func NewMetrics() *Metrics {
+// New registers every series, with the Go and process collectors, on a new
+// registry.
+func New() *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		registry: prometheus.NewRegistry(),
 		statCalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolfs_fs_stat_calls_total",
 			Help: "Stat calls of the filesystem provider: one per read, plus one for X-Session-Cwd; none per write or edit.",
@@ -86,7 +94,7 @@ func NewMetrics() *Metrics {
 			Help: "Sandbox escalation approvals by how they ended: approve, reject, timeout or cancelled (the caller went away, or the server shut down).",
 		}, []string{"decision"}),
 	}
-	m.Registry.MustRegister(
+	m.registry.MustRegister(
 		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration, m.storeErrors,
 		m.cacheHits, m.cacheMisses, m.approvals,
 		collectors.NewGoCollector(),
@@ -114,6 +122,15 @@ func NewMetrics() *Metrics {
 }
 
 var _ tools.Observer = (*Metrics)(nil)
+
+// Handler serves the registry in the text exposition format (GET /metrics).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Registerer is where a package that defines its own series registers
+// them (the change feed: events.NewMetrics).
+func (m *Metrics) Registerer() prometheus.Registerer { return m.registry }
 
 // ToolCall counts one finished tool call (tools.Observer).
 func (m *Metrics) ToolCall(transport, tool string, code tools.Code, took time.Duration) {
@@ -164,7 +181,7 @@ func (m *Metrics) SessionStoreError(op string) { m.storeErrors.WithLabelValues(o
 // WatchSearch exports toolfs_search_sandboxed: 1 when rg runs confined by
 // Landlock, 0 when it runs unconfined (--search-sandbox best-effort).
 func (m *Metrics) WatchSearch(sandboxed func() bool) {
-	_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = m.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolfs_search_sandboxed",
 		Help: "1 when glob and grep run rg confined to the root by Landlock, else 0.",
 	}, func() float64 {
@@ -180,7 +197,7 @@ func (m *Metrics) Approval(outcome string) { m.approvals.WithLabelValues(outcome
 
 // WatchApprovals exports the number of pending approvals.
 func (m *Metrics) WatchApprovals(pending func() int) {
-	_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	_ = m.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolfs_approvals_pending", Help: "Sandbox escalations waiting for a person's decision.",
 	}, func() float64 { return float64(pending()) }))
 }
@@ -202,10 +219,10 @@ func (m *Metrics) WatchSessions(gate any) {
 		{"toolfs_observations", "(session, path) observations held.", func() float64 { _, n := st.Stats(); return float64(n) }},
 	} {
 		// A second server on the same Metrics finds them registered already.
-		_ = m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.value))
+		_ = m.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, g.value))
 	}
 	if ev, ok := gate.(interface{ Evicted() uint64 }); ok {
-		_ = m.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		_ = m.registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "toolfs_observations_evicted_total",
 			Help: "Observations the session store's bounds evicted (the session must read the path again).",
 		}, func() float64 { return float64(ev.Evicted()) }))
