@@ -5,7 +5,7 @@
 //
 // It knows nothing of the tool executor or the transports: the executor's
 // mutation hook calls Hub.Publish, a Watcher publishes external changes, and
-// Hub.ServeHTTP is mounted by the REST router.
+// the REST router mounts Hub.Handler.
 package events
 
 import (

@@ -43,7 +43,7 @@ type sse struct {
 
 // serve mounts the hub on a real loopback server.
 func serve(t *testing.T, h *Hub) *httptest.Server {
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(h.Handler(minimalProblem))
 	t.Cleanup(func() { h.Close(); srv.Close() })
 	return srv
 }
@@ -186,4 +186,19 @@ func value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// minimalProblem stands for the REST router's problem writer: an RFC
+// 9457 body, 503 for too many subscribers, else 400.
+func minimalProblem(w http.ResponseWriter, code, message string) {
+	status := http.StatusBadRequest
+	if code == CodeTooManySubscribers {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": http.StatusText(status), "status": status,
+		"detail": message, "code": code, "output": "Error: " + message,
+	})
 }

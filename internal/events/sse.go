@@ -1,7 +1,6 @@
 package events
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -17,25 +16,19 @@ const retryMillis = 2000
 // stable code). The REST router passes its one problem writer.
 type ProblemWriter func(w http.ResponseWriter, code, message string)
 
-// Handler is ServeHTTP with refusals written by problem.
-func (h *Hub) Handler(problem ProblemWriter) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, problem) })
-}
-
-// ServeHTTP serves GET /events as server-sent events (docs/events.md): the
+// Handler serves GET /events as server-sent events (docs/events.md): the
 // backlog or reset of a resume, then every matching event as it is
 // published, a heartbeat comment on an idle stream, and a reset followed by
 // the end of the stream when the subscriber fell behind. Each event is
 // flushed as it is written (X-Accel-Buffering: no keeps nginx from holding
 // it). The stream ends when the client goes away, a write stalls past
-// Config.WriteTimeout, or the hub closes.
-// Refusals get a minimal problem body; see Handler.
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, nil) }
+// Config.WriteTimeout, or the hub closes. Refusals are written by problem
+// (the REST router's one problem writer).
+func (h *Hub) Handler(problem ProblemWriter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, problem) })
+}
 
 func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWriter) {
-	if problem == nil {
-		problem = minimalProblem
-	}
 	q := r.URL.Query()
 	f, err := NewFilter(q["session"], q["path"])
 	if err != nil {
@@ -129,18 +122,4 @@ func (s *stream) send(frame func([]byte) []byte) bool {
 		return false
 	}
 	return s.rc.Flush() == nil
-}
-
-// minimalProblem is an RFC 9457 body for a hub served on its own.
-func minimalProblem(w http.ResponseWriter, code, message string) {
-	status := http.StatusBadRequest
-	if code == CodeTooManySubscribers {
-		status = http.StatusServiceUnavailable
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": http.StatusText(status), "status": status,
-		"detail": message, "code": code, "output": "Error: " + message,
-	})
 }

@@ -144,3 +144,10 @@ func umask(t *testing.T) os.FileMode {
 	syscall.Umask(old)
 	return os.FileMode(old)
 }
+
+// size is the number of live lock entries: 0 once no call holds a lock.
+func (k *keyLocks) size() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.m)
+}

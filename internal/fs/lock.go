@@ -55,13 +55,6 @@ func (k *keyLocks) release(key TargetKey, e *keyLock) {
 	k.mu.Unlock()
 }
 
-// size is the number of live entries (for tests).
-func (k *keyLocks) size() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.m)
-}
-
 // bucketLocks are the cross-process locks: an exclusive flock on
 // <root>/.toolfs-api/locks/<hash(rel) % lockBuckets>.lock, opened relative to
 // the kept descriptor of that folder. rel is the target's real path relative

@@ -101,7 +101,7 @@ func (r readResult) appendJSON(b []byte) []byte {
 	spans := slices.Grow((*sp)[:0], 2*len(r.Window.Lines))[:2*len(r.Window.Lines)] // where each escaped text is in b
 	*sp = spans
 	for i, l := range r.Window.Lines {
-		// render.LineText, escaped
+		// "<number>: <text>\n" (render.ReadOutput), escaped
 		b = strconv.AppendInt(b, int64(l.Number), 10)
 		b = append(b, ": "...)
 		spans[2*i] = len(b)

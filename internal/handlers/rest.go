@@ -368,7 +368,8 @@ func (o *lineWriter) Lines(lines []render.Line) error {
 		o.rc.SetWriteDeadline(time.Now().Add(o.window))
 	}
 	for _, l := range lines {
-		// render.LineText without building a string per line.
+		// "<number>: <text>\n" (render.ReadOutput), without building a
+		// string per line.
 		o.num = strconv.AppendInt(o.num[:0], int64(l.Number), 10)
 		o.num = append(o.num, ": "...)
 		o.bw.Write(o.num)

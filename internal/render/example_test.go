@@ -23,7 +23,7 @@ func ExampleWindower() {
 				fmt.Fprint(out, render.ReadHeader("/w/notes.txt"))
 				started = true
 			}
-			fmt.Fprint(out, render.LineText(l))
+			fmt.Fprintf(out, "%d: %s\n", l.Number, l.Text)
 		}
 	}
 	buf := make([]byte, 4) // any chunk size gives the same window

@@ -45,9 +45,6 @@ func ReadHeader(display string) string {
 	return "<path>" + display + "</path>\n<type>file</type>\n<content>\n"
 }
 
-// LineText is one numbered line of a read output, newline included.
-func LineText(l Line) string { return strconv.Itoa(l.Number) + ": " + l.Text + "\n" }
-
 // FooterText is the window's one footer line, without a newline.
 func FooterText(w Window) string {
 	end := w.Offset - 1
@@ -73,7 +70,10 @@ func ReadTail(w Window) string {
 	return "\n" + FooterText(w) + "\n</content>"
 }
 
-// ReadOutput is the whole read output: ReadHeader, each LineText, ReadTail.
+// ReadOutput is the whole read output: ReadHeader, each line as
+// "<number>: <text>\n", ReadTail. The transports write the same bytes
+// straight into their bodies (internal/handlers: the JSON answer and the
+// streamed one).
 func ReadOutput(display string, w Window) string {
 	size := len(display) + 160 // header, footer and tail
 	for _, l := range w.Lines {

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -106,3 +107,7 @@ func TestLang(t *testing.T) {
 		})
 	}
 }
+
+// LineText is one numbered line of a read output, newline included: the
+// form ReadOutput and the transports write without building it.
+func LineText(l Line) string { return strconv.Itoa(l.Number) + ": " + l.Text + "\n" }

@@ -278,10 +278,6 @@ func (c Config) MemoryLimit() int64 {
 	return n
 }
 
-// SessionStoreName is --session-store as logs show it: a Redis URL without
-// its password.
-func (c Config) SessionStoreName() string { return redactURL(c.withDefaults().SessionStore) }
-
 // loopback reports whether Addr is a loopback address.
 func (c Config) loopback() bool {
 	host, _, err := net.SplitHostPort(c.Addr)

@@ -58,14 +58,6 @@ func (s Sessions) Resolve(header func(name string) []string, transportSession st
 	return session, v, nil
 }
 
-// HeaderValue is the one value a session header (X-Session-ID, an alias or
-// X-Session-Cwd) stands for, as Resolve reads it; present is false when it
-// stands for none. Meaningful once Resolve has accepted the header.
-func HeaderValue(name string, values []string) (v string, present bool) {
-	v, present, _ = headerValue(values, name != HeaderSessionCwd)
-	return v, present
-}
-
 // headerValue is the one non-empty value among a header's values. When ids
 // is set, each value is also split at commas, trimmed of spaces and tabs (a
 // proxy may join repeated lines into one, RFC 9110 section 5.3, and no

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,7 @@ type sink struct {
 func (s *sink) Begin(h string) error { s.begun = true; s.b.WriteString(h); return nil }
 func (s *sink) Lines(ls []render.Line) error {
 	for _, l := range ls {
-		s.b.WriteString(render.LineText(l))
+		fmt.Fprintf(&s.b, "%d: %s\n", l.Number, l.Text)
 	}
 	return nil
 }
