@@ -1,0 +1,130 @@
+package server_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/toolfs/toolfs-api"
+
+// ours are the module's packages each package may import, as
+// docs/architecture.md's table says: the arrows point one way, the binary
+// knows only the builder, and a transport reaches the provider, the policy
+// and the approvals only through the executor.
+var ours = map[string][]string{
+	"api":                        nil,
+	"cmd/toolfs-api":             {"internal/server"},
+	"internal/server":            {"internal/approval", "internal/events", "internal/fs", "internal/handlers", "internal/mcp", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/tools"},
+	"internal/handlers":          {"api", "internal/events", "internal/render", "internal/tools"},
+	"internal/mcp":               {"internal/tools"},
+	"internal/metrics":           {"internal/tools"},
+	"internal/tools":             {"internal/approval", "internal/fs", "internal/policy", "internal/render", "internal/search"},
+	"internal/events":            {"internal/fs", "internal/render"},
+	"internal/search":            {"internal/fs"},
+	"internal/policy":            {"internal/fs"},
+	"internal/approval":          nil,
+	"internal/render":            nil,
+	"internal/fs":                nil,
+	"internal/redistest":         nil,
+	"internal/server/servertest": {"internal/server"},
+	"bench":                      {"internal/server"},
+	"test/proxy/check":           nil,
+}
+
+// prometheus may be imported only where series are defined.
+var prometheusAt = []string{"internal/metrics", "internal/events"}
+
+// TestImportsFollowTheArrows parses every package's non-test files (go/parser,
+// no build, no network) and checks the imports of ours against the table
+// above, and that only the metrics packages import Prometheus. A package the
+// table does not know fails, so a new one is placed on purpose.
+func TestImportsFollowTheArrows(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	imports := map[string]map[string]bool{} // package dir → imported paths
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		dir, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		dir = filepath.ToSlash(dir)
+		if imports[dir] == nil {
+			imports[dir] = map[string]bool{}
+		}
+		for _, s := range f.Imports {
+			p, err := strconv.Unquote(s.Path.Value)
+			if err != nil {
+				return err
+			}
+			imports[dir][p] = true
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, imports, "cmd/toolfs-api", "the walk found the module's packages")
+
+	for dir := range ours {
+		assert.Contains(t, imports, dir, "the table names a package that is gone")
+	}
+	for dir, paths := range imports {
+		allowed, known := ours[dir]
+		if !assert.True(t, known, "package %s is not in the table: add it with the imports of ours it may have", dir) {
+			continue
+		}
+		for p := range paths {
+			if rel, ok := strings.CutPrefix(p, module+"/"); ok {
+				assert.True(t, slices.Contains(allowed, rel), "%s imports %s", dir, rel)
+			}
+			if strings.HasPrefix(p, "github.com/prometheus/") {
+				assert.True(t, slices.Contains(prometheusAt, dir), "%s imports %s: metrics live in internal/metrics", dir, p)
+			}
+		}
+	}
+}
+
+// TestTheBinaryKnowsOnlyTheBuilder: cmd/toolfs-api's imports are the
+// standard library and internal/server, nothing else (flags → Config → New
+// → Listen, Serve → Shutdown).
+func TestTheBinaryKnowsOnlyTheBuilder(t *testing.T) {
+	entries, err := os.ReadDir("../../cmd/toolfs-api")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("../../cmd/toolfs-api", e.Name()), nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, s := range f.Imports {
+			p, _ := strconv.Unquote(s.Path.Value)
+			first, _, _ := strings.Cut(p, "/")
+			stdlib := !strings.Contains(first, ".")
+			assert.True(t, stdlib || p == module+"/internal/server", "%s imports %s", e.Name(), p)
+		}
+	}
+}
