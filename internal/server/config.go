@@ -168,6 +168,22 @@ func (c Config) withDefaults() Config {
 // of its flag (cmd/toolfs-api runs it on the parsed flags, so a zero its
 // flag forbids is refused here, though New would take the default).
 func (c Config) Validate() error {
+	if err := c.validateSettings(); err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %v", c.Addr, err)
+	}
+	if !isLoopback(host) && c.Token == "" && !c.AllowNoToken {
+		return fmt.Errorf("--addr %q is not a loopback address: set --token (or --allow-no-token to serve without auth)", c.Addr)
+	}
+	return nil
+}
+
+// validateSettings is Validate without the listening address, which only
+// Listen uses; New runs it once the zero bounds took their defaults.
+func (c Config) validateSettings() error {
 	positive := []struct {
 		name string
 		v    int64
@@ -192,22 +208,6 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
 	}
-	if err := c.validateSettings(); err != nil {
-		return err
-	}
-	host, _, err := net.SplitHostPort(c.Addr)
-	if err != nil {
-		return fmt.Errorf("--addr %q: %v", c.Addr, err)
-	}
-	if !isLoopback(host) && c.Token == "" && !c.AllowNoToken {
-		return fmt.Errorf("--addr %q is not a loopback address: set --token (or --allow-no-token to serve without auth)", c.Addr)
-	}
-	return nil
-}
-
-// validateSettings is Validate without the bounds New defaults and without
-// the listening address, which only Listen uses.
-func (c Config) validateSettings() error {
 	if c.CacheBytes < 0 {
 		return errors.New("--cache-bytes must be 0 (off) or positive")
 	}
