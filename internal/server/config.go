@@ -19,7 +19,7 @@ import (
 )
 
 // Config is every setting of a server, one field per flag of
-// cmd/toolfs-api (README.md, "Flags"), as that flag's value: cmd parses the
+// cmd/toolfs-api (README.md, "Configuration"), as that flag's value: cmd parses the
 // flags into it, New builds from it. DefaultConfig holds the flags'
 // defaults.
 //
