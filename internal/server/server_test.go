@@ -76,6 +76,7 @@ func TestShutdownDrains(t *testing.T) {
 		}()
 		return ch
 	}
+	require.Equal(t, http.StatusOK, (<-post("/tools/read", `{"file_path":"a.txt"}`)).status, "the default session read the file")
 	escalated := post("/tools/write", `{"file_path":"a.txt","content":"two\n","sandbox_permissions":"workspace-write","justification":"j"}`)
 	poll := make(chan int, 1)
 	go func() {
