@@ -112,6 +112,8 @@ type Log struct {
 	closed   bool
 
 	syncs, records atomic.Uint64
+
+	beforeSync func() // tests only: runs before each flush's fsync
 }
 
 // batch is the records one write and one fsync put on disk.
@@ -363,6 +365,9 @@ func (l *Log) flushLocked(b *batch) {
 	if err == nil {
 		n, err = f.Write(b.buf)
 		if err == nil {
+			if l.beforeSync != nil {
+				l.beforeSync()
+			}
 			err = f.Sync()
 			l.syncs.Add(1)
 		}
