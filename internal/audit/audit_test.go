@@ -82,14 +82,13 @@ func TestConcurrentCommitsShareFsyncs(t *testing.T) {
 	var first sync.Once
 	l.beforeSync = func() {
 		first.Do(func() {
-			for {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 				l.mu.Lock()
 				waiting := l.pending.n
 				l.mu.Unlock()
 				if waiting == n-1 {
 					return
 				}
-				time.Sleep(time.Millisecond)
 			}
 		})
 	}
