@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"strconv"
@@ -26,11 +27,14 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 		return EditOutcome{}, err
 	}
 	out := EditOutcome{Replacements: count, Version: version}
+	var kp *keeping
 	if edit.DryRun {
 		if err := revalidate(o, version, t.Display); err != nil {
 			return EditOutcome{}, err
 		}
 	} else {
+		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Content: o.f})
+		defer kp.abandon() // before o.close: Keep reads the file
 		tmp, err := l.stageEdit(o, func(w io.Writer) error {
 			_, err := w.Write(after)
 			return err
@@ -39,7 +43,11 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 			return EditOutcome{}, err
 		}
 		defer tmp.discard()
-		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display); err != nil {
+		var sum [32]byte
+		if kp != nil {
+			sum = sha256.Sum256(after)
+		}
+		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display, kp, sum); err != nil {
 			return EditOutcome{}, err
 		}
 		out.Hash = HashBytes(after)
@@ -48,6 +56,7 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 		b, a := string(lfNormalize(text)), string(lfNormalize(after))
 		out.Before, out.After = &b, &a
 	}
+	kp.published(&Published{Version: out.Version, Before: out.Before, After: out.After})
 	return out, nil
 }
 

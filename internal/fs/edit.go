@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"strings"
@@ -37,10 +39,11 @@ var errChanged = errors.New("file changed during the edit")
 // once for the text checks and the match counts (scan), choose the literal
 // or CRLF-adapted needle (chooseNeedle), rewrite it into a staged file with
 // the matches replaced, copying every other byte exactly (rewriteInto,
-// stageEdit); for a batch (editBatch): load the text, apply the edits in
-// memory (applyEdits), stage it. Then check nothing changed the file
-// meanwhile (revalidate) and publish (publishEdit). A dry run stops before
-// staging (docs/edits.md).
+// stageEdit), while the request's Keeper keeps the file (startKeeping);
+// for a batch (editBatch): load the text, apply the edits in memory
+// (applyEdits), stage it. Then let the Keeper prepare, check nothing
+// changed the file meanwhile (revalidate), publish (publishEdit) and tell
+// the Keeper. A dry run stops before staging (docs/edits.md).
 func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error) {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
@@ -74,8 +77,10 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if err != nil {
 		return EditOutcome{}, l.withHint(ctx, o, err, edit)
 	}
+	sc.sum = edit.Keeper != nil && !edit.DryRun
 	fill := l.rewriteInto(ctx, o, m, sc)
 	out := EditOutcome{Replacements: m.count, Version: version}
+	var kp *keeping
 	if edit.DryRun {
 		if err := fill(io.Discard); err != nil {
 			return EditOutcome{}, l.rewriteErr(err, t.Display)
@@ -84,12 +89,18 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 			return EditOutcome{}, err
 		}
 	} else {
+		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Content: o.f})
+		defer kp.abandon() // before o.close: Keep reads the file
 		tmp, err := l.stageEdit(o, fill, t.Display)
 		if err != nil {
 			return EditOutcome{}, err
 		}
 		defer tmp.discard()
-		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display); err != nil {
+		var sum [32]byte
+		if sc.sum {
+			sc.sha.Sum(sum[:0])
+		}
+		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display, kp, sum); err != nil {
 			return EditOutcome{}, err
 		}
 		out.Hash = hashOf(sc.hash)
@@ -98,12 +109,17 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		b, a := lfNormalizeString(sc.before.String()), lfNormalizeString(sc.after.String())
 		out.Before, out.After = &b, &a
 	}
+	kp.published(&Published{Version: out.Version, Before: out.Before, After: out.After})
 	return out, nil
 }
 
-// publishEdit checks that no writer outside our locks changed the file
-// while the staged one was written, publishes it and reports its version.
-func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version Version, display string) (Version, error) {
+// publishEdit lets the Keeper prepare, checks that no writer outside our
+// locks changed the file while the staged one was written, publishes it
+// and reports its version.
+func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version Version, display string, kp *keeping, sum [32]byte) (Version, error) {
+	if err := kp.prepare(ctx, "edit", display, sum); err != nil {
+		return "", err
+	}
 	if l.hooks.beforePublish != nil {
 		l.hooks.beforePublish()
 	}
@@ -118,6 +134,7 @@ func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version
 	}
 	v, err := tmp.commit()
 	if err != nil {
+		kp.published(&Published{}) // published, though its folder's sync failed
 		return "", l.fail("edit", display, err)
 	}
 	o.closeFileLater()
@@ -145,6 +162,8 @@ type editScan struct {
 	size          int64
 	before, after strings.Builder
 	hash          *xxh3.Hasher // of the rewritten content
+	sum           bool         // sha too, for a Keeper
+	sha           hash.Hash    // SHA-256 of the rewritten content, with sum
 }
 
 // scan checks the text (no NUL, valid UTF-8, runes split by a chunk
@@ -217,6 +236,9 @@ func (l *Local) rewriteInto(ctx context.Context, o *opened, m *matcher, sc *edit
 	return func(out io.Writer) error {
 		sc.after = strings.Builder{} // a second run (EXDEV) starts again
 		sc.hash = xxh3.New()
+		if sc.sum {
+			sc.sha = sha256.New()
+		}
 		if sc.keepBasis {
 			sc.after.Grow(int(min(sc.size+grow, l.diffMax))) // the basis stops at diffMax
 		}
@@ -232,6 +254,9 @@ func (l *Local) rewriteInto(ctx context.Context, o *opened, m *matcher, sc *edit
 				}
 			}
 			sc.hash.Write(b)
+			if sc.sum {
+				sc.sha.Write(b)
+			}
 			_, err := bw.Write(b)
 			return err
 		}

@@ -166,6 +166,10 @@ type WriteIntent struct {
 	// DryRun runs every check under the lock and computes the diff basis,
 	// but stages, publishes and creates nothing (docs/edits.md).
 	DryRun bool
+	// Keeper, when set, keeps what the write replaces (docs/checkpoints.md);
+	// not called for a dry run. With a nil Kind the write stays
+	// unconditional.
+	Keeper Keeper
 }
 
 // Operation says whether a write created or replaced its target.
@@ -211,6 +215,9 @@ type EditRequest struct {
 	// file at another version whose bytes still have this hash is edited,
 	// not stale ("" = compare versions only).
 	SeenHash Hash
+	// Keeper, when set, keeps what the edit replaces (docs/checkpoints.md);
+	// not called for a dry run.
+	Keeper Keeper
 }
 
 // Edit is one item of a batch.

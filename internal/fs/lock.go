@@ -63,20 +63,34 @@ func (k *keyLocks) release(key TargetKey, e *keyLock) {
 // description, so two providers in one process exclude each other too.
 type bucketLocks struct{ dir int }
 
+// bucketOf is the bucket number of a root-relative real path.
+func bucketOf(rel string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(rel))
+	return h.Sum64() % lockBuckets
+}
+
+func bucketName(n uint64) string { return strconv.FormatUint(n, 10) + ".lock" }
+
 // lock takes the bucket's flock, polling without blocking so ctx can cancel
 // the wait.
 func (b bucketLocks) lock(ctx context.Context, rel string) (unlock func(), err error) {
-	h := fnv.New64a()
-	h.Write([]byte(rel))
-	name := strconv.FormatUint(h.Sum64()%lockBuckets, 10) + ".lock"
-	fd, err := unix.Openat(b.dir, name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	return lockFileAt(ctx, b.dir, bucketName(bucketOf(rel)), unix.LOCK_EX)
+}
+
+// lockFileAt takes a flock (how: LOCK_EX or LOCK_SH) on the lock file name
+// in dir, made (0600) when missing and never followed, polling without
+// blocking (50 µs growing to 5 ms) so ctx can cancel the wait. Closing the
+// descriptor, which unlock does, releases it.
+func lockFileAt(ctx context.Context, dir int, name string, how int) (unlock func(), err error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(fd, how|unix.LOCK_NB)
 		if err == nil {
-			return func() { unix.Close(fd) }, nil // closing releases the flock
+			return func() { unix.Close(fd) }, nil
 		}
 		if err != unix.EWOULDBLOCK && err != unix.EINTR {
 			unix.Close(fd)

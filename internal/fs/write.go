@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +21,11 @@ import (
 // FileSystem.WriteText. Its steps, under the target's locks: look at the
 // target (checkWriteTarget), check the intent (checkIntent), open the file
 // it replaces (openOld) and start the side work (the hash and the diff
-// basis, while the disk works: startWriteSide), make missing parents
-// (enterParent), stage the content, join the side work, publish it as the
-// intent allows (publishWrite), commit, and close the replaced file after
-// returning (closeLater).
+// basis, while the disk works: startWriteSide), start the intent's Keeper
+// (startKeeping), make missing parents (enterParent), stage the content,
+// join the side work, let the Keeper prepare, publish it as the intent
+// allows (publishWrite), commit, tell the Keeper, and close the replaced
+// file after returning (closeLater).
 func (l *Local) WriteText(ctx context.Context, t Target, content string, intent *WriteIntent) (WriteOutcome, error) {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
@@ -48,6 +51,10 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 		return WriteOutcome{}, err
 	}
 
+	var keeper Keeper
+	if intent != nil && !intent.DryRun {
+		keeper = intent.Keeper
+	}
 	out := WriteOutcome{Operation: OpCreate}
 	mode, owner := l.newMode, (*unix.Stat_t)(nil)
 	var old *oldFile
@@ -55,9 +62,13 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 		out.Operation = OpUpdate
 		mode, owner = keptMode(&w.st), &w.st
 		old = openOld(w.dir, w.name)
+		if keeper != nil && old != nil && old.version != version {
+			old.close()
+			return WriteOutcome{}, staleWrite(t.Display) // replaced between the walk and the open
+		}
 	}
 	defer old.close()
-	side := l.startWriteSide(old, content)
+	side := l.startWriteSide(old, content, keeper != nil)
 	defer side.wait() // before old.close: it reads the old file
 	if intent != nil && intent.DryRun {
 		// Every check is done; missing parents are not made (docs/edits.md).
@@ -65,9 +76,18 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 		out.Version, out.Hash = version, ""
 		return out, nil
 	}
+	replaced := Replaced{Path: l.relOf(t), Exists: exists, Version: version}
+	if exists {
+		replaced.Size = w.st.Size
+		if old != nil {
+			replaced.Content = old
+		}
+	}
+	kp := startKeeping(ctx, keeper, replaced)
+	defer kp.abandon() // before old.close: Keep reads the old file
 	if w.dir < 0 {
 		w.close(l)
-		if w, err = l.enterParent(t, intent); err != nil {
+		if w, err = l.enterParent(t, intent, kp != nil); err != nil {
 			return WriteOutcome{}, err
 		}
 	}
@@ -81,20 +101,46 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 	}
 	defer tmp.discard()
 	side.wait().fill(&out)
+	if err := kp.prepare(ctx, "write", t.Display, side.sha256); err != nil {
+		return WriteOutcome{}, err
+	}
 	if l.hooks.beforePublish != nil {
 		l.hooks.beforePublish()
 	}
 	if err := ctx.Err(); err != nil {
 		return WriteOutcome{}, aborted("write", err)
 	}
-	if err := l.publishWrite(tmp, w, t, intent, version); err != nil {
+	if err := l.publishWrite(tmp, w, t, intent, version, kp != nil); err != nil {
 		return WriteOutcome{}, err
 	}
-	if out.Version, err = tmp.commit(); err != nil {
+	out.Version, err = tmp.commit()
+	if kp != nil {
+		// Published, even when the folder's sync failed.
+		kp.published(writtenFor(out, content, l.diffMax, err))
+	}
+	if err != nil {
 		return WriteOutcome{}, l.fail("write", t.Display, err)
 	}
 	old.closeLater()
 	return out, nil
+}
+
+// writtenFor is what a Keeper hears of a published write: a create's diff
+// basis is "" and the new text, when it is below the limit.
+func writtenFor(out WriteOutcome, content string, diffMax int64, commitErr error) *Published {
+	p := &Published{Version: out.Version, Before: out.Before}
+	if commitErr != nil {
+		p.Version = ""
+	}
+	switch {
+	case out.Before != nil:
+		after := out.After
+		p.After = &after
+	case out.Operation == OpCreate && int64(len(content)) < diffMax:
+		before, after := "", lfNormalizeString(content)
+		p.Before, p.After = &before, &after
+	}
+	return p
 }
 
 // sameBytesAt reports whether the file at dir/name, still at version,
@@ -149,17 +195,22 @@ func checkIntent(intent *WriteIntent, exists bool, version Version, display stri
 }
 
 // enterParent makes the target's missing parent folders and stands in the
-// parent, judging anything that appeared at the target meanwhile.
-func (l *Local) enterParent(t Target, intent *WriteIntent) (walked, error) {
+// parent, judging anything that appeared at the target meanwhile: an
+// unconditional write replaces it like any file, unless a Keeper kept the
+// target's absence (kept).
+func (l *Local) enterParent(t Target, intent *WriteIntent, kept bool) (walked, error) {
 	w, err := l.walkKey(t, true)
 	if err != nil {
 		return w, l.fail("write", t.Display, err)
 	}
+	unconditional := intent == nil || intent.Kind == 0
 	switch {
 	case w.kind == walkMissing && w.dir >= 0:
 		return w, nil
-	case w.kind == walkFound && isRegular(&w.st) && intent == nil: // replaced like any file
+	case w.kind == walkFound && isRegular(&w.st) && unconditional && !kept:
 		return w, nil
+	case w.kind == walkFound && isRegular(&w.st) && unconditional:
+		err = staleWrite(t.Display)
 	case w.kind == walkFound && isRegular(&w.st):
 		err = notObserved(t.Display)
 	default:
@@ -171,7 +222,8 @@ func (l *Local) enterParent(t Target, intent *WriteIntent) (walked, error) {
 
 // publishWrite puts the staged file in place as the intent allows: never
 // over an entry for a create, only over the same version for a replace.
-func (l *Local) publishWrite(tmp *staged, w walked, t Target, intent *WriteIntent, version Version) error {
+// With a Keeper (kept), only over what was kept, whatever the intent.
+func (l *Local) publishWrite(tmp *staged, w walked, t Target, intent *WriteIntent, version Version, kept bool) error {
 	var err error
 	switch {
 	case intent != nil && intent.Kind == CreateIfAbsent:
@@ -179,7 +231,12 @@ func (l *Local) publishWrite(tmp *staged, w walked, t Target, intent *WriteInten
 		if errors.Is(err, unix.EEXIST) {
 			return l.competitor(w.dir, w.name, t)
 		}
-	case intent != nil && intent.Kind == ReplaceIfVersion:
+	case kept && version == "": // an unconditional create
+		err = tmp.publishNew()
+		if errors.Is(err, unix.EEXIST) {
+			return staleWrite(t.Display)
+		}
+	case intent != nil && intent.Kind == ReplaceIfVersion, kept:
 		// The rename below replaces whatever the name holds now; a
 		// writer outside our lock may have been quicker.
 		if cur, ok := statAt(w.dir, w.name); !ok || versionOf(&cur) != version {
@@ -226,8 +283,9 @@ func (l *Local) competitor(dir int, name string, t Target) error {
 // after the answer, off the caller's path (docs/performance.md, section 5).
 // A nil *oldFile has nothing open.
 type oldFile struct {
-	fd   int
-	size int64
+	fd      int
+	size    int64
+	version Version
 }
 
 // openOld opens the regular file dir/name; nil when it cannot.
@@ -241,7 +299,7 @@ func openOld(dir int, name string) *oldFile {
 		unix.Close(fd)
 		return nil
 	}
-	return &oldFile{fd: fd, size: st.Size}
+	return &oldFile{fd: fd, size: st.Size, version: versionOf(&st)}
 }
 
 // close closes the file now, unless closeLater took it.
@@ -297,18 +355,22 @@ func (o *oldFile) text() *string {
 type writeSide struct {
 	done   chan struct{}
 	hash   Hash
+	sha256 [32]byte // with a Keeper only
 	before *string
 	after  string
 }
 
 // startWriteSide starts the side work of writing content over old (nil for
-// a create).
-func (l *Local) startWriteSide(old *oldFile, content string) *writeSide {
+// a create); with sum, the SHA-256 of the content too, for a Keeper.
+func (l *Local) startWriteSide(old *oldFile, content string, sum bool) *writeSide {
 	s := &writeSide{done: make(chan struct{})}
 	basis := old != nil && old.size < l.diffMax && int64(len(content)) < l.diffMax
 	go func() {
 		defer close(s.done)
 		s.hash = HashString(content)
+		if sum {
+			s.sha256 = sha256.Sum256(unsafe.Slice(unsafe.StringData(content), len(content))) // read only: no copy
+		}
 		if basis {
 			if s.before = old.text(); s.before != nil {
 				s.after = lfNormalizeString(content)
@@ -545,13 +607,7 @@ func (s *staged) commit() (Version, error) {
 	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
 		return "", err
 	}
-	dfd, err := unix.Openat(s.dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	err = unix.Fsync(dfd)
-	unix.Close(dfd)
-	if err != nil && err != unix.EINVAL { // EINVAL: the filesystem cannot sync folders
+	if err := syncDir(s.dir); err != nil {
 		return "", err
 	}
 	return versionOf(&st), nil

@@ -1,0 +1,154 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// Keeper keeps what a write or edit replaces, so that the change can be
+// undone later (the checkpoints, docs/checkpoints.md). The provider calls
+// it under the target's locks, never for a dry run, in this order:
+//   - Keep, once every check passed and the new content is about to be
+//     staged, with the file the mutation replaces. It runs on its own
+//     goroutine while the new content is staged and synced.
+//   - Prepare, once Keep returned and the new content is staged, with the
+//     new content's SHA-256, just before the version is checked a last time
+//     and the content published.
+//   - Done, exactly once after Keep, whatever happened: with what was
+//     published, or nil when nothing was.
+//
+// An error from Keep or Prepare fails the mutation with nothing published
+// (CodeIO, unless the error is an *Error or a cancellation). With a Keeper,
+// a write publishes only over the file it kept: one that a writer outside
+// the server's locks swapped in meanwhile is CodeStaleVersion, even for an
+// unconditional write.
+type Keeper interface {
+	Keep(ctx context.Context, r Replaced) error
+	Prepare(ctx context.Context, sha256 [32]byte) error
+	Done(p *Published)
+}
+
+// Replaced is the file a write or edit is about to replace, as its Keeper
+// sees it.
+type Replaced struct {
+	// Path is the target's real path relative to the root (symlinks
+	// resolved), which Resolve turns back into the same Target.
+	Path string
+	// Exists is false for a write that creates the file.
+	Exists  bool
+	Version Version
+	Size    int64
+	// Content reads the replaced bytes (concurrent reads are fine) until
+	// Keep returns; nil when the file is absent or could not be opened for
+	// reading (a write-only file, say).
+	Content io.ReaderAt
+}
+
+// Published is what a write or edit published, as its Keeper hears of it.
+type Published struct {
+	Version Version
+	// Before and After are the LF-normalized texts before and after the
+	// change (a create's Before is ""), nil when the provider declined a
+	// diff basis (at or above its limit, or not UTF-8).
+	Before, After *string
+}
+
+// keeping is one mutation's use of its Keeper. A nil *keeping (no Keeper)
+// does nothing.
+type keeping struct {
+	k        Keeper
+	done     chan struct{}
+	err      error
+	finished bool
+}
+
+// startKeeping runs k.Keep(r) on its own goroutine; nil when k is nil.
+func startKeeping(ctx context.Context, k Keeper, r Replaced) *keeping {
+	if k == nil {
+		return nil
+	}
+	kp := &keeping{k: k, done: make(chan struct{})}
+	go func() {
+		defer close(kp.done)
+		kp.err = k.Keep(ctx, r)
+	}()
+	return kp
+}
+
+// prepare waits for Keep and calls Prepare with the staged content's
+// SHA-256, mapping a failure for op on display.
+func (kp *keeping) prepare(ctx context.Context, op, display string, sum [32]byte) error {
+	if kp == nil {
+		return nil
+	}
+	<-kp.done
+	err := kp.err
+	if err == nil {
+		err = kp.k.Prepare(ctx, sum)
+	}
+	if err != nil {
+		return keepErr(op, display, err)
+	}
+	return nil
+}
+
+// published calls Done with what was published.
+func (kp *keeping) published(p *Published) {
+	if kp == nil || kp.finished {
+		return
+	}
+	kp.finished = true
+	kp.k.Done(p)
+}
+
+// abandon calls Done(nil) unless published did: deferred by every
+// mutation that started keeping, it waits for Keep first, since Keep reads
+// the file the mutation closes after it.
+func (kp *keeping) abandon() {
+	if kp == nil || kp.finished {
+		return
+	}
+	<-kp.done
+	kp.finished = true
+	kp.k.Done(nil)
+}
+
+func keepErr(op, display string, err error) error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return aborted(op, err)
+	}
+	return &Error{Code: CodeIO, Message: fmt.Sprintf(`cannot %s "%s": the server cannot keep a checkpoint of the file`, op, display), Err: err}
+}
+
+// relOf is the real root-relative path of a Key this provider made.
+func (l *Local) relOf(t Target) string {
+	rel, _ := within(l.rootReal, string(t.Key))
+	return rel
+}
+
+// ReadAt reads the old file at off (io.ReaderAt), for its Keeper.
+func (o *oldFile) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Pread(o.fd, p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
+}
