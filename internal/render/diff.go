@@ -66,6 +66,22 @@ func LineChanges(before, after string) []LineChange {
 	return out
 }
 
+// LineCounts counts the lines a change from before to after (LF-normalized
+// texts) added and removed, as Diffs' hunks show them: a line whose only
+// change is its final newline counts as one removed and one added. Past the
+// line diff's bounds (see Diffs) the whole changed region counts.
+func LineCounts(before, after string) (added, removed int) {
+	a, b, _, ok := changedRegion(before, after)
+	if !ok {
+		return 0, 0
+	}
+	for _, blk := range changedBlocks(a, b) {
+		removed += blk.a1 - blk.a0
+		added += blk.b1 - blk.b0
+	}
+	return added, removed
+}
+
 // changedRegion is the lines of before and after that hold every change
 // and its context, and the number of lines before them; !ok when the texts
 // are equal.

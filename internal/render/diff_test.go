@@ -289,3 +289,29 @@ func TestLineChanges(t *testing.T) {
 	assert.Nil(t, LineChanges(before, before))
 	assert.Equal(t, []LineChange{{0, 0, 0, 1}}, LineChanges("", "x\n"))
 }
+
+// LineCounts counts what Diffs shows: added and removed lines, a changed
+// final newline included, a BOM not.
+func TestLineCounts(t *testing.T) {
+	tests := []struct {
+		name           string
+		before, after  string
+		added, removed int
+	}{
+		{"equal", "a\nb\n", "a\nb\n", 0, 0},
+		{"create", "", "a\nb\nc", 3, 0},
+		{"empty the file", "a\nb\n", "", 0, 2},
+		{"one line changed", "a\nb\nc\n", "a\nB\nc\n", 1, 1},
+		{"lines inserted", "a\nc\n", "a\nb1\nb2\nc\n", 2, 0},
+		{"final newline added", "a\nb", "a\nb\n", 1, 1},
+		{"two separate changes", numbered(20), strings.Replace(strings.Replace(numbered(20), "line2\n", "", 1), "line18\n", "x\ny\n", 1), 2, 2},
+		{"bom only", "\uFEFFa\n", "a\n", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			added, removed := LineCounts(tt.before, tt.after)
+			assert.Equal(t, tt.added, added, "added")
+			assert.Equal(t, tt.removed, removed, "removed")
+		})
+	}
+}
