@@ -134,6 +134,11 @@ func (l *Local) relOf(t Target) string {
 	return rel
 }
 
+// RealPath is the target's real path relative to the root, as a Keeper
+// hears it (Replaced.Path): Resolve of it gives back the same Target, and a
+// Target it no longer gives back is reached through a link that changed.
+func (l *Local) RealPath(t Target) string { return l.relOf(t) }
+
 // ReadAt reads the old file at off (io.ReaderAt), for its Keeper.
 func (o *oldFile) ReadAt(p []byte, off int64) (int, error) {
 	n := 0

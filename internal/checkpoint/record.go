@@ -1,0 +1,169 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// The reasons a change is not revertible, as the listing and a refused
+// revert say them.
+const (
+	whyEvicted    = "the content it replaced was dropped to keep the checkpoints within --checkpoint-bytes"
+	whyUnreadable = "the content it replaced could not be read, so it was not kept"
+)
+
+func whyTooLarge(size, max int64) string {
+	return fmt.Sprintf("the content it replaced (%d bytes) is larger than --checkpoint-max-file-bytes (%d bytes), so it was not kept", size, max)
+}
+
+// ToolRevert is the tool of the changes a revert records.
+const ToolRevert = "revert"
+
+// Recording records one write or edit of a session: pass it as the
+// mutation's fs.Keeper (fs.WriteIntent.Keeper, fs.EditRequest.Keeper). The
+// provider calls it under the target's lock: Keep copies the replaced
+// content into blobs/ (synced) while the new content is staged; Prepare
+// appends the change to the session's log and syncs it, before the new
+// content is published; Done appends that it was published, or that it
+// was not. One Recording serves one call.
+type Recording struct {
+	s             *Store
+	session, tool string
+
+	d       *folders
+	path    string
+	before  *State
+	kept    bool
+	why     string
+	release func() // the gc lock, from the blob until a synced line references it
+	seq     int64
+	after   string
+	logged  bool // the change line is in the log
+}
+
+// Recording starts the record of a tool's call in session ("write",
+// "edit", or the name of another tool that mutates one file).
+func (s *Store) Recording(session, tool string) *Recording {
+	return &Recording{s: s, session: session, tool: tool}
+}
+
+var _ fs.Keeper = (*Recording)(nil)
+
+// Keep keeps the replaced content: in blobs/ when it is at most
+// MaxFileBytes (else only its hash, and the change is not revertible).
+func (r *Recording) Keep(ctx context.Context, rep fs.Replaced) error {
+	r.path = rep.Path
+	s := r.s
+	if err := s.waitBounds(ctx); err != nil {
+		return err
+	}
+	d, err := s.folders(true)
+	if err != nil {
+		return err
+	}
+	r.d = d
+	if !rep.Exists {
+		return nil
+	}
+	r.before = &State{Version: string(rep.Version), Bytes: rep.Size}
+	if rep.Content == nil {
+		r.why = whyUnreadable
+		return nil
+	}
+	src := io.NewSectionReader(rep.Content, 0, rep.Size)
+	if rep.Size > s.opt.MaxFileBytes {
+		r.why = whyTooLarge(rep.Size, s.opt.MaxFileBytes)
+		r.before.SHA256, _, err = hashOnly(ctx, src)
+		return err
+	}
+	if r.release, err = s.gc.rlock(ctx, d); err != nil {
+		return err
+	}
+	sum, n, err := s.putBlob(ctx, d, src)
+	if err != nil {
+		return err
+	}
+	r.before.SHA256, r.before.Bytes, r.kept = sum, n, true
+	s.bytes.Add(n)
+	return nil
+}
+
+// Prepare appends the change, synced, with the new content's SHA-256. An
+// older pending change of the same file in this session is settled first:
+// the target's lock is ours, so its writer is gone.
+func (r *Recording) Prepare(ctx context.Context, sha256 [32]byte) error {
+	defer r.releaseGC()
+	r.after = hex.EncodeToString(sha256[:])
+	s := r.s
+	return s.withLog(ctx, r.d, r.session, func(lg *sessionLog) error {
+		settled := settleByBefore(lg.h, r.path, r.before)
+		r.seq = lg.h.lastSeq + 1
+		e := entry{T: tChange, Seq: r.seq, Time: s.now().Format(timeFormat), Tool: r.tool, Path: r.path,
+			Before: r.before, After: &State{SHA256: r.after}, Kept: r.kept, Why: r.why}
+		if err := lg.append(true, append(settled, e)...); err != nil {
+			return err
+		}
+		r.logged = true
+		s.changes.Add(1)
+		return nil
+	})
+}
+
+// Done appends the outcome: done with the new version and line counts, or
+// dropped. It cannot fail the call (it is published already, or not at
+// all); a line it cannot write is settled on the next look at the file.
+func (r *Recording) Done(p *fs.Published) {
+	r.releaseGC()
+	if !r.logged {
+		return
+	}
+	e := entry{T: tDrop, Seq: r.seq, Path: r.path}
+	if p != nil {
+		e = entry{T: tDone, Seq: r.seq, Path: r.path, Version: string(p.Version)}
+		if p.Before != nil && p.After != nil {
+			added, removed := render.LineChanges(*p.Before, *p.After)
+			e.Added, e.Removed = &added, &removed
+		}
+	}
+	if err := r.s.withLog(context.Background(), r.d, r.session, func(lg *sessionLog) error {
+		return lg.append(false, e)
+	}); err != nil {
+		r.s.log.Warn("checkpoints: cannot note the outcome of a change", "err", err)
+	}
+	r.s.afterChange()
+}
+
+func (r *Recording) releaseGC() {
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+// timeFormat is how a change's time is written: RFC 3339 in UTC, to the
+// nanosecond.
+const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// settleByBefore settles the pending (not revert) changes of path in h,
+// knowing the file's state now, before a new change: a pending change
+// whose new content is what the file holds now was published (done, at
+// the version now), any other was not (dropped). It returns the lines.
+func settleByBefore(h *history, path string, now *State) []entry {
+	var out []entry
+	for _, c := range h.changes {
+		if c.state != pending || c.path != path || c.tool == ToolRevert {
+			continue
+		}
+		if now != nil && now.SHA256 != "" && c.after != nil && c.after.SHA256 == now.SHA256 {
+			out = append(out, entry{T: tDone, Seq: c.seq, Path: c.path, Version: now.Version})
+		} else {
+			out = append(out, entry{T: tDrop, Seq: c.seq, Path: c.path})
+		}
+	}
+	return out
+}

@@ -1,0 +1,582 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// Result is a revert's answer (docs/checkpoints.md): the model text and
+// the metadata, and for the caller (the change feed, the policy) what it
+// did to each file.
+type Result struct {
+	Output   string
+	Metadata RevertMetadata
+	// Seq is the seq of the revert's own changes; 0 for a dry run, or when
+	// there was nothing to revert.
+	Seq   int64
+	Files []RevertedFile
+}
+
+// RevertMetadata is a revert's metadata: one entry per file, in the order
+// of the text.
+type RevertMetadata struct {
+	Restored []Restored `json:"restored"`
+}
+
+// Restored is one file of a revert: its path (root-relative) and the hunks
+// from what it held to what the revert put back (none when either side is
+// not text or is at or above the diff limit).
+type Restored struct {
+	Path  string        `json:"path"`
+	Diffs []render.Diff `json:"diffs"`
+}
+
+// RevertedFile is what a revert did to one file: its new version and hash
+// ("" when it removed it).
+type RevertedFile struct {
+	Path    string
+	Target  fs.Target
+	Version fs.Version
+	Hash    fs.Hash
+	Diffs   []render.Diff
+}
+
+// RevertedOutput is the model text of a revert: the changes undone (a
+// revert's own changes count one per file), the files and their
+// root-relative paths in history order (each file where its oldest undone
+// change is), joined by ", ".
+func RevertedOutput(changes int, paths []string) string {
+	if len(paths) == 0 {
+		return "Reverted " + strconv.Itoa(changes) + " change(s) in 0 file(s)."
+	}
+	return "Reverted " + strconv.Itoa(changes) + " change(s) in " + strconv.Itoa(len(paths)) + " file(s): " + strings.Join(paths, ", ")
+}
+
+// DryRunOutput is the model text of a dry run: what a revert would undo,
+// then, for each file, a newline and the change as a unified diff (or a
+// note when there is no diff to show).
+func DryRunOutput(changes int, paths []string, diffs []string) string {
+	var b strings.Builder
+	b.WriteString("Dry run: no changes were written. Reverting would undo " + strconv.Itoa(changes) + " change(s) in " + strconv.Itoa(len(paths)) + " file(s)")
+	if len(paths) == 0 {
+		b.WriteString(".")
+		return b.String()
+	}
+	b.WriteString(": " + strings.Join(paths, ", "))
+	for _, d := range diffs {
+		b.WriteString("\n" + d)
+	}
+	return b.String()
+}
+
+// msgNoDiff stands in for a file's diff in a dry run when either side is
+// not text or is at or above the diff limit.
+func msgNoDiff(path string) string {
+	return "(The diff of " + path + " is not shown: its content before or after is not UTF-8 text, or is 10 MiB or larger.)"
+}
+
+// StaleMessage is the refusal of a revert over files that changed since the
+// session's last change to them.
+func StaleMessage(paths []string) string {
+	return "cannot revert: these files changed since this session's last change to them: " + strings.Join(paths, ", ")
+}
+
+func notRevertible(c *change) *Error {
+	return &Error{Code: CodeNotRevertible, Seq: c.seq, Path: c.path,
+		Message: fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.why)}
+}
+
+func damaged(c *change, err error) *Error {
+	return &Error{Code: CodeNotRevertible, Seq: c.seq, Path: c.path, Err: err,
+		Message: fmt.Sprintf("cannot revert change %d (%s): the content it replaced is damaged or missing in the checkpoint store", c.seq, c.path)}
+}
+
+func stale(paths []string) *Error {
+	return &Error{Code: fs.CodeStaleVersion, Paths: paths, Message: StaleMessage(paths)}
+}
+
+// maxAttempts bounds how often a revert starts again because the session
+// recorded a change of a file it had not locked meanwhile.
+const maxAttempts = 8
+
+// Revert undoes every change session made after seq to (0: all), newest
+// first, as one operation over every file involved: it locks them all
+// (LockTargets), checks that each is still exactly as the session's last
+// change left it (its version, or its bytes' SHA-256) and that no change of
+// another hand lies between two of the session's changes of a file, and
+// only then restores each file's content from before the oldest undone
+// change (a file that change created is removed). A file that changed is
+// FS_STALE_VERSION listing every such file; a change that is not revertible
+// is FS_NOT_REVERTIBLE naming it (the newest such); either way nothing is
+// written. The revert is journaled in the session's log (synced) before the
+// first file is published, and recorded there as changes of its own (one
+// per file, one seq, tool "revert"), so it can be reverted; a revert a crash
+// interrupted is finished by Open. A dry run does every check and computes
+// the diffs, and writes nothing.
+func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun bool) (*Result, error) {
+	if to < 0 {
+		return nil, &Error{Code: fs.Code("INVALID_ARGUMENT"), Message: "to must be a non-negative integer"}
+	}
+	d, err := s.folders(false)
+	if err != nil {
+		return nil, ioErr("revert", err)
+	}
+	if d == nil {
+		return nothing(dryRun), nil
+	}
+	s.Touch(session)
+	var paths []string
+	for range maxAttempts {
+		more, err := s.pathsAfter(ctx, d, session, to)
+		if err != nil {
+			return nil, ioErr("revert", err)
+		}
+		paths = union(paths, more)
+		res, again, err := s.revertOnce(ctx, d, session, to, dryRun, paths)
+		if !again {
+			return res, err
+		}
+	}
+	return nil, ioErr("revert", errBusy)
+}
+
+func nothing(dryRun bool) *Result {
+	if dryRun {
+		return &Result{Output: DryRunOutput(0, nil, nil), Metadata: RevertMetadata{Restored: []Restored{}}}
+	}
+	return &Result{Output: RevertedOutput(0, nil), Metadata: RevertMetadata{Restored: []Restored{}}}
+}
+
+// pathsAfter lists the files of session's changes after to, pending ones
+// included.
+func (s *Store) pathsAfter(ctx context.Context, d *folders, session string, to int64) ([]string, error) {
+	var paths []string
+	err := s.withLog(ctx, d, session, func(lg *sessionLog) error {
+		for _, c := range lg.h.changes {
+			if c.seq > to && c.state != dropped {
+				paths = append(paths, c.path)
+			}
+		}
+		return nil
+	})
+	return paths, err
+}
+
+func union(a, b []string) []string {
+	seen := make(map[string]bool, len(a))
+	for _, p := range a {
+		seen[p] = true
+	}
+	for _, p := range b {
+		if !seen[p] {
+			seen[p] = true
+			a = append(a, p)
+		}
+	}
+	return a
+}
+
+// fileTarget is a recorded path resolved again: bad when it no longer
+// leads to the file it named (it leaves the root, a folder on the way is a
+// file now, or a link on the way changed).
+type fileTarget struct {
+	t   fs.Target
+	bad bool
+}
+
+// targets resolves the recorded paths.
+func (s *Store) targets(ctx context.Context, paths []string) (map[string]*fileTarget, []fs.Target, error) {
+	m := make(map[string]*fileTarget, len(paths))
+	var list []fs.Target
+	for _, p := range paths {
+		t, err := s.fs.Resolve(ctx, "revert", p, "")
+		switch code := fs.CodeOf(err); {
+		case err == nil && s.fs.RealPath(t) == p:
+			m[p] = &fileTarget{t: t}
+			list = append(list, t)
+		case err == nil, code == fs.CodeSandboxDenied, code == fs.CodeNotFound:
+			m[p] = &fileTarget{bad: true}
+		default:
+			return nil, nil, err
+		}
+	}
+	return m, list, nil
+}
+
+// filePlan is one file of a revert.
+type filePlan struct {
+	path           string
+	ft             *fileTarget
+	changes        []*change // the undone ones, oldest first
+	cur            current   // the file now
+	restore        *State    // what it gets back; nil: removed
+	restoreText    *string
+	diffs          []render.Diff
+	added, removed *int
+	pf             fs.PendingFile
+	published      bool
+	version        fs.Version
+	hash           fs.Hash
+}
+
+// revertOnce is one attempt of Revert with paths locked; again when the
+// session's changes after to turned out to touch a file not among them.
+func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to int64, dryRun bool, paths []string) (res *Result, again bool, err error) {
+	targets, list, err := s.targets(ctx, paths)
+	if err != nil {
+		return nil, false, ioErr("revert", err)
+	}
+	lk, err := s.fs.LockTargets(ctx, list)
+	if err != nil {
+		return nil, false, ioErr("revert", err)
+	}
+	defer lk.Unlock()
+	if !dryRun {
+		release, err := s.gc.rlock(ctx, d)
+		if err != nil {
+			return nil, false, ioErr("revert", err)
+		}
+		defer release()
+	}
+	err = s.withLog(ctx, d, session, func(lg *sessionLog) error {
+		if _, err := s.settleLocked(ctx, d, lg, lk, targets); err != nil {
+			return err
+		}
+		var sel []*change
+		for _, c := range lg.h.changes {
+			if c.seq <= to || c.state == dropped {
+				continue
+			}
+			if targets[c.path] == nil || c.state == pending {
+				again = true // a file not locked, or a change of it still in flight
+				return nil
+			}
+			sel = append(sel, c)
+		}
+		res, err = s.revertLocked(ctx, d, lg, lk, targets, to, sel, dryRun)
+		return err
+	})
+	if err != nil {
+		return nil, false, ioErr("revert", err)
+	}
+	return res, again, nil
+}
+
+// revertLocked is the revert itself, every lock held: check, then (unless
+// a dry run) keep what the files hold now, stage what they get back,
+// journal, publish, and note it done.
+func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk fs.LockedTargets, targets map[string]*fileTarget, to int64, sel []*change, dryRun bool) (*Result, error) {
+	if to < lg.h.floor {
+		return nil, &Error{Code: CodeNotRevertible, Seq: lg.h.floor,
+			Message: fmt.Sprintf("cannot revert to change %d: the changes up to %d are no longer kept", to, lg.h.floor)}
+	}
+	if len(sel) == 0 {
+		return nothing(dryRun), nil
+	}
+	for i := len(sel) - 1; i >= 0; i-- {
+		if !sel[i].revertible() {
+			return nil, notRevertible(sel[i])
+		}
+	}
+	files, err := s.checkFiles(ctx, d, lk, targets, sel, !dryRun)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.path
+	}
+	if dryRun {
+		var diffs []string
+		for _, f := range files {
+			diffs = append(diffs, unifiedOf(f))
+		}
+		return &Result{Output: DryRunOutput(len(sel), paths, diffs), Metadata: metadataOf(files)}, nil
+	}
+	defer func() {
+		for _, f := range files {
+			if f.pf != nil {
+				f.pf.Discard()
+			}
+		}
+	}()
+	for _, f := range files {
+		if f.restore == nil {
+			continue
+		}
+		if f.pf, err = lk.Stage(ctx, f.ft.t, blobFill(ctx, d, f.restore.SHA256)); err != nil {
+			if errors.Is(err, errDamaged) {
+				return nil, damaged(f.changes[0], err)
+			}
+			return nil, err
+		}
+	}
+	seq := lg.h.lastSeq + 1
+	journal := make([]entry, len(files))
+	for i, f := range files {
+		journal[i] = entry{T: tChange, Seq: seq, Time: s.now().Format(timeFormat), Tool: ToolRevert, Path: f.path,
+			Before: f.cur.state, After: f.restore, Kept: f.cur.kept, Why: f.cur.why}
+	}
+	if err := lg.append(true, journal...); err != nil {
+		return nil, err
+	}
+	s.changes.Add(int64(len(files)))
+	for i, f := range files {
+		if err := s.publish(ctx, lk, f); err != nil {
+			s.rollBack(ctx, d, lg, lk, seq, files[:i], files[i:])
+			if fs.CodeOf(err) == fs.CodeStaleVersion {
+				return nil, stale([]string{f.path})
+			}
+			return nil, err
+		}
+	}
+	outcome := make([]entry, len(files))
+	res := &Result{Output: RevertedOutput(len(sel), paths), Metadata: metadataOf(files), Seq: seq}
+	for i, f := range files {
+		outcome[i] = entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version), Added: f.added, Removed: f.removed}
+		res.Files = append(res.Files, RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs})
+	}
+	if err := lg.append(false, outcome...); err != nil {
+		s.log.Warn("checkpoints: cannot note a revert done", "err", err) // settled on the next look
+	}
+	s.afterChange()
+	return res, nil
+}
+
+// checkFiles groups the selected changes by file (in history order) and
+// checks each file: no other hand between two of the session's changes of
+// it, and the file now as the newest one left it. With keep, what each file
+// holds now is kept in blobs/ (the revert's own before). Every file that
+// changed is listed in one FS_STALE_VERSION.
+func (s *Store) checkFiles(ctx context.Context, d *folders, lk fs.LockedTargets, targets map[string]*fileTarget, sel []*change, keep bool) ([]*filePlan, error) {
+	var files []*filePlan
+	byPath := map[string]*filePlan{}
+	for _, c := range sel {
+		f := byPath[c.path]
+		if f == nil {
+			f = &filePlan{path: c.path, ft: targets[c.path]}
+			byPath[c.path] = f
+			files = append(files, f)
+		}
+		f.changes = append(f.changes, c)
+	}
+	var changed []string
+	for _, f := range files {
+		ok := !f.ft.bad
+		for i := 1; ok && i < len(f.changes); i++ {
+			ok = matches(f.changes[i].before, f.changes[i-1].after)
+		}
+		if ok {
+			var err error
+			if f.cur, ok, err = s.readCurrent(ctx, d, lk, f.ft.t, keep); err != nil {
+				return nil, err
+			}
+			ok = ok && matches(f.cur.state, f.changes[len(f.changes)-1].after)
+		}
+		if !ok {
+			changed = append(changed, f.path)
+		}
+	}
+	if len(changed) > 0 {
+		return nil, stale(changed)
+	}
+	for _, f := range files {
+		f.restore = f.changes[0].before
+		if err := s.restoreText(ctx, d, f); err != nil {
+			return nil, err
+		}
+		if f.cur.text != nil && f.restoreText != nil {
+			f.diffs = render.Diffs(f.path, *f.cur.text, *f.restoreText)
+			added, removed := render.LineChanges(*f.cur.text, *f.restoreText)
+			f.added, f.removed = &added, &removed
+		} else {
+			f.diffs = []render.Diff{}
+		}
+	}
+	return files, nil
+}
+
+// matches reports whether a file in state now (nil: absent) is in state
+// want (nil: absent): the same version, or the same bytes (docs/edits.md,
+// "No false staleness").
+func matches(now, want *State) bool {
+	if now == nil || want == nil {
+		return now == nil && want == nil
+	}
+	return want.Version != "" && now.Version == want.Version || want.SHA256 != "" && now.SHA256 == want.SHA256
+}
+
+// current is a file as a revert finds it.
+type current struct {
+	info  fs.Info
+	state *State  // nil: absent
+	kept  bool    // its content is in blobs/ now
+	why   string  // why not, when it exists
+	text  *string // LF-normalized, when text below the diff limit
+}
+
+// readCurrent reads the file under the revert's locks, once: its SHA-256,
+// a copy in blobs/ (with keep, when at most MaxFileBytes) and its text
+// (below the diff limit). ok is false when the file is no longer a regular
+// file.
+func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets, t fs.Target, keep bool) (cur current, ok bool, err error) {
+	r, info, err := lk.Open(ctx, t)
+	switch fs.CodeOf(err) {
+	case "":
+	case fs.CodeNotRegularFile, fs.CodeNotFound, fs.CodeSandboxDenied:
+		return cur, false, nil
+	default:
+		return cur, false, err
+	}
+	cur.info = info
+	if info.Type == fs.TypeMissing {
+		return cur, true, nil
+	}
+	defer r.Close()
+	var text *bytes.Buffer
+	src := io.Reader(r)
+	if info.Size < s.opt.DiffMaxBytes {
+		text = bytes.NewBuffer(make([]byte, 0, info.Size))
+		src = io.TeeReader(r, text)
+	}
+	st := &State{Version: string(info.Version)}
+	if keep && info.Size <= s.opt.MaxFileBytes {
+		if st.SHA256, st.Bytes, err = s.putBlob(ctx, d, src); err != nil {
+			return cur, false, err
+		}
+		cur.kept = true
+		s.bytes.Add(st.Bytes)
+	} else {
+		if st.SHA256, st.Bytes, err = hashOnly(ctx, src); err != nil {
+			return cur, false, err
+		}
+		if keep {
+			cur.why = whyTooLarge(st.Bytes, s.opt.MaxFileBytes)
+		}
+	}
+	cur.state = st
+	if text != nil && int64(text.Len()) < s.opt.DiffMaxBytes {
+		cur.text = textOf(text.Bytes())
+	}
+	return cur, true, nil
+}
+
+// restoreText is the text the file gets back, below the diff limit ("" for
+// a removal).
+func (s *Store) restoreText(ctx context.Context, d *folders, f *filePlan) error {
+	if f.restore == nil {
+		empty := ""
+		f.restoreText = &empty
+		return nil
+	}
+	if f.restore.Bytes >= s.opt.DiffMaxBytes {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := copyBlob(ctx, d, f.restore.SHA256, &b); err != nil {
+		if errors.Is(err, errDamaged) {
+			return damaged(f.changes[0], err)
+		}
+		return err
+	}
+	f.restoreText = textOf(b.Bytes())
+	return nil
+}
+
+// textOf is b as LF-normalized text, nil when it is not UTF-8 text.
+func textOf(b []byte) *string {
+	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+		return nil
+	}
+	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	return &s
+}
+
+// blobFill is a Stage fill that copies the blob sum, checking its bytes.
+func blobFill(ctx context.Context, d *folders, sum string) func(io.Writer) error {
+	return func(w io.Writer) error { return copyBlob(ctx, d, sum, w) }
+}
+
+// publish puts one file's restored content in place, or removes it, if it
+// is still at the version checked.
+func (s *Store) publish(ctx context.Context, lk fs.LockedTargets, f *filePlan) error {
+	if f.restore == nil {
+		if err := lk.Remove(ctx, f.ft.t, f.cur.info.Version); err != nil {
+			return err
+		}
+	} else {
+		v, h, err := f.pf.Publish(f.cur.info.Version)
+		f.pf = nil
+		if err != nil {
+			return err
+		}
+		f.version, f.hash = v, h
+	}
+	f.published = true
+	return nil
+}
+
+// rollBack undoes the files a failed revert published, each one still as
+// the revert left it, from what the revert kept of it, and notes the
+// revert: dropped when every file is back, else done for the files that
+// could not be put back (their content before was too large to keep, or
+// they changed again) and dropped for the others.
+func (s *Store) rollBack(ctx context.Context, d *folders, lg *sessionLog, lk fs.LockedTargets, seq int64, published, rest []*filePlan) {
+	var es []entry
+	for _, f := range published {
+		if err := s.putBack(ctx, d, lk, f.ft.t, f.cur, f.version); err != nil {
+			s.log.Warn("checkpoints: a failed revert could not put a file back", "path", f.path, "err", err)
+			es = append(es, entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version)})
+			continue
+		}
+		es = append(es, entry{T: tDrop, Seq: seq, Path: f.path})
+	}
+	for _, f := range rest {
+		es = append(es, entry{T: tDrop, Seq: seq, Path: f.path})
+	}
+	if err := lg.append(true, es...); err != nil {
+		s.log.Warn("checkpoints: cannot note a failed revert", "err", err)
+	}
+}
+
+// putBack gives a file the content cur had (absent: removes it), if it is
+// at version now ("" : absent).
+func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t fs.Target, cur current, now fs.Version) error {
+	switch {
+	case cur.state == nil:
+		return lk.Remove(ctx, t, now)
+	case !cur.kept:
+		return errors.New(cur.why)
+	}
+	pf, err := lk.Stage(ctx, t, blobFill(ctx, d, cur.state.SHA256))
+	if err != nil {
+		return err
+	}
+	defer pf.Discard()
+	_, _, err = pf.Publish(now)
+	return err
+}
+
+func metadataOf(files []*filePlan) RevertMetadata {
+	m := RevertMetadata{Restored: make([]Restored, len(files))}
+	for i, f := range files {
+		m.Restored[i] = Restored{Path: f.path, Diffs: f.diffs}
+	}
+	return m
+}
+
+func unifiedOf(f *filePlan) string {
+	if f.cur.text == nil || f.restoreText == nil {
+		return msgNoDiff(f.path)
+	}
+	return render.UnifiedDiff(f.path, *f.cur.text, *f.restoreText)
+}
