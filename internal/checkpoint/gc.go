@@ -344,9 +344,11 @@ func (s *Store) Touch(session string) {
 	if s.opt.TTL <= 0 {
 		return
 	}
+	now := s.opt.Now()
 	d, err := s.folders(false)
-	if err != nil || d == nil || !s.touched.due(session, s.opt.Now(), s.opt.TTL/16) {
+	if err != nil || d == nil || !s.touched.due(session, now, s.opt.TTL/16) {
 		return
 	}
-	_ = unix.UtimesNanoAt(d.sessions.Fd(), logName(session), nil, unix.AT_SYMLINK_NOFOLLOW)
+	ts := unix.NsecToTimespec(now.UnixNano())
+	_ = unix.UtimesNanoAt(d.sessions.Fd(), logName(session), []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }
