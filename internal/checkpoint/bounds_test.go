@@ -19,9 +19,9 @@ import (
 func TestLargeFileNotRevertible(t *testing.T) {
 	big := "head\n" + strings.Repeat("0123456789abcdef\n", 2048) // 34,821 bytes
 	f := newFixture(t, Options{Bytes: 1 << 20, MaxFileBytes: 32 << 10}, map[string]string{"big.txt": big, "a.txt": "a\n"})
-	f.edit("s", "a.txt", "a", "A")        // 1
+	f.edit("s", "a.txt", "a", "A")         // 1
 	f.edit("s", "big.txt", "head", "HEAD") // 2: not revertible
-	f.edit("s", "a.txt", "A", "AA")       // 3
+	f.edit("s", "a.txt", "A", "AA")        // 3
 	before := f.snapshot()
 
 	cs := f.changes("s")

@@ -111,6 +111,13 @@ type Store struct {
 	stop     chan struct{}
 	stopped  chan struct{}
 	recovery Recovery
+	hooks    testHooks
+}
+
+// testHooks let tests stop a revert where only a crash stops it.
+type testHooks struct {
+	published func(i int) // after a revert published its i-th file
+	journaled func()      // after a revert's journal is synced
 }
 
 // folders are the store's folders, opened and checked once.

@@ -330,7 +330,13 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		return nil, err
 	}
 	s.changes.Add(int64(len(files)))
+	if s.hooks.journaled != nil {
+		s.hooks.journaled()
+	}
 	for i, f := range files {
+		if s.hooks.published != nil && i > 0 {
+			s.hooks.published(i - 1)
+		}
 		if err := s.publish(ctx, lk, f); err != nil {
 			s.rollBack(ctx, d, lg, lk, seq, files[:i], files[i:])
 			if fs.CodeOf(err) == fs.CodeStaleVersion {
@@ -395,8 +401,8 @@ func (s *Store) checkFiles(ctx context.Context, d *folders, lk fs.LockedTargets,
 			return nil, err
 		}
 		if f.cur.text != nil && f.restoreText != nil {
-			f.diffs = render.Diffs(f.path, *f.cur.text, *f.restoreText)
-			added, removed := render.LineChanges(*f.cur.text, *f.restoreText)
+			var added, removed int
+			f.diffs, added, removed = render.DiffsCounted(f.path, *f.cur.text, *f.restoreText)
 			f.added, f.removed = &added, &removed
 		} else {
 			f.diffs = []render.Diff{}

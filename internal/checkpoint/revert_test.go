@@ -30,15 +30,15 @@ var originals = map[string]string{
 // edit (its LF needle adapted), a batch edit; session "other" changes
 // another file. It returns the seq of each of s's changes in order.
 func agentChanges(f *fixture) {
-	f.edit("s", "a.txt", "beta", "BETA")                      // 1
-	f.write("s", "new/created.txt", "fresh\nfile\n")          // 2
-	f.edit("s", "win/crlf.txt", "one\ntwo", "uno\ndos")       // 3
-	f.write("s", "nonl.txt", "rewritten, still no newline")  // 4
-	f.edit("s", "a.txt", "gamma\n", "gamma\ndelta")           // 5
-	f.edit("s", "batch.go", "A()", "AA()", "B()", "BB()")     // 6
-	f.edit("s", "new/created.txt", "file", "file, edited")    // 7
-	f.edit("s", "bom.md", "body", "BODY")                     // 8
-	f.edit("other", "someone/b.txt", "other", "OTHER")        // other's 1
+	f.edit("s", "a.txt", "beta", "BETA")                    // 1
+	f.write("s", "new/created.txt", "fresh\nfile\n")        // 2
+	f.edit("s", "win/crlf.txt", "one\ntwo", "uno\ndos")     // 3
+	f.write("s", "nonl.txt", "rewritten, still no newline") // 4
+	f.edit("s", "a.txt", "gamma\n", "gamma\ndelta")         // 5
+	f.edit("s", "batch.go", "A()", "AA()", "B()", "BB()")   // 6
+	f.edit("s", "new/created.txt", "file", "file, edited")  // 7
+	f.edit("s", "bom.md", "body", "BODY")                   // 8
+	f.edit("other", "someone/b.txt", "other", "OTHER")      // other's 1
 }
 
 // A revert of every change over several files restores every byte: edits,

@@ -75,7 +75,22 @@ func LineCounts(before, after string) (added, removed int) {
 	if !ok {
 		return 0, 0
 	}
-	for _, blk := range changedBlocks(a, b) {
+	return countLines(changedBlocks(a, b))
+}
+
+// DiffsCounted is Diffs and LineChanges from one line diff.
+func DiffsCounted(path, before, after string) (diffs []Diff, added, removed int) {
+	a, b, _, ok := changedRegion(before, after)
+	if !ok {
+		return []Diff{}, 0, 0
+	}
+	blocks := changedBlocks(a, b)
+	added, removed = countLines(blocks)
+	return hunksOf(path, a, b, blocks), added, removed
+}
+
+func countLines(blocks []block) (added, removed int) {
+	for _, blk := range blocks {
 		removed += blk.a1 - blk.a0
 		added += blk.b1 - blk.b0
 	}
@@ -111,9 +126,8 @@ func changedRegion(before, after string) (a, b lines, skipped int, ok bool) {
 
 // hunkGroups is the changed blocks between a and b, grouped into hunks:
 // blocks whose gap of unchanged lines fits both contexts share one.
-func hunkGroups(a, b lines) [][]block {
+func hunkGroups(blocks []block) [][]block {
 	var out [][]block
-	blocks := changedBlocks(a, b)
 	for i := 0; i < len(blocks); {
 		j := i
 		for j+1 < len(blocks) && blocks[j+1].a0-blocks[j].a1 <= 2*diffContext {
@@ -126,9 +140,12 @@ func hunkGroups(a, b lines) [][]block {
 }
 
 // hunks groups the changes between the lines a and b into Diffs.
-func hunks(path string, a, b lines) []Diff {
+func hunks(path string, a, b lines) []Diff { return hunksOf(path, a, b, changedBlocks(a, b)) }
+
+// hunksOf groups the changed blocks between the lines a and b into Diffs.
+func hunksOf(path string, a, b lines, blocks []block) []Diff {
 	out := []Diff{}
-	for _, g := range hunkGroups(a, b) {
+	for _, g := range hunkGroups(blocks) {
 		first, last := g[0], g[len(g)-1]
 		lead := min(diffContext, first.a0)
 		trail := min(diffContext, a.len()-last.a1)
@@ -161,7 +178,7 @@ func UnifiedDiff(display, before, after string) string {
 		sb.WriteByte(prefix)
 		sb.WriteString(strings.TrimSuffix(s, "\n"))
 	}
-	for _, g := range hunkGroups(a, b) {
+	for _, g := range hunkGroups(changedBlocks(a, b)) {
 		first, last := g[0], g[len(g)-1]
 		lead := min(diffContext, first.a0)
 		trail := min(diffContext, a.len()-last.a1)
