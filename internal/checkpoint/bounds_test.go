@@ -182,3 +182,26 @@ func TestRevertBesideWrites(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.txt": "a\n"}, f.snapshot())
 }
+
+// A store's cached history is never trusted for a log another store
+// replaced, even in a reused inode: it forgets the session and starts a
+// longer history, and the first store lists that one.
+func TestCachedHistoryOfAReplacedLog(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"a.txt": "a\n"})
+	f.write("s", "a.txt", "one\n")
+	require.Len(t, f.changes("s"), 1) // cached in f.s
+	other, err := tfs.NewLocal(f.root, tfs.LocalOptions{SweepInterval: -1})
+	require.NoError(t, err)
+	defer other.Close()
+	s2, err := Open(context.Background(), Options{FS: other})
+	require.NoError(t, err)
+	defer s2.Close()
+	require.NoError(t, s2.Forget(context.Background(), "s"))
+	for i := range 3 {
+		tg, err := other.Resolve(context.Background(), "write", "b.txt", "")
+		require.NoError(t, err)
+		_, err = other.WriteText(context.Background(), tg, fmt.Sprint(i), &tfs.WriteIntent{Keeper: s2.Recording("s", "write")})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"3 write b.txt", "2 write b.txt", "1 write b.txt"}, seqsOf(f.changes("s")))
+}

@@ -20,7 +20,7 @@ import (
 // A session's log is JSON lines, appended under the session's lock
 // (docs/checkpoints.md, "On disk"):
 //
-//	{"t":"session","session":<id>,"floor":<seq>}  the first line; changes up to floor were dropped
+//	{"t":"session","session":<id>,"id":<random>,"floor":<seq>}  the first line; changes up to floor were dropped
 //	{"t":"change","seq",…,"before"?,"after"?,"kept"?,"why"?}  synced before the change is published
 //	{"t":"done","seq","path","version","added"?,"removed"?}   once it is published
 //	{"t":"drop","seq","path"}                                 it was not published after all
@@ -50,6 +50,7 @@ type State struct {
 type entry struct {
 	T       string `json:"t"`
 	Session string `json:"session,omitempty"`
+	ID      string `json:"id,omitempty"` // of this file: a cache can tell a new log in a reused inode
 	Floor   int64  `json:"floor,omitempty"`
 	Seq     int64  `json:"seq,omitempty"`
 	Time    string `json:"time,omitempty"`
@@ -98,6 +99,7 @@ type changeKey struct {
 // history is a parsed log.
 type history struct {
 	session string
+	id      string // the log file's, from its header
 	floor   int64
 	lastSeq int64
 	changes []*change // in log order; dropped ones until compaction
@@ -133,6 +135,9 @@ func (h *history) apply(e *entry) {
 	case tSession:
 		if h.session == "" {
 			h.session = e.Session
+		}
+		if h.id == "" {
+			h.id = e.ID
 		}
 		h.floor = max(h.floor, e.Floor)
 		h.lastSeq = max(h.lastSeq, e.Floor)
@@ -176,7 +181,7 @@ func (h *history) apply(e *entry) {
 // entries is the history as a compacted log: the header, then every change
 // not dropped, folded.
 func (h *history) entries() []entry {
-	out := []entry{{T: tSession, Session: h.session, Floor: h.floor}}
+	out := []entry{{T: tSession, Session: h.session, ID: newLogID(), Floor: h.floor}}
 	for _, c := range h.changes {
 		if c.state != dropped {
 			out = append(out, c.entry())
@@ -258,7 +263,7 @@ func (lg *sessionLog) open(session string) error {
 	}
 	lg.fd, lg.dev, lg.ino = fd, st.Dev, st.Ino
 	h := cached.h
-	if cached.h == nil || cached.dev != st.Dev || cached.ino != st.Ino || st.Size < cached.h.size {
+	if h == nil || cached.dev != st.Dev || cached.ino != st.Ino || st.Size < h.size || headerID(fd) != h.id {
 		h = newHistory("")
 	}
 	if st.Size > h.size {
@@ -312,7 +317,7 @@ func (lg *sessionLog) append(sync bool, es ...entry) error {
 			return err
 		}
 		lg.fd, lg.dev, lg.ino, created = fd, st.Dev, st.Ino, true
-		es = append([]entry{{T: tSession, Session: lg.h.session, Floor: lg.h.floor}}, es...)
+		es = append([]entry{{T: tSession, Session: lg.h.session, ID: newLogID(), Floor: lg.h.floor}}, es...)
 	}
 	buf, err := marshalLines(es)
 	if err != nil {
@@ -403,6 +408,21 @@ func (lg *sessionLog) remove() error {
 		return err
 	}
 	return lg.d.sessions.Sync()
+}
+
+// newLogID names a new log file.
+func newLogID() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
+// headerID reads the id in a log's first line ("" when there is none).
+func headerID(fd int) string {
+	var b [512]byte
+	n, _ := preadFull(fd, b[:], 0)
+	line, _, ok := bytes.Cut(b[:n], []byte("\n"))
+	var e entry
+	if !ok || json.Unmarshal(line, &e) != nil || e.T != tSession {
+		return ""
+	}
+	return e.ID
 }
 
 func marshalLines(es []entry) ([]byte, error) {
