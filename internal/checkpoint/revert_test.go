@@ -262,3 +262,30 @@ func sha(s string) string {
 	h, _, _ := hashOnly(context.Background(), strings.NewReader(s))
 	return h
 }
+
+// Each kept content is stored once: two changes that replaced the same
+// bytes share a blob, in a folder only the server can read.
+func TestKeptContentsDeduplicated(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"a.txt": "same\n", "b.txt": "same\n"})
+	f.write("s", "a.txt", "A\n")
+	f.write("t", "b.txt", "B\n")
+	names, total := f.blobs()
+	assert.Equal(t, []string{sha("same\n")}, names)
+	assert.Equal(t, int64(5), total)
+	fi, err := os.Stat(f.path(tfs.PrivateDir + "/checkpoints/blobs/" + names[0]))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+// A kept content whose bytes changed on disk is never put back: the revert
+// is refused, naming the change, and nothing is written.
+func TestDamagedKeptContent(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	f.write("s", "b.txt", "B\n")
+	f.write("s", "a.txt", "A\n")
+	require.NoError(t, os.WriteFile(f.path(tfs.PrivateDir+"/checkpoints/blobs/"+sha("a\n")), []byte("x\n"), 0o600))
+	before := f.snapshot()
+	_, err := f.revert("s", 0, false)
+	requireCode(t, err, CodeNotRevertible, "cannot revert change 2 (a.txt): the content it replaced is damaged or missing in the checkpoint store")
+	assert.Equal(t, before, f.snapshot())
+}
