@@ -438,7 +438,7 @@ func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets
 	r, info, err := lk.Open(ctx, t)
 	switch fs.CodeOf(err) {
 	case "":
-	case fs.CodeNotRegularFile, fs.CodeNotFound, fs.CodeSandboxDenied:
+	case fs.CodeNotRegularFile, fs.CodeNotFound, fs.CodeSandboxDenied, fs.CodeStaleVersion: // moved since resolved
 		return cur, false, nil
 	default:
 		return cur, false, err

@@ -289,3 +289,16 @@ func TestDamagedKeptContent(t *testing.T) {
 	requireCode(t, err, CodeNotRevertible, "cannot revert change 2 (a.txt): the content it replaced is damaged or missing in the checkpoint store")
 	assert.Equal(t, before, f.snapshot())
 }
+
+// A file reached now through a folder swapped for a link (to a copy of it)
+// is not the file the session changed: the revert is refused, naming it,
+// and neither file is written.
+func TestRevertThroughASwappedFolder(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"d/a.txt": "a\n"})
+	f.write("s", "d/a.txt", "A\n")
+	require.NoError(t, os.Rename(f.path("d"), f.path("d2")))
+	require.NoError(t, os.Symlink("d2", f.path("d")))
+	_, err := f.revert("s", 0, false)
+	requireCode(t, err, tfs.CodeStaleVersion, "cannot revert: these files changed since this session's last change to them: d/a.txt")
+	assert.Equal(t, "A\n", f.read("d2/a.txt"))
+}
