@@ -82,10 +82,14 @@ func TestKeeperSeesWhatIsReplaced(t *testing.T) {
 	assert.Equal(t, "", *k.published.Before)
 	assert.Equal(t, "b\n", *k.published.After)
 
-	for name, req := range map[string]EditRequest{
-		"single": {OldString: "three", NewString: "four"},
-		"batch":  {Batch: []Edit{{OldString: "four", NewString: "five"}, {OldString: "five", NewString: "six"}}},
+	for _, tc := range []struct {
+		name string
+		req  EditRequest
+	}{ // in order: the batch edits what the single edit left
+		{"single", EditRequest{OldString: "three", NewString: "four"}},
+		{"batch", EditRequest{Batch: []Edit{{OldString: "four", NewString: "five"}, {OldString: "five", NewString: "six"}}}},
 	} {
+		name, req := tc.name, tc.req
 		k = &recordingKeeper{}
 		before := f.read(t, "a.txt")
 		req.Keeper = k
