@@ -126,7 +126,7 @@ func (r *Recording) Done(p *fs.Published) {
 	if p != nil {
 		e = entry{T: tDone, Seq: r.seq, Path: r.path, Version: string(p.Version)}
 		if p.Before != nil && p.After != nil {
-			added, removed := render.LineChanges(*p.Before, *p.After)
+			added, removed := render.LineCounts(*p.Before, *p.After)
 			e.Added, e.Removed = &added, &removed
 		}
 	}

@@ -78,7 +78,7 @@ func LineCounts(before, after string) (added, removed int) {
 	return countLines(changedBlocks(a, b))
 }
 
-// DiffsCounted is Diffs and LineChanges from one line diff.
+// DiffsCounted is Diffs and LineCounts from one line diff.
 func DiffsCounted(path, before, after string) (diffs []Diff, added, removed int) {
 	a, b, _, ok := changedRegion(before, after)
 	if !ok {

@@ -316,12 +316,12 @@ func TestLineCounts(t *testing.T) {
 	}
 }
 
-// DiffsCounted is Diffs and LineChanges at once.
+// DiffsCounted is Diffs and LineCounts at once.
 func TestDiffsCounted(t *testing.T) {
 	before, after := numbered(40), strings.Replace(strings.Replace(numbered(40), "line3\n", "", 1), "line30\n", "x\ny\n", 1)
 	diffs, added, removed := DiffsCounted("p", before, after)
 	assert.Equal(t, Diffs("p", before, after), diffs)
-	wa, wr := LineChanges(before, after)
+	wa, wr := LineCounts(before, after)
 	assert.Equal(t, []int{wa, wr}, []int{added, removed})
 	assert.Equal(t, []int{2, 2}, []int{added, removed})
 	diffs, added, removed = DiffsCounted("p", "a", "a")
