@@ -33,6 +33,7 @@ var ours = map[string][]string{
 	"internal/search":            {"internal/fs", "internal/sandbox"},
 	"internal/sandbox":           nil,
 	"internal/diagnostics":       {"internal/fs", "internal/render", "internal/sandbox"},
+	"internal/checkpoint":        {"internal/fs", "internal/render"},
 	"internal/policy":            {"internal/fs"},
 	"internal/approval":          nil,
 	"internal/identity":          nil,
