@@ -8,6 +8,12 @@
 // Config.Max), their life (Config.Timeout, and never longer than their
 // call), and the memory of ended ones (a ring of the last ids, so a late
 // decision gets a precise answer).
+//
+// A Store keeps its approvals in this process, or with Config.Redis in
+// Redis, shared by every replica of one workspace (docs/deployment.md,
+// "Approvals and the change feed"): any replica lists and decides any
+// approval, and the one that holds the waiting call learns of the decision
+// through Redis pub/sub (redis.go).
 package approval
 
 import (
@@ -21,6 +27,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Approval is one question put to a person: the call's session, tool,
@@ -86,6 +94,8 @@ var (
 	// ErrNotPending: the approval ended without a decision (timed out, or
 	// its call went away).
 	ErrNotPending = errors.New("the approval is no longer pending")
+	// ErrUnavailable: the shared store (Redis) could not be reached.
+	ErrUnavailable = errors.New("the approvals store is unavailable")
 )
 
 // Config bounds a Store and tells its owner what happens.
@@ -97,8 +107,22 @@ type Config struct {
 	// OnOpen, when set, is told of every new approval (the change feed).
 	OnOpen func(Approval)
 	// OnEnd, when set, is told how every approval ended, exactly once
-	// (metrics, the decision log).
+	// (metrics, the decision log). With Redis it is told on the replica
+	// that held the approval, whichever replica decided it.
 	OnEnd func(Approval, Outcome)
+
+	// Redis, when set, keeps the pending approvals in Redis, shared by
+	// every replica that uses the same Redis and Prefix; Max then bounds
+	// them all together. nil: in this process.
+	Redis redis.UniversalClient
+	// Prefix starts every Redis key and channel (the session store's
+	// --session-key-prefix; default "toolfs:").
+	Prefix string
+	// Lease is how long a pending approval in Redis outlives the last
+	// heartbeat of the replica holding its call (one every Lease/5), so
+	// the approvals of a replica that died are withdrawn within Lease
+	// [5s].
+	Lease time.Duration
 }
 
 // endedMemory is how many ended approvals a store remembers, so a decision
@@ -109,16 +133,22 @@ const endedMemory = 1024
 type Store struct {
 	cfg Config
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// pending are the approvals whose calls wait in this process: all of
+	// them in memory, this replica's share with Redis.
 	pending map[string]*Pending
-	seq     uint64        // of the last approval opened
 	wake    chan struct{} // closed and replaced when one opens or the store closes
 	closed  bool
-	ended   map[string]Outcome
-	ring    []string // ids of ended, oldest first, at most endedMemory
+	// In memory only; with Redis they live there.
+	seq   uint64 // of the last approval opened
+	ended map[string]Outcome
+	ring  []string // ids of ended, oldest first, at most endedMemory
+
+	shared *shared // nil: in memory
 }
 
-// New returns an empty Store.
+// New returns an empty Store: in memory, or in Redis with Config.Redis
+// (then Close it to stop its heartbeat and subscription).
 func New(cfg Config) *Store {
 	if cfg.Max <= 0 {
 		cfg.Max = 32
@@ -126,13 +156,18 @@ func New(cfg Config) *Store {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
-	return &Store{cfg: cfg, pending: map[string]*Pending{}, wake: make(chan struct{}), ended: map[string]Outcome{}}
+	s := &Store{cfg: cfg, pending: map[string]*Pending{}, wake: make(chan struct{}), ended: map[string]Outcome{}}
+	if cfg.Redis != nil {
+		s.shared = newShared(s, cfg)
+	}
+	return s
 }
 
 // Timeout is how long a call waits for a decision.
 func (s *Store) Timeout() time.Duration { return s.cfg.Timeout }
 
-// Len is the number of pending approvals.
+// Len is the number of pending approvals whose calls wait in this process
+// (with Redis, this replica's share).
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,33 +189,60 @@ type Pending struct {
 }
 
 // Open asks: it records a pending approval for r. ErrFull past Config.Max,
-// ErrClosed once the store is closed.
+// ErrClosed once the store is closed, ErrUnavailable when Redis cannot be
+// reached.
 func (s *Store) Open(r Request) (*Pending, error) {
 	diff, truncated := cut(r.Diff)
-	id := newID()
 	now := time.Now()
+	a := Approval{
+		ID: newID(), Session: r.Session, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
+		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
+	}
+	var seq uint64
+	if s.shared != nil {
+		if s.isClosed() {
+			return nil, ErrClosed
+		}
+		var err error
+		if seq, err = s.shared.open(a); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	switch {
 	case s.closed:
 		s.mu.Unlock()
+		if s.shared != nil {
+			s.shared.end(a.ID, Cancelled)
+		}
 		return nil, ErrClosed
-	case len(s.pending) >= s.cfg.Max:
+	case s.shared == nil && len(s.pending) >= s.cfg.Max:
 		s.mu.Unlock()
 		return nil, ErrFull
+	case s.shared == nil:
+		s.seq++
+		seq = s.seq
 	}
-	s.seq++
-	p := &Pending{s: s, seq: s.seq, done: make(chan struct{}), a: Approval{
-		ID: id, Session: r.Session, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
-		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
-	}}
-	s.pending[id] = p
-	close(s.wake)
-	s.wake = make(chan struct{})
+	p := &Pending{s: s, seq: seq, done: make(chan struct{}), a: a}
+	s.pending[a.ID] = p
+	s.wakeLocked()
 	s.mu.Unlock()
 	if s.cfg.OnOpen != nil {
 		s.cfg.OnOpen(p.a)
 	}
 	return p, nil
+}
+
+// wakeLocked wakes every Next. Called with s.mu held.
+func (s *Store) wakeLocked() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Approval is what the person is asked.
@@ -209,8 +271,28 @@ func (p *Pending) Wait(ctx context.Context) Outcome {
 func (p *Pending) Cancel() { p.end(Cancelled) }
 
 // end moves p from pending to ended with o, unless it ended already (a
-// decision that won the race keeps its outcome).
+// decision that won the race keeps its outcome). With Redis the outcome
+// that stands is Redis's: a decision recorded there first wins.
 func (p *Pending) end(o Outcome) {
+	if p.s.shared != nil {
+		if p.ended() {
+			return
+		}
+		o = p.s.shared.end(p.a.ID, o)
+	}
+	p.finish(o)
+}
+
+// ended reports whether p has its outcome.
+func (p *Pending) ended() bool {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.outcome != ""
+}
+
+// finish ends p here with o, unless it ended already: its Wait returns
+// and OnEnd is told.
+func (p *Pending) finish(o Outcome) {
 	s := p.s
 	s.mu.Lock()
 	if p.outcome != "" {
@@ -219,7 +301,9 @@ func (p *Pending) end(o Outcome) {
 	}
 	p.outcome = o
 	delete(s.pending, p.a.ID)
-	s.remember(p.a.ID, o)
+	if s.shared == nil {
+		s.remember(p.a.ID, o)
+	}
 	close(p.done)
 	s.mu.Unlock()
 	if s.cfg.OnEnd != nil {
@@ -240,8 +324,26 @@ func (s *Store) remember(id string, o Outcome) {
 
 // Decide records a person's decision on the pending approval id: ErrUnknown
 // when there is none (or it was decided already), ErrNotPending when it
-// ended without a decision.
+// ended without a decision (with Redis also when the replica holding its
+// call died), ErrUnavailable when Redis cannot be reached.
 func (s *Store) Decide(id string, d Decision) error {
+	o := Rejected
+	if d == Approve {
+		o = Approved
+	}
+	if s.shared != nil {
+		if err := s.shared.decide(id, o); err != nil {
+			return err
+		}
+		// Held here: no need to wait for the message.
+		s.mu.Lock()
+		p := s.pending[id]
+		s.mu.Unlock()
+		if p != nil {
+			p.finish(o)
+		}
+		return nil
+	}
 	s.mu.Lock()
 	p, ok := s.pending[id]
 	if !ok {
@@ -253,10 +355,6 @@ func (s *Store) Decide(id string, d Decision) error {
 		return ErrUnknown
 	}
 	s.mu.Unlock()
-	o := Rejected
-	if d == Approve {
-		o = Approved
-	}
 	p.end(o)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -267,11 +365,16 @@ func (s *Store) Decide(id string, d Decision) error {
 }
 
 // List returns the pending approvals, oldest first, and the cursor of the
-// newest one opened so far (for Next).
-func (s *Store) List() ([]Approval, uint64) {
+// newest one opened so far (for Next); with Redis those of every replica,
+// or ErrUnavailable.
+func (s *Store) List() ([]Approval, uint64, error) {
+	if s.shared != nil {
+		l, cursor, _, err := s.shared.list()
+		return l, cursor, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.listLocked(), s.seq
+	return s.listLocked(), s.seq, nil
 }
 
 func (s *Store) listLocked() []Approval {
@@ -291,9 +394,12 @@ func (s *Store) listLocked() []Approval {
 // cursor is pending, then returns the pending approvals and the new cursor,
 // as List does. With cursor 0 any pending approval answers at once. When
 // the wait ends with nothing new, it returns the list as it is then.
-func (s *Store) Next(ctx context.Context, cursor uint64, wait time.Duration) ([]Approval, uint64) {
+func (s *Store) Next(ctx context.Context, cursor uint64, wait time.Duration) ([]Approval, uint64, error) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	if s.shared != nil {
+		return s.shared.next(ctx, cursor, t.C)
+	}
 	for {
 		s.mu.Lock()
 		fresh := false
@@ -305,7 +411,7 @@ func (s *Store) Next(ctx context.Context, cursor uint64, wait time.Duration) ([]
 		}
 		if fresh || s.closed {
 			defer s.mu.Unlock()
-			return s.listLocked(), s.seq
+			return s.listLocked(), s.seq, nil
 		}
 		wake := s.wake
 		s.mu.Unlock()
@@ -321,8 +427,12 @@ func (s *Store) Next(ctx context.Context, cursor uint64, wait time.Duration) ([]
 
 // Close ends every pending approval as Cancelled, answers every Next, and
 // refuses new approvals (ErrClosed): the server is shutting down and no
-// person can reach it any more.
+// person can reach it any more. With Redis it withdraws this replica's
+// approvals and stops its heartbeat and subscription.
 func (s *Store) Close() {
+	if s.shared != nil {
+		defer s.shared.stop()
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -335,9 +445,13 @@ func (s *Store) Close() {
 		ps = append(ps, p)
 	}
 	s.mu.Unlock()
+	// With Redis each end is a round trip: in parallel, so a shutdown
+	// waits for one, not for Max of them.
+	var wg sync.WaitGroup
 	for _, p := range ps {
-		p.end(Cancelled)
+		wg.Go(func() { p.end(Cancelled) })
 	}
+	wg.Wait()
 }
 
 // cut is diff's longest prefix of whole lines within MaxDiffBytes (the

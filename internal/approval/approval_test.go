@@ -45,7 +45,7 @@ func TestDecisions(t *testing.T) {
 			s := New(Config{Timeout: time.Minute, OnEnd: e.add})
 			p := open(t, s)
 			defer p.Cancel()
-			if l, _ := s.List(); len(l) != 1 || l[0].ID != p.Approval().ID || l[0].Reason != "escalate sandbox to workspace-write: why" {
+			if l, _, _ := s.List(); len(l) != 1 || l[0].ID != p.Approval().ID || l[0].Reason != "escalate sandbox to workspace-write: why" {
 				t.Fatalf("list = %+v", l)
 			}
 			got := make(chan Outcome)
@@ -60,7 +60,7 @@ func TestDecisions(t *testing.T) {
 				t.Fatalf("second decision: %v, want ErrUnknown", err)
 			}
 			p.Cancel() // a no-op after the decision
-			if l, _ := s.List(); len(l) != 0 {
+			if l, _, _ := s.List(); len(l) != 0 {
 				t.Fatalf("still listed: %+v", l)
 			}
 			if g := e.list(); len(g) != 1 || g[0] != tc.want {
@@ -88,7 +88,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 	if o := p.Wait(ctx); o != Cancelled {
 		t.Fatalf("outcome = %q", o)
 	}
-	if l, _ := s.List(); len(l) != 0 {
+	if l, _, _ := s.List(); len(l) != 0 {
 		t.Fatalf("cancelled approval still listed: %+v", l)
 	}
 	if err := s.Decide("no-such-id", Approve); !errors.Is(err, ErrUnknown) {
@@ -116,7 +116,7 @@ func TestNextWakesOnOpen(t *testing.T) {
 	start := time.Now()
 	got := make(chan []Approval)
 	go func() {
-		l, _ := s.Next(context.Background(), 0, 10*time.Second)
+		l, _, _ := s.Next(context.Background(), 0, 10*time.Second)
 		got <- l
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -129,9 +129,9 @@ func TestNextWakesOnOpen(t *testing.T) {
 		t.Fatalf("Next took %v", d)
 	}
 	// Nothing newer than the cursor: it waits the whole wait.
-	_, cur := s.List()
+	_, cur, _ := s.List()
 	start = time.Now()
-	l, cur2 := s.Next(context.Background(), cur, 100*time.Millisecond)
+	l, cur2, _ := s.Next(context.Background(), cur, 100*time.Millisecond)
 	if d := time.Since(start); d < 100*time.Millisecond || len(l) != 1 || cur2 != cur {
 		t.Fatalf("Next with the cursor: %v %+v %d", d, l, cur2)
 	}
@@ -199,7 +199,7 @@ func TestDiffBound(t *testing.T) {
 			if a.Diff != tc.want || a.Truncated != tc.truncated {
 				t.Fatalf("diff of %d bytes, truncated %v; want %d bytes, truncated %v", len(a.Diff), a.Truncated, len(tc.want), tc.truncated)
 			}
-			if l, _ := s.List(); l[0].Diff != tc.want {
+			if l, _, _ := s.List(); l[0].Diff != tc.want {
 				t.Fatal("List shows another diff")
 			}
 		})

@@ -31,6 +31,10 @@ const (
 	msgAfterNegative = msgAfterPrefix + "number must be at least 0"
 )
 
+// msgApprovalsUnavailable answers GET /approvals while the Redis that holds
+// the approvals of every replica cannot be reached (docs/deployment.md).
+const msgApprovalsUnavailable = "cannot list approvals: the session store is unavailable; retry shortly"
+
 // approvalList is the body of GET /approvals (ApprovalList in
 // api/openapi.yaml).
 type approvalList struct {
@@ -59,10 +63,15 @@ func (s *rest) ListApprovals(w http.ResponseWriter, r *http.Request, p api.ListA
 		after = uint64(*p.After)
 	}
 	var l approvalList
+	var err error
 	if wait > 0 {
-		l.Approvals, l.Cursor = s.x.NextApprovals(r.Context(), after, wait)
+		l.Approvals, l.Cursor, err = s.x.NextApprovals(r.Context(), after, wait)
 	} else {
-		l.Approvals, l.Cursor = s.x.ListApprovals()
+		l.Approvals, l.Cursor, err = s.x.ListApprovals()
+	}
+	if err != nil { // the shared store (Redis) is down
+		writeProblem(w, tools.CodeSessionStoreUnavailable, msgApprovalsUnavailable)
+		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, "application/json", l)
@@ -89,6 +98,8 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	switch err := s.x.DecideApproval(id, d); {
+	case errors.Is(err, tools.ErrApprovalsUnavailable):
+		writeProblem(w, tools.CodeSessionStoreUnavailable, "cannot decide approval "+quote(id)+": the session store is unavailable; retry shortly")
 	case errors.Is(err, tools.ErrApprovalNotPending):
 		writeProblem(w, CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
 	case err != nil:

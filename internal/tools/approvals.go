@@ -28,18 +28,25 @@ const (
 // ended without a decision (it timed out, or its call went away).
 var ErrApprovalNotPending = approval.ErrNotPending
 
-// ListApprovals returns the pending approvals, oldest first, and the cursor
-// of the newest one opened so far (for NextApprovals).
-func (x *Executor) ListApprovals() ([]Approval, uint64) { return x.approvals.List() }
+// ErrApprovalsUnavailable is the answer of ListApprovals, NextApprovals and
+// DecideApproval while the Redis that holds every replica's approvals
+// cannot be reached (docs/deployment.md).
+var ErrApprovalsUnavailable = approval.ErrUnavailable
+
+// ListApprovals returns the pending approvals, oldest first (with Redis,
+// every replica's), and the cursor of the newest one opened so far (for
+// NextApprovals).
+func (x *Executor) ListApprovals() ([]Approval, uint64, error) { return x.approvals.List() }
 
 // NextApprovals waits up to wait (bounded by ctx) until an approval opened
 // after cursor is pending, then lists them as ListApprovals does; when the
 // wait ends with nothing new, it lists what is pending then.
-func (x *Executor) NextApprovals(ctx context.Context, cursor uint64, wait time.Duration) ([]Approval, uint64) {
+func (x *Executor) NextApprovals(ctx context.Context, cursor uint64, wait time.Duration) ([]Approval, uint64, error) {
 	return x.approvals.Next(ctx, cursor, wait)
 }
 
 // DecideApproval records a person's decision on the pending approval id:
-// ErrApprovalNotPending when it ended without one, another error when there
-// is no such pending approval (unknown, or decided already).
+// ErrApprovalNotPending when it ended without one, ErrApprovalsUnavailable
+// without Redis, another error when there is no such pending approval
+// (unknown, or decided already).
 func (x *Executor) DecideApproval(id string, d Decision) error { return x.approvals.Decide(id, d) }
