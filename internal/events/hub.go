@@ -4,10 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Config bounds a Hub. Zero fields take the defaults in brackets
@@ -24,6 +27,18 @@ type Config struct {
 	OwnEchoes      int           // own mutations remembered to suppress their inotify echo [4096]
 	OwnEchoTTL     time.Duration // how long one is remembered [10s]
 	Metrics        *Metrics      // nil: no metrics
+
+	// Redis, when set, carries the feed on a Redis stream shared by every
+	// replica with the same Redis and Prefix (docs/events.md, "Several
+	// replicas"): each replica appends its events and reads everyone's,
+	// in one order, with the stream's ids; RingEvents bounds the stream
+	// (MAXLEN ~). nil: in this process.
+	Redis redis.UniversalClient
+	// Prefix starts every Redis key (the session store's
+	// --session-key-prefix; default "toolfs:").
+	Prefix string
+	// Logger is told of Redis failures (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -64,7 +79,9 @@ const CodeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
 // record is a published event: immutable once in the ring, shared by every
 // subscriber queue that holds it.
 type record struct {
-	seq     uint64
+	id      string   // the SSE id
+	seq     uint64   // in memory: its place in the ring
+	pos     position // with Redis: its place in the stream
 	typ     Type
 	path    string
 	session string
@@ -88,6 +105,16 @@ type Hub struct {
 	subs   map[*Subscription]struct{}
 	closed bool
 	own    ownEchoes
+
+	// With Redis: the stream, and the last record this replica's reader
+	// handed to the subscribers (guarded by mu).
+	shared  *redisFeed
+	tail    position
+	tailID  string
+	reading bool // the reader knows where the stream ends
+
+	warnMu sync.Mutex
+	warned map[string]time.Time // by operation: the last Redis failure logged
 }
 
 // NewHub returns an empty hub. Its ids start afresh: a Last-Event-ID from
@@ -96,33 +123,57 @@ func NewHub(cfg Config) *Hub {
 	cfg.defaults()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &Hub{
+	h := &Hub{
 		cfg:   cfg,
 		obs:   observer{cfg.Metrics},
 		epoch: hex.EncodeToString(b[:]),
-		ring:  make([]*record, cfg.RingEvents),
 		subs:  map[*Subscription]struct{}{},
-		own:   newOwnEchoes(cfg.OwnEchoes, cfg.OwnEchoTTL),
 	}
+	if cfg.Redis != nil {
+		h.tailID = position{}.String()
+		h.shared = newRedisFeed(h)
+		return h
+	}
+	h.ring = make([]*record, cfg.RingEvents)
+	h.own = newOwnEchoes(cfg.OwnEchoes, cfg.OwnEchoTTL)
+	return h
 }
 
 // Publish adds e to the ring and to the queue of every subscriber whose
 // filter matches. It never waits for a subscriber. A write or edit is also
 // remembered (path and version) so the Watcher does not report its inotify
 // echo as an external change.
+//
+// With Redis the event goes to the stream (and a mutation's path and
+// version with it), and reaches this replica's subscribers, as every other
+// replica's, through the stream's reader.
 func (h *Hub) Publish(e Event) {
 	data := e.encode(h.cfg.MaxEventBytes)
+	if h.shared != nil {
+		if !h.isClosed() {
+			h.shared.publish(e, data)
+			h.obs.published(e.Type)
+		}
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
 	}
 	h.seq++
-	r := &record{seq: h.seq, typ: e.Type, path: e.Path, session: e.Session, data: data}
+	r := &record{id: h.id(h.seq), seq: h.seq, typ: e.Type, path: e.Path, session: e.Session, data: data}
 	if e.Type.isMutation() {
 		h.own.add(e.Path, e.Version, time.Now())
 	}
 	h.keep(r)
+	h.fanOut(r)
+	h.obs.published(e.Type)
+}
+
+// fanOut offers r to every subscriber whose filter matches, dropping those
+// that cannot keep up. Called with h.mu held.
+func (h *Hub) fanOut(r *record) {
 	for s := range h.subs {
 		if !s.filter.matches(r) {
 			continue
@@ -131,7 +182,12 @@ func (h *Hub) Publish(e Event) {
 			h.drop(s)
 		}
 	}
-	h.obs.published(e.Type)
+}
+
+func (h *Hub) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
 }
 
 // keep puts r in the ring, evicting the oldest records past either bound.
@@ -162,6 +218,9 @@ func (h *Hub) drop(s *Subscription) {
 // makes Publish a no-op. Use it on shutdown: open streams would otherwise
 // hold the server's graceful drain until its grace runs out.
 func (h *Hub) Close() {
+	if h.shared != nil {
+		defer h.shared.stop()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -181,6 +240,10 @@ func (h *Hub) Close() {
 // reporting them as external: the inotify echo of a rename can arrive
 // before the call that made it has published its event.
 func (h *Hub) Expect(path string) {
+	if h.shared != nil {
+		h.shared.expect(path)
+		return
+	}
 	h.mu.Lock()
 	h.own.add(path, "", time.Now())
 	h.mu.Unlock()
@@ -190,10 +253,20 @@ func (h *Hub) Expect(path string) {
 // write or edit published for it: own says one was published lately, echo
 // that the versions are equal (the change is that mutation's own), pending
 // that a mutation was announced (Expect) and not yet published.
+//
+// With Redis the last mutation of path is the one any replica published or
+// announced, so the replica that watches tells another replica's write
+// from an external change.
 func (h *Hub) ownEcho(path string, version func() (string, bool)) (own, echo, pending bool) {
-	h.mu.Lock()
-	v, ok := h.own.get(path, time.Now())
-	h.mu.Unlock()
+	var v string
+	var ok bool
+	if h.shared != nil {
+		v, ok = h.shared.ownVersion(path)
+	} else {
+		h.mu.Lock()
+		v, ok = h.own.get(path, time.Now())
+		h.mu.Unlock()
+	}
 	if !ok {
 		return false, false, false
 	}
@@ -223,10 +296,14 @@ func (h *Hub) parseID(id string) (uint64, bool) {
 // for all of them (too old, another process's id, malformed) the
 // subscription starts with a reset instead. Past Config.MaxSubscribers it
 // returns ErrTooManySubscribers.
+//
+// With Redis the ids are the stream's, the same on every replica, and the
+// backlog comes from the stream; a resume from before its first entry
+// (trimmed) gets the reset.
 func (h *Hub) Subscribe(f Filter, lastEventID string) (*Subscription, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed || len(h.subs) >= h.cfg.MaxSubscribers {
+		h.mu.Unlock()
 		h.obs.refused()
 		return nil, ErrTooManySubscribers
 	}
@@ -236,13 +313,20 @@ func (h *Hub) Subscribe(f Filter, lastEventID string) (*Subscription, error) {
 		queue:   make(chan *record, h.cfg.QueueEvents),
 		dropped: make(chan struct{}),
 		closed:  make(chan struct{}),
-		start:   h.seq,
+		startID: h.latestLocked(),
 	}
-	if lastEventID != "" {
+	if lastEventID != "" && h.shared == nil {
 		s.backlog, s.reset = h.since(lastEventID, f)
 	}
 	h.subs[s] = struct{}{}
 	h.obs.subscribed(len(h.subs))
+	tail, reading := h.tail, h.reading
+	h.mu.Unlock()
+	if lastEventID != "" && h.shared != nil {
+		// Registered first: what the reader hands out from now on is
+		// queued, the backlog is what came before, up to tail.
+		s.backlog, s.skip, s.reset = h.shared.since(lastEventID, tail, reading, f)
+	}
 	return s, nil
 }
 
@@ -278,9 +362,13 @@ type Subscription struct {
 	queued  int64         // bytes in queue; guarded by hub.mu
 	dropped chan struct{} // closed by the hub when the queue overflowed
 	closed  chan struct{} // closed by Hub.Close
-	start   uint64        // the last id when the subscription began
+	startID string        // the last id when the subscription began
 	backlog []*record
 	reset   bool // the resume point was lost: send a reset first
+	// skip: with Redis, queued records at or before it are not sent (the
+	// client has them: it resumed from an id this replica's reader had
+	// not reached yet).
+	skip position
 }
 
 // offer queues r without blocking; false when the queue is full by count or
@@ -320,13 +408,23 @@ func (s *Subscription) Close() {
 // resetRecord is a reset carrying the id to continue from once the
 // subscriber has reloaded: the latest when it is sent, so what follows is
 // news (an event published while it reloads may come twice, never not at all).
-func (h *Hub) resetRecord(seq uint64) *record {
-	return &record{seq: seq, typ: TypeReset, data: []byte(`{"type":"reset"}`)}
+func (h *Hub) resetRecord(id string) *record {
+	return &record{id: id, typ: TypeReset, data: resetData}
 }
 
-// latest is the id of the last event published.
-func (h *Hub) latest() uint64 {
+var resetData = []byte(`{"type":"reset"}`)
+
+// latest is the id of the last event published (with Redis: the last one
+// this replica's reader handed out).
+func (h *Hub) latest() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.seq
+	return h.latestLocked()
+}
+
+func (h *Hub) latestLocked() string {
+	if h.shared != nil {
+		return h.tailID
+	}
+	return h.id(h.seq)
 }

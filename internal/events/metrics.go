@@ -12,6 +12,8 @@ type Metrics struct {
 	watches     prometheus.Gauge
 	watchLimit  prometheus.Counter
 	overflows   prometheus.Counter
+	redisErrors *prometheus.CounterVec
+	watching    prometheus.Gauge
 }
 
 // NewMetrics registers the series on reg.
@@ -45,8 +47,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolfs_events_overflows_total",
 			Help: "Times the kernel dropped change notifications.",
 		}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_events_redis_errors_total",
+			Help: "Failed Redis calls of the shared change feed, by operation (publish, expect, echo, read, resume, lease).",
+		}, []string{"op"}),
+		watching: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "toolfs_events_watching",
+			Help: "1 while this process watches the root for external changes (with Redis: while it holds the watcher lease), else 0.",
+		}),
 	}
-	reg.MustRegister(m.published, m.subscribers, m.dropped, m.refused, m.watches, m.watchLimit, m.overflows)
+	reg.MustRegister(m.published, m.subscribers, m.dropped, m.refused, m.watches, m.watchLimit, m.overflows, m.redisErrors, m.watching)
 	for _, t := range []Type{TypeWrite, TypeEdit, TypeCreated, TypeModified, TypeRemoved, TypeRenamed, TypeOverflow} {
 		m.published.WithLabelValues(string(t))
 	}
@@ -96,5 +106,21 @@ func (o observer) watchLimitHit() {
 func (o observer) overflow() {
 	if o.m != nil {
 		o.m.overflows.Inc()
+	}
+}
+
+func (o observer) redisError(op string) {
+	if o.m != nil {
+		o.m.redisErrors.WithLabelValues(op).Inc()
+	}
+}
+
+func (o observer) watchingNow(on bool) {
+	if o.m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		o.m.watching.Set(v)
 	}
 }

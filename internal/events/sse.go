@@ -54,7 +54,7 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWrite
 	if !s.send(func(b []byte) []byte { return append(b, "retry: "+strconv.Itoa(retryMillis)+"\n\n"...) }) {
 		return
 	}
-	if sub.reset && !s.event(h.resetRecord(sub.start)) {
+	if sub.reset && !s.event(h.resetRecord(sub.startID)) {
 		return
 	}
 	for _, rec := range sub.backlog {
@@ -76,6 +76,9 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWrite
 		select {
 		case rec := <-sub.queue:
 			sub.taken(rec)
+			if h.shared != nil && !sub.skip.less(rec.pos) {
+				continue
+			}
 			if !s.event(rec) {
 				return
 			}
@@ -108,7 +111,7 @@ type stream struct {
 func (s *stream) event(r *record) bool {
 	return s.send(func(b []byte) []byte {
 		b = append(b, "id: "...)
-		b = append(b, s.h.id(r.seq)...)
+		b = append(b, r.id...)
 		b = append(b, "\ndata: "...)
 		b = append(b, r.data...) // JSON has no raw newline
 		return append(b, "\n\n"...)

@@ -40,6 +40,9 @@ type WatchConfig struct {
 	Version func(rel string) (version string, ok bool)
 	Logger  *slog.Logger // nil: slog.Default()
 	Metrics *Metrics     // nil: no metrics
+	// Lease is how long the watcher lease of a Redis hub outlives its
+	// holder's last renewal (Watch) [DefaultLease].
+	Lease time.Duration
 }
 
 // Watcher publishes changes made under the root outside the API, through

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -67,7 +68,7 @@ type Server struct {
 	executor  *tools.Executor
 	mcp       *mcp.Handler
 	hub       *events.Hub // nil: the change feed is off
-	watcher   *events.Watcher
+	watcher   io.Closer
 	approvals *approval.Store
 
 	http       *http.Server
@@ -267,6 +268,19 @@ func (s *Server) release() {
 // (docs/deployment.md).
 func (s *Server) sessionStore() (policy.Gate, error) {
 	cfg := s.cfg
+	if cfg.SessionStore != "memory" {
+		// The session store's Redis also shares the pending approvals and
+		// the change feed between replicas, with the policy on or off
+		// (docs/deployment.md, "Approvals and the change feed").
+		opts, err := redisOptions(cfg.SessionStore)
+		if err != nil {
+			return nil, err
+		}
+		// go-redis logs through one process-wide logger; its messages
+		// repeat the causes the store's errors carry, so they go to debug.
+		redis.SetLogger(redisLogger{s.log})
+		s.redis = redis.NewClient(opts)
+	}
 	if !cfg.Policy {
 		return nil, nil
 	}
@@ -280,14 +294,6 @@ func (s *Server) sessionStore() (policy.Gate, error) {
 		s.Store = policy.NewStore(storeCfg)
 		gate = s.Store
 	} else {
-		opts, err := redisOptions(cfg.SessionStore)
-		if err != nil {
-			return nil, err
-		}
-		// go-redis logs through one process-wide logger; its messages
-		// repeat the causes the store's errors carry, so they go to debug.
-		redis.SetLogger(redisLogger{s.log})
-		s.redis = redis.NewClient(opts)
 		rs := policy.NewRedisStore(s.redis, storeCfg, policy.RedisOptions{Prefix: cfg.SessionKeyPrefix})
 		if err := rs.Ping(context.Background()); err != nil {
 			s.log.Warn("session store unreachable at start-up: writes and edits answer 503 until it is up", "session-store", redactURL(cfg.SessionStore), "err", err)
@@ -296,6 +302,15 @@ func (s *Server) sessionStore() (policy.Gate, error) {
 	}
 	s.metrics.WatchSessions(gate)
 	return gate, nil
+}
+
+// shared is the Redis that shares approvals and the change feed between
+// replicas: the session store's, or nil (an interface holding no client).
+func (s *Server) shared() redis.UniversalClient {
+	if s.redis == nil {
+		return nil
+	}
+	return s.redis
 }
 
 // redisLogger routes go-redis's own messages to the server's log at debug
@@ -326,7 +341,8 @@ func (s *Server) logSearch() {
 func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 	cfg := s.cfg
 	em := events.NewMetrics(s.metrics.Registerer())
-	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.EventsMaxSubscribers, Heartbeat: cfg.EventsHeartbeat, Metrics: em})
+	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.EventsMaxSubscribers, Heartbeat: cfg.EventsHeartbeat, Metrics: em,
+		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Logger: s.log})
 	// Keys are real paths (symlinks resolved), as the watcher reports
 	// changes: one file has one path in the feed.
 	realRoot, err := filepath.EvalSymlinks(s.Root)
@@ -334,7 +350,7 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 		return nil, nil, err
 	}
 	if cfg.EventsMaxWatches > 0 {
-		s.watcher, err = events.NewWatcher(s.hub, events.WatchConfig{
+		s.watcher, err = events.Watch(s.hub, events.WatchConfig{
 			Root: realRoot, MaxWatches: cfg.EventsMaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
 		})
 		if err != nil {
@@ -384,6 +400,7 @@ func (s *Server) newApprovals() *approval.Store {
 	log, m := s.log, s.metrics
 	st := approval.New(approval.Config{
 		Max: s.cfg.MaxApprovals, Timeout: s.cfg.ApprovalTimeout,
+		Redis: s.shared(), Prefix: s.cfg.SessionKeyPrefix,
 		OnOpen: func(a approval.Approval) {
 			log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
 			s.publishApproval(a)
