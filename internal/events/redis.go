@@ -187,7 +187,7 @@ return out
 
 // where is where the stream stands.
 type where struct {
-	last, first position
+	last, first   position
 	added, length int64
 }
 
