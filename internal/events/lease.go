@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,6 +58,8 @@ type lease struct {
 	held   bool     // this replica holds the lease
 	w      *Watcher // non-nil while held
 	lastOK time.Time
+	// watching mirrors w != nil for other goroutines (tests).
+	watching atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -148,6 +151,7 @@ func (l *lease) attempt() error {
 		return err
 	}
 	l.w = w
+	l.watching.Store(true)
 	l.hub.obs.watchingNow(true)
 	l.hub.log().Info("events: this replica holds the watcher lease and watches the root for external changes")
 	// Changes made while nobody watched were not seen.
@@ -160,6 +164,7 @@ func (l *lease) unwatch() {
 	if l.w != nil {
 		l.w.Close()
 		l.w = nil
+		l.watching.Store(false)
 		l.hub.obs.watchingNow(false)
 		observer{l.cfg.Metrics}.watching(0)
 	}

@@ -42,6 +42,14 @@ type redisFeed struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+
+	readCtx  context.Context
+	stopRead context.CancelFunc
+	// The reader's own connection (owned by the reader) and its Redis
+	// client id, so stopping does not wait out a blocked XREAD: CLIENT
+	// UNBLOCK ends it.
+	conn     *redis.Conn
+	readerID atomic.Int64
 }
 
 // warnLimited reports whether a warning about op may be logged now: at
@@ -81,6 +89,7 @@ func newRedisFeed(h *Hub) *redisFeed {
 	}
 	st := &redisFeed{h: h, client: h.cfg.Redis, prefix: prefix, key: prefix + "events", ownPrefix: prefix + "events:own:", done: make(chan struct{})}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
+	st.readCtx, st.stopRead = context.WithCancel(st.ctx)
 	go st.read()
 	return st
 }
@@ -88,8 +97,58 @@ func newRedisFeed(h *Hub) *redisFeed {
 func (st *redisFeed) stop() {
 	st.once.Do(func() {
 		st.cancel()
-		<-st.done
+		st.stopReader()
 	})
+}
+
+// stopReader ends the reader and waits for it: a read blocked in Redis is
+// unblocked (again, should the reader have been about to block).
+func (st *redisFeed) stopReader() {
+	st.stopRead()
+	for range readBlock / (100 * time.Millisecond) {
+		if id := st.readerID.Load(); id != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			st.client.ClientUnblock(ctx, id)
+			cancel()
+		}
+		select {
+		case <-st.done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	<-st.done
+}
+
+// reader is what the reader reads through: its own connection when the
+// client can give one (a *redis.Client), else the client, whose blocked
+// read then ends by itself within readBlock.
+func (st *redisFeed) reader() redis.Cmdable {
+	c, ok := st.client.(interface{ Conn() *redis.Conn })
+	if !ok {
+		return st.client
+	}
+	if st.conn == nil {
+		conn := c.Conn()
+		id, err := conn.ClientID(st.readCtx).Result()
+		if err != nil {
+			conn.Close()
+			return st.client
+		}
+		st.conn = conn
+		st.readerID.Store(id)
+	}
+	return st.conn
+}
+
+// dropConn forgets the reader's connection after a failure: the next read
+// dials a new one.
+func (st *redisFeed) dropConn() {
+	if st.conn != nil {
+		st.readerID.Store(0)
+		st.conn.Close()
+		st.conn = nil
+	}
 }
 
 // publish appends one event (after a reset, when an earlier one was lost)
@@ -270,19 +329,20 @@ func (st *redisFeed) since(lastEventID string, tail position, reading bool, f Fi
 // lost entries no subscriber here has seen.
 func (st *redisFeed) read() {
 	defer close(st.done)
+	defer st.dropConn()
 	backoff := newBackoff()
 	var pos position
 	for {
-		w, _, err := st.tail(st.ctx, position{}, position{}, false, 0)
+		w, _, err := st.tail(st.readCtx, position{}, position{}, false, 0)
 		if err == nil {
 			pos = w.last
 			break
 		}
-		if st.ctx.Err() != nil {
+		if st.readCtx.Err() != nil {
 			return
 		}
 		st.failed("read", err)
-		if !backoff.wait(st.ctx) {
+		if !backoff.wait(st.readCtx) {
 			return
 		}
 	}
@@ -290,16 +350,17 @@ func (st *redisFeed) read() {
 	backoff.reset()
 	broken := false
 	for {
-		res, err := st.client.XRead(st.ctx, &redis.XReadArgs{Streams: []string{st.key, pos.String()}, Count: 256, Block: readBlock}).Result()
-		if st.ctx.Err() != nil {
+		res, err := st.reader().XRead(st.readCtx, &redis.XReadArgs{Streams: []string{st.key, pos.String()}, Count: 256, Block: readBlock}).Result()
+		if st.readCtx.Err() != nil {
 			return
 		}
 		if err != nil && !errors.Is(err, redis.Nil) {
+			st.dropConn()
 			if !broken {
 				st.failed("read", err)
 			}
 			broken = true
-			if !backoff.wait(st.ctx) {
+			if !backoff.wait(st.readCtx) {
 				return
 			}
 			continue
