@@ -31,8 +31,8 @@ type Config struct {
 	// Redis, when set, carries the feed on a Redis stream shared by every
 	// replica with the same Redis and Prefix (docs/events.md, "Several
 	// replicas"): each replica appends its events and reads everyone's,
-	// in one order, with the stream's ids; RingEvents bounds the stream
-	// (MAXLEN ~). nil: in this process.
+	// in one order, with the stream's ids; RingEvents and RingBytes bound
+	// the stream as they bound the ring. nil: in this process.
 	Redis redis.UniversalClient
 	// Prefix starts every Redis key (the session store's
 	// --session-key-prefix; default "toolfs:").

@@ -13,6 +13,7 @@ type Metrics struct {
 	watchLimit  prometheus.Counter
 	overflows   prometheus.Counter
 	redisErrors *prometheus.CounterVec
+	gaps        prometheus.Counter
 	watching    prometheus.Gauge
 }
 
@@ -51,12 +52,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "toolfs_events_redis_errors_total",
 			Help: "Failed Redis calls of the shared change feed, by operation (publish, expect, echo, read, resume, lease).",
 		}, []string{"op"}),
+		gaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_events_stream_gaps_total",
+			Help: "Times this replica's reader of the shared stream found entries missing (it fell behind the stream's bound, or Redis lost them); its subscribers got a reset.",
+		}),
 		watching: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "toolfs_events_watching",
 			Help: "1 while this process watches the root for external changes (with Redis: while it holds the watcher lease), else 0.",
 		}),
 	}
-	reg.MustRegister(m.published, m.subscribers, m.dropped, m.refused, m.watches, m.watchLimit, m.overflows, m.redisErrors, m.watching)
+	reg.MustRegister(m.published, m.subscribers, m.dropped, m.refused, m.watches, m.watchLimit, m.overflows, m.redisErrors, m.gaps, m.watching)
 	for _, t := range []Type{TypeWrite, TypeEdit, TypeCreated, TypeModified, TypeRemoved, TypeRenamed, TypeOverflow} {
 		m.published.WithLabelValues(string(t))
 	}
@@ -122,5 +127,11 @@ func (o observer) watchingNow(on bool) {
 			v = 1
 		}
 		o.m.watching.Set(v)
+	}
+}
+
+func (o observer) gap() {
+	if o.m != nil {
+		o.m.gaps.Inc()
 	}
 }

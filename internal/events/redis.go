@@ -16,13 +16,16 @@ import (
 )
 
 // redisFeed carries a Hub's events on a Redis stream shared by every replica
-// (docs/events.md, "Several replicas"). Publish appends (XADD, MAXLEN ~
-// RingEvents); one reader per replica follows the stream (XREAD BLOCK)
+// (docs/events.md, "Several replicas"). Publish appends (XADD, the stream
+// kept within RingEvents and RingBytes); one reader per replica follows the stream (XREAD BLOCK)
 // and hands each entry to that replica's subscribers, so every subscriber
 // of every replica sees one sequence, with the stream's ids as SSE ids.
 // Keys, under the prefix:
 //
-//	events                the stream: fields t (type), p (path), s (session), d (the JSON)
+//	events                the stream: fields t (type), p (path), s (session), d (the JSON),
+//	                      n (its number: events:n when it was appended)
+//	events:bytes          the bytes of the JSON the stream holds
+//	events:n              entries ever appended
 //	events:own:<digest>   the version of the last write or edit of a path published
 //	                      by any replica ("" while one is announced), for OwnEchoTTL
 //	events:watcher        the watcher lease (lease.go)
@@ -151,25 +154,68 @@ func (st *redisFeed) dropConn() {
 	}
 }
 
+// publishScript appends entries to the stream and keeps it within
+// RingEvents entries and RingBytes of event JSON, as the memory ring: it
+// frees first (the oldest entries, so a Redis at maxmemory with noeviction
+// still takes an event that replaces others, docs/deployment.md), then
+// appends, then, for a write or edit, records its path's version for the
+// replica that watches. Each entry is numbered (n), so a reader that fell
+// more than the stream's length behind, or a Redis that restarted empty,
+// shows as a gap. KEYS: the stream, its byte count, its counter. ARGV: max
+// entries, max bytes, the own-echo key ("" for none), version and TTL in
+// ms, then per entry its type, path, session and JSON.
+var publishScript = redis.NewScript(`
+local key, bytesKey, numKey = KEYS[1], KEYS[2], KEYS[3]
+local maxlen, maxbytes = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n = (#ARGV - 5) / 4
+local add = 0
+for i = 0, n - 1 do add = add + #ARGV[9 + 4 * i] end
+local len = redis.call('XLEN', key)
+local total = 0
+if len == 0 then redis.call('DEL', bytesKey) else total = tonumber(redis.call('GET', bytesKey) or '0') end
+local function over() return len > 0 and (len + n > maxlen or total + add > maxbytes) end
+if over() then
+  local keep, from = nil, '-'
+  while over() and not keep do
+    local batch = redis.call('XRANGE', key, from, '+', 'COUNT', 8)
+    if #batch == 0 then break end
+    for _, e in ipairs(batch) do
+      if not over() then keep = e[1]; break end
+      local f, size = e[2], 0
+      for j = 1, #f, 2 do if f[j] == 'd' then size = #f[j + 1] end end
+      total, len, from = total - size, len - 1, '(' .. e[1]
+    end
+  end
+  if keep then redis.call('XTRIM', key, 'MINID', keep) else redis.call('XTRIM', key, 'MAXLEN', 0) end
+  redis.call('SET', bytesKey, math.max(total, 0))
+end
+for i = 0, n - 1 do
+  local b = 6 + 4 * i
+  redis.call('XADD', key, '*', 't', ARGV[b], 'p', ARGV[b + 1], 's', ARGV[b + 2], 'd', ARGV[b + 3], 'n', redis.call('INCR', numKey))
+end
+redis.call('INCRBY', bytesKey, add)
+if ARGV[3] ~= '' then redis.call('SET', ARGV[3], ARGV[4], 'PX', ARGV[5]) end
+return 1
+`)
+
 // publish appends one event (after a reset, when an earlier one was lost)
 // and, for a write or edit, records its path's version for the replica
 // that watches: one round trip. A failure is logged and counted, and makes
 // the next append a reset.
 func (st *redisFeed) publish(e Event, data []byte) {
+	lost := st.lost.Load()
+	var entries []any
+	if lost {
+		entries = append(entries, string(TypeReset), "", "", resetData)
+	}
+	entries = append(entries, string(e.Type), e.Path, e.Session, data)
+	own, version := "", ""
+	if e.Type.isMutation() {
+		own, version = st.ownKey(e.Path), e.Version
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
-	lost := st.lost.Load()
-	_, err := st.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if lost {
-			p.XAdd(ctx, st.entry(TypeReset, "", "", resetData))
-		}
-		p.XAdd(ctx, st.entry(e.Type, e.Path, e.Session, data))
-		if e.Type.isMutation() {
-			p.Set(ctx, st.ownKey(e.Path), e.Version, st.h.cfg.OwnEchoTTL)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := st.append(ctx, own, version, entries); err != nil {
 		st.lost.Store(true)
 		st.failed("publish", err)
 		return
@@ -179,9 +225,9 @@ func (st *redisFeed) publish(e Event, data []byte) {
 	}
 }
 
-func (st *redisFeed) entry(t Type, path, session string, data []byte) *redis.XAddArgs {
-	return &redis.XAddArgs{Stream: st.key, MaxLen: int64(st.h.cfg.RingEvents), Approx: true,
-		Values: []any{"t", string(t), "p", path, "s", session, "d", data}}
+func (st *redisFeed) append(ctx context.Context, own, version string, entries []any) error {
+	args := append([]any{st.h.cfg.RingEvents, st.h.cfg.RingBytes, own, version, st.h.cfg.OwnEchoTTL.Milliseconds()}, entries...)
+	return publishScript.Run(ctx, st.client, []string{st.key, st.key + ":bytes", st.key + ":n"}, args...).Err()
 }
 
 // repair appends the reset a lost publish owes, if it still does.
@@ -191,7 +237,7 @@ func (st *redisFeed) repair() {
 	}
 	ctx, cancel := context.WithTimeout(st.ctx, publishTimeout)
 	defer cancel()
-	if err := st.client.XAdd(ctx, st.entry(TypeReset, "", "", resetData)).Err(); err == nil {
+	if err := st.append(ctx, "", "", []any{string(TypeReset), "", "", resetData}); err == nil {
 		st.lost.CompareAndSwap(true, false)
 	}
 }
@@ -228,16 +274,18 @@ func (st *redisFeed) ownVersion(path string) (string, bool) {
 }
 
 // tailScript answers, in one atomic call, where the stream stands
-// (last-generated-id, recorded-first-entry-id, entries-added, length;
-// "0-0", "0-0", 0, 0 when it does not exist) and, with ARGV[3] = "1", its
-// entries after ARGV[1] up to ARGV[2], at most ARGV[4].
+// (last-generated-id, recorded-first-entry-id, entries-added, length, the
+// last entry's number; "0-0", "0-0", 0, 0, 0 when it does not exist) and,
+// with ARGV[3] = "1", its entries after ARGV[1] up to ARGV[2], at most
+// ARGV[4].
 var tailScript = redis.NewScript(`
 local key = KEYS[1]
-if redis.call('EXISTS', key) == 0 then return {'0-0', '0-0', 0, 0, {}} end
+if redis.call('EXISTS', key) == 0 then return {'0-0', '0-0', 0, 0, {}, 0} end
 local info = redis.call('XINFO', 'STREAM', key)
 local m = {}
 for i = 1, #info, 2 do m[info[i]] = info[i + 1] end
-local out = {m['last-generated-id'], m['recorded-first-entry-id'], m['entries-added'], m['length'], {}}
+local out = {m['last-generated-id'], m['recorded-first-entry-id'], m['entries-added'], m['length'], {},
+  tonumber(redis.call('GET', KEYS[2]) or '0')}
 if ARGV[3] == '1' then
   out[5] = redis.call('XRANGE', key, '(' .. ARGV[1], ARGV[2], 'COUNT', ARGV[4])
 end
@@ -248,6 +296,7 @@ return out
 type where struct {
 	last, first   position
 	added, length int64
+	n             uint64 // the last entry's number
 }
 
 func (st *redisFeed) tail(ctx context.Context, after, upTo position, entries bool, limit int) (where, []*record, error) {
@@ -255,11 +304,11 @@ func (st *redisFeed) tail(ctx context.Context, after, upTo position, entries boo
 	if entries {
 		flag = "1"
 	}
-	res, err := tailScript.Run(ctx, st.client, []string{st.key}, after.String(), upTo.String(), flag, limit).Slice()
+	res, err := tailScript.Run(ctx, st.client, []string{st.key, st.key + ":n"}, after.String(), upTo.String(), flag, limit).Slice()
 	if err != nil {
 		return where{}, nil, err
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return where{}, nil, errors.New("events: unexpected answer from Redis")
 	}
 	var w where
@@ -268,6 +317,8 @@ func (st *redisFeed) tail(ctx context.Context, after, upTo position, entries boo
 	w.first, ok2 = parsePosition(redisString(res[1]))
 	w.added, _ = res[2].(int64)
 	w.length, _ = res[3].(int64)
+	n, _ := res[5].(int64)
+	w.n = uint64(n)
 	if !ok1 || !ok2 {
 		return where{}, nil, errors.New("events: unexpected stream ids from Redis")
 	}
@@ -292,7 +343,7 @@ func (st *redisFeed) since(lastEventID string, tail position, reading bool, f Fi
 	if !ok || !reading {
 		return nil, position{}, true
 	}
-	limit := st.h.cfg.RingEvents + 512 // MAXLEN ~ keeps up to a node more
+	limit := st.h.cfg.RingEvents + 1
 	ctx, cancel := context.WithTimeout(st.ctx, publishTimeout)
 	defer cancel()
 	w, recs, err := st.tail(ctx, x, tail, x.less(tail), limit)
@@ -324,18 +375,19 @@ func (st *redisFeed) since(lastEventID string, tail position, reading bool, f Fi
 
 // read is the replica's reader: it learns where the stream ends, then
 // hands every new entry to the hub's subscribers, in the stream's order.
-// After Redis failed it drops every subscriber with a reset (they
-// reconnect and resume, or reload): a Redis that restarted empty may have
-// lost entries no subscriber here has seen.
+// When the entries' numbers show a gap (this reader fell more than the
+// stream's length behind, or Redis restarted empty) it drops every
+// subscriber with a reset: they reconnect and resume, or reload.
 func (st *redisFeed) read() {
 	defer close(st.done)
 	defer st.dropConn()
 	backoff := newBackoff()
 	var pos position
+	var last uint64 // the number of the entry at pos
 	for {
 		w, _, err := st.tail(st.readCtx, position{}, position{}, false, 0)
 		if err == nil {
-			pos = w.last
+			pos, last = w.last, w.n
 			break
 		}
 		if st.readCtx.Err() != nil {
@@ -368,7 +420,6 @@ func (st *redisFeed) read() {
 		if broken {
 			broken = false
 			backoff.reset()
-			st.h.dropAll()
 		}
 		for _, s := range res {
 			for _, m := range s.Messages {
@@ -376,7 +427,12 @@ func (st *redisFeed) read() {
 				if !ok {
 					continue
 				}
-				pos = r.pos
+				n, _ := strconv.ParseUint(redisString(m.Values["n"]), 10, 64)
+				if n != last+1 {
+					st.h.obs.gap()
+					st.h.dropAll()
+				}
+				pos, last = r.pos, n
 				st.h.deliver(r)
 			}
 		}

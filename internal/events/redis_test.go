@@ -211,17 +211,17 @@ func TestSharedResetWhenTheStreamCannotResume(t *testing.T) {
 	s := subscribe(t, srv.URL, "")
 	a.Publish(Event{Type: TypeCreated, Path: "first"})
 	first := s.next(5 * time.Second).ID
-	for i := range 400 { // approximate trimming removes whole nodes of 100
+	s.close()
+	for i := range 400 {
 		a.Publish(Event{Type: TypeCreated, Path: fmt.Sprint(i)})
 	}
-	var latest string
-	for range 400 {
-		latest = s.next(5 * time.Second).ID
-	}
-	n, err := a.cfg.Redis.XLen(context.Background(), a.shared.key).Result()
+	ctx := context.Background()
+	n, err := a.cfg.Redis.XLen(ctx, a.shared.key).Result()
 	require.NoError(t, err)
-	require.Less(t, n, int64(401), "the stream was trimmed")
-	t.Logf("stream length %d after 401 events with RingEvents 10", n)
+	require.Equal(t, int64(10), n, "the stream holds RingEvents entries")
+	last, err := a.cfg.Redis.XRevRangeN(ctx, a.shared.key, "+", "-", 1).Result()
+	require.NoError(t, err)
+	latest := last[0].ID
 
 	for _, id := range []string{first, "99999999999999-0", "garbage", "3f9a01c2-17", "12345678-5"} {
 		eventually(t, func() bool { return a.latest() == latest }, "the reader to catch up")
@@ -238,6 +238,55 @@ func TestSharedResetWhenTheStreamCannotResume(t *testing.T) {
 	// The latest id itself resumes with nothing missed.
 	r := subscribe(t, srv.URL, latest)
 	r.quiet(100 * time.Millisecond)
+}
+
+// TestSharedReaderGapIsAReset: a replica whose reader fell behind by more
+// than the stream holds (here: held while 100 events go through a stream
+// of 10) cannot account for what was trimmed: its subscribers get a reset
+// and their streams end, so they resume (and reset) or reload.
+func TestSharedReaderGapIsAReset(t *testing.T) {
+	replica := replicas(t, nil)
+	a, b := replica(Config{RingEvents: 10}), replica(Config{RingEvents: 10, QueueEvents: 1024})
+	s := subscribe(t, serve(t, b).URL, "")
+	eventually(t, func() bool { return b.subscribers() == 1 }, "the subscription")
+	b.mu.Lock() // B's reader stalls handing out the first entry
+	for i := range 100 {
+		a.Publish(Event{Type: TypeCreated, Path: fmt.Sprint(i)})
+	}
+	b.mu.Unlock()
+	frames := s.ended(5 * time.Second)
+	require.NotEmpty(t, frames)
+	assert.Equal(t, `{"type":"reset"}`, frames[len(frames)-1].Data)
+	assert.Less(t, len(frames), 100)
+}
+
+// TestSharedStreamBoundedByBytes: the stream holds at most RingBytes of
+// events' JSON, as the ring does, the oldest going first, and its byte
+// count is exact.
+func TestSharedStreamBoundedByBytes(t *testing.T) {
+	replica := replicas(t, nil)
+	a := replica(Config{RingBytes: 10_000})
+	ctx := context.Background()
+	for i := range 50 {
+		a.Publish(Event{Type: TypeCreated, Path: fmt.Sprintf("%03d", i) + strings.Repeat("x", 950)})
+	}
+	res, err := a.cfg.Redis.XRange(ctx, a.shared.key, "-", "+").Result()
+	require.NoError(t, err)
+	total := 0
+	for _, m := range res {
+		total += len(redisString(m.Values["d"]))
+	}
+	assert.LessOrEqual(t, total, 10_000)
+	assert.Greater(t, total, 10_000-1_000, "no more went than needed")
+	assert.Contains(t, redisString(res[len(res)-1].Values["d"]), `"path":"049`)
+	counted, err := a.cfg.Redis.Get(ctx, a.shared.key+":bytes").Int()
+	require.NoError(t, err)
+	assert.Equal(t, total, counted)
+	// A 9,000-byte event takes the place of as many as it needs.
+	a.Publish(Event{Type: TypeCreated, Path: strings.Repeat("y", 9_000)})
+	res, err = a.cfg.Redis.XRange(ctx, a.shared.key, "-", "+").Result()
+	require.NoError(t, err)
+	assert.Len(t, res, 1)
 }
 
 // watchShared is a replica on a real root: its hub on Redis, its provider,
