@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 // cluster returns a function that makes replicas: stores on one Redis
 // under one fresh prefix, each with its own client (as separate processes
 // have), closed at cleanup.
-func cluster(t *testing.T, srv *redistest.Server) func(cfg Config) *Store {
+func cluster(t testing.TB, srv *redistest.Server) func(cfg Config) *Store {
 	t.Helper()
 	if srv == nil {
 		if sharedRedis == nil {

@@ -159,7 +159,7 @@ func (s *sse) ended(timeout time.Duration) []frame {
 }
 
 // eventually polls cond for up to 5 s.
-func eventually(t *testing.T, cond func() bool, what string) {
+func eventually(t testing.TB, cond func() bool, what string) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
 		if cond() {

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 // replicas returns a function that makes replicas' hubs: one Redis, one
 // fresh prefix, a client each (as separate processes have), closed at
 // cleanup.
-func replicas(t *testing.T, srv *redistest.Server) func(cfg Config) *Hub {
+func replicas(t testing.TB, srv *redistest.Server) func(cfg Config) *Hub {
 	t.Helper()
 	if srv == nil {
 		if sharedRedis == nil {
