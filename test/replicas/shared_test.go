@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,7 +303,16 @@ func TestEventsAcrossReplicas(t *testing.T) {
 	}
 	base, replicas, _ := startDeployment(t, nginx, root, rs.URL(redisDBIndex))
 	direct := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(replicas[i].port) }
-	a, b := subscribeEvents(t, direct(0), ""), subscribeEvents(t, direct(1), "")
+	// A subscribes to the replica that watches the root (it holds the
+	// lease), B to another one.
+	watcher := -1
+	for i := range replicas {
+		if metric(t, replicas[i:i+1], "toolfs_events_watching") == 1 {
+			watcher = i
+		}
+	}
+	require.NotEqual(t, -1, watcher, "one replica watches")
+	a, b := subscribeEvents(t, direct(watcher), ""), subscribeEvents(t, direct((watcher+1)%replicasN), "")
 
 	// Two agents edit their files through nginx, so every replica
 	// publishes some of the edits.
@@ -366,22 +377,15 @@ func TestEventsAcrossReplicas(t *testing.T) {
 		}
 	}
 
-	// The replica of A dies. Edits go on (nginx skips the dead one); A
-	// reconnects through nginx with the last id it got.
-	watcher := -1
-	for i := range replicas {
-		if metric(t, replicas[i:i+1], "toolfs_events_watching") == 1 {
-			watcher = i
-		}
-	}
-	require.NotEqual(t, -1, watcher, "one replica watches")
-	replicas[0].kill()
+	// The replica of A, the one that watches, dies. Another takes the
+	// lease over (an overflow says changes in between may be missing);
+	// edits go on (nginx skips the dead one); A reconnects through nginx
+	// with the last id it got.
+	replicas[watcher].kill()
+	killed := time.Now()
 	<-a.ended
-	if watcher == 0 {
-		// Another replica takes the lease over: an overflow says changes
-		// in between may be missing.
-		require.Eventually(t, func() bool { return metric(t, replicas, "toolfs_events_watching") == 1 }, 15*time.Second, 100*time.Millisecond, "a takeover")
-	}
+	require.Eventually(t, func() bool { return metric(t, replicas, "toolfs_events_watching") == 1 }, 15*time.Second, 50*time.Millisecond, "a takeover")
+	t.Logf("another replica watches %v after the watcher was killed", time.Since(killed).Round(10*time.Millisecond))
 	edit(3)
 	resumed := subscribeEvents(t, base, seqA[len(seqA)-1].ID)
 	more := b.take(100, 3*time.Second)
@@ -395,9 +399,7 @@ func TestEventsAcrossReplicas(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 6, edits, "%v", more)
-	if watcher == 0 {
-		assert.Equal(t, 1, overflows, "%v", more)
-	}
+	assert.Equal(t, 1, overflows, "%v", more)
 	got := resumed.take(len(more), 10*time.Second)
 	assert.Equal(t, more, got, "the resumed subscriber misses nothing and gets nothing twice")
 	seqA = append(seqA, got...)
@@ -412,5 +414,115 @@ func TestEventsAcrossReplicas(t *testing.T) {
 		typ, path := typeOf(got[0])
 		assert.Equal(t, "created ext2.txt", typ+" "+path)
 	}
-	t.Logf("replica %d watched; %d events in the sequence", watcher, len(eb))
+	t.Logf("%d events in the sequence", len(eb))
+}
+
+// killNginx SIGKILLs the nginx of dir (its master, by the pid file, and
+// its workers, the master's children) and returns a function that starts
+// it again on the same configuration.
+func killNginx(t *testing.T, nginx, dir string) func() {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "nginx.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, c := range strings.Fields(string(children)) {
+		if n, err := strconv.Atoi(c); err == nil {
+			syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	return func() {
+		os.Remove(filepath.Join(dir, "nginx.pid"))
+		ng := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
+		ng.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		require.NoError(t, ng.Start())
+		t.Cleanup(func() { ng.Process.Signal(syscall.SIGQUIT); ng.Wait() })
+	}
+}
+
+// TestWhenNginxDies (docs/deployment.md, "What a client sees"): nginx is
+// SIGKILLed with an event stream open through it and an escalated call
+// waiting through it. The stream ends; the waiting call's connection
+// breaks, so its approval is withdrawn (the replica saw its caller go);
+// the replicas keep serving (an edit made on one directly is published);
+// once nginx is back, the subscriber resumes with its Last-Event-ID and
+// gets exactly what it missed.
+func TestWhenNginxDies(t *testing.T) {
+	nginx := nginxBin(t)
+	rs := redistest.Start(t)
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "ws"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "ws", "a.txt"), []byte("n: 0\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "out.txt"), []byte("v0\n"), 0o644))
+	base, replicas, dir := startDeployment(t, nginx, root, rs.URL(redisDBIndex), "--sandbox-mode", "workspace-write", "--events-max-watches", "0")
+	direct := "http://127.0.0.1:" + strconv.Itoa(replicas[1].port)
+	sub := subscribeEvents(t, base, "")
+	editN := func(url string, n int) {
+		r := do(t, http.MethodPost, url+"/tools/read", "agent", map[string]any{"file_path": "ws/a.txt"})
+		require.Equal(t, 200, r.status, "%s", r.body)
+		r = do(t, http.MethodPost, url+"/tools/edit", "agent", map[string]any{"file_path": "ws/a.txt", "old_string": fmt.Sprintf("n: %d", n), "new_string": fmt.Sprintf("n: %d", n+1)})
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	editN(base, 0)
+	got := sub.take(1, 5*time.Second)
+	require.Len(t, got, 1)
+	last := got[0].ID
+
+	// An escalation to danger-full-access waits through nginx.
+	r := do(t, http.MethodPost, base+"/tools/read", "agent", map[string]any{"file_path": "out.txt"})
+	require.Equal(t, 200, r.status)
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := post(base, "agent", "edit", map[string]any{"file_path": "out.txt", "old_string": "v0", "new_string": "v1",
+			"sandbox_permissions": "danger-full-access", "justification": "The user asked for it."})
+		waiting <- err
+	}()
+	require.Eventually(t, func() bool {
+		var l struct{ Approvals []approvalView }
+		json.Unmarshal(do(t, http.MethodGet, direct+"/approvals", "", nil).body, &l)
+		return len(l.Approvals) == 1
+	}, 5*time.Second, 20*time.Millisecond)
+
+	restart := killNginx(t, nginx, dir)
+	select {
+	case <-sub.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event stream through nginx did not end")
+	}
+	select {
+	case err := <-waiting:
+		assert.Error(t, err, "the waiting call's connection broke")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting call did not end")
+	}
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		var l struct{ Approvals []approvalView }
+		r := do(t, http.MethodGet, direct+"/approvals", "", nil)
+		return json.Unmarshal(r.body, &l) == nil && len(l.Approvals) == 0
+	}, 5*time.Second, 20*time.Millisecond, "the approval of a call whose client went away is withdrawn")
+	t.Logf("approval withdrawn %v after nginx died", time.Since(start).Round(time.Millisecond))
+	file, _ := os.ReadFile(filepath.Join(root, "out.txt"))
+	assert.Equal(t, "v0\n", string(file))
+
+	editN(direct, 1) // the replicas go on without nginx
+	restart()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, 10*time.Second, 20*time.Millisecond, "nginx is back")
+	resumed := subscribeEvents(t, base, last)
+	got = resumed.take(10, 2*time.Second)
+	var kinds []string
+	for _, e := range got {
+		typ, path := typeOf(e)
+		kinds = append(kinds, typ+" "+path)
+	}
+	// What it missed: the approval event and the edit made meanwhile.
+	assert.Equal(t, []string{"approval out.txt", "edit ws/a.txt"}, kinds)
 }
