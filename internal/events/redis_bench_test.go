@@ -51,12 +51,12 @@ func BenchmarkFeed(b *testing.B) {
 
 // TestRedisMemoryPerEvent measures what the shared stream costs Redis per
 // buffered event (MEMORY USAGE of the stream, divided by its entries), for
-// an edit event of a few lines and one of about 8 KiB of diff (4 and 128 lines each side), at the
+// an edit event of a few lines and one of about 8 KiB of diff (4 and 128 lines each side), and events of 16 KiB (236 lines), the size at which the 1,024 entries hold the 16 MiB bound, the costliest shape, at the
 // default bound of 1,024 entries.
 //
 //	go test -count=1 -v -run TestRedisMemoryPerEvent ./internal/events/
 func TestRedisMemoryPerEvent(t *testing.T) {
-	for _, lines := range []int{4, 128} {
+	for _, lines := range []int{4, 128, 236} {
 		t.Run(fmt.Sprint(lines), func(t *testing.T) {
 			replica := replicas(t, nil)
 			h := replica(Config{})

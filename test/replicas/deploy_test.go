@@ -99,10 +99,11 @@ func TestKubernetesManifests(t *testing.T) {
 	redisPod := dig(docs["StatefulSet/toolfs-redis"], "spec", "template", "spec", "containers", "redis")
 	require.NotNil(t, redisPod, "StatefulSet/toolfs-redis")
 	// docs/deployment.md, "How much memory": 1.8 times what the default
-	// caps hold, noeviction, and a limit of twice maxmemory.
+	// caps hold (sessions, and what the replicas share besides),
+	// noeviction, and a limit of twice maxmemory.
 	args := fmt.Sprint(dig(redisPod, "args"))
-	assert.Contains(t, args, "--maxmemory 160mb --maxmemory-policy noeviction")
-	assert.Equal(t, "320Mi", dig(redisPod, "resources", "limits", "memory"))
+	assert.Contains(t, args, "--maxmemory 200mb --maxmemory-policy noeviction")
+	assert.Equal(t, "400Mi", dig(redisPod, "resources", "limits", "memory"))
 	assert.Equal(t, "/workspace", dig(c, "env", "TOOLFS_ROOT", "value"))
 	assert.Equal(t, "/workspace", dig(c, "volumeMounts", "workspace", "mountPath"))
 	// The lock files live in the root (<root>/.toolfs-api/locks), so on the
