@@ -326,7 +326,8 @@ func TestSharedLostMessage(t *testing.T) {
 
 // TestSharedRedisDown: without Redis nothing opens (ErrUnavailable, so
 // nothing is granted), listing and deciding say so, and once Redis is back
-// everything works again without a restart.
+// everything works again without a restart; a call whose approval Redis
+// lost in a restart is cancelled.
 func TestSharedRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	replica := cluster(t, srv)
@@ -357,6 +358,23 @@ func TestSharedRedisDown(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("no decision after Redis came back")
+	}
+
+	// A call waiting while Redis restarts empty: its approval is gone, and
+	// the heartbeat refuses the call as cancelled, never granted.
+	p = open(t, a)
+	go func() { got <- p.Wait(context.Background()) }()
+	srv.Stop()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-got:
+		if o != Cancelled {
+			t.Fatalf("outcome %q", o)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call still waits for an approval Redis lost")
 	}
 }
 
