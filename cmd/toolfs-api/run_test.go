@@ -428,12 +428,14 @@ func TestShutdownEndsMCPStreams(t *testing.T) {
 // the call's first decision or record: a read is one script call, a write or
 // edit two (decide, record), a call refused before the policy one (the use
 // alone), on REST, /model and /mcp (docs/performance.md §7). Redis itself
-// counts them (INFO commandstats).
+// counts them (INFO commandstats). The change feed is off: with Redis it
+// adds its own two per write or edit (docs/deployment.md, "What Redis
+// costs").
 func TestRedisRoundTripsPerCall(t *testing.T) {
 	rs := redistest.Start(t)
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
-	base, stop := startRun(t, []string{"--addr", "127.0.0.1:0", "--root", root, "--session-store", rs.URL(0), "--log-format", "json"})
+	base, stop := startRun(t, []string{"--addr", "127.0.0.1:0", "--root", root, "--session-store", rs.URL(0), "--log-format", "json", "--events=false"})
 	defer stop()
 	ctx := context.Background()
 	rc := redis.NewClient(&redis.Options{Addr: rs.Addr})
