@@ -530,7 +530,4 @@ func (c *historyCache) put(name string, dev, ino uint64, h *history) {
 	}
 }
 
-// drop forgets name's entry.
-func (c *historyCache) drop(name string) { c.take(name) }
-
 var errBusy = errors.New("checkpoint: the session's history kept changing")
