@@ -124,7 +124,7 @@ func (s *Store) collect(ctx context.Context) error {
 					return lg.remove()
 				}
 			}
-			h = lg.h
+			h = lg.h.snapshot() // read after the lock is let go
 			return nil
 		})
 		if err != nil {

@@ -109,6 +109,27 @@ type history struct {
 	live    int // changes not dropped
 }
 
+// snapshot is a copy of h that later appends to h (which the cache
+// keeps and another writer may catch up) leave alone; it has no index.
+func (h *history) snapshot() *history {
+	c := *h
+	c.index = nil
+	c.changes = make([]*change, len(h.changes))
+	for i, ch := range h.changes {
+		cp := *ch
+		if ch.before != nil {
+			b := *ch.before
+			cp.before = &b
+		}
+		if ch.after != nil {
+			a := *ch.after
+			cp.after = &a
+		}
+		c.changes[i] = &cp
+	}
+	return &c
+}
+
 func newHistory(session string) *history {
 	return &history{session: session, index: map[changeKey]*change{}}
 }
