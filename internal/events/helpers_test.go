@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // frame is one SSE frame as a client sees it: an event (ID, Data) or a
@@ -190,9 +192,9 @@ func value(c prometheus.Metric) float64 {
 
 // minimalProblem stands for the REST router's problem writer: an RFC
 // 9457 body, 503 for too many subscribers, else 400.
-func minimalProblem(w http.ResponseWriter, code, message string) {
+func minimalProblem(w http.ResponseWriter, code fault.Code, message string) {
 	status := http.StatusBadRequest
-	if code == CodeTooManySubscribers {
+	if code == fault.CodeTooManySubscribers {
 		status = http.StatusServiceUnavailable
 	}
 	w.Header().Set("Content-Type", "application/problem+json")

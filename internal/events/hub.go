@@ -69,12 +69,9 @@ func (c *Config) defaults() {
 	}
 }
 
-// ErrTooManySubscribers is Subscribe's answer past Config.MaxSubscribers.
+// ErrTooManySubscribers is Subscribe's answer past Config.MaxSubscribers
+// (answered as fault.CodeTooManySubscribers).
 var ErrTooManySubscribers = errors.New("too many event subscribers")
-
-// CodeTooManySubscribers is the stable problem code of a refused
-// subscription (HTTP 503).
-const CodeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
 
 // record is a published event: immutable once in the ring, shared by every
 // subscriber queue that holds it.

@@ -4,17 +4,16 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-)
 
-// CodeInvalidArgument is the problem code of a malformed ?session= or ?path=.
-const CodeInvalidArgument = "INVALID_ARGUMENT"
+	"github.com/toolfs/toolfs-api/internal/fault"
+)
 
 // retryMillis is the reconnection delay suggested to EventSource clients.
 const retryMillis = 2000
 
 // ProblemWriter writes a refused request's problem body (RFC 9457, with a
 // stable code). The REST router passes its one problem writer.
-type ProblemWriter func(w http.ResponseWriter, code, message string)
+type ProblemWriter func(w http.ResponseWriter, code fault.Code, message string)
 
 // Handler serves GET /events as server-sent events (docs/events.md): the
 // backlog or reset of a resume, then every matching event as it is
@@ -32,13 +31,13 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWrite
 	q := r.URL.Query()
 	f, err := NewFilter(q["session"], q["path"])
 	if err != nil {
-		problem(w, CodeInvalidArgument, err.Error())
+		problem(w, fault.CodeInvalidArgument, err.Error())
 		return
 	}
 	sub, err := h.Subscribe(f, r.Header.Get("Last-Event-ID"))
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		problem(w, CodeTooManySubscribers, "too many event subscribers (at most "+strconv.Itoa(h.cfg.MaxSubscribers)+"): close another stream or retry later")
+		problem(w, fault.CodeTooManySubscribers, "too many event subscribers (at most "+strconv.Itoa(h.cfg.MaxSubscribers)+"): close another stream or retry later")
 		return
 	}
 	defer sub.Close()

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // editBatch applies a batch of edits (EditRequest.Batch) to the opened
@@ -75,10 +77,10 @@ func (l *Local) loadText(ctx context.Context, o *opened, display string) ([]byte
 		return nil, l.fail("edit", display, err)
 	}
 	if bytes.IndexByte(buf, 0) >= 0 {
-		return nil, NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, display))
+		return nil, fault.New(fault.CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, display))
 	}
 	if !utf8.Valid(buf) {
-		return nil, NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": invalid UTF-8 text`, display))
+		return nil, fault.New(fault.CodeNotText, fmt.Sprintf(`cannot edit "%s": invalid UTF-8 text`, display))
 	}
 	return buf, nil
 }
@@ -96,7 +98,7 @@ func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, 
 		if binary {
 			// An earlier edit wrote a NUL: as a single edit would, refuse
 			// to edit what is now a binary file.
-			return nil, 0, NewError(CodeNotText, fmt.Sprintf(`%scannot edit "%s": binary file`, prefix, display))
+			return nil, 0, fault.New(fault.CodeNotText, fmt.Sprintf(`%scannot edit "%s": binary file`, prefix, display))
 		}
 		needle, repl := []byte(e.OldString), []byte(e.NewString)
 		n := bytes.Count(text, needle)
@@ -114,7 +116,7 @@ func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, 
 			return nil, 0, err
 		}
 		if int64(len(text))+int64(n)*int64(len(repl)-len(needle)) > BatchMaxBytes {
-			return nil, 0, NewError(CodeTooLarge, fmt.Sprintf(
+			return nil, 0, fault.New(fault.CodeTooLarge, fmt.Sprintf(
 				`cannot edit "%s": the edits would make the file larger than %d MiB, the most a batch of edits holds in memory`, display, BatchMaxBytes>>20))
 		}
 		text = bytes.Replace(text, needle, repl, -1)
@@ -125,18 +127,18 @@ func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, 
 }
 
 // checkCount is one edit's rule on its number of matches.
-func checkCount(n int, replaceAll bool, display string) *Error {
+func checkCount(n int, replaceAll bool, display string) *fault.Error {
 	switch {
 	case n == 0:
-		return NewError(CodeEditNotFound, fmt.Sprintf(`old_string was not found in "%s"`, display))
+		return fault.New(fault.CodeEditNotFound, fmt.Sprintf(`old_string was not found in "%s"`, display))
 	case n > 1 && !replaceAll:
-		return NewError(CodeAmbiguousEdit, fmt.Sprintf(
+		return fault.New(fault.CodeAmbiguousEdit, fmt.Sprintf(
 			`old_string matched %d times in "%s"; provide a more specific old_string or set replace_all to true`, n, display))
 	}
 	return nil
 }
 
-func tooLargeBatch(display string) *Error {
-	return NewError(CodeTooLarge, fmt.Sprintf(
+func tooLargeBatch(display string) *fault.Error {
+	return fault.New(fault.CodeTooLarge, fmt.Sprintf(
 		`cannot edit "%s": the file is larger than %d MiB, the most a batch of edits holds in memory; send the edits one at a time`, display, BatchMaxBytes>>20))
 }

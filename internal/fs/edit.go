@@ -16,6 +16,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // editChunk is how much of the file an edit holds at a time.
@@ -54,7 +56,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		return EditOutcome{}, aborted("edit", err)
 	}
 	if edit.Batch == nil && edit.OldString == "" { // the caller validates; never loop on an empty needle
-		return EditOutcome{}, NewError(CodeEditNotFound, "old_string must be a non-empty string")
+		return EditOutcome{}, fault.New(fault.CodeEditNotFound, "old_string must be a non-empty string")
 	}
 
 	o, err := l.openForEdit(t)
@@ -184,7 +186,7 @@ func (l *Local) scan(ctx context.Context, o *opened, old, display string) (*edit
 	validUTF8, prevCR := true, false
 	err := readChunks(ctx, o.f, func(chunk []byte) error {
 		if bytes.IndexByte(chunk, 0) >= 0 {
-			return NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, display))
+			return fault.New(fault.CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, display))
 		}
 		validUTF8 = validUTF8 && text.write(chunk)
 		if !sc.hasCRLF {
@@ -208,7 +210,7 @@ func (l *Local) scan(ctx context.Context, o *opened, old, display string) (*edit
 		return nil, l.fail("edit", display, err)
 	}
 	if !validUTF8 || !text.close() {
-		return nil, NewError(CodeNotText, fmt.Sprintf(`cannot edit "%s": invalid UTF-8 text`, display))
+		return nil, fault.New(fault.CodeNotText, fmt.Sprintf(`cannot edit "%s": invalid UTF-8 text`, display))
 	}
 	return sc, nil
 }
@@ -331,7 +333,7 @@ func readChunks(ctx context.Context, f *os.File, fn func([]byte) error) error {
 	}
 }
 
-func staleEdit(display string) *Error { return StaleError("edit", display) }
+func staleEdit(display string) *fault.Error { return StaleError("edit", display) }
 
 // crlfAdapt turns every bare "\n" (one not already after "\r") into "\r\n".
 func crlfAdapt(s string) string {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 func TestEditText(t *testing.T) {
@@ -24,7 +26,7 @@ func TestEditText(t *testing.T) {
 		wantN         int
 		wantBefore    string
 		wantAfter     string
-		wantCode      Code
+		wantCode      fault.Code
 		wantMsg       string
 	}{
 		{name: "unique match", content: "a b c", edit: EditRequest{OldString: "b", NewString: "B"},
@@ -49,21 +51,21 @@ func TestEditText(t *testing.T) {
 			want: "keep-keep", wantN: 1},
 
 		{name: "not found", content: "abc", edit: EditRequest{OldString: "zzz", NewString: "y"},
-			wantCode: CodeEditNotFound, wantMsg: `old_string was not found in "$P"`},
+			wantCode: fault.CodeEditNotFound, wantMsg: `old_string was not found in "$P"`},
 		{name: "bare LF file does not adapt", content: "one\ntwo", edit: EditRequest{OldString: "one\r\ntwo", NewString: "x"},
-			wantCode: CodeEditNotFound},
+			wantCode: fault.CodeEditNotFound},
 		{name: "ambiguous", content: "x x x", edit: EditRequest{OldString: "x", NewString: "y"},
-			wantCode: CodeAmbiguousEdit, wantMsg: `old_string matched 3 times in "$P"; provide a more specific old_string or set replace_all to true`},
+			wantCode: fault.CodeAmbiguousEdit, wantMsg: `old_string matched 3 times in "$P"; provide a more specific old_string or set replace_all to true`},
 		{name: "ambiguous after adaptation", content: "a\r\nb a\r\nb", edit: EditRequest{OldString: "a\nb", NewString: "y"},
-			wantCode: CodeAmbiguousEdit},
+			wantCode: fault.CodeAmbiguousEdit},
 		{name: "binary", content: "abc\x00def", edit: EditRequest{OldString: "abc", NewString: "y"},
-			wantCode: CodeNotText, wantMsg: `cannot edit "$P": binary file`},
+			wantCode: fault.CodeNotText, wantMsg: `cannot edit "$P": binary file`},
 		{name: "invalid UTF-8", content: "caf\xe9 abc", edit: EditRequest{OldString: "abc", NewString: "y"},
-			wantCode: CodeNotText, wantMsg: `cannot edit "$P": invalid UTF-8 text`},
+			wantCode: fault.CodeNotText, wantMsg: `cannot edit "$P": invalid UTF-8 text`},
 		{name: "truncated rune at the end", content: "abc \xe2\x82", edit: EditRequest{OldString: "abc", NewString: "y"},
-			wantCode: CodeNotText, wantMsg: `cannot edit "$P": invalid UTF-8 text`},
+			wantCode: fault.CodeNotText, wantMsg: `cannot edit "$P": invalid UTF-8 text`},
 		{name: "empty old_string", content: "abc", edit: EditRequest{OldString: "", NewString: "y"},
-			wantCode: CodeEditNotFound, wantMsg: "old_string must be a non-empty string"},
+			wantCode: fault.CodeEditNotFound, wantMsg: "old_string must be a non-empty string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,16 +101,16 @@ func TestEditPreconditions(t *testing.T) {
 		name, path string
 		expected   *Version
 		old        string
-		wantCode   Code
+		wantCode   fault.Code
 		wantMsg    string
 	}{
-		{"missing, unguarded", "gone.txt", nil, "a", CodeStaleVersion, `cannot edit "$ROOT/gone.txt": file changed since it was read`},
-		{"missing, guarded", "gone.txt", &stale, "a", CodeStaleVersion, `cannot edit "$ROOT/gone.txt": file changed since it was read`},
-		{"dangling symlink", "dang", nil, "a", CodeStaleVersion, ""},
-		{"version checked before matching", "f.txt", &stale, "no such text", CodeStaleVersion, `cannot edit "$ROOT/f.txt": file changed since it was read`},
-		{"not found still enforced unguarded", "f.txt", nil, "no such text", CodeEditNotFound, ""},
-		{"folder", "dir", nil, "a", CodeNotRegularFile, `cannot edit "$ROOT/dir": not a regular file`},
-		{"FIFO answers at once", "pipe", nil, "a", CodeNotRegularFile, `cannot edit "$ROOT/pipe": not a regular file`},
+		{"missing, unguarded", "gone.txt", nil, "a", fault.CodeStaleVersion, `cannot edit "$ROOT/gone.txt": file changed since it was read`},
+		{"missing, guarded", "gone.txt", &stale, "a", fault.CodeStaleVersion, `cannot edit "$ROOT/gone.txt": file changed since it was read`},
+		{"dangling symlink", "dang", nil, "a", fault.CodeStaleVersion, ""},
+		{"version checked before matching", "f.txt", &stale, "no such text", fault.CodeStaleVersion, `cannot edit "$ROOT/f.txt": file changed since it was read`},
+		{"not found still enforced unguarded", "f.txt", nil, "no such text", fault.CodeEditNotFound, ""},
+		{"folder", "dir", nil, "a", fault.CodeNotRegularFile, `cannot edit "$ROOT/dir": not a regular file`},
+		{"FIFO answers at once", "pipe", nil, "a", fault.CodeNotRegularFile, `cannot edit "$ROOT/pipe": not a regular file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +153,7 @@ func TestEditLargeFiles(t *testing.T) {
 		name, content string
 		edit          EditRequest
 		want          string
-		wantCode      Code
+		wantCode      fault.Code
 	}{
 		{name: "match straddles the boundary",
 			content: pad(editChunk-3) + "NEEDLE" + pad(10),
@@ -168,7 +170,7 @@ func TestEditLargeFiles(t *testing.T) {
 		{name: "two matches, one across the boundary, are ambiguous",
 			content:  "NEEDLE" + pad(editChunk-9) + "NEEDLE" + pad(3),
 			edit:     EditRequest{OldString: "NEEDLE", NewString: "pin"},
-			wantCode: CodeAmbiguousEdit},
+			wantCode: fault.CodeAmbiguousEdit},
 		{name: "rune split by the boundary is valid",
 			content: pad(editChunk-1) + "€ NEEDLE",
 			edit:    EditRequest{OldString: "NEEDLE", NewString: "pin"},
@@ -176,11 +178,11 @@ func TestEditLargeFiles(t *testing.T) {
 		{name: "NUL in the third chunk",
 			content:  "NEEDLE" + pad(2*editChunk+5) + "\x00",
 			edit:     EditRequest{OldString: "NEEDLE", NewString: "pin"},
-			wantCode: CodeNotText},
+			wantCode: fault.CodeNotText},
 		{name: "invalid UTF-8 in the second chunk",
 			content:  "NEEDLE" + pad(editChunk) + "\xff",
 			edit:     EditRequest{OldString: "NEEDLE", NewString: "pin"},
-			wantCode: CodeNotText},
+			wantCode: fault.CodeNotText},
 		{name: "needle longer than a chunk",
 			content: "<" + pad(editChunk+100) + ">",
 			edit:    EditRequest{OldString: pad(editChunk + 100), NewString: "b"},
@@ -246,7 +248,7 @@ func TestEditExternalWriterDuringEdit(t *testing.T) {
 			var once sync.Once
 			f.l.hooks.beforePublish = func() { once.Do(func() { require.NoError(t, tt.change(f.path("f.txt"))) }) }
 			_, err := f.l.EditText(context.Background(), f.resolve(t, "edit", "f.txt"), EditRequest{OldString: "world", NewString: "there"}, nil)
-			requireCode(t, err, CodeStaleVersion, "")
+			requireCode(t, err, fault.CodeStaleVersion, "")
 			assert.Contains(t, f.read(t, "f.txt"), "world", "the external change is kept")
 			f.assertClean(t)
 		})
@@ -264,7 +266,7 @@ func TestEditCancelled(t *testing.T) {
 				f.l.hooks.beforePublish = cancel
 			}
 			_, err := f.l.EditText(ctx, f.resolve(t, "edit", "f.txt"), EditRequest{OldString: "hello", NewString: "bye"}, nil)
-			requireCode(t, err, CodeAborted, "edit aborted")
+			requireCode(t, err, fault.CodeAborted, "edit aborted")
 			assert.Equal(t, "hello", f.read(t, "f.txt"))
 			f.assertClean(t)
 		})
@@ -286,7 +288,7 @@ func counterRound(t *testing.T, l *Local, tg Target, useWrite bool) bool {
 		_, err = l.EditText(context.Background(), tg, EditRequest{OldString: text, NewString: next}, &info.Version)
 	}
 	if err != nil {
-		require.Equal(t, CodeStaleVersion, CodeOf(err), "%v", err)
+		require.Equal(t, fault.CodeStaleVersion, fault.CodeOf(err), "%v", err)
 		return false
 	}
 	return true
@@ -357,7 +359,7 @@ func TestLockMapBounded(t *testing.T) {
 		_, err := f.l.WriteText(ctx, tg, "x", nil)
 		require.NoError(t, err)
 		_, err = f.l.EditText(ctx, tg, EditRequest{OldString: "nope", NewString: "y"}, nil)
-		requireCode(t, err, CodeEditNotFound, "")
+		requireCode(t, err, fault.CodeEditNotFound, "")
 	}
 	assert.Zero(t, f.l.locks.size())
 
@@ -368,7 +370,7 @@ func TestLockMapBounded(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = f.l.WriteText(cctx, tg, "x", nil)
-	requireCode(t, err, CodeAborted, "write aborted")
+	requireCode(t, err, fault.CodeAborted, "write aborted")
 	unlock()
 	assert.Zero(t, f.l.locks.size())
 }

@@ -21,11 +21,11 @@ import (
 )
 
 // FileSystem is the provider seam. Every method honours ctx cancellation at
-// its syscall boundaries and returns *Error for anything a caller can act on.
+// its syscall boundaries and returns *fault.Error for anything a caller can act on.
 type FileSystem interface {
 	// Resolve turns path (absolute, or relative to cwd; cwd absolute, or
 	// relative to the root; "" means the root) into a Target. It refuses paths
-	// that leave the workspace root with CodeSandboxDenied, using op ("read",
+	// that leave the workspace root with fault.CodeSandboxDenied, using op ("read",
 	// "write", "edit", "search", ...) in the message. A missing target
 	// resolves fine: its Key is the real path of its nearest existing
 	// ancestor plus the missing suffix.
@@ -38,7 +38,7 @@ type FileSystem interface {
 	// OpenText opens a regular file for reading and reports the Info of the
 	// opened file (so the version describes the bytes being read). FIFOs,
 	// sockets and devices are never opened for reading: they are
-	// CodeNotRegularFile. The bytes are raw: text checks are the reader's.
+	// fault.CodeNotRegularFile. The bytes are raw: text checks are the reader's.
 	// The local provider's reader is also an io.ReaderAt, which a cached
 	// read uses to start deep in the file.
 	OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, error)
@@ -49,7 +49,7 @@ type FileSystem interface {
 
 	// EditText applies a literal edit under the target's lock. A non-nil
 	// expected version is checked before matching; a missing target is always
-	// CodeStaleVersion.
+	// fault.CodeStaleVersion.
 	EditText(ctx context.Context, t Target, edit EditRequest, expected *Version) (EditOutcome, error)
 }
 
@@ -202,7 +202,7 @@ type EditRequest struct {
 	// Batch, when non-nil, replaces the three fields above: the edits apply
 	// in order, each to the result of the ones before, all or nothing, and
 	// an edit's failure is prefixed "edit <i> of <n>: ". The file is held in
-	// memory, so a batch on a file above BatchMaxBytes is CodeTooLarge.
+	// memory, so a batch on a file above BatchMaxBytes is fault.CodeTooLarge.
 	Batch []Edit
 	// DryRun runs every check under the lock and computes the diff basis,
 	// but stages and publishes nothing; the outcome's Version is the file's

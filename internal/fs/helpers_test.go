@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // fixture is a workspace root and a folder beside it that must never be
@@ -118,11 +120,11 @@ func (f *fixture) assertClean(t *testing.T) {
 	assert.Zero(t, f.l.locks.size(), "lock map not empty")
 }
 
-// requireCode asserts err is an *Error with code and message.
-func requireCode(t *testing.T, err error, code Code, msg string) {
+// requireCode asserts err is an *fault.Error with code and message.
+func requireCode(t *testing.T, err error, code fault.Code, msg string) {
 	t.Helper()
 	require.Error(t, err)
-	var e *Error
+	var e *fault.Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, code, e.Code)
 	if msg != "" {

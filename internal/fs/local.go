@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // DefaultDiffBasisMaxBytes is the diff-basis limit used when
@@ -156,7 +158,7 @@ func (l *Local) closeRoot() error {
 // stat only to read.
 func (l *Local) Stat(ctx context.Context, t Target) (Info, error) {
 	if err := ctx.Err(); err != nil {
-		return Info{}, &Error{Code: CodeAborted, Message: "stat aborted", Err: err}
+		return Info{}, &fault.Error{Code: fault.CodeAborted, Message: "stat aborted", Err: err}
 	}
 	w, err := l.walkTarget(t, false)
 	if err != nil {
@@ -167,7 +169,7 @@ func (l *Local) Stat(ctx context.Context, t Target) (Info, error) {
 	}
 	w.close(l)
 	if err := ctx.Err(); err != nil {
-		return Info{}, &Error{Code: CodeAborted, Message: "stat aborted", Err: err}
+		return Info{}, &fault.Error{Code: fault.CodeAborted, Message: "stat aborted", Err: err}
 	}
 	if w.kind != walkFound {
 		return Info{Type: TypeMissing, Size: -1}, nil
@@ -177,14 +179,14 @@ func (l *Local) Stat(ctx context.Context, t Target) (Info, error) {
 
 // OpenText opens the target for reading without ever blocking on a FIFO or
 // opening a device, and reports the Info of the opened descriptor. The reader
-// checks ctx before every Read (CodeAborted "read aborted").
+// checks ctx before every Read (fault.CodeAborted "read aborted").
 func (l *Local) OpenText(ctx context.Context, t Target) (io.ReadCloser, Info, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, Info{}, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
+		return nil, Info{}, &fault.Error{Code: fault.CodeAborted, Message: "read aborted", Err: err}
 	}
 	o, err := l.openRegular(t, "read", false)
 	if err == errMissing {
-		return nil, Info{}, NewError(CodeNotFound, fmt.Sprintf(`cannot read "%s": not found`, t.Display))
+		return nil, Info{}, fault.New(fault.CodeNotFound, fmt.Sprintf(`cannot read "%s": not found`, t.Display))
 	}
 	if err != nil {
 		return nil, Info{}, err
@@ -229,7 +231,7 @@ func (o *opened) closeFileLater() {
 // openRegular walks to the target and opens it with readFlags, checking it
 // is a regular file both before opening (so a device is never opened) and
 // on the open descriptor (so a swap in between is caught). A missing target
-// is errMissing; every other failure is an *Error for op. exact (for a
+// is errMissing; every other failure is an *fault.Error for op. exact (for a
 // mutation) walks with walkKey.
 func (l *Local) openRegular(t Target, op string, exact bool) (*opened, error) {
 	walk := l.walkTarget
@@ -285,7 +287,7 @@ func openAt(dir int, name string) (*os.File, unix.Stat_t, error) {
 }
 
 // ctxReader is the reader OpenText returns: cancellable between reads, with
-// errors mapped to *Error.
+// errors mapped to *fault.Error.
 // It hashes what it reads (ContentHasher), so a read records the hash of
 // the bytes it saw (docs/edits.md, "No false staleness").
 type ctxReader struct {
@@ -300,7 +302,7 @@ var _ ContentHasher = (*ctxReader)(nil)
 
 func (r *ctxReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
-		return 0, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
+		return 0, &fault.Error{Code: fault.CodeAborted, Message: "read aborted", Err: err}
 	}
 	n, err := r.f.Read(p)
 	r.hash.Write(p[:n])
@@ -324,7 +326,7 @@ func (r *ctxReader) ContentHash() (Hash, bool) {
 // ReadAt reads at off without moving the reader (io.ReaderAt).
 func (r *ctxReader) ReadAt(p []byte, off int64) (int, error) {
 	if err := r.ctx.Err(); err != nil {
-		return 0, &Error{Code: CodeAborted, Message: "read aborted", Err: err}
+		return 0, &fault.Error{Code: fault.CodeAborted, Message: "read aborted", Err: err}
 	}
 	n, err := r.f.ReadAt(p, off)
 	if err != nil && err != io.EOF {
@@ -364,14 +366,14 @@ func versionOf(st *unix.Stat_t) Version {
 
 func isRegular(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFREG }
 
-func notRegular(op, display string) *Error {
-	return NewError(CodeNotRegularFile, fmt.Sprintf(`cannot %s "%s": not a regular file`, op, display))
+func notRegular(op, display string) *fault.Error {
+	return fault.New(fault.CodeNotRegularFile, fmt.Sprintf(`cannot %s "%s": not a regular file`, op, display))
 }
 
-// fail maps a walk or syscall error to the contract's *Error for op on
+// fail maps a walk or syscall error to the contract's *fault.Error for op on
 // display. Messages never carry host paths; the cause stays in Err.
 func (l *Local) fail(op, display string, err error) error {
-	var e *Error
+	var e *fault.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -380,32 +382,32 @@ func (l *Local) fail(op, display string, err error) error {
 	case errors.As(err, &pe):
 		return privateErr(op, display, err)
 	case errors.Is(err, errEscape), errors.Is(err, errPrivate):
-		return &Error{Code: CodeSandboxDenied, Message: fmt.Sprintf(`cannot %s "%s": outside the workspace root`, op, display), Err: err}
+		return &fault.Error{Code: fault.CodeSandboxDenied, Message: fmt.Sprintf(`cannot %s "%s": outside the workspace root`, op, display), Err: err}
 	case errors.Is(err, errMoved):
 		e := StaleError(op, display)
 		e.Err = err
 		return e
 	case errors.Is(err, errLoop), errors.Is(err, unix.ELOOP):
-		return &Error{Code: CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": too many levels of symbolic links`, display), Err: err}
+		return &fault.Error{Code: fault.CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": too many levels of symbolic links`, display), Err: err}
 	case errors.Is(err, errNotDir), errors.Is(err, unix.ENOTDIR):
-		return &Error{Code: CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": a parent path segment is not a directory`, display), Err: err}
+		return &fault.Error{Code: fault.CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": a parent path segment is not a directory`, display), Err: err}
 	case errors.Is(err, unix.ENAMETOOLONG):
-		return &Error{Code: CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": file name too long`, display), Err: err}
+		return &fault.Error{Code: fault.CodeNotFound, Message: fmt.Sprintf(`cannot resolve "%s": file name too long`, display), Err: err}
 	}
 	return ioError(op, display, err)
 }
 
-// ioError maps EACCES/EPERM to CodePermission and anything else to CodeIO
+// ioError maps EACCES/EPERM to fault.CodePermission and anything else to fault.CodeIO
 // with the errno's short text.
-func ioError(op, display string, err error) *Error {
+func ioError(op, display string, err error) *fault.Error {
 	var errno syscall.Errno
 	switch {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return &Error{Code: CodePermission, Message: fmt.Sprintf(`cannot %s "%s": permission denied`, op, display), Err: err}
+		return &fault.Error{Code: fault.CodePermission, Message: fmt.Sprintf(`cannot %s "%s": permission denied`, op, display), Err: err}
 	case errors.As(err, &errno):
-		return &Error{Code: CodeIO, Message: fmt.Sprintf(`cannot %s "%s": %s`, op, display, errno.Error()), Err: err}
+		return &fault.Error{Code: fault.CodeIO, Message: fmt.Sprintf(`cannot %s "%s": %s`, op, display, errno.Error()), Err: err}
 	}
-	return &Error{Code: CodeIO, Message: fmt.Sprintf(`cannot %s "%s": i/o error`, op, display), Err: err}
+	return &fault.Error{Code: fault.CodeIO, Message: fmt.Sprintf(`cannot %s "%s": i/o error`, op, display), Err: err}
 }
 
 // processUmask reads the umask without changing it when /proc allows, else by

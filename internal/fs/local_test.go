@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 func TestStat(t *testing.T) {
@@ -66,7 +68,7 @@ func TestStat(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := f.l.Stat(ctx, f.resolve(t, "read", "a/f.txt"))
-		requireCode(t, err, CodeAborted, "stat aborted")
+		requireCode(t, err, fault.CodeAborted, "stat aborted")
 	})
 }
 
@@ -94,15 +96,15 @@ func TestOpenText(t *testing.T) {
 	tests := []struct {
 		name, path string
 		want       string
-		wantCode   Code
+		wantCode   fault.Code
 		wantMsg    string
 	}{
 		{name: "file", path: "a/f.txt", want: "hello\r\nworld"},
 		{name: "through a symlink", path: "link", want: "hello\r\nworld"},
-		{name: "missing", path: "a/nope", wantCode: CodeNotFound, wantMsg: `cannot read "$ROOT/a/nope": not found`},
-		{name: "dangling symlink", path: "dang", wantCode: CodeNotFound, wantMsg: `cannot read "$ROOT/dang": not found`},
-		{name: "folder", path: "a/sub", wantCode: CodeNotRegularFile, wantMsg: `cannot read "$ROOT/a/sub": not a regular file`},
-		{name: "FIFO answers at once", path: "pipe", wantCode: CodeNotRegularFile, wantMsg: `cannot read "$ROOT/pipe": not a regular file`},
+		{name: "missing", path: "a/nope", wantCode: fault.CodeNotFound, wantMsg: `cannot read "$ROOT/a/nope": not found`},
+		{name: "dangling symlink", path: "dang", wantCode: fault.CodeNotFound, wantMsg: `cannot read "$ROOT/dang": not found`},
+		{name: "folder", path: "a/sub", wantCode: fault.CodeNotRegularFile, wantMsg: `cannot read "$ROOT/a/sub": not a regular file`},
+		{name: "FIFO answers at once", path: "pipe", wantCode: fault.CodeNotRegularFile, wantMsg: `cannot read "$ROOT/pipe": not a regular file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,13 +152,13 @@ func TestOpenText(t *testing.T) {
 		require.NoError(t, err)
 		cancel()
 		_, err = r.Read(buf)
-		requireCode(t, err, CodeAborted, "read aborted")
+		requireCode(t, err, fault.CodeAborted, "read aborted")
 	})
 	t.Run("cancelled before open", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := f.l.OpenText(ctx, f.resolve(t, "read", "a/f.txt"))
-		requireCode(t, err, CodeAborted, "read aborted")
+		requireCode(t, err, fault.CodeAborted, "read aborted")
 	})
 }
 
@@ -208,7 +210,7 @@ func TestSymlinkSwappedAfterResolve(t *testing.T) {
 				tg := f.resolve(t, "write", sw.path)
 				require.NoError(t, sw.swap(f))
 				err := op.do(f.l, tg)
-				requireCode(t, err, CodeSandboxDenied, "")
+				requireCode(t, err, fault.CodeSandboxDenied, "")
 				f.assertClean(t)
 			})
 		}
@@ -272,7 +274,7 @@ func TestMutationLandsAtItsKey(t *testing.T) {
 			tg := f.resolve(t, "write", tc.path)
 			require.NoError(t, tc.swap(f))
 			err := tc.do(f.l, tg)
-			requireCode(t, err, CodeStaleVersion, strings.ReplaceAll(tc.want, "$ROOT", f.root))
+			requireCode(t, err, fault.CodeStaleVersion, strings.ReplaceAll(tc.want, "$ROOT", f.root))
 			assert.Equal(t, "inside", f.read(t, "other/f.txt"), "the link's target is untouched")
 			entries, err := os.ReadDir(f.path("other"))
 			require.NoError(t, err)
@@ -287,24 +289,24 @@ func TestErrorMapping(t *testing.T) {
 	tests := []struct {
 		name     string
 		err      error
-		wantCode Code
+		wantCode fault.Code
 		wantMsg  string
 	}{
-		{"EACCES", syscall.EACCES, CodePermission, `cannot write "/w/f": permission denied`},
-		{"EPERM", syscall.EPERM, CodePermission, `cannot write "/w/f": permission denied`},
-		{"ENOSPC", syscall.ENOSPC, CodeIO, `cannot write "/w/f": no space left on device`},
-		{"EROFS", syscall.EROFS, CodeIO, `cannot write "/w/f": read-only file system`},
-		{"ENAMETOOLONG", syscall.ENAMETOOLONG, CodeNotFound, `cannot resolve "/w/f": file name too long`},
-		{"ELOOP", syscall.ELOOP, CodeNotFound, `cannot resolve "/w/f": too many levels of symbolic links`},
-		{"wrapped errno", fmt.Errorf("ctx: %w", syscall.EIO), CodeIO, `cannot write "/w/f": input/output error`},
-		{"not an errno", errors.New("/secret/host/path broke"), CodeIO, `cannot write "/w/f": i/o error`},
-		{"already mapped", NewError(CodeAborted, "write aborted"), CodeAborted, "write aborted"},
+		{"EACCES", syscall.EACCES, fault.CodePermission, `cannot write "/w/f": permission denied`},
+		{"EPERM", syscall.EPERM, fault.CodePermission, `cannot write "/w/f": permission denied`},
+		{"ENOSPC", syscall.ENOSPC, fault.CodeIO, `cannot write "/w/f": no space left on device`},
+		{"EROFS", syscall.EROFS, fault.CodeIO, `cannot write "/w/f": read-only file system`},
+		{"ENAMETOOLONG", syscall.ENAMETOOLONG, fault.CodeNotFound, `cannot resolve "/w/f": file name too long`},
+		{"ELOOP", syscall.ELOOP, fault.CodeNotFound, `cannot resolve "/w/f": too many levels of symbolic links`},
+		{"wrapped errno", fmt.Errorf("ctx: %w", syscall.EIO), fault.CodeIO, `cannot write "/w/f": input/output error`},
+		{"not an errno", errors.New("/secret/host/path broke"), fault.CodeIO, `cannot write "/w/f": i/o error`},
+		{"already mapped", fault.New(fault.CodeAborted, "write aborted"), fault.CodeAborted, "write aborted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := l.fail("write", "/w/f", tt.err)
 			requireCode(t, err, tt.wantCode, tt.wantMsg)
-			if _, mapped := tt.err.(*Error); !mapped {
+			if _, mapped := tt.err.(*fault.Error); !mapped {
 				assert.ErrorIs(t, err, tt.err, "the cause stays reachable for logs")
 			}
 		})
@@ -319,5 +321,5 @@ func TestPermissionDenied(t *testing.T) {
 	require.NoError(t, os.Chmod(f.path("locked"), 0))
 	t.Cleanup(func() { os.Chmod(f.path("locked"), 0o755) })
 	_, err := f.l.Resolve(context.Background(), "read", "locked/f.txt", "")
-	requireCode(t, err, CodePermission, fmt.Sprintf(`cannot read "%s": permission denied`, f.path("locked/f.txt")))
+	requireCode(t, err, fault.CodePermission, fmt.Sprintf(`cannot read "%s": permission denied`, f.path("locked/f.txt")))
 }

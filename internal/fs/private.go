@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // PrivateDir is the folder directly under the workspace root where the server
@@ -180,10 +182,10 @@ func ownFolder(dir int, name, shown string, create bool) (int, error) {
 // that is read-only or not ours to write reads as such (as writing the file
 // itself would have said); anything else tells the model the server cannot
 // use its folder, and the reason goes to the log.
-func privateErr(op, display string, err error) *Error {
+func privateErr(op, display string, err error) *fault.Error {
 	var pe *privateError
 	if errors.As(err, &pe) && !pe.hostile && (errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
 		return ioError(op, display, err)
 	}
-	return &Error{Code: CodeIO, Message: fmt.Sprintf(`cannot %s "%s": the server cannot use its private folder %s in the workspace root`, op, display, PrivateDir), Err: err}
+	return &fault.Error{Code: fault.CodeIO, Message: fmt.Sprintf(`cannot %s "%s": the server cannot use its private folder %s in the workspace root`, op, display, PrivateDir), Err: err}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // The first mutation makes the private folder: owned by us, 0700, with a
@@ -99,8 +101,8 @@ func TestPrivateFolderHostile(t *testing.T) {
 			// Made hostile after start-up: the first mutation refuses too.
 			ctx := context.Background()
 			_, err = f.l.WriteText(ctx, f.resolve(t, "write", "a.txt"), "pwned", nil)
-			requireCode(t, err, CodeIO, `cannot write "`+f.path("a.txt")+`": the server cannot use its private folder .toolfs-api in the workspace root`)
-			var e *Error
+			requireCode(t, err, fault.CodeIO, `cannot write "`+f.path("a.txt")+`": the server cannot use its private folder .toolfs-api in the workspace root`)
+			var e *fault.Error
 			require.ErrorAs(t, err, &e)
 			assert.ErrorContains(t, e.Err, tt.wantErr, "the cause names the reason (for the log)")
 			assert.Equal(t, "a", f.read(t, "a.txt"))
@@ -127,7 +129,7 @@ func TestPrivateFolderRefusedToTools(t *testing.T) {
 			if !filepath.IsAbs(p) {
 				display = filepath.Join(f.root, p)
 			}
-			requireCode(t, err, CodeSandboxDenied, `cannot `+op+` "`+display+`": outside the workspace root`)
+			requireCode(t, err, fault.CodeSandboxDenied, `cannot `+op+` "`+display+`": outside the workspace root`)
 		}
 	}
 	tg := f.resolve(t, "read", "sub/.toolfs-api/x.txt")
@@ -138,7 +140,7 @@ func TestPrivateFolderRefusedToTools(t *testing.T) {
 	tg = f.resolve(t, "write", "e/new.txt")
 	require.NoError(t, os.Symlink(".toolfs-api/tmp", f.path("e")))
 	_, err = f.l.WriteText(ctx, tg, "pwned", nil)
-	requireCode(t, err, CodeSandboxDenied, `cannot write "`+f.path("e/new.txt")+`": outside the workspace root`)
+	requireCode(t, err, fault.CodeSandboxDenied, `cannot write "`+f.path("e/new.txt")+`": outside the workspace root`)
 	f.assertClean(t)
 }
 
@@ -216,8 +218,8 @@ func TestReadOnlyRoot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a", readAll(t, r))
 	_, err = l.WriteText(ctx, tg, "b", nil)
-	requireCode(t, err, CodeIO, `cannot write "`+f.path("a.txt")+`": read-only file system`)
+	requireCode(t, err, fault.CodeIO, `cannot write "`+f.path("a.txt")+`": read-only file system`)
 	_, err = l.EditText(ctx, tg, EditRequest{OldString: "a", NewString: "b"}, nil)
-	requireCode(t, err, CodeIO, `cannot edit "`+f.path("a.txt")+`": read-only file system`)
+	requireCode(t, err, fault.CodeIO, `cannot edit "`+f.path("a.txt")+`": read-only file system`)
 	assert.NoDirExists(t, f.path(PrivateDir))
 }

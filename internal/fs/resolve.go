@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 const (
@@ -57,14 +59,14 @@ func (l *Local) ResolveStat(ctx context.Context, op, path, cwd string) (Target, 
 
 func (l *Local) resolve(ctx context.Context, op, path, cwd string) (Target, walked, error) {
 	if err := ctx.Err(); err != nil {
-		return Target{}, walked{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
+		return Target{}, walked{}, &fault.Error{Code: fault.CodeAborted, Message: "resolve aborted", Err: err}
 	}
 	if strings.TrimSpace(path) == "" {
-		return Target{}, walked{}, NewError(CodeNotFound, "file_path must be a non-empty string")
+		return Target{}, walked{}, fault.New(fault.CodeNotFound, "file_path must be a non-empty string")
 	}
 	display := l.display(path, cwd)
 	if strings.IndexByte(path, 0) >= 0 || strings.IndexByte(cwd, 0) >= 0 {
-		return Target{}, walked{}, NewError(CodeNotFound, fmt.Sprintf(`cannot resolve "%s": invalid path`, strings.ReplaceAll(display, "\x00", `\x00`)))
+		return Target{}, walked{}, fault.New(fault.CodeNotFound, fmt.Sprintf(`cannot resolve "%s": invalid path`, strings.ReplaceAll(display, "\x00", `\x00`)))
 	}
 	rel, ok := l.relOfAbs(display)
 	if !ok {
@@ -76,7 +78,7 @@ func (l *Local) resolve(ctx context.Context, op, path, cwd string) (Target, walk
 	}
 	w.close(l)
 	if err := ctx.Err(); err != nil {
-		return Target{}, walked{}, &Error{Code: CodeAborted, Message: "resolve aborted", Err: err}
+		return Target{}, walked{}, &fault.Error{Code: fault.CodeAborted, Message: "resolve aborted", Err: err}
 	}
 	key := l.keyFor(w.rel)
 	// We walk one component at a time, so we could reach (and create) paths

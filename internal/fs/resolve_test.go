@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 func TestNewLocal(t *testing.T) {
@@ -66,7 +68,7 @@ func TestResolve(t *testing.T) {
 		name, op, cwd, path string
 		wantDisplay         string // root-relative; "" = same as want key unless error
 		wantKey             string // root-relative real path
-		wantCode            Code
+		wantCode            fault.Code
 		wantMsg             string // $ROOT / $BASE expand
 	}{
 		{name: "relative file", path: "a/f.txt", wantKey: "a/f.txt"},
@@ -83,31 +85,31 @@ func TestResolve(t *testing.T) {
 		{name: "symlink to dotdot inside", path: "a/up/a/f.txt", wantDisplay: "a/up/a/f.txt", wantKey: "a/f.txt"},
 		{name: "dangling symlink inside is itself", path: "dang", wantDisplay: "dang", wantKey: "dang"},
 
-		{name: "dotdot out", path: "../out/secret.txt", wantCode: CodeSandboxDenied,
+		{name: "dotdot out", path: "../out/secret.txt", wantCode: fault.CodeSandboxDenied,
 			wantMsg: `cannot read "$BASE/out/secret.txt": outside the workspace root`},
-		{name: "cwd dotdot out", cwd: "..", path: "x", wantCode: CodeSandboxDenied,
+		{name: "cwd dotdot out", cwd: "..", path: "x", wantCode: fault.CodeSandboxDenied,
 			wantMsg: `cannot read "$BASE/x": outside the workspace root`},
-		{name: "absolute outside", op: "write", path: "/etc/passwd", wantCode: CodeSandboxDenied,
+		{name: "absolute outside", op: "write", path: "/etc/passwd", wantCode: fault.CodeSandboxDenied,
 			wantMsg: `cannot write "/etc/passwd": outside the workspace root`},
-		{name: "absolute symlink outside", path: "esc", wantCode: CodeSandboxDenied,
+		{name: "absolute symlink outside", path: "esc", wantCode: fault.CodeSandboxDenied,
 			wantMsg: `cannot read "$ROOT/esc": outside the workspace root`},
-		{name: "relative symlink outside", path: "escrel", wantCode: CodeSandboxDenied},
-		{name: "symlinked folder outside", path: "escdir/secret.txt", wantCode: CodeSandboxDenied},
-		{name: "missing below symlinked folder outside", path: "escdir/new.txt", wantCode: CodeSandboxDenied},
-		{name: "dangling symlink outside", path: "dangout", wantCode: CodeSandboxDenied},
-		{name: "dangling absolute symlink outside", path: "dangabs", wantCode: CodeSandboxDenied},
-		{name: "symlink chain escaping", path: "c1/secret.txt", wantCode: CodeSandboxDenied},
-		{name: "symlink to the root's parent", path: "a/upup", wantCode: CodeSandboxDenied},
-		{name: "dotdot after a missing link target", path: "trick", wantCode: CodeSandboxDenied},
-		{name: "symlink loop", path: "loop1", wantCode: CodeNotFound,
+		{name: "relative symlink outside", path: "escrel", wantCode: fault.CodeSandboxDenied},
+		{name: "symlinked folder outside", path: "escdir/secret.txt", wantCode: fault.CodeSandboxDenied},
+		{name: "missing below symlinked folder outside", path: "escdir/new.txt", wantCode: fault.CodeSandboxDenied},
+		{name: "dangling symlink outside", path: "dangout", wantCode: fault.CodeSandboxDenied},
+		{name: "dangling absolute symlink outside", path: "dangabs", wantCode: fault.CodeSandboxDenied},
+		{name: "symlink chain escaping", path: "c1/secret.txt", wantCode: fault.CodeSandboxDenied},
+		{name: "symlink to the root's parent", path: "a/upup", wantCode: fault.CodeSandboxDenied},
+		{name: "dotdot after a missing link target", path: "trick", wantCode: fault.CodeSandboxDenied},
+		{name: "symlink loop", path: "loop1", wantCode: fault.CodeNotFound,
 			wantMsg: `cannot resolve "$ROOT/loop1": too many levels of symbolic links`},
-		{name: "file used as a folder", path: "a/f.txt/b", wantCode: CodeNotFound,
+		{name: "file used as a folder", path: "a/f.txt/b", wantCode: fault.CodeNotFound,
 			wantMsg: `cannot resolve "$ROOT/a/f.txt/b": a parent path segment is not a directory`},
-		{name: "blank path", path: " \t", wantCode: CodeNotFound, wantMsg: "file_path must be a non-empty string"},
-		{name: "empty path", path: "", wantCode: CodeNotFound, wantMsg: "file_path must be a non-empty string"},
-		{name: "NUL byte", path: "a\x00b", wantCode: CodeNotFound, wantMsg: `cannot resolve "$ROOT/a\x00b": invalid path`},
-		{name: "NUL byte in cwd", cwd: "a\x00", path: "b", wantCode: CodeNotFound},
-		{name: "name too long", path: long, wantCode: CodeNotFound,
+		{name: "blank path", path: " \t", wantCode: fault.CodeNotFound, wantMsg: "file_path must be a non-empty string"},
+		{name: "empty path", path: "", wantCode: fault.CodeNotFound, wantMsg: "file_path must be a non-empty string"},
+		{name: "NUL byte", path: "a\x00b", wantCode: fault.CodeNotFound, wantMsg: `cannot resolve "$ROOT/a\x00b": invalid path`},
+		{name: "NUL byte in cwd", cwd: "a\x00", path: "b", wantCode: fault.CodeNotFound},
+		{name: "name too long", path: long, wantCode: fault.CodeNotFound,
 			wantMsg: `cannot resolve "$ROOT/` + long + `": file name too long`},
 	}
 	f := newFixture(t, tree...)
@@ -177,7 +179,7 @@ func TestResolveCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := f.l.Resolve(ctx, "read", "x", "")
-	requireCode(t, err, CodeAborted, "resolve aborted")
+	requireCode(t, err, fault.CodeAborted, "resolve aborted")
 }
 
 // A Key this provider did not make is refused rather than trusted.
@@ -185,7 +187,7 @@ func TestForeignKeyRefused(t *testing.T) {
 	f := newFixture(t)
 	for _, key := range []string{f.out + "/secret.txt", f.root + "/../out/secret.txt", f.root + "x/y"} {
 		_, err := f.l.Stat(context.Background(), Target{Key: TargetKey(key), Display: "/x"})
-		requireCode(t, err, CodeSandboxDenied, `cannot read "/x": outside the workspace root`)
+		requireCode(t, err, fault.CodeSandboxDenied, `cannot read "/x": outside the workspace root`)
 	}
 }
 
@@ -276,5 +278,5 @@ func TestResolveDotDotBelowKeptWindow(t *testing.T) {
 	// Popping above the root is still an escape.
 	require.NoError(t, os.Symlink(strings.TrimSuffix(strings.Repeat("../", 601), "/"), filepath.Join(deep, "out")))
 	_, err = f.l.Resolve(context.Background(), "read", strings.Repeat("b/", 600)+"out", "")
-	requireCode(t, err, CodeSandboxDenied, "")
+	requireCode(t, err, fault.CodeSandboxDenied, "")
 }

@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // Bounds of the similarity search (docs/edits.md, "Hints"): it costs one
@@ -22,11 +24,11 @@ const (
 	simWorkBudget    = 8 << 20 // character comparisons per search
 )
 
-// withHint adds an EditHint to a miss or an ambiguous edit when the edit
+// withHint adds an fault.Hint to a miss or an ambiguous edit when the edit
 // asked for one and the file is small enough to search (BatchMaxBytes).
 func (l *Local) withHint(ctx context.Context, o *opened, err error, edit EditRequest) error {
-	var fe *Error
-	if !edit.Hints || !errors.As(err, &fe) || fe.Code != CodeEditNotFound && fe.Code != CodeAmbiguousEdit || o.st.Size > BatchMaxBytes {
+	var fe *fault.Error
+	if !edit.Hints || !errors.As(err, &fe) || fe.Code != fault.CodeEditNotFound && fe.Code != fault.CodeAmbiguousEdit || o.st.Size > BatchMaxBytes {
 		return err
 	}
 	buf := make([]byte, 0, o.st.Size)
@@ -46,20 +48,20 @@ func (l *Local) withHint(ctx context.Context, o *opened, err error, edit EditReq
 // hintFor is the hint of a miss (the most similar region) or of an
 // ambiguous edit (the matches' first lines) of old in text; nil when there
 // is none.
-func hintFor(text []byte, code Code, old string) *EditHint {
+func hintFor(text []byte, code fault.Code, old string) *fault.Hint {
 	switch code {
-	case CodeEditNotFound:
+	case fault.CodeEditNotFound:
 		start, end, ok := Similar(text, old)
 		if !ok {
 			return nil
 		}
-		return &EditHint{StartLine: start + 1, EndLine: end, Lines: hintLines(text, start, end)}
-	case CodeAmbiguousEdit:
+		return &fault.Hint{StartLine: start + 1, EndLine: end, Lines: hintLines(text, start, end)}
+	case fault.CodeAmbiguousEdit:
 		needle := []byte(old)
 		if !bytes.Contains(text, needle) {
 			needle = []byte(crlfAdapt(old))
 		}
-		return &EditHint{MatchLines: matchLines(text, needle, HintMaxLines+1)}
+		return &fault.Hint{MatchLines: matchLines(text, needle, HintMaxLines+1)}
 	}
 	return nil
 }

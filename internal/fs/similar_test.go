@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 func TestSimilar(t *testing.T) {
@@ -71,7 +73,7 @@ func TestMatchLinesAndHintLines(t *testing.T) {
 func TestApplyEditsGrowthBounded(t *testing.T) {
 	text := bytes.Repeat([]byte("x"), 1<<20)
 	_, _, err := applyEdits(text, []Edit{{OldString: "x", NewString: strings.Repeat("y", 65), ReplaceAll: true}}, "/w/a.txt", false)
-	requireCode(t, err, CodeTooLarge, `cannot edit "/w/a.txt": the edits would make the file larger than 64 MiB, the most a batch of edits holds in memory`)
+	requireCode(t, err, fault.CodeTooLarge, `cannot edit "/w/a.txt": the edits would make the file larger than 64 MiB, the most a batch of edits holds in memory`)
 }
 
 // FuzzSimilar: the finder never panics, stays in bounds, and always finds a
@@ -151,7 +153,7 @@ func FuzzEditBatch(f *testing.F) {
 		require.NoError(t, err)
 		if refErr != nil {
 			require.Error(t, batchErr)
-			assert.Equal(t, CodeOf(refErr), CodeOf(batchErr))
+			assert.Equal(t, fault.CodeOf(refErr), fault.CodeOf(batchErr))
 			assert.Equal(t, content, string(got), "a failed batch writes nothing")
 			return
 		}
@@ -187,8 +189,8 @@ func BenchmarkEditMiss10MiB(b *testing.B) {
 			b.SetBytes(int64(len(content)))
 			for b.Loop() {
 				_, err := l.EditText(ctx, tg, EditRequest{OldString: needle, NewString: "y", Hints: hints}, nil)
-				var fe *Error
-				if !asError(err, &fe) || fe.Code != CodeEditNotFound || hints && (fe.Hint == nil || fe.Hint.StartLine != 11) {
+				var fe *fault.Error
+				if !asError(err, &fe) || fe.Code != fault.CodeEditNotFound || hints && (fe.Hint == nil || fe.Hint.StartLine != 11) {
 					b.Fatalf("want a miss (with hint %v), got %v %+v", hints, err, fe)
 				}
 			}
@@ -196,8 +198,8 @@ func BenchmarkEditMiss10MiB(b *testing.B) {
 	}
 }
 
-func asError(err error, target **Error) bool {
-	e, ok := err.(*Error)
+func asError(err error, target **fault.Error) bool {
+	e, ok := err.(*fault.Error)
 	*target = e
 	return ok
 }

@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // WriteText atomically creates or replaces the target with content; see
@@ -179,7 +181,7 @@ func checkIntent(intent *WriteIntent, exists bool, version Version, display stri
 	case 0: // unconditional
 	case ReplaceIfVersion:
 		if !exists {
-			return NewError(CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, display))
+			return fault.New(fault.CodeStaleVersion, fmt.Sprintf(`cannot write "%s": file no longer exists`, display))
 		}
 		if version != intent.Version && !same() {
 			return staleWrite(display)
@@ -633,14 +635,14 @@ func statAt(dir int, name string) (unix.Stat_t, bool) {
 	return st, err == nil
 }
 
-func aborted(op string, err error) *Error {
-	return &Error{Code: CodeAborted, Message: op + " aborted", Err: err}
+func aborted(op string, err error) *fault.Error {
+	return &fault.Error{Code: fault.CodeAborted, Message: op + " aborted", Err: err}
 }
 
-func staleWrite(display string) *Error { return StaleError("write", display) }
+func staleWrite(display string) *fault.Error { return StaleError("write", display) }
 
-func notObserved(display string) *Error {
-	return NewError(CodeNotObserved, fmt.Sprintf(`cannot overwrite existing "%s" without reading it first`, display))
+func notObserved(display string) *fault.Error {
+	return fault.New(fault.CodeNotObserved, fmt.Sprintf(`cannot overwrite existing "%s" without reading it first`, display))
 }
 
 // lockErr maps a failure to take a lock: cancellation, or the lock file.

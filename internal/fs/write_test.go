@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 func TestWriteText(t *testing.T) {
@@ -25,7 +27,7 @@ func TestWriteText(t *testing.T) {
 		wantOp              Operation
 		wantBefore          *string
 		wantAfter           string
-		wantCode            Code
+		wantCode            fault.Code
 		wantMsg             string
 	}{
 		{name: "unconditional create", path: "new.txt", content: "x", wantOp: OpCreate},
@@ -39,18 +41,18 @@ func TestWriteText(t *testing.T) {
 		{name: "invalid UTF-8 prior file has no basis", path: "latin1", content: "text", wantOp: OpUpdate},
 
 		{name: "create-only on an existing file", path: "f.txt", content: "x", intent: &WriteIntent{Kind: CreateIfAbsent},
-			wantCode: CodeNotObserved, wantMsg: `cannot overwrite existing "$ROOT/f.txt" without reading it first`},
+			wantCode: fault.CodeNotObserved, wantMsg: `cannot overwrite existing "$ROOT/f.txt" without reading it first`},
 		{name: "replace a changed file", path: "f.txt", content: "x", intent: &WriteIntent{Kind: ReplaceIfVersion, Version: stale},
-			wantCode: CodeStaleVersion, wantMsg: `cannot write "$ROOT/f.txt": file changed since it was read`},
+			wantCode: fault.CodeStaleVersion, wantMsg: `cannot write "$ROOT/f.txt": file changed since it was read`},
 		{name: "replace a vanished file", path: "gone.txt", content: "x", intent: &WriteIntent{Kind: ReplaceIfVersion, Version: stale},
-			wantCode: CodeStaleVersion, wantMsg: `cannot write "$ROOT/gone.txt": file no longer exists`},
+			wantCode: fault.CodeStaleVersion, wantMsg: `cannot write "$ROOT/gone.txt": file no longer exists`},
 		{name: "folder, create-only: type before guard", path: "dir", content: "x", intent: &WriteIntent{Kind: CreateIfAbsent},
-			wantCode: CodeNotRegularFile, wantMsg: `cannot write "$ROOT/dir": not a regular file`},
-		{name: "folder, unconditional", path: "dir", content: "x", wantCode: CodeNotRegularFile},
-		{name: "FIFO answers at once", path: "pipe", content: "x", wantCode: CodeNotRegularFile,
+			wantCode: fault.CodeNotRegularFile, wantMsg: `cannot write "$ROOT/dir": not a regular file`},
+		{name: "folder, unconditional", path: "dir", content: "x", wantCode: fault.CodeNotRegularFile},
+		{name: "FIFO answers at once", path: "pipe", content: "x", wantCode: fault.CodeNotRegularFile,
 			wantMsg: `cannot write "$ROOT/pipe": not a regular file`},
-		{name: "dangling symlink", path: "dang", content: "x", intent: &WriteIntent{Kind: CreateIfAbsent}, wantCode: CodeNotRegularFile},
-		{name: "file used as a folder", path: "f.txt/x", content: "x", wantCode: CodeNotFound,
+		{name: "dangling symlink", path: "dang", content: "x", intent: &WriteIntent{Kind: CreateIfAbsent}, wantCode: fault.CodeNotRegularFile},
+		{name: "file used as a folder", path: "f.txt/x", content: "x", wantCode: fault.CodeNotFound,
 			wantMsg: `cannot resolve "$ROOT/f.txt/x": a parent path segment is not a directory`},
 	}
 	for _, tt := range tests {
@@ -173,20 +175,20 @@ func TestWriteCreateOnlyRace(t *testing.T) {
 		name     string
 		linkOnly bool
 		appear   func(f *fixture) error
-		wantCode Code
+		wantCode fault.Code
 		wantMsg  string
 	}{
 		{name: "regular file", appear: func(f *fixture) error { return os.WriteFile(f.path("t.txt"), []byte("theirs"), 0o644) },
-			wantCode: CodeNotObserved, wantMsg: `cannot overwrite existing "$ROOT/t.txt" without reading it first`},
+			wantCode: fault.CodeNotObserved, wantMsg: `cannot overwrite existing "$ROOT/t.txt" without reading it first`},
 		{name: "regular file, link publication", linkOnly: true,
 			appear:   func(f *fixture) error { return os.WriteFile(f.path("t.txt"), []byte("theirs"), 0o644) },
-			wantCode: CodeNotObserved},
+			wantCode: fault.CodeNotObserved},
 		{name: "symlink to a regular file", appear: func(f *fixture) error { return os.Symlink("other.txt", f.path("t.txt")) },
-			wantCode: CodeNotObserved},
+			wantCode: fault.CodeNotObserved},
 		{name: "folder", appear: func(f *fixture) error { return os.Mkdir(f.path("t.txt"), 0o755) },
-			wantCode: CodeNotRegularFile, wantMsg: `cannot write "$ROOT/t.txt": not a regular file`},
+			wantCode: fault.CodeNotRegularFile, wantMsg: `cannot write "$ROOT/t.txt": not a regular file`},
 		{name: "dangling symlink", appear: func(f *fixture) error { return os.Symlink("nothing", f.path("t.txt")) },
-			wantCode: CodeNotRegularFile},
+			wantCode: fault.CodeNotRegularFile},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,7 +222,7 @@ func TestWriteReplaceRaceWithExternalWriter(t *testing.T) {
 	v := f.version(t, tg)
 	f.l.hooks.beforePublish = func() { require.NoError(t, os.WriteFile(f.path("t.txt"), []byte("external"), 0o644)) }
 	_, err := f.l.WriteText(context.Background(), tg, "mine", &WriteIntent{Kind: ReplaceIfVersion, Version: v})
-	requireCode(t, err, CodeStaleVersion, "")
+	requireCode(t, err, fault.CodeStaleVersion, "")
 	assert.Equal(t, "external", f.read(t, "t.txt"))
 	f.assertClean(t)
 }
@@ -245,7 +247,7 @@ func TestWriteCancelled(t *testing.T) {
 				f.l.hooks.beforePublish = cancel
 			}
 			_, err := f.l.WriteText(ctx, f.resolve(t, "write", tt.path), "new", nil)
-			requireCode(t, err, CodeAborted, "write aborted")
+			requireCode(t, err, fault.CodeAborted, "write aborted")
 			assert.Equal(t, "old", f.read(t, "f.txt"))
 			assert.NoFileExists(t, f.path("new/n.txt"))
 			f.assertClean(t)
@@ -263,10 +265,10 @@ func TestConcurrentGuardedWrites(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			_, err := f.l.WriteText(context.Background(), tg, string([]byte{'w', byte('a' + i)}), &WriteIntent{Kind: ReplaceIfVersion, Version: v})
-			switch CodeOf(err) {
+			switch fault.CodeOf(err) {
 			case "":
 				wins.Add(1)
-			case CodeStaleVersion:
+			case fault.CodeStaleVersion:
 				stale.Add(1)
 			default:
 				t.Errorf("unexpected error: %v", err)
@@ -288,10 +290,10 @@ func TestConcurrentCreateOnly(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			_, err := f.l.WriteText(context.Background(), tg, "x", &WriteIntent{Kind: CreateIfAbsent})
-			switch CodeOf(err) {
+			switch fault.CodeOf(err) {
 			case "":
 				wins.Add(1)
-			case CodeNotObserved:
+			case fault.CodeNotObserved:
 				refused.Add(1)
 			default:
 				t.Errorf("unexpected error: %v", err)
@@ -390,7 +392,7 @@ func TestReplacedFileIsReleased(t *testing.T) {
 	}
 	f.l.hooks.beforePublish = func() { require.NoError(t, os.WriteFile(f.path("f.txt"), []byte("theirs"), 0o644)) }
 	_, err = f.l.WriteText(ctx, tg, "mine", &WriteIntent{Kind: ReplaceIfVersion, Version: f.version(t, tg)})
-	requireCode(t, err, CodeStaleVersion, "")
+	requireCode(t, err, fault.CodeStaleVersion, "")
 	assert.Eventually(t, func() bool { return fds() <= base }, 5*time.Second, 5*time.Millisecond,
 		"descriptors: %d before, %d after", base, fds())
 }

@@ -10,14 +10,8 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/tools"
-)
-
-// Codes of the approvals endpoints (docs/sandbox.md).
-const (
-	CodeApprovalNotFound   tools.Code = "APPROVAL_NOT_FOUND"
-	CodeApprovalNotPending tools.Code = "APPROVAL_NOT_PENDING"
-	CodeNotApprover        tools.Code = "NOT_APPROVER"
 )
 
 // maxApprovalWait bounds GET /approvals?wait=.
@@ -46,14 +40,14 @@ type approvalList struct {
 // next approval (docs/sandbox.md).
 func (s *rest) ListApprovals(w http.ResponseWriter, r *http.Request, p api.ListApprovalsParams) {
 	if p.After != nil && *p.After < 0 {
-		writeProblem(w, tools.CodeInvalidArgument, msgAfterNegative)
+		writeProblem(w, fault.CodeInvalidArgument, msgAfterNegative)
 		return
 	}
 	var wait time.Duration
 	if p.Wait != nil && *p.Wait != "" {
 		d, err := time.ParseDuration(*p.Wait)
 		if err != nil || d < 0 || d > maxApprovalWait {
-			writeProblem(w, tools.CodeInvalidArgument, msgWait)
+			writeProblem(w, fault.CodeInvalidArgument, msgWait)
 			return
 		}
 		wait = d
@@ -84,11 +78,11 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 		switch got := r.Header.Get("Authorization"); {
 		case subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.approverToken)) == 1:
 		case s.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+s.token)) == 1:
-			writeProblem(w, CodeNotApprover, "only the approver token (--approver-token) may decide approvals; the agent's token cannot")
+			writeProblem(w, fault.CodeNotApprover, "only the approver token (--approver-token) may decide approvals; the agent's token cannot")
 			return
 		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfs-api"`)
-			writeProblem(w, tools.CodeUnauthorized, "deciding approvals needs the approver token (--approver-token)")
+			writeProblem(w, fault.CodeUnauthorized, "deciding approvals needs the approver token (--approver-token)")
 			return
 		}
 	}
@@ -101,9 +95,9 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 	case errors.Is(err, tools.ErrApprovalsUnavailable):
 		writeProblem(w, tools.CodeSessionStoreUnavailable, "cannot decide approval "+quote(id)+": the session store is unavailable; retry shortly")
 	case errors.Is(err, tools.ErrApprovalNotPending):
-		writeProblem(w, CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
+		writeProblem(w, fault.CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
 	case err != nil:
-		writeProblem(w, CodeApprovalNotFound, "no pending approval "+quote(id)+": unknown, or decided already")
+		writeProblem(w, fault.CodeApprovalNotFound, "no pending approval "+quote(id)+": unknown, or decided already")
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
@@ -112,12 +106,12 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 const msgDecision = `request body must be {"decision": "approve"} or {"decision": "reject"}`
 
 // decisionOf reads {"decision": "approve"|"reject"} (bodyCap bounds it).
-func decisionOf(r *http.Request) (tools.Decision, *tools.Error) {
+func decisionOf(r *http.Request) (tools.Decision, *fault.Error) {
 	raw, err := io.ReadAll(r.Body)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return "", tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
+		return "", fault.New(fault.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
 	case err != nil:
 		return "", tools.BodyIncomplete()
 	}
@@ -130,11 +124,11 @@ func decisionOf(r *http.Request) (tools.Decision, *tools.Error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || dec.More() {
-		return "", tools.NewError(tools.CodeInvalidArgument, msgDecision)
+		return "", fault.New(fault.CodeInvalidArgument, msgDecision)
 	}
 	switch d := tools.Decision(body.Decision); d {
 	case tools.Approve, tools.Reject:
 		return d, nil
 	}
-	return "", tools.NewError(tools.CodeInvalidArgument, msgDecision)
+	return "", fault.New(fault.CodeInvalidArgument, msgDecision)
 }

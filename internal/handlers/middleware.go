@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -101,7 +102,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if headerWritten(w) {
 					panic(http.ErrAbortHandler)
 				}
-				writeProblem(w, tools.CodeInternal, "internal error")
+				writeProblem(w, fault.CodeInternal, "internal error")
 			}()
 			next.ServeHTTP(w, r)
 		})
@@ -138,7 +139,7 @@ func bearerAuth(token string, also ...string) func(http.Handler) http.Handler {
 			}
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="toolfs-api"`)
-				writeProblem(w, tools.CodeUnauthorized, "missing or wrong bearer token")
+				writeProblem(w, fault.CodeUnauthorized, "missing or wrong bearer token")
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -157,7 +158,7 @@ func isPreflight(r *http.Request) bool {
 func loopbackHosts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
-			writeProblem(w, tools.CodeForbiddenHost, "host "+quote(r.Host)+" is not served: without --token this server answers only to localhost and loopback addresses")
+			writeProblem(w, fault.CodeForbiddenHost, "host "+quote(r.Host)+" is not served: without --token this server answers only to localhost and loopback addresses")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -216,11 +217,11 @@ func splitHostPort(s string) (host string, ok bool) {
 // bodyCap refuses bodies above max with 413 before anything reads them
 // into memory, telling refused (when set) of the refusal, and bounds what
 // is read of any other body.
-func bodyCap(max int64, refused func(*tools.Error)) func(http.Handler) http.Handler {
+func bodyCap(max int64, refused func(*fault.Error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > max {
-				err := tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(max))
+				err := fault.New(fault.CodeBodyTooLarge, bodyTooLargeMessage(max))
 				if refused != nil {
 					refused(err)
 				}
@@ -236,7 +237,7 @@ func bodyCap(max int64, refused func(*tools.Error)) func(http.Handler) http.Hand
 // toolCap is the body cap of a tool's routes: a refused call still counts
 // under its tool.
 func (s *rest) toolCap(tool string) func(http.Handler) http.Handler {
-	return bodyCap(s.cfg.MaxBodyBytes, func(err *tools.Error) {
+	return bodyCap(s.cfg.MaxBodyBytes, func(err *fault.Error) {
 		s.x.Refuse(tools.Call{Transport: "rest"}, tool, err)
 	})
 }
@@ -263,7 +264,7 @@ func newSessionHeaders(sessions tools.Sessions) sessionHeaders {
 	return h
 }
 
-func (h sessionHeaders) resolve(r *http.Request, sessions tools.Sessions) (session, cwd string, err *tools.Error) {
+func (h sessionHeaders) resolve(r *http.Request, sessions tools.Sessions) (session, cwd string, err *fault.Error) {
 	return sessions.Resolve(func(name string) []string {
 		if c, ok := h.canonical[name]; ok {
 			return r.Header[c]

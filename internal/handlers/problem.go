@@ -5,53 +5,53 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // statusByCode is the one table that maps a stable code to its HTTP status
 // (docs/api.md, "Errors"). Unknown codes are 500.
-var statusByCode = map[tools.Code]int{
-	tools.CodeInvalidArgument:      http.StatusBadRequest,
-	tools.CodeInvalidSession:       http.StatusBadRequest,
-	tools.CodeSearchInvalidPattern: http.StatusBadRequest,
-	tools.CodeUnauthorized:         http.StatusUnauthorized,
-	tools.CodeSandboxDenied:        http.StatusForbidden,
-	tools.CodeEscalationDenied:     http.StatusForbidden,
-	CodeNotApprover:                http.StatusForbidden,
-	CodeApprovalNotFound:           http.StatusNotFound,
-	CodeApprovalNotPending:         http.StatusConflict,
+var statusByCode = map[fault.Code]int{
+	fault.CodeInvalidArgument:      http.StatusBadRequest,
+	fault.CodeInvalidSession:       http.StatusBadRequest,
+	fault.CodeSearchInvalidPattern: http.StatusBadRequest,
+	fault.CodeUnauthorized:         http.StatusUnauthorized,
+	fault.CodeSandboxDenied:        http.StatusForbidden,
+	fault.CodeEscalationDenied:     http.StatusForbidden,
+	fault.CodeNotApprover:          http.StatusForbidden,
+	fault.CodeApprovalNotFound:     http.StatusNotFound,
+	fault.CodeApprovalNotPending:   http.StatusConflict,
 	// Approvals are bounded (--max-approvals); retry once some are decided.
-	tools.CodeTooManyApprovals: http.StatusServiceUnavailable,
-	tools.CodePermission:       http.StatusForbidden,
-	tools.CodeForbiddenHost:    http.StatusForbidden,
-	tools.CodeNotFound:         http.StatusNotFound,
-	tools.CodeNoSuchEndpoint:   http.StatusNotFound,
-	tools.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
-	tools.CodeStaleVersion:     http.StatusConflict,
-	tools.CodeNotObserved:      http.StatusConflict,
-	tools.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
-	tools.CodeNotText:          http.StatusUnprocessableEntity,
-	tools.CodeNotRegularFile:   http.StatusUnprocessableEntity,
-	tools.CodeEditNotFound:     http.StatusUnprocessableEntity,
-	tools.CodeAmbiguousEdit:    http.StatusUnprocessableEntity,
-	tools.CodeNotDirectory:     http.StatusUnprocessableEntity,
-	tools.CodeTooLarge:         http.StatusUnprocessableEntity,
-	tools.CodeSearchOverflow:   http.StatusUnprocessableEntity,
-	tools.CodeIO:               http.StatusInternalServerError,
-	tools.CodeInternal:         http.StatusInternalServerError,
-	tools.CodeSearchFailed:     http.StatusInternalServerError,
+	fault.CodeTooManyApprovals: http.StatusServiceUnavailable,
+	fault.CodePermission:       http.StatusForbidden,
+	fault.CodeForbiddenHost:    http.StatusForbidden,
+	fault.CodeNotFound:         http.StatusNotFound,
+	fault.CodeNoSuchEndpoint:   http.StatusNotFound,
+	fault.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	fault.CodeStaleVersion:     http.StatusConflict,
+	fault.CodeNotObserved:      http.StatusConflict,
+	fault.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
+	fault.CodeNotText:          http.StatusUnprocessableEntity,
+	fault.CodeNotRegularFile:   http.StatusUnprocessableEntity,
+	fault.CodeEditNotFound:     http.StatusUnprocessableEntity,
+	fault.CodeAmbiguousEdit:    http.StatusUnprocessableEntity,
+	fault.CodeNotDirectory:     http.StatusUnprocessableEntity,
+	fault.CodeTooLarge:         http.StatusUnprocessableEntity,
+	fault.CodeSearchOverflow:   http.StatusUnprocessableEntity,
+	fault.CodeIO:               http.StatusInternalServerError,
+	fault.CodeInternal:         http.StatusInternalServerError,
+	fault.CodeSearchFailed:     http.StatusInternalServerError,
 	// Writes and edits wait for the session store (docs/deployment.md).
-	tools.CodeSessionStoreUnavailable: http.StatusServiceUnavailable,
+	fault.CodeSessionStoreUnavailable: http.StatusServiceUnavailable,
 	// GET /events past --events-max-subscribers (docs/events.md).
-	tools.Code(events.CodeTooManySubscribers): http.StatusServiceUnavailable,
-	tools.CodeSearchAborted:                   http.StatusGatewayTimeout,
+	fault.CodeTooManySubscribers: http.StatusServiceUnavailable,
+	fault.CodeSearchAborted:      http.StatusGatewayTimeout,
 	// A cancelled call has no client left to read the answer; nginx's 499
 	// keeps it apart from server faults in access logs and metrics.
-	tools.CodeAborted: 499,
+	fault.CodeAborted: 499,
 }
 
-func statusOf(code tools.Code) int {
+func statusOf(code fault.Code) int {
 	if s, ok := statusByCode[code]; ok {
 		return s
 	}
@@ -65,14 +65,14 @@ type problem struct {
 	Title  string     `json:"title"`
 	Status int        `json:"status"`
 	Detail string     `json:"detail"`
-	Code   tools.Code `json:"code"`
+	Code   fault.Code `json:"code"`
 	Output string     `json:"output"`
 	// Hint is a missed edit's most similar region (extended profile;
 	// docs/edits.md).
-	Hint *tools.Hint `json:"hint,omitempty"`
+	Hint *fault.Hint `json:"hint,omitempty"`
 }
 
-func newProblem(err *tools.Error) problem {
+func newProblem(err *fault.Error) problem {
 	status := statusOf(err.Code)
 	title := http.StatusText(status)
 	if title == "" {
@@ -84,7 +84,7 @@ func newProblem(err *tools.Error) problem {
 		Status: status,
 		Detail: err.Message,
 		Code:   err.Code,
-		Output: err.Output(),
+		Output: tools.Output(err),
 		Hint:   err.Hint,
 	}
 }
@@ -93,7 +93,7 @@ func newProblem(err *tools.Error) problem {
 // body cap, the session headers, unknown routes and methods and the
 // generated binding's error hooks all end here. Under /model/ (modelText)
 // the body is the problem's output alone, as text, with the same status.
-func writeError(w http.ResponseWriter, err *tools.Error) {
+func writeError(w http.ResponseWriter, err *fault.Error) {
 	p := newProblem(err)
 	if answersText(w) {
 		writeText(w, p.Status, p.Output)
@@ -146,16 +146,16 @@ func answersText(w http.ResponseWriter) bool {
 	}
 }
 
-func writeProblem(w http.ResponseWriter, code tools.Code, message string) {
-	writeError(w, tools.NewError(code, message))
+func writeProblem(w http.ResponseWriter, code fault.Code, message string) {
+	writeError(w, fault.New(code, message))
 }
 
 // noSuchEndpoint is the one 404 of a path no route serves.
 func noSuchEndpoint(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	writeProblem(w, fault.CodeNoSuchEndpoint, "no such endpoint: "+r.Method+" "+r.URL.Path)
 }
 
 // methodNotAllowed is the one 405 of a route asked with another method.
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, tools.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
+	writeProblem(w, fault.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -43,7 +44,7 @@ const msgContentType = "request body must be JSON (Content-Type: application/jso
 // decodes it, once, with every check of the arguments; here only the
 // transport's own refusals: too large, broken off, not sent as JSON. An
 // empty body goes to the executor, which refuses it as any non-object.
-func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
+func (s *rest) body(r *http.Request) ([]byte, *fault.Error) {
 	var raw []byte
 	var err error
 	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
@@ -55,7 +56,7 @@ func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, tools.NewError(tools.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
+		return nil, fault.New(fault.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
 	case err != nil:
 		return nil, tools.BodyIncomplete()
 	case len(bytes.TrimSpace(raw)) == 0:
@@ -70,20 +71,20 @@ func (s *rest) body(r *http.Request) ([]byte, *tools.Error) {
 // jsonContentType refuses a body not sent as application/json, and one
 // whose Content-Type does not parse (RFC 9110 §8.3): a media type that
 // another reader might take for JSON must not skip the strict checks.
-func jsonContentType(values []string) *tools.Error {
+func jsonContentType(values []string) *fault.Error {
 	if len(values) != 1 {
-		return tools.NewError(tools.CodeInvalidArgument, msgContentType)
+		return fault.New(fault.CodeInvalidArgument, msgContentType)
 	}
 	if values[0] == "application/json" {
 		return nil // what clients send; ParseMediaType would allocate to agree
 	}
 	mt, _, err := mime.ParseMediaType(values[0])
 	if err != nil {
-		return tools.NewError(tools.CodeInvalidArgument, "malformed Content-Type "+quote(values[0])+
+		return fault.New(fault.CodeInvalidArgument, "malformed Content-Type "+quote(values[0])+
 			": it must parse as a media type (RFC 9110 §8.3); send Content-Type: application/json")
 	}
 	if mt != "application/json" {
-		return tools.NewError(tools.CodeInvalidArgument, msgContentType)
+		return fault.New(fault.CodeInvalidArgument, msgContentType)
 	}
 	return nil
 }
@@ -124,7 +125,7 @@ func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request) {
 }
 
 // read starts the read of a request: its body, then the executor.
-func (s *rest) read(r *http.Request) (*tools.Reading, *tools.Error) {
+func (s *rest) read(r *http.Request) (*tools.Reading, *fault.Error) {
 	c := callOf(r.Context())
 	raw, terr := s.body(r)
 	if terr != nil {
@@ -170,7 +171,7 @@ func (s *rest) GrepTool(w http.ResponseWriter, r *http.Request) {
 }
 
 // runFunc is one of the executor's tool calls other than read.
-type runFunc func(context.Context, tools.Call, []byte) (tools.Result, *tools.Error)
+type runFunc func(context.Context, tools.Call, []byte) (tools.Result, *fault.Error)
 
 func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run runFunc) {
 	res, terr := s.run(r, tool, run)
@@ -184,7 +185,7 @@ func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run run
 // run reads a request's body and runs the call. The body's buffer is
 // recycled when the call returns: the executor copies every argument it
 // keeps, and a read's window is rendered within Run.
-func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *tools.Error) {
+func (s *rest) run(r *http.Request, tool string, run runFunc) (tools.Result, *fault.Error) {
 	c := callOf(r.Context())
 	raw, terr := s.body(r)
 	if terr != nil {
@@ -251,7 +252,7 @@ func (s *rest) ModelGrep(w http.ResponseWriter, r *http.Request) {
 // model answers a call with its model text alone, through the executor's
 // one entry of text transports; modelText made every failure text.
 func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string) {
-	res, terr := s.run(r, tool, func(ctx context.Context, c tools.Call, raw []byte) (tools.Result, *tools.Error) {
+	res, terr := s.run(r, tool, func(ctx context.Context, c tools.Call, raw []byte) (tools.Result, *fault.Error) {
 		return s.x.Run(ctx, c, tool, raw)
 	})
 	if terr != nil {
@@ -279,7 +280,7 @@ func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request, p api.ListTools
 // DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.
 func (s *rest) DeleteSession(w http.ResponseWriter, _ *http.Request, id string) {
 	if !tools.ValidSessionID(id) {
-		writeProblem(w, tools.CodeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-")
+		writeProblem(w, fault.CodeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-")
 		return
 	}
 	if err := s.x.ForgetSession(id); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -188,12 +189,10 @@ func only(method string, h http.HandlerFunc) http.HandlerFunc {
 func (s *rest) events() http.HandlerFunc {
 	if s.deps.Events == nil {
 		return func(w http.ResponseWriter, r *http.Request) {
-			writeProblem(w, tools.CodeNoSuchEndpoint, "no such endpoint: GET /events (the change feed is off: --events=false)")
+			writeProblem(w, fault.CodeNoSuchEndpoint, "no such endpoint: GET /events (the change feed is off: --events=false)")
 		}
 	}
-	return s.deps.Events.Handler(func(w http.ResponseWriter, code, message string) {
-		writeProblem(w, tools.Code(code), message)
-	}).ServeHTTP
+	return s.deps.Events.Handler(writeProblem).ServeHTTP
 }
 
 // serveDocument serves a fixed document.
@@ -217,12 +216,12 @@ func (s *rest) toolView(w http.ResponseWriter, r *http.Request) {
 
 // pathParamError refuses a malformed path value (a session or approval id).
 func pathParamError(w http.ResponseWriter, _ *http.Request, err error) {
-	writeProblem(w, tools.CodeInvalidSession, "malformed session header or id: "+firstLine(err.Error()))
+	writeProblem(w, fault.CodeInvalidSession, "malformed session header or id: "+firstLine(err.Error()))
 }
 
 // formatParamError refuses GET /tools with format given twice.
 func formatParamError(w http.ResponseWriter, _ *http.Request, _ error) {
-	writeProblem(w, tools.CodeInvalidArgument, "give format at most once: format=openai, format=anthropic or format=mcp")
+	writeProblem(w, fault.CodeInvalidArgument, "give format at most once: format=openai, format=anthropic or format=mcp")
 }
 
 // approvalsParamError refuses GET /approvals with an after that is not an
@@ -236,7 +235,7 @@ func approvalsParamError(w http.ResponseWriter, r *http.Request, err error) {
 		if ne.Num == "" {
 			msg = "empty value is not allowed"
 		}
-		writeProblem(w, tools.CodeInvalidArgument, msgAfterPrefix+msg)
+		writeProblem(w, fault.CodeInvalidArgument, msgAfterPrefix+msg)
 		return
 	}
 	pathParamError(w, r, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -23,7 +24,7 @@ const (
 
 // catalogIn is the catalog in a format's shape; "" is the catalog itself.
 // Descriptions are the catalog's, without the guidance.
-func catalogIn(format string, cat tools.Catalog) (any, *tools.Error) {
+func catalogIn(format string, cat tools.Catalog) (any, *fault.Error) {
 	switch format {
 	case "":
 		return cat, nil
@@ -46,7 +47,7 @@ func catalogIn(format string, cat tools.Catalog) (any, *tools.Error) {
 		}
 		return out, nil
 	}
-	return nil, tools.NewError(tools.CodeInvalidArgument, "unknown catalog format "+quote(format)+
+	return nil, fault.New(fault.CodeInvalidArgument, "unknown catalog format "+quote(format)+
 		": use format=openai, format=anthropic or format=mcp, or no format for the catalog itself")
 }
 

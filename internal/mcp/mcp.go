@@ -2,7 +2,7 @@
 // the Model Context Protocol's Streamable HTTP transport at /mcp
 // (docs/mcp.md), on the official Go SDK. Like the REST adapter it holds no
 // tool logic: a tools/call becomes one executor call, its result one text
-// block holding the REST output, its *tools.Error an isError result holding
+// block holding the REST output, its *fault.Error an isError result holding
 // the REST problem's output.
 package mcp
 
@@ -18,6 +18,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -310,7 +311,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(out.Metadata); err != nil {
-			return failure(tools.NewError(tools.CodeInternal, "cannot encode the metadata: "+err.Error()))
+			return failure(fault.New(fault.CodeInternal, "cannot encode the metadata: "+err.Error()))
 		}
 		res.StructuredContent = json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 	}
@@ -319,8 +320,8 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 
 // failure is a tool's failure as MCP gives it to the model: isError and the
 // REST problem's output, remedy included.
-func failure(err *tools.Error) *sdk.CallToolResult {
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Output()}}}
+func failure(err *fault.Error) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: tools.Output(err)}}}
 }
 
 func quote(s string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -133,7 +134,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Registerer() prometheus.Registerer { return m.registry }
 
 // ToolCall counts one finished tool call (tools.Observer).
-func (m *Metrics) ToolCall(transport, tool string, code tools.Code, took time.Duration) {
+func (m *Metrics) ToolCall(transport, tool string, code fault.Code, took time.Duration) {
 	k := callLabels{transport, tool, string(code)}
 	v, ok := m.calls.Load(k)
 	if !ok {

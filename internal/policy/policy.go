@@ -8,14 +8,18 @@
 // FS_NOT_OBSERVED, never authorize one.
 package policy
 
-import "github.com/toolfs/toolfs-api/internal/fs"
+import (
+	"github.com/toolfs/toolfs-api/internal/fs"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
+)
 
 // Gate decides the intent of every write and edit and records observations.
 // An empty session id owns no state: it records nothing and is decided as
 // unseen. Implementations are safe for concurrent use.
 //
 // Errors: a decision that cannot be made (the store is unreachable) is an
-// *fs.Error with CodeUnavailable and no intent, so the caller writes
+// *fault.Error with fault.CodeSessionStoreUnavailable and no intent, so the caller writes
 // nothing; an observation that cannot be recorded returns an error wrapping
 // ErrUnavailable and is simply lost, which fails closed (the session must
 // read again). The memory Store and Off never fail.
@@ -84,10 +88,10 @@ func (Off) Forget(string) (bool, error) { return false, nil }
 // notObserved is the model-facing refusal of an edit the session never read
 // (the HTTP layer appends the remedy).
 func notObserved(t fs.Target) error {
-	return fs.NewError(fs.CodeNotObserved, `edit requires reading "`+t.Display+`" first`)
+	return fault.New(fault.CodeNotObserved, `edit requires reading "`+t.Display+`" first`)
 }
 
 // confirmedAbsent is the refusal of an edit after a read confirmed absence.
 func confirmedAbsent(t fs.Target) error {
-	return fs.NewError(fs.CodeNotFound, `cannot edit "`+t.Display+`": not found`)
+	return fault.New(fault.CodeNotFound, `cannot edit "`+t.Display+`": not found`)
 }

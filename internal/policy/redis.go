@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -31,7 +32,7 @@ const DefaultRedisTimeout = 2 * time.Second
 // need synchronised clocks (a skew shifts the TTL by that much).
 //
 // When Redis cannot be reached, every method returns an error wrapping
-// ErrUnavailable (decisions: an *fs.Error with CodeUnavailable) and changes
+// ErrUnavailable (decisions: an *fault.Error with fault.CodeSessionStoreUnavailable) and changes
 // nothing; the client reconnects on its own. The scripts touch keys they
 // compute, so they run on a single Redis, not on Redis Cluster.
 type RedisStore struct {
@@ -46,10 +47,6 @@ type RedisStore struct {
 }
 
 var _ UseCarrier = (*RedisStore)(nil)
-
-// CodeUnavailable is the code of a write or edit refused because the
-// session store could not be reached (503, api/openapi.yaml).
-const CodeUnavailable fs.Code = "SESSION_STORE_UNAVAILABLE"
 
 // ErrUnavailable is wrapped by every RedisStore error: the store could not
 // be reached or did not answer in time.
@@ -309,15 +306,15 @@ func parseSeen(s string) fs.Observed {
 // refusal is the model-facing answer of a write or edit whose decision the
 // store could not make: nothing was written.
 func refusal(tool string, t fs.Target, err error) error {
-	return &fs.Error{
-		Code:    CodeUnavailable,
+	return &fault.Error{
+		Code:    fault.CodeSessionStoreUnavailable,
 		Message: `cannot ` + tool + ` "` + t.Display + `": the session store is unavailable, nothing was written; retry shortly`,
 		Err:     err,
 	}
 }
 
 // WriteIntent is as Store's; when Redis cannot be reached it returns nil
-// and an *fs.Error with CodeUnavailable (never an unconditional intent).
+// and an *fault.Error with fault.CodeSessionStoreUnavailable (never an unconditional intent).
 func (s *RedisStore) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
 	return s.writeIntent(opGet, session, t)
 }
@@ -334,7 +331,7 @@ func (s *RedisStore) writeIntent(op, session string, t fs.Target) (*fs.WriteInte
 }
 
 // EditGuard is as Store's; when Redis cannot be reached it returns an
-// *fs.Error with CodeUnavailable.
+// *fault.Error with fault.CodeSessionStoreUnavailable.
 func (s *RedisStore) EditGuard(session string, t fs.Target) (*fs.Observed, error) {
 	return s.editGuard(opGet, session, t)
 }

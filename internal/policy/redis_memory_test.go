@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 )
@@ -105,7 +106,7 @@ func TestRedisBytesPerObservation(t *testing.T) {
 
 // TestRedisFullStillFrees fills a Redis started with noeviction, then
 // lowers its maxmemory under what it holds: Redis now refuses any command
-// that grows it. Decisions and observations fail closed (CodeUnavailable,
+// that grows it. Decisions and observations fail closed (fault.CodeSessionStoreUnavailable,
 // ErrUnavailable, nothing changed), while expiry, Forget and eviction at
 // each of the store's caps still free memory, and the operation that
 // freed records its own observation (docs/deployment.md, "When Redis is
@@ -174,7 +175,7 @@ func TestRedisFullStillFrees(t *testing.T) {
 				assert.ErrorContains(t, err, "OOM command not allowed when used memory > 'maxmemory'", what)
 				w, err := s.WriteIntent("b", fs.Target{Key: key("b", 1), Display: "/ws/b1"})
 				assert.Nil(t, w, what)
-				assert.Equal(t, CodeUnavailable, fs.CodeOf(err), what)
+				assert.Equal(t, fault.CodeSessionStoreUnavailable, fault.CodeOf(err), what)
 			}
 			refused("full")
 			tc.heal(t, s, &clock)

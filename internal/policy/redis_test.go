@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 )
@@ -167,7 +168,7 @@ func TestRedisSharedBetweenClients(t *testing.T) {
 
 // TestRedisOutage stops redis-server under a store and starts it again on
 // the same port: while it is down every decision is refused with
-// CodeUnavailable (never an unconditional or stale intent) and observations
+// fault.CodeSessionStoreUnavailable (never an unconditional or stale intent) and observations
 // report their loss; once it is back the same client works again, and (with
 // an append-only file) what was recorded before the outage is still there.
 func TestRedisOutage(t *testing.T) {
@@ -181,12 +182,12 @@ func TestRedisOutage(t *testing.T) {
 	srv.Stop()
 	w, err := s.WriteIntent("s1", target)
 	assert.Nil(t, w)
-	assert.Equal(t, CodeUnavailable, fs.CodeOf(err))
+	assert.Equal(t, fault.CodeSessionStoreUnavailable, fault.CodeOf(err))
 	assert.EqualError(t, err, `cannot write "/ws/link/a.txt": the session store is unavailable, nothing was written; retry shortly`)
 	assert.ErrorIs(t, err, ErrUnavailable)
 	v, err := s.EditGuard("s1", target)
 	assert.Nil(t, v)
-	assert.Equal(t, CodeUnavailable, fs.CodeOf(err))
+	assert.Equal(t, fault.CodeSessionStoreUnavailable, fault.CodeOf(err))
 	assert.EqualError(t, err, `cannot edit "/ws/link/a.txt": the session store is unavailable, nothing was written; retry shortly`)
 	assert.ErrorIs(t, s.ObservePresent("s1", target.Key, "v2", ""), ErrUnavailable)
 	assert.ErrorIs(t, s.ObserveAbsent("s1", other.Key), ErrUnavailable)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -174,9 +175,9 @@ func matchModel(t *testing.T, data []byte, newGate func(Config) testGate) {
 			mv, seen := m.lookup(id, key)
 			switch {
 			case !seen:
-				require.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), where)
+				require.Equal(t, fault.CodeNotObserved, fault.CodeOf(err), where)
 			case mv == "":
-				require.Equal(t, fs.CodeNotFound, fs.CodeOf(err), where)
+				require.Equal(t, fault.CodeNotFound, fault.CodeOf(err), where)
 			default:
 				require.NoError(t, err, where)
 				require.Equal(t, fs.Observed{Version: mv}, *got, where)

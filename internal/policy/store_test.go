@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -40,19 +41,19 @@ func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5,
 type decision struct {
 	write   fs.WriteIntent
 	edit    fs.Version
-	code    fs.Code
+	code    fault.Code
 	message string
 }
 
 var (
 	unseen = unseenAt(target)
-	absent = decision{write: fs.WriteIntent{Kind: fs.CreateIfAbsent}, code: fs.CodeNotFound, message: msgNotFound}
+	absent = decision{write: fs.WriteIntent{Kind: fs.CreateIfAbsent}, code: fault.CodeNotFound, message: msgNotFound}
 )
 
 func unseenAt(tg fs.Target) decision {
 	return decision{
 		write:   fs.WriteIntent{Kind: fs.CreateIfAbsent},
-		code:    fs.CodeNotObserved,
+		code:    fault.CodeNotObserved,
 		message: `edit requires reading "` + tg.Display + `" first`,
 	}
 }
@@ -71,8 +72,8 @@ func decide(t *testing.T, g Gate, session string, tg fs.Target) decision {
 	v, err := g.EditGuard(session, tg)
 	if err != nil {
 		require.Nil(t, v)
-		var fe *fs.Error
-		require.True(t, errors.As(err, &fe), "error %T is not *fs.Error", err)
+		var fe *fault.Error
+		require.True(t, errors.As(err, &fe), "error %T is not *fault.Error", err)
 		d.code, d.message = fe.Code, fe.Message
 		return d
 	}
@@ -252,12 +253,12 @@ func TestEditGuardErrorsAreTyped(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		s := im.new(t, Config{})
 		_, err := s.EditGuard("s1", target)
-		assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+		assert.Equal(t, fault.CodeNotObserved, fault.CodeOf(err))
 		assert.EqualError(t, err, msgNotObserved)
 
 		s.ObserveAbsent("s1", target.Key)
 		_, err = s.EditGuard("s1", target)
-		assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+		assert.Equal(t, fault.CodeNotFound, fault.CodeOf(err))
 		assert.EqualError(t, err, msgNotFound)
 	})
 }
@@ -455,9 +456,9 @@ func TestPathLRU(t *testing.T) {
 					_, err := s.EditGuard("s1", fs.Target{Key: k})
 					switch k {
 					case tt.evicted:
-						assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err), k)
+						assert.Equal(t, fault.CodeNotObserved, fault.CodeOf(err), k)
 					case tt.absent:
-						assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err), k)
+						assert.Equal(t, fault.CodeNotFound, fault.CodeOf(err), k)
 					default:
 						assert.NoError(t, err, k)
 					}
@@ -485,7 +486,7 @@ func TestMaxObservations(t *testing.T) {
 		// Over the cap: the idle empty session goes, then A's oldest path.
 		s.ObservePresent("B", "/b2", "v", "")
 		_, err := s.EditGuard("A", fs.Target{Key: "/a1"})
-		assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+		assert.Equal(t, fault.CodeNotObserved, fault.CodeOf(err))
 		for _, c := range []struct {
 			session string
 			key     fs.TargetKey
@@ -500,9 +501,9 @@ func TestMaxObservations(t *testing.T) {
 		s.Forget("A")
 		s.ObservePresent("B", "/b3", "v", "")
 		s.ObservePresent("B", "/b4", "v", "")
-		for k, want := range map[fs.TargetKey]fs.Code{"/b1": fs.CodeNotObserved, "/b2": "", "/b3": "", "/b4": ""} {
+		for k, want := range map[fs.TargetKey]fault.Code{"/b1": fault.CodeNotObserved, "/b2": "", "/b3": "", "/b4": ""} {
 			_, err := s.EditGuard("B", fs.Target{Key: k})
-			assert.Equal(t, want, fs.CodeOf(err), k)
+			assert.Equal(t, want, fault.CodeOf(err), k)
 		}
 		checkInvariants(t, s)
 	})
@@ -629,7 +630,7 @@ func hammer(t *testing.T, s testGate, rounds int) {
 					var v *fs.Observed
 					if v, err = s.EditGuard(session, tg); err == nil && !ownVersion(session, key, v.Version) {
 						err = fmt.Errorf("got %q for %s", v.Version, key)
-					} else if c := fs.CodeOf(err); c == fs.CodeNotObserved || c == fs.CodeNotFound {
+					} else if c := fault.CodeOf(err); c == fault.CodeNotObserved || c == fault.CodeNotFound {
 						err = nil
 					}
 				case 5:
@@ -690,7 +691,7 @@ func TestObservationCarriesHash(t *testing.T) {
 
 		require.NoError(t, s.ObserveAbsent("s1", target.Key))
 		_, err = s.EditGuard("s1", target)
-		assert.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+		assert.Equal(t, fault.CodeNotFound, fault.CodeOf(err))
 		checkInvariants(t, s)
 	})
 }
@@ -727,7 +728,7 @@ func TestStoreMaxBytes(t *testing.T) {
 
 	// The oldest paths went first; the newest of every session is kept.
 	_, err := s.EditGuard("s0", fs.Target{Key: key(0)})
-	assert.Equal(t, fs.CodeNotObserved, fs.CodeOf(err))
+	assert.Equal(t, fault.CodeNotObserved, fault.CodeOf(err))
 	for k := 1993; k < 2000; k++ {
 		g, err := s.EditGuard(fmt.Sprint("s", k%7), fs.Target{Key: key(k)})
 		require.NoError(t, err)

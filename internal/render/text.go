@@ -3,6 +3,8 @@ package render
 import (
 	"strconv"
 	"strings"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // Argument messages, byte for byte as the original's (docs/api.md, "Argument messages").
@@ -117,11 +119,11 @@ func ErrorOutput(message string) string { return "Error: " + message }
 
 // Remedy is what write and edit append to the message of an error with the
 // given code (space, em dash, space, instruction), or "" for other codes.
-func Remedy(code string) string {
+func Remedy(code fault.Code) string {
 	switch code {
-	case "FS_STALE_VERSION":
+	case fault.CodeStaleVersion:
 		return " \u2014 re-read the file, then retry"
-	case "FS_NOT_OBSERVED":
+	case fault.CodeNotObserved:
 		return " \u2014 read the file, then retry"
 	}
 	return ""

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 func TestMessages(t *testing.T) {
@@ -30,11 +32,11 @@ func TestMessages(t *testing.T) {
 		{"write updated", WriteOutput("/w/a.txt", false), "<path>/w/a.txt</path>\n<type>file</type>\n<content>\nUpdated file\n</content>"},
 		{"edit", EditOutput("/w/a.txt", false), "The file /w/a.txt has been updated successfully."},
 		{"edit replace_all", EditOutput("/w/a.txt", true), "The file /w/a.txt has been updated. All occurrences were successfully replaced."},
-		{"stale remedy", ErrorOutput(`cannot write "/w/a.txt": file changed since it was read` + Remedy("FS_STALE_VERSION")),
+		{"stale remedy", ErrorOutput(`cannot write "/w/a.txt": file changed since it was read` + Remedy(fault.CodeStaleVersion)),
 			`Error: cannot write "/w/a.txt": file changed since it was read — re-read the file, then retry`},
-		{"not observed remedy", ErrorOutput(`edit requires reading "/w/a.txt" first` + Remedy("FS_NOT_OBSERVED")),
+		{"not observed remedy", ErrorOutput(`edit requires reading "/w/a.txt" first` + Remedy(fault.CodeNotObserved)),
 			`Error: edit requires reading "/w/a.txt" first — read the file, then retry`},
-		{"no remedy for not found", Remedy("FS_NOT_FOUND"), ""},
+		{"no remedy for not found", Remedy(fault.CodeNotFound), ""},
 		{"no remedy for empty code", Remedy(""), ""},
 		{"read header", ReadHeader("/w/a.txt"), "<path>/w/a.txt</path>\n<type>file</type>\n<content>\n"},
 		{"line text", LineText(Line{Number: 12, Text: "x := 1"}), "12: x := 1\n"},

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -45,8 +46,8 @@ func grepArgs(pattern, include, root string) []string {
 // session cwd) for the ripgrep regex pattern, optionally only in files
 // matching the include glob. cwd is the session cwd, already resolved by the
 // caller through fsys. At most 250 matches are shown, grouped by file in the
-// order rg reports them; every match is counted. Errors are *Error, or the
-// *fs.Error of resolving path.
+// order rg reports them; every match is counted. Errors are *fault.Error, or the
+// *fault.Error of resolving path.
 func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, pattern string, path, include *string) (Result, error) {
 	if err := validatePattern(pattern); err != nil {
 		return Result{}, err
@@ -120,8 +121,8 @@ var (
 	typePrefix = []byte(`{"type":"`)
 )
 
-func malformed(detail string) *Error {
-	return &Error{Code: CodeFailed, Message: "grep received malformed ripgrep --json output (" + detail + ")"}
+func malformed(detail string) *fault.Error {
+	return &fault.Error{Code: fault.CodeSearchFailed, Message: "grep received malformed ripgrep --json output (" + detail + ")"}
 }
 
 // consume parses the stream line by line; memory is bounded by the longest

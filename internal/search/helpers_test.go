@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -76,11 +77,11 @@ func (w *workspace) cwd(rel string) fs.Target {
 
 func ptr(s string) *string { return &s }
 
-// requireCode asserts err is a *Error with code, and returns it.
-func requireCode(t testing.TB, err error, code string) *Error {
+// requireCode asserts err is a *fault.Error with code, and returns it.
+func requireCode(t testing.TB, err error, code fault.Code) *fault.Error {
 	t.Helper()
-	var se *Error
-	require.Truef(t, errors.As(err, &se), "want *search.Error %s, got %T %v", code, err, err)
+	var se *fault.Error
+	require.Truef(t, errors.As(err, &se), "want *fault.Error %s, got %T %v", code, err, err)
 	require.Equal(t, code, se.Code, se.Message)
 	return se
 }

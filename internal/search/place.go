@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -90,7 +91,7 @@ func (p place) pin() (pinnedPlace, error) {
 }
 
 func (p place) cwdOutside() error {
-	return fs.NewError(fs.CodeSandboxDenied, `cannot search "`+p.display()+`": outside the workspace root`)
+	return fault.New(fault.CodeSandboxDenied, `cannot search "`+p.display()+`": outside the workspace root`)
 }
 
 // rg's complaint about a path names it, then the reason: "d: Permission
@@ -197,7 +198,7 @@ func (p place) ledOutside(ctx context.Context, name string) bool {
 	}
 	t, err := p.fsys.Resolve(ctx, "search", display, "")
 	if err != nil {
-		return fs.CodeOf(err) == fs.CodeSandboxDenied
+		return fault.CodeOf(err) == fault.CodeSandboxDenied
 	}
 	fd, err := unix.Open(string(t.Key), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -217,7 +218,7 @@ func (p place) argOutside() error {
 			display = filepath.Join(p.display(), p.arg)
 		}
 	}
-	return fs.NewError(fs.CodeSandboxDenied, `cannot search "`+display+`": outside the workspace root`)
+	return fault.New(fault.CodeSandboxDenied, `cannot search "`+display+`": outside the workspace root`)
 }
 
 // absPath finds absolute paths in rg's messages.
@@ -264,7 +265,7 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 		return "", true, nil
 	}
 	if !fileOrFolder(string(t.Key)) {
-		return "", false, fs.NewError(fs.CodeNotRegularFile, `cannot search "`+t.Display+`": not a regular file or folder`)
+		return "", false, fault.New(fault.CodeNotRegularFile, `cannot search "`+t.Display+`": not a regular file or folder`)
 	}
 	if filepath.IsAbs(*path) {
 		return t.Display, false, nil

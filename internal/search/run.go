@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // errOverflow marks rg's stdout passing the raw budget.
@@ -111,7 +113,7 @@ func (t *stderrTail) keep(b []byte) {
 
 // run executes rg with args in dir, never through a shell, and hands its
 // stdout (bounded by the raw budget) to consume, which reads it as a stream.
-// It returns rg's exit code (0, or 1 for an empty search) or a *Error. rg
+// It returns rg's exit code (0, or 1 for an empty search) or a *fault.Error. rg
 // runs in its own process group with stdin on /dev/null; on cancellation,
 // timeout, overflow or malformed output the whole group is killed, and the
 // child is always reaped before run returns.
@@ -224,7 +226,7 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 
 	switch {
 	case errors.Is(consumeErr, errOverflow):
-		return 0, &Error{Code: CodeRawOutputOverflow, Message: tool + " produced more raw output than the subprocess seam retained within the " +
+		return 0, &fault.Error{Code: fault.CodeSearchOverflow, Message: tool + " produced more raw output than the subprocess seam retained within the " +
 			strconv.FormatInt(s.rawMax, 10) + "-byte cap; narrow pattern, path, or include and retry"}
 	case ctx.Err() != nil:
 		return 0, abortedError(tool, ctx.Err())
@@ -232,11 +234,11 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 		return 0, consumeErr
 	}
 	if cmd.ProcessState == nil {
-		return 0, &Error{Code: CodeFailed, Message: tool + " search command produced no collected output streams", Err: waitErr}
+		return 0, &fault.Error{Code: fault.CodeSearchFailed, Message: tool + " search command produced no collected output streams", Err: waitErr}
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
-		return 0, &Error{Code: CodeFailed, Message: tool + " search command was killed by signal " + signalName(ws.Signal())}
+		return 0, &fault.Error{Code: fault.CodeSearchFailed, Message: tool + " search command was killed by signal " + signalName(ws.Signal())}
 	}
 	code := cmd.ProcessState.ExitCode()
 	if code == 0 || code == 1 {
@@ -266,7 +268,7 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 		return 1, nil
 	}
 	if patternRejected(text) {
-		return 0, &Error{Code: CodeInvalidPattern, Message: tool + " pattern rejected by ripgrep: " + text}
+		return 0, &fault.Error{Code: fault.CodeSearchInvalidPattern, Message: tool + " pattern rejected by ripgrep: " + text}
 	}
 	text = at.redact(text)
 	msg := tool + " search failed (exit " + strconv.Itoa(code) + ")"
@@ -276,9 +278,9 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 			msg += " [stderr truncated]"
 		}
 	}
-	return 0, &Error{Code: CodeFailed, Message: msg, Err: waitErr}
+	return 0, &fault.Error{Code: fault.CodeSearchFailed, Message: msg, Err: waitErr}
 }
 
-func launchError(tool string, cause error) *Error {
-	return &Error{Code: CodeFailed, Message: tool + " could not start its search command (ripgrep launch failed)", Err: cause}
+func launchError(tool string, cause error) *fault.Error {
+	return &fault.Error{Code: fault.CodeSearchFailed, Message: tool + " could not start its search command (ripgrep launch failed)", Err: cause}
 }

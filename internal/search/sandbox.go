@@ -19,6 +19,7 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
@@ -235,7 +236,7 @@ func runProof(rg string) proof {
 	case !strings.Contains(string(out), "inside.txt"):
 		why := "ripgrep did not run under the ruleset"
 		if err != nil {
-			var se *Error
+			var se *fault.Error
 			if errors.As(err, &se) && se.Err != nil {
 				why += ": " + se.Err.Error()
 			} else {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
@@ -41,10 +42,10 @@ func TestSandboxModes(t *testing.T) {
 		assert.False(t, s.Sandboxed())
 		assert.Equal(t, "the search sandbox cannot confine ripgrep (the kernel does not offer Landlock); glob and grep need it (--search-sandbox require)", s.UnavailableReason())
 		_, err := s.Glob(context.Background(), w.fsys, w.cwd(""), "*", nil)
-		se := requireCode(t, err, CodeFailed)
+		se := requireCode(t, err, fault.CodeSearchFailed)
 		assert.Equal(t, "glob could not start its search command (ripgrep launch failed)", se.Message)
 		_, err = s.Grep(context.Background(), w.fsys, w.cwd(""), "x", nil, nil)
-		se = requireCode(t, err, CodeFailed)
+		se = requireCode(t, err, fault.CodeSearchFailed)
 		assert.Equal(t, "grep could not start its search command (ripgrep launch failed)", se.Message)
 
 		s = New(Config{Sandbox: SandboxBestEffort})
@@ -293,7 +294,7 @@ func TestIgnoreFilesFromOutside(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a.txt", "sub/b.txt"}, groupNames(res))
 		_, err = grep(t, "", ptr("missing"))
-		se := requireCode(t, err, CodeFailed)
+		se := requireCode(t, err, fault.CodeSearchFailed)
 		assert.Equal(t, "grep search failed (exit 2): missing: No such file or directory (os error 2)", se.Message)
 	})
 	t.Run("a bad line in an ignore file inside is not SEARCH_INVALID_PATTERN", func(t *testing.T) {
@@ -427,10 +428,10 @@ func TestOutputFidelity(t *testing.T) {
 	t.Run("a missing absolute path is named as given", func(t *testing.T) {
 		missing := filepath.Join(w.root, "nope")
 		_, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", ptr(missing), nil)
-		se := requireCode(t, err, CodeFailed)
+		se := requireCode(t, err, fault.CodeSearchFailed)
 		assert.Equal(t, "grep search failed (exit 2): "+missing+": No such file or directory (os error 2)", se.Message)
 		_, err = s.Glob(ctx, w.fsys, w.cwd(""), "*", ptr(missing+"/"))
-		se = requireCode(t, err, CodeFailed)
+		se = requireCode(t, err, fault.CodeSearchFailed)
 		assert.True(t, strings.HasPrefix(se.Message, "glob search failed (exit 2): "+missing+": "), se.Message)
 	})
 	t.Run("a session cwd reached through a symlink", func(t *testing.T) {

@@ -12,16 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-)
 
-// The error codes a search can fail with. Filesystem errors from Resolve
-// (FS_SANDBOX_DENIED and friends) are returned as *fs.Error, unchanged.
-const (
-	CodeInvalidArgument   = "INVALID_ARGUMENT"
-	CodeInvalidPattern    = "SEARCH_INVALID_PATTERN"
-	CodeFailed            = "SEARCH_FAILED"
-	CodeRawOutputOverflow = "SEARCH_RAW_OUTPUT_OVERFLOW"
-	CodeAborted           = "SEARCH_ABORTED"
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // The caps of the original (DH tool-fs-search defaults).
@@ -192,24 +184,12 @@ type Match struct {
 	Line       string `json:"line"`
 }
 
-// Error is every search failure that is not a filesystem error. Message is
-// model-facing contract text; Err is the internal cause, for logs only.
-type Error struct {
-	Code    string
-	Message string
-	Err     error
+func argError(msg string) *fault.Error {
+	return &fault.Error{Code: fault.CodeInvalidArgument, Message: msg}
 }
 
-// Error returns the model-facing message.
-func (e *Error) Error() string { return e.Message }
-
-// Unwrap returns the internal cause, if any.
-func (e *Error) Unwrap() error { return e.Err }
-
-func argError(msg string) *Error { return &Error{Code: CodeInvalidArgument, Message: msg} }
-
-func abortedError(tool string, cause error) *Error {
-	return &Error{Code: CodeAborted, Message: tool + " was aborted before completion (tool timeout or caller cancellation)", Err: cause}
+func abortedError(tool string, cause error) *fault.Error {
+	return &fault.Error{Code: fault.CodeSearchAborted, Message: tool + " was aborted before completion (tool timeout or caller cancellation)", Err: cause}
 }
 
 // Argument messages, verbatim from the original.

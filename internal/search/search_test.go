@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -82,7 +83,7 @@ func TestArgumentErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			se := requireCode(t, tt.err, CodeInvalidArgument)
+			se := requireCode(t, tt.err, fault.CodeInvalidArgument)
 			assert.Equal(t, tt.want, se.Message)
 		})
 	}
@@ -298,19 +299,19 @@ func TestHostilePatternsStaySingleArguments(t *testing.T) {
 			if err == nil {
 				assert.Equal(t, "No files found", res.Output)
 			} else {
-				requireCode(t, err, CodeInvalidPattern)
+				requireCode(t, err, fault.CodeSearchInvalidPattern)
 			}
 			res, err = s.Grep(context.Background(), w.fsys, w.cwd(""), p, nil, nil)
 			if err == nil {
 				assert.Contains(t, []string{"No matches found", "Found 1 match\n\nfile.txt\nLine 1: plain"}, res.Output)
 			} else {
-				requireCode(t, err, CodeInvalidPattern)
+				requireCode(t, err, fault.CodeSearchInvalidPattern)
 			}
 			res, err = s.Grep(context.Background(), w.fsys, w.cwd(""), "plain", nil, ptr("x"+p))
 			if err == nil {
 				assert.Equal(t, "No matches found", res.Output)
 			} else {
-				requireCode(t, err, CodeInvalidArgument) // a comma list
+				requireCode(t, err, fault.CodeInvalidArgument) // a comma list
 			}
 			entries, err := os.ReadDir(w.root)
 			require.NoError(t, err)
@@ -328,36 +329,36 @@ func TestRgErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		run     func() error
-		code    string
+		code    fault.Code
 		message string
 	}{
 		{
-			name: "invalid regex", code: CodeInvalidPattern,
+			name: "invalid regex", code: fault.CodeSearchInvalidPattern,
 			run:     func() error { _, err := s.Grep(ctx, w.fsys, w.cwd(""), "(", nil, nil); return err },
 			message: "grep pattern rejected by ripgrep: regex parse error:",
 		},
 		{
-			name: "invalid glob", code: CodeInvalidPattern,
+			name: "invalid glob", code: fault.CodeSearchInvalidPattern,
 			run:     func() error { _, err := s.Glob(ctx, w.fsys, w.cwd(""), "[", nil); return err },
 			message: "glob pattern rejected by ripgrep: error parsing glob '[': unclosed character class; missing ']'",
 		},
 		{
-			name: "invalid include", code: CodeInvalidPattern,
+			name: "invalid include", code: fault.CodeSearchInvalidPattern,
 			run:     func() error { _, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", nil, ptr("{a")); return err },
 			message: "grep pattern rejected by ripgrep: error parsing glob '{a'",
 		},
 		{
-			name: "newline in a regex", code: CodeInvalidPattern,
+			name: "newline in a regex", code: fault.CodeSearchInvalidPattern,
 			run:     func() error { _, err := s.Grep(ctx, w.fsys, w.cwd(""), "a\nb", nil, nil); return err },
 			message: "grep pattern rejected by ripgrep: the literal '\"\\n\"' is not allowed in a regex",
 		},
 		{
-			name: "missing path, grep", code: CodeFailed,
+			name: "missing path, grep", code: fault.CodeSearchFailed,
 			run:     func() error { _, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", ptr("nope"), nil); return err },
 			message: "grep search failed (exit 2): nope: No such file or directory (os error 2)",
 		},
 		{
-			name: "missing path, glob", code: CodeFailed,
+			name: "missing path, glob", code: fault.CodeSearchFailed,
 			run:     func() error { _, err := s.Glob(ctx, w.fsys, w.cwd(""), "*", ptr("gone/deeper")); return err },
 			message: "glob search failed (exit 2): gone/deeper: ",
 		},
@@ -392,16 +393,16 @@ func TestPathOutsideTheRoot(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			want := `cannot search "` + tt.display + `": outside the workspace root`
 			_, err := s.Glob(context.Background(), w.fsys, w.cwd(tt.cwd), "*", ptr(tt.path))
-			require.Equal(t, fs.CodeSandboxDenied, fs.CodeOf(err))
+			require.Equal(t, fault.CodeSandboxDenied, fault.CodeOf(err))
 			assert.Equal(t, want, err.Error())
 			_, err = s.Grep(context.Background(), w.fsys, w.cwd(tt.cwd), "secret", ptr(tt.path), nil)
-			require.Equal(t, fs.CodeSandboxDenied, fs.CodeOf(err))
+			require.Equal(t, fault.CodeSandboxDenied, fault.CodeOf(err))
 			assert.Equal(t, want, err.Error())
 		})
 	}
 	t.Run("other resolve errors come back as is", func(t *testing.T) {
 		_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", ptr("sub/a.txt/deeper"), nil)
-		require.Equal(t, fs.CodeNotFound, fs.CodeOf(err))
+		require.Equal(t, fault.CodeNotFound, fault.CodeOf(err))
 		assert.Equal(t, `cannot resolve "`+filepath.Join(w.root, "sub/a.txt/deeper")+`": a parent path segment is not a directory`, err.Error())
 	})
 	t.Run("symlinks inside the tree are not followed", func(t *testing.T) {
@@ -424,10 +425,10 @@ func TestRgMissing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			assert.False(t, s.Available())
 			_, err := s.Glob(context.Background(), w.fsys, w.cwd(""), "*", nil)
-			se := requireCode(t, err, CodeFailed)
+			se := requireCode(t, err, fault.CodeSearchFailed)
 			assert.Equal(t, "glob could not start its search command (ripgrep launch failed)", se.Message)
 			_, err = s.Grep(context.Background(), w.fsys, w.cwd(""), "x", nil, nil)
-			se = requireCode(t, err, CodeFailed)
+			se = requireCode(t, err, fault.CodeSearchFailed)
 			assert.Equal(t, "grep could not start its search command (ripgrep launch failed)", se.Message)
 		})
 	}
@@ -446,7 +447,7 @@ func TestUnusableCwd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(Config{}).Grep(context.Background(), w.fsys, tt.cwd, "x", nil, nil)
-			se := requireCode(t, err, CodeFailed)
+			se := requireCode(t, err, fault.CodeSearchFailed)
 			assert.Equal(t, "grep could not start its search command (ripgrep launch failed)", se.Message)
 		})
 	}
@@ -463,10 +464,10 @@ func TestPathNeitherFileNorFolder(t *testing.T) {
 	for _, p := range []string{"fifo", "link-to-fifo"} {
 		start := time.Now()
 		_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", ptr(p), nil)
-		require.Equal(t, fs.CodeNotRegularFile, fs.CodeOf(err))
+		require.Equal(t, fault.CodeNotRegularFile, fault.CodeOf(err))
 		assert.Equal(t, `cannot search "`+filepath.Join(w.root, p)+`": not a regular file or folder`, err.Error())
 		_, err = s.Glob(context.Background(), w.fsys, w.cwd(""), "*", ptr(p))
-		require.Equal(t, fs.CodeNotRegularFile, fs.CodeOf(err))
+		require.Equal(t, fault.CodeNotRegularFile, fault.CodeOf(err))
 		assert.Less(t, time.Since(start), 2*time.Second)
 	}
 }
@@ -486,7 +487,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	s.onStart = func(p int) { pid.Store(int64(p)) }
 	start := time.Now()
 	_, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", nil, nil)
-	se := requireCode(t, err, CodeAborted)
+	se := requireCode(t, err, fault.CodeSearchAborted)
 	assert.Equal(t, "grep was aborted before completion (tool timeout or caller cancellation)", se.Message)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	requireGroupGone(t, int(pid.Load()))
@@ -503,11 +504,11 @@ func TestCallerCancellation(t *testing.T) {
 		cancel()
 	}()
 	_, err := s.Grep(ctx, w.fsys, w.cwd(""), "x", nil, nil)
-	requireCode(t, err, CodeAborted)
+	requireCode(t, err, fault.CodeSearchAborted)
 
 	t.Run("already cancelled", func(t *testing.T) {
 		_, err := s.Glob(ctx, w.fsys, w.cwd(""), "*", nil)
-		se := requireCode(t, err, CodeAborted)
+		se := requireCode(t, err, fault.CodeSearchAborted)
 		assert.Equal(t, "glob was aborted before completion (tool timeout or caller cancellation)", se.Message)
 	})
 }
@@ -535,11 +536,11 @@ func TestMaxConcurrentQueuesCallers(t *testing.T) {
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelShort()
 	_, err = s.Grep(short, w.fsys, w.cwd(""), "x", ptr("a.txt"), nil)
-	requireCode(t, err, CodeAborted)
+	requireCode(t, err, fault.CodeSearchAborted)
 	assert.Empty(t, started, "a second rg started beyond MaxConcurrent")
 
 	cancel()
-	requireCode(t, <-blocked, CodeAborted)
+	requireCode(t, <-blocked, fault.CodeSearchAborted)
 	res, err := s.Grep(context.Background(), w.fsys, w.cwd(""), "x", ptr("a.txt"), nil)
 	require.NoError(t, err, "the slot was not released")
 	assert.Equal(t, "Found 1 match\n\na.txt\nLine 1: x", res.Output)
@@ -567,7 +568,7 @@ func TestRawOutputOverflow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			se := requireCode(t, tt.run(), CodeRawOutputOverflow)
+			se := requireCode(t, tt.run(), fault.CodeSearchOverflow)
 			assert.Equal(t, tt.want, se.Message)
 			requireGroupGone(t, int(pid.Load()))
 		})
@@ -671,17 +672,17 @@ func TestFakeRgFailures(t *testing.T) {
 	tests := []struct {
 		name   string
 		script string
-		code   string
+		code   fault.Code
 		want   string
 	}{
-		{"killed by a signal", "kill -SEGV $$", CodeFailed, "grep search command was killed by signal SIGSEGV"},
-		{"other exit with stderr", "echo '  boom  ' >&2; exit 3", CodeFailed, "grep search failed (exit 3): boom"},
-		{"other exit without stderr", "exit 4", CodeFailed, "grep search failed (exit 4)"},
-		{"stderr over its cap", "head -c 70000 /dev/zero | tr '\\0' e >&2; exit 2", CodeFailed,
+		{"killed by a signal", "kill -SEGV $$", fault.CodeSearchFailed, "grep search command was killed by signal SIGSEGV"},
+		{"other exit with stderr", "echo '  boom  ' >&2; exit 3", fault.CodeSearchFailed, "grep search failed (exit 3): boom"},
+		{"other exit without stderr", "exit 4", fault.CodeSearchFailed, "grep search failed (exit 4)"},
+		{"stderr over its cap", "head -c 70000 /dev/zero | tr '\\0' e >&2; exit 2", fault.CodeSearchFailed,
 			"grep search failed (exit 2): " + strings.Repeat("e", StderrMaxBytes) + " [stderr truncated]"},
-		{"stderr cut inside a character", "head -c 65535 /dev/zero | tr '\\0' e >&2; printf '\\303\\251' >&2; exit 2", CodeFailed,
+		{"stderr cut inside a character", "head -c 65535 /dev/zero | tr '\\0' e >&2; printf '\\303\\251' >&2; exit 2", fault.CodeSearchFailed,
 			"grep search failed (exit 2): " + strings.Repeat("e", StderrMaxBytes-1) + "\uFFFD [stderr truncated]"},
-		{"malformed output", "echo '{\"type\":\"match\"}'", CodeFailed, "grep received malformed ripgrep --json output (a match record has no data)"},
+		{"malformed output", "echo '{\"type\":\"match\"}'", fault.CodeSearchFailed, "grep received malformed ripgrep --json output (a match record has no data)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -727,7 +728,7 @@ func TestMalformedJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := matchAccumulator{max: 10, lineMax: 100}
 			err := a.consume(strings.NewReader(`{"type":"begin","data":{"path":{"text":"a"}}}` + "\n" + tt.line + "\n"))
-			se := requireCode(t, err, CodeFailed)
+			se := requireCode(t, err, fault.CodeSearchFailed)
 			assert.Equal(t, "grep received malformed ripgrep --json output ("+tt.detail+")", se.Message)
 		})
 	}
@@ -880,7 +881,8 @@ func TestTreeChangedUnderTheWalk(t *testing.T) {
 	for _, tc := range []struct {
 		name, tool, script string
 		path               *string
-		want, code         string
+		want               string
+		code               fault.Code
 	}{
 		{"glob: a folder gone", "glob", "echo a.txt; echo './d/sub: IO error for operation on ./d/sub: No such file or directory (os error 2)' >&2; exit 2", nil, "a.txt", ""},
 		{"glob: more gone than the stderr cap holds", "glob", "echo a.txt; printf '" + gone + "' >&2; exit 2", nil, "a.txt", ""},
@@ -888,11 +890,11 @@ func TestTreeChangedUnderTheWalk(t *testing.T) {
 			"Found 1 match\n\na.txt\nLine 1: hit", ""},
 		{"grep: only gone entries", "grep", "echo 'd/inside.txt: No such file or directory (os error 2)' >&2; exit 2", nil, "No matches found", ""},
 		{"grep: another complaint fails, without the gone entries", "grep", match + "; printf './d/sub: No such file or directory (os error 2)\\nd/a.txt: Permission denied (os error 13)\\n' >&2; exit 2", nil,
-			"grep search failed (exit 2): d/a.txt: Permission denied (os error 13)", CodeFailed},
+			"grep search failed (exit 2): d/a.txt: Permission denied (os error 13)", fault.CodeSearchFailed},
 		{"grep: the path argument missing", "grep", "echo 'nope: No such file or directory (os error 2)' >&2; exit 2", ptr("nope"),
-			"grep search failed (exit 2): nope: No such file or directory (os error 2)", CodeFailed},
+			"grep search failed (exit 2): nope: No such file or directory (os error 2)", fault.CodeSearchFailed},
 		{"glob: gone below a path argument", "glob", "echo d/x.txt; echo 'd/sub: IO error for operation on d/sub: No such file or directory (os error 2)' >&2; exit 2", ptr("d"), "d/x.txt", ""},
-		{"grep: exit 2 and no complaint", "grep", "exit 2", nil, "grep search failed (exit 2)", CodeFailed},
+		{"grep: exit 2 and no complaint", "grep", "exit 2", nil, "grep search failed (exit 2)", fault.CodeSearchFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSearcher(Config{RgPath: fakeRg(t, tc.script)})

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -43,7 +44,7 @@ type readArgs struct {
 	offset, limit int
 }
 
-func (x *Executor) readArgs(raw []byte) (readArgs, *Error) {
+func (x *Executor) readArgs(raw []byte) (readArgs, *fault.Error) {
 	a, err := decodeArgs(raw)
 	if err != nil {
 		return readArgs{}, err
@@ -86,7 +87,7 @@ type writeArgs struct {
 	esc     escalation
 }
 
-func writeArgsOf(raw []byte) (writeArgs, *Error) {
+func writeArgsOf(raw []byte) (writeArgs, *fault.Error) {
 	a, err := decodeArgs(raw)
 	if err != nil {
 		return writeArgs{}, err
@@ -116,7 +117,7 @@ type editArgs struct {
 	esc                        escalation
 }
 
-func editArgsOf(raw []byte) (editArgs, *Error) {
+func editArgsOf(raw []byte) (editArgs, *fault.Error) {
 	a, err := decodeArgs(raw)
 	if err != nil {
 		return editArgs{}, err
@@ -169,7 +170,7 @@ func editArgsOf(raw []byte) (editArgs, *Error) {
 
 // editItemsOf checks the items of edits (a JSON array) in order, each with
 // a single edit's checks, named by its JSON path.
-func editItemsOf(raw []byte) ([]fs.Edit, *Error) {
+func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 	var items [][]byte
 	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
 		end := valueEnd(raw, i)
@@ -222,7 +223,7 @@ type searchArgs struct {
 	path, include *string
 }
 
-func searchArgsOf(raw []byte, grep bool) (searchArgs, *Error) {
+func searchArgsOf(raw []byte, grep bool) (searchArgs, *fault.Error) {
 	a, err := decodeArgs(raw)
 	if err != nil {
 		return searchArgs{}, err
@@ -252,7 +253,7 @@ func searchArgsOf(raw []byte, grep bool) (searchArgs, *Error) {
 // positiveInt converts a number argument of at least 1: a value that is not
 // a whole number (or that float64 cannot hold exactly) is refused with
 // message.
-func positiveInt(f float64, message string) (int, *Error) {
+func positiveInt(f float64, message string) (int, *fault.Error) {
 	// 2^53 is refused too: 2^53+1 parses to it, so it may not be what was sent.
 	if f < 1 || f != math.Trunc(f) || f >= 1<<53 || math.IsNaN(f) {
 		return 0, argError(message)
@@ -262,7 +263,7 @@ func positiveInt(f float64, message string) (int, *Error) {
 
 // checkFilePath applies the original's file_path check, and refuses NUL
 // bytes (no path can contain one; the kernel would truncate it).
-func checkFilePath(p string) *Error {
+func checkFilePath(p string) *fault.Error {
 	if strings.TrimSpace(p) == "" {
 		return argError(render.MsgFilePath)
 	}

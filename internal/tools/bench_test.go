@@ -47,11 +47,11 @@ func BenchmarkDeepWindow(b *testing.B) {
 	read := func(x *tools.Executor, offset int) {
 		rd, terr := x.Read(context.Background(), tools.Call{Transport: "bench"}, args(offset))
 		if terr != nil {
-			b.Fatal(terr.Output())
+			b.Fatal(tools.Output(terr))
 		}
 		res, terr := rd.Window(context.Background())
 		if terr != nil {
-			b.Fatal(terr.Output())
+			b.Fatal(tools.Output(terr))
 		}
 		if res.Window.TotalLines != lines || res.Window.Lines[0].Number != offset {
 			b.Fatalf("window at %d of %d lines: %+v", res.Window.Lines[0].Number, res.Window.TotalLines, res.Window.Footer)

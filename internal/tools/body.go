@@ -7,6 +7,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // Body messages: decoders are lenient where a tool call must not be
@@ -20,7 +22,7 @@ const (
 
 // BodyIncomplete is the refusal of arguments a transport could not read
 // whole (the client broke off mid-body).
-func BodyIncomplete() *Error { return argError(msgBodyJSON) }
+func BodyIncomplete() *fault.Error { return argError(msgBodyJSON) }
 
 // member is one top-level member of a request object: its key as sent and
 // its raw value.
@@ -39,7 +41,7 @@ type args []member
 // would store other bytes than the caller sent), trailing data after the
 // value, and a key given twice (case-folded, as encoding/json matches keys:
 // each reader could pick another one).
-func decodeArgs(raw []byte) (args, *Error) {
+func decodeArgs(raw []byte) (args, *fault.Error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, argError(msgBodyRequired)
 	}

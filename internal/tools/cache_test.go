@@ -63,18 +63,18 @@ func read(t *testing.T, x *tools.Executor, session, args string, stream bool) st
 	ctx := context.Background()
 	rd, err := x.Read(ctx, tools.Call{Session: session, Transport: "rest"}, []byte(args))
 	if err != nil {
-		return err.Output()
+		return tools.Output(err)
 	}
 	if stream {
 		var s sink
 		if _, err := rd.Stream(ctx, &s); err != nil {
-			return err.Output()
+			return tools.Output(err)
 		}
 		return s.b.String()
 	}
 	res, err := rd.Window(ctx)
 	if err != nil {
-		return err.Output()
+		return tools.Output(err)
 	}
 	return res.Output()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -39,7 +40,7 @@ const msgNoSession = "write and edit need a session while the read-before-write 
 
 // Write creates or replaces a file with content, byte for byte, under the
 // policy's intent. It makes no Stat: the provider checks under its lock.
-func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Error) {
+func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *fault.Error) {
 	c = c.started()
 	a, err := writeArgsOf(raw)
 	if err != nil {
@@ -80,7 +81,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *Erro
 // of docs/sandbox.md: the session, the root (the target resolved now), the
 // policy's intent, the fence under mode. The same code judges the call
 // before a person is asked and again once they approved.
-func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode SandboxMode) (fs.Target, *fs.WriteIntent, *Error) {
+func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode SandboxMode) (fs.Target, *fs.WriteIntent, *fault.Error) {
 	t, cwd, err := x.mutationTarget(ctx, c, "write", a.path)
 	if err != nil {
 		return fs.Target{}, nil, err
@@ -101,7 +102,7 @@ func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode San
 // call again from the start under the granted mode. The intent it returns
 // lets only the change shown happen: the provider refuses anything else
 // with the ordinary error (docs/sandbox.md).
-func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.Target, intent *fs.WriteIntent) (fs.Target, *fs.WriteIntent, *Error) {
+func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.Target, intent *fs.WriteIntent) (fs.Target, *fs.WriteIntent, *fault.Error) {
 	if !x.asks {
 		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
 	}
@@ -157,7 +158,7 @@ func writeDiff(t fs.Target, content string, out fs.WriteOutcome) string {
 
 // Edit replaces literal text in a file the session has read (when the
 // policy is on). It makes no Stat: the provider checks under its lock.
-func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error) {
+func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault.Error) {
 	c = c.started()
 	a, err := editArgsOf(raw)
 	if err != nil {
@@ -202,7 +203,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *Error
 
 // checkEdit is checkWrite for an edit: the session, the root, the policy's
 // guard (what the session saw), the fence under mode.
-func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode SandboxMode) (fs.Target, *fs.Observed, *Error) {
+func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode SandboxMode) (fs.Target, *fs.Observed, *fault.Error) {
 	t, cwd, err := x.mutationTarget(ctx, c, "edit", a.path)
 	if err != nil {
 		return fs.Target{}, nil, err
@@ -221,7 +222,7 @@ func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode Sandb
 // approveEdit is approveWrite for an edit. The guard it returns is the
 // version the dry run edited (with the hash of the bytes the session saw),
 // so the edit applies to exactly the text shown.
-func (x *Executor) approveEdit(ctx context.Context, c Call, a editArgs, t fs.Target, guard *fs.Observed) (fs.Target, *fs.Observed, *Error) {
+func (x *Executor) approveEdit(ctx context.Context, c Call, a editArgs, t fs.Target, guard *fs.Observed) (fs.Target, *fs.Observed, *fault.Error) {
 	if !x.asks {
 		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
 	}
@@ -272,9 +273,9 @@ func samePtr[T comparable](a, b *T) bool {
 // editFailure is mutationFailure with the hints of a miss (extended
 // profile): the first line stays the message and its remedy; the hint's
 // text follows on the next lines, and a similar region also goes into Hint.
-func (x *Executor) editFailure(err error) *Error {
+func (x *Executor) editFailure(err error) *fault.Error {
 	e := x.mutationFailure(ToolEdit, err)
-	var fe *fs.Error
+	var fe *fault.Error
 	if x.profile == render.ProfileOriginal || !errors.As(err, &fe) || fe.Hint == nil {
 		return e
 	}
@@ -287,7 +288,7 @@ func (x *Executor) editFailure(err error) *Error {
 		for i, l := range lines {
 			shown[i] = render.TruncateLine(l, x.caps.MaxLineLength)
 		}
-		e.Hint = &Hint{StartLine: h.StartLine, EndLine: h.StartLine + len(shown) - 1, Lines: shown}
+		e.Hint = &fault.Hint{StartLine: h.StartLine, EndLine: h.StartLine + len(shown) - 1, Lines: shown}
 	case len(h.MatchLines) > 0:
 		e.Message += render.MatchesHint(h.MatchLines)
 	}
@@ -312,7 +313,7 @@ func lfNormalize(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // mutationTarget resolves the target of a write or edit, whose session is
 // required while the policy is on (arguments are checked first).
-func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *Error) {
+func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *fault.Error) {
 	if x.policyOn && c.Session == "" {
 		return fs.Target{}, "", sessionError(msgNoSession)
 	}
@@ -321,12 +322,12 @@ func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) 
 
 // mutationFailure adds the remedy the model needs after a refused write or
 // edit and counts stale versions.
-func (x *Executor) mutationFailure(tool string, err error) *Error {
+func (x *Executor) mutationFailure(tool string, err error) *fault.Error {
 	e := errorOf(err)
-	if e.Code == CodeStaleVersion {
+	if e.Code == fault.CodeStaleVersion {
 		x.obs.StaleVersion(tool)
 	}
-	e.Message += render.Remedy(string(e.Code))
+	e.Message += render.Remedy(e.Code)
 	return e
 }
 

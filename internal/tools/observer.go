@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -14,7 +15,7 @@ import (
 type Observer interface {
 	// ToolCall is one finished call: its transport ("rest", "mcp"), tool,
 	// outcome (CodeOK or the error's code) and duration.
-	ToolCall(transport, tool string, code Code, took time.Duration)
+	ToolCall(transport, tool string, code fault.Code, took time.Duration)
 	// ReadFooter is the footer that ended a successful read's window.
 	ReadFooter(footer string)
 	// StaleVersion is a write or edit refused with FS_STALE_VERSION.
@@ -31,12 +32,12 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) ToolCall(string, string, Code, time.Duration) {}
-func (nopObserver) ReadFooter(string)                            {}
-func (nopObserver) StaleVersion(string)                          {}
-func (nopObserver) StatCall()                                    {}
-func (nopObserver) SessionStoreError(string)                     {}
-func (nopObserver) CacheLookup(string, bool)                     {}
+func (nopObserver) ToolCall(string, string, fault.Code, time.Duration) {}
+func (nopObserver) ReadFooter(string)                                  {}
+func (nopObserver) StaleVersion(string)                                {}
+func (nopObserver) StatCall()                                          {}
+func (nopObserver) SessionStoreError(string)                           {}
+func (nopObserver) CacheLookup(string, bool)                           {}
 
 // statCounter counts the provider's Stat calls where they happen, so the
 // count is the provider's, whichever step of a call made them: one per

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -93,7 +94,7 @@ type Reading struct {
 // Read checks the arguments of a read, resolves and stats its target (one
 // provider Stat, plus one for a session cwd) and opens it. A missing target
 // is recorded as seen absent for the session.
-func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Error) {
+func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *fault.Error) {
 	c = c.started()
 	a, err := x.readArgs(raw)
 	if err != nil {
@@ -115,9 +116,9 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	case fs.TypeFile:
 	case fs.TypeMissing:
 		x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.Session, t.Key))
-		return nil, x.fail(c, ToolRead, NewError(CodeNotFound, render.MsgReadNotFound(t.Display)))
+		return nil, x.fail(c, ToolRead, fault.New(fault.CodeNotFound, render.MsgReadNotFound(t.Display)))
 	default:
-		return nil, x.fail(c, ToolRead, NewError(CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
+		return nil, x.fail(c, ToolRead, fault.New(fault.CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
 	}
 	if x.cache != nil {
 		if e, ok := x.cache.window(info.Version, a.offset, a.limit, x.caps); ok {
@@ -126,7 +127,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *Err
 	}
 	f, opened, oerr := x.fs.OpenText(ctx, t)
 	if oerr != nil {
-		if fs.CodeOf(oerr) == fs.CodeNotFound {
+		if fault.CodeOf(oerr) == fault.CodeNotFound {
 			x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.Session, t.Key)) // deleted since the Stat
 		}
 		return nil, x.fail(c, ToolRead, errorOf(oerr))
@@ -152,12 +153,12 @@ func (r *Reading) Close() {
 		if r.file != nil {
 			r.file.Close()
 		}
-		r.x.done(r.c, ToolRead, CodeAborted)
+		r.x.done(r.c, ToolRead, fault.CodeAborted)
 	}
 }
 
 // Window reads the whole window: the answer of a non-streamed read.
-func (r *Reading) Window(ctx context.Context) (ReadResult, *Error) {
+func (r *Reading) Window(ctx context.Context) (ReadResult, *fault.Error) {
 	r.closed = true
 	if r.hit != nil {
 		r.succeeded(r.hit.window)
@@ -234,7 +235,7 @@ type LineSink interface {
 // (docs/api.md, "Streaming reads"). begun reports whether sink.Begin was
 // called: when it was, a non-nil error means the transfer must be aborted;
 // when not, the error is answered like any other.
-func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Error) {
+func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *fault.Error) {
 	r.closed = true
 	if r.hit != nil {
 		return true, r.streamHit(sink)
@@ -286,7 +287,7 @@ func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *Err
 var errFirstLines = errors.New("first lines ready")
 
 // streamHit streams a cached window.
-func (r *Reading) streamHit(sink LineSink) *Error {
+func (r *Reading) streamHit(sink LineSink) *fault.Error {
 	w := r.hit.window
 	if ts, ok := sink.(TextSink); ok {
 		b := memoOf(r.x.cache, r.hit, "text", r.target.Display, func() []byte { return []byte(render.ReadOutput(r.target.Display, w)) })
@@ -309,7 +310,7 @@ func (r *Reading) streamHit(sink LineSink) *Error {
 	return nil
 }
 
-func (r *Reading) abort(err error) *Error {
+func (r *Reading) abort(err error) *fault.Error {
 	e := r.x.fail(r.c, ToolRead, r.failure(err))
 	r.x.log.Info("streamed read aborted", "code", e.Code)
 	return e
@@ -363,7 +364,7 @@ func (r *Reading) storeIndex(total int, h fs.Hash) {
 }
 
 // failure maps what can go wrong after the file is open.
-func (r *Reading) failure(err error) *Error {
+func (r *Reading) failure(err error) *fault.Error {
 	d := r.target.Display
 	var oor *render.OffsetOutOfRangeError
 	if errors.As(err, &oor) && r.x.cache != nil && r.x.cache.cacheable(r.info, r.at) {
@@ -371,11 +372,11 @@ func (r *Reading) failure(err error) *Error {
 	}
 	switch {
 	case errors.Is(err, render.ErrBinary):
-		return NewError(CodeNotText, render.MsgReadBinary(d))
+		return fault.New(fault.CodeNotText, render.MsgReadBinary(d))
 	case errors.Is(err, render.ErrInvalidUTF8):
-		return NewError(CodeNotText, render.MsgReadInvalidUTF8(d))
+		return fault.New(fault.CodeNotText, render.MsgReadInvalidUTF8(d))
 	case errors.As(err, &oor):
-		return NewError(CodeNotFound, render.MsgOffsetOutOfRange(oor.Offset, d, oor.Total))
+		return fault.New(fault.CodeNotFound, render.MsgOffsetOutOfRange(oor.Offset, d, oor.Total))
 	}
 	return errorOf(err)
 }
@@ -411,7 +412,7 @@ func feed(ctx context.Context, f io.Reader, win *render.Windower, emit func([]re
 			return err
 		}
 		if ctx.Err() != nil {
-			return fs.NewError(fs.CodeAborted, "read aborted")
+			return fault.New(fault.CodeAborted, "read aborted")
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -54,14 +55,6 @@ func (m SandboxMode) rank() int {
 	return 0
 }
 
-// CodeEscalationDenied: a sandbox escalation was not granted (rejected,
-// timed out, the caller went away, or no approval channel).
-const CodeEscalationDenied Code = "ESCALATION_DENIED"
-
-// CodeTooManyApprovals: --max-approvals approvals are pending already; the
-// call asked nobody and ran nothing (docs/sandbox.md).
-const CodeTooManyApprovals Code = "TOO_MANY_APPROVALS"
-
 // The original's texts of the fence and the escalation (docs/sandbox.md),
 // byte for byte.
 const (
@@ -80,26 +73,26 @@ const (
 )
 
 // sandboxDenied is the original's denial: the marker and the hint.
-func sandboxDenied(mode SandboxMode) *Error {
-	return NewError(CodeSandboxDenied, "[sandbox: file access denied under "+string(mode)+" mode]\n"+
+func sandboxDenied(mode SandboxMode) *fault.Error {
+	return fault.New(fault.CodeSandboxDenied, "[sandbox: file access denied under "+string(mode)+" mode]\n"+
 		"[sandbox: escalation available \u2014 retry this exact operation once with sandbox_permissions "+
 		"(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]")
 }
 
-func notWider(requested, current SandboxMode) *Error {
+func notWider(requested, current SandboxMode) *fault.Error {
 	return argError("sandbox escalation to " + modeQ(requested) + " is not strictly wider than this call's current " + modeQ(current) + " mode")
 }
 
-func escalationRejected(mode SandboxMode) *Error {
-	return NewError(CodeEscalationDenied, "the user rejected escalating this operation to "+modeQ(mode))
+func escalationRejected(mode SandboxMode) *fault.Error {
+	return fault.New(fault.CodeEscalationDenied, "the user rejected escalating this operation to "+modeQ(mode))
 }
 
-func escalationCancelled(mode SandboxMode) *Error {
-	return NewError(CodeEscalationDenied, "approval for escalating to "+modeQ(mode)+" was cancelled")
+func escalationCancelled(mode SandboxMode) *fault.Error {
+	return fault.New(fault.CodeEscalationDenied, "approval for escalating to "+modeQ(mode)+" was cancelled")
 }
 
-func escalationNoChannel(mode SandboxMode) *Error {
-	return NewError(CodeEscalationDenied, "sandbox escalation to "+modeQ(mode)+" requires approval, but no approval channel is available")
+func escalationNoChannel(mode SandboxMode) *fault.Error {
+	return fault.New(fault.CodeEscalationDenied, "sandbox escalation to "+modeQ(mode)+" requires approval, but no approval channel is available")
 }
 
 // escalation is a write's or edit's sandbox_permissions and justification
@@ -131,7 +124,7 @@ func escalationOf(a args) escalation {
 // its order (docs/sandbox.md). Without a fence sandbox_permissions is
 // refused and justification alone is an unknown argument, ignored as any
 // other.
-func (x *Executor) checkEscalation(e escalation) *Error {
+func (x *Executor) checkEscalation(e escalation) *fault.Error {
 	if !x.sandbox.Fenced() {
 		if e.present {
 			return argError(msgEscalationUnavailable)
@@ -187,7 +180,7 @@ func (x *Executor) fenceOf(e escalation) SandboxMode {
 // ask opens a pending approval for the call, showing diff (its change as
 // its dry run shows it), and waits for the outcome. Nothing is granted
 // without a person's decision. The caller checked x.asks.
-func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *Error {
+func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *fault.Error {
 	p, err := x.approvals.Open(approval.Request{
 		Session: c.Session, Tool: tool, Path: t.Display, Mode: string(e.mode),
 		Reason: "escalate sandbox to " + string(e.mode) + ": " + e.justification,
@@ -195,7 +188,7 @@ func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e 
 	})
 	switch {
 	case errors.Is(err, approval.ErrFull):
-		return NewError(CodeTooManyApprovals, "cannot ask for approval: "+strconv.Itoa(x.approvals.Max())+
+		return fault.New(fault.CodeTooManyApprovals, "cannot ask for approval: "+strconv.Itoa(x.approvals.Max())+
 			" approvals are pending already; retry once a person has decided them")
 	case err != nil: // closed: the server is shutting down
 		return escalationCancelled(e.mode)

@@ -1,6 +1,10 @@
 package tools
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
+)
 
 // The session headers every HTTP transport reads (docs/api.md, "Sessions").
 const (
@@ -27,7 +31,7 @@ type Sessions struct {
 // transport itself derived ("" = none). A header sent more than once stands
 // for its one non-empty value; two different ones are INVALID_SESSION
 // (docs/decisions.md, "A session header sent twice").
-func (s Sessions) Resolve(header func(name string) []string, transportSession string) (session, cwd string, err *Error) {
+func (s Sessions) Resolve(header func(name string) []string, transportSession string) (session, cwd string, err *fault.Error) {
 	for _, name := range append([]string{HeaderSessionID}, s.Aliases...) {
 		v, present, conflict := headerValue(header(name), true)
 		if conflict {

@@ -2,10 +2,10 @@
 // any transport (docs/architecture.md). It decodes and checks the arguments
 // once, resolves paths against the session cwd, asks the policy for the
 // intent of every mutation, calls the provider, renders the answer, maps
-// every failure to an *Error with a stable Code, and reports metrics to an
+// every failure to an *fault.Error with a stable fault.Code, and reports metrics to an
 // Observer. Transports (REST in internal/handlers, MCP in internal/mcp)
 // turn a request into a Call and the raw arguments, and the result or
-// *Error into their wire format; they hold no tool logic.
+// *fault.Error into their wire format; they hold no tool logic.
 //
 // It imports nothing HTTP: a Call carries what a transport learned from its
 // headers, and a read's window is handed back for the transport to encode
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -195,10 +196,10 @@ func (x *Executor) gateOf(c Call) policy.Gate {
 // ForgetSession drops a session's observed state; forgetting an unknown
 // session is not an error. It fails only when the session store cannot be
 // reached.
-func (x *Executor) ForgetSession(session string) *Error {
+func (x *Executor) ForgetSession(session string) *fault.Error {
 	if _, err := x.gate.Forget(session); err != nil {
 		x.storeFailed("forget", err)
-		return NewError(CodeSessionStoreUnavailable, "cannot forget the session: the session store is unavailable; retry shortly")
+		return fault.New(fault.CodeSessionStoreUnavailable, "cannot forget the session: the session store is unavailable; retry shortly")
 	}
 	return nil
 }
@@ -217,7 +218,7 @@ func (x *Executor) storeFailed(op string, err error) {
 
 // Refuse records a tool call the transport refused before the executor ran
 // it (a body over the size cap, a malformed header), so every call counts.
-func (x *Executor) Refuse(c Call, tool string, err *Error) {
+func (x *Executor) Refuse(c Call, tool string, err *fault.Error) {
 	x.done(c, tool, err.Code)
 }
 
@@ -229,15 +230,15 @@ func (c Call) started() Call {
 	return c
 }
 
-func (x *Executor) done(c Call, tool string, code Code) {
+func (x *Executor) done(c Call, tool string, code fault.Code) {
 	x.obs.ToolCall(c.Transport, tool, code, time.Since(c.started().Start))
 }
 
 // fail records a failed call and returns its error, after logging an
 // internal cause.
-func (x *Executor) fail(c Call, tool string, err *Error) *Error {
+func (x *Executor) fail(c Call, tool string, err *fault.Error) *fault.Error {
 	switch {
-	case err.Code == CodeIO && err.Err != nil:
+	case err.Code == fault.CodeIO && err.Err != nil:
 		x.log.Error("unexpected error", "tool", tool, "err", err.Err)
 	case err.Err != nil:
 		x.log.Debug("tool error", "tool", tool, "code", err.Code, "cause", err.Err)
@@ -252,7 +253,7 @@ func (x *Executor) fail(c Call, tool string, err *Error) *Error {
 // answer with text (MCP's tools/call, POST /model/<tool>), so none of them
 // keeps its own switch over the tools. An unknown name is INVALID_ARGUMENT;
 // a transport for which that is a protocol error checks Names first.
-func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Result, *Error) {
+func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Result, *fault.Error) {
 	switch tool {
 	case ToolRead:
 		rd, err := x.Read(ctx, c, raw)
@@ -286,7 +287,7 @@ type Result struct {
 
 // cwd is the session's working directory: the root, or c.Cwd when it names
 // an existing folder inside the root (one Stat).
-func (x *Executor) cwd(ctx context.Context, c Call) (fs.Target, *Error) {
+func (x *Executor) cwd(ctx context.Context, c Call) (fs.Target, *fault.Error) {
 	p := c.Cwd
 	if p == "" {
 		p = "."
@@ -311,14 +312,14 @@ func (x *Executor) resolveStat(ctx context.Context, op, path, cwd string) (fs.Ta
 	return t, info, err
 }
 
-func badCwd(p string) *Error {
+func badCwd(p string) *fault.Error {
 	return sessionError("X-Session-Cwd " + quote(p) + " is not an existing folder inside the workspace root")
 }
 
 // targetIn resolves a tool's file_path against the session cwd, and also
 // returns the Key of the session cwd ("" for the root), for the sandbox
 // fence.
-func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *Error) {
+func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *fault.Error) {
 	ct, err := x.cwdOf(ctx, c)
 	if err != nil {
 		return fs.Target{}, "", err
@@ -331,7 +332,7 @@ func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Ta
 }
 
 // cwdOf is the session cwd's Target, zero for the root (no X-Session-Cwd).
-func (x *Executor) cwdOf(ctx context.Context, c Call) (fs.Target, *Error) {
+func (x *Executor) cwdOf(ctx context.Context, c Call) (fs.Target, *fault.Error) {
 	if c.Cwd == "" {
 		return fs.Target{}, nil
 	}

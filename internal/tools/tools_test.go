@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -30,7 +31,7 @@ type record struct {
 	cache   map[string]int // "window hit", "index miss", ...
 }
 
-func (r *record) ToolCall(transport, tool string, code tools.Code, _ time.Duration) {
+func (r *record) ToolCall(transport, tool string, code fault.Code, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, transport+" "+tool+" "+string(code))
@@ -86,17 +87,17 @@ func TestExecutorWithoutHTTP(t *testing.T) {
 
 	_, err = x.Write(ctx, tools.Call{Transport: "mcp"}, []byte(`{"file_path":"a.txt","content":"x"}`))
 	require.NotNil(t, err)
-	assert.Equal(t, tools.CodeInvalidSession, err.Code)
-	assert.True(t, strings.HasPrefix(err.Output(), "Error: write and edit need a session"), err.Output())
+	assert.Equal(t, fault.CodeInvalidSession, err.Code)
+	assert.True(t, strings.HasPrefix(tools.Output(err), "Error: write and edit need a session"), tools.Output(err))
 
 	_, err = x.Write(ctx, tools.Call{Session: "m2", Transport: "mcp"}, []byte(`{"file_path":"a.txt","content":"x"}`))
 	require.NotNil(t, err)
-	assert.Equal(t, tools.CodeNotObserved, err.Code)
-	assert.Equal(t, `Error: cannot overwrite existing "`+p+`" without reading it first — read the file, then retry`, err.Output())
+	assert.Equal(t, fault.CodeNotObserved, err.Code)
+	assert.Equal(t, `Error: cannot overwrite existing "`+p+`" without reading it first — read the file, then retry`, tools.Output(err))
 
 	_, err = x.Read(ctx, c, []byte(`{"file_path":"a.txt","file_path":"b.txt"}`))
 	require.NotNil(t, err)
-	assert.Equal(t, `Error: request body has a duplicate key "file_path"`, err.Output())
+	assert.Equal(t, `Error: request body has a duplicate key "file_path"`, tools.Output(err))
 
 	assert.Equal(t, []string{"mcp read ok", "mcp edit ok", "mcp write INVALID_SESSION", "mcp write FS_NOT_OBSERVED", "mcp read INVALID_ARGUMENT"}, rec.calls)
 	assert.Equal(t, []string{"eof"}, rec.footers)
@@ -150,7 +151,7 @@ func TestStreamEqualsWindow(t *testing.T) {
 	begun, err = rd.Stream(ctx, &s2)
 	require.NotNil(t, err)
 	assert.False(t, begun || s2.begun)
-	assert.Equal(t, tools.CodeNotFound, err.Code)
+	assert.Equal(t, fault.CodeNotFound, err.Code)
 }
 
 // TestImportsNothingHTTP: the executor must stay transport-neutral
@@ -200,6 +201,6 @@ func TestRunByName(t *testing.T) {
 	assert.Equal(t, "<path>"+filepath.Join(root, "a.txt")+"</path>\n<type>file</type>\n<content>\nUpdated file\n</content>", res.Output)
 	_, err = x.Run(ctx, c, "delete", []byte(`{}`))
 	require.NotNil(t, err)
-	assert.Equal(t, `Error: unknown tool "delete"`, err.Output())
+	assert.Equal(t, `Error: unknown tool "delete"`, tools.Output(err))
 	assert.Equal(t, []string{"mcp read ok", "mcp write ok"}, rec.calls)
 }
