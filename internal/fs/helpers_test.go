@@ -120,7 +120,7 @@ func (f *fixture) assertClean(t *testing.T) {
 	assert.Zero(t, f.l.locks.size(), "lock map not empty")
 }
 
-// requireCode asserts err is an *fault.Error with code and message.
+// requireCode asserts err is a *fault.Error with code and message.
 func requireCode(t *testing.T, err error, code fault.Code, msg string) {
 	t.Helper()
 	require.Error(t, err)

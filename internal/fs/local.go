@@ -231,7 +231,7 @@ func (o *opened) closeFileLater() {
 // openRegular walks to the target and opens it with readFlags, checking it
 // is a regular file both before opening (so a device is never opened) and
 // on the open descriptor (so a swap in between is caught). A missing target
-// is errMissing; every other failure is an *fault.Error for op. exact (for a
+// is errMissing; every other failure is a *fault.Error for op. exact (for a
 // mutation) walks with walkKey.
 func (l *Local) openRegular(t Target, op string, exact bool) (*opened, error) {
 	walk := l.walkTarget

@@ -32,7 +32,7 @@ const DefaultRedisTimeout = 2 * time.Second
 // need synchronised clocks (a skew shifts the TTL by that much).
 //
 // When Redis cannot be reached, every method returns an error wrapping
-// ErrUnavailable (decisions: an *fault.Error with fault.CodeSessionStoreUnavailable) and changes
+// ErrUnavailable (decisions: a *fault.Error with fault.CodeSessionStoreUnavailable) and changes
 // nothing; the client reconnects on its own. The scripts touch keys they
 // compute, so they run on a single Redis, not on Redis Cluster.
 type RedisStore struct {
@@ -314,7 +314,7 @@ func refusal(tool string, t fs.Target, err error) error {
 }
 
 // WriteIntent is as Store's; when Redis cannot be reached it returns nil
-// and an *fault.Error with fault.CodeSessionStoreUnavailable (never an unconditional intent).
+// and a *fault.Error with fault.CodeSessionStoreUnavailable (never an unconditional intent).
 func (s *RedisStore) WriteIntent(session string, t fs.Target) (*fs.WriteIntent, error) {
 	return s.writeIntent(opGet, session, t)
 }

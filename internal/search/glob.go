@@ -42,7 +42,7 @@ func globArgs(pattern, root string) []string {
 // Glob lists the files under path (default: the session cwd) whose paths
 // match pattern, oldest first. cwd is the session cwd, already resolved by
 // the caller through fsys. At most 100 paths are shown; a larger result is
-// sampled across top-level entries. Errors are *fault.Error, or the *fault.Error of
+// sampled across top-level entries. Errors are *fault.Error: a search code, or the code of
 // resolving path (FS_SANDBOX_DENIED for a path outside the root).
 func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, pattern string, path *string) (Result, error) {
 	pattern = strings.TrimSpace(pattern)

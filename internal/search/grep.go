@@ -46,8 +46,8 @@ func grepArgs(pattern, include, root string) []string {
 // session cwd) for the ripgrep regex pattern, optionally only in files
 // matching the include glob. cwd is the session cwd, already resolved by the
 // caller through fsys. At most 250 matches are shown, grouped by file in the
-// order rg reports them; every match is counted. Errors are *fault.Error, or the
-// *fault.Error of resolving path.
+// order rg reports them; every match is counted. Errors are *fault.Error: a search code, or the
+// code of resolving path.
 func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, pattern string, path, include *string) (Result, error) {
 	if err := validatePattern(pattern); err != nil {
 		return Result{}, err

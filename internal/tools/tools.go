@@ -2,7 +2,7 @@
 // any transport (docs/architecture.md). It decodes and checks the arguments
 // once, resolves paths against the session cwd, asks the policy for the
 // intent of every mutation, calls the provider, renders the answer, maps
-// every failure to an *fault.Error with a stable fault.Code, and reports metrics to an
+// every failure to a *fault.Error with a stable fault.Code, and reports metrics to an
 // Observer. Transports (REST in internal/handlers, MCP in internal/mcp)
 // turn a request into a Call and the raw arguments, and the result or
 // *fault.Error into their wire format; they hold no tool logic.
