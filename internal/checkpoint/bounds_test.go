@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	tfs "github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -31,13 +32,13 @@ func TestLargeFileNotRevertible(t *testing.T) {
 	assert.True(t, cs[0].Revertible)
 
 	_, err := f.revert("s", 0, false)
-	e := requireCode(t, err, CodeNotRevertible,
+	e := requireCode(t, err, fault.CodeNotRevertible,
 		"cannot revert change 2 (big.txt): the content it replaced (34821 bytes) is larger than --checkpoint-max-file-bytes (32768 bytes), so it was not kept")
 	assert.Equal(t, int64(2), e.Seq)
 	assert.Equal(t, "big.txt", e.Path)
 	assert.Equal(t, before, f.snapshot(), "nothing restored, a.txt included")
 	_, err = f.revert("s", 1, true)
-	requireCode(t, err, CodeNotRevertible, "")
+	requireCode(t, err, fault.CodeNotRevertible, "")
 
 	_, err = f.revert("s", 2, false)
 	require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestBytesBound(t *testing.T) {
 
 	oldest := revertible[len(revertible)-1]
 	_, err := f.revert("s", oldest-2, false)
-	requireCode(t, err, CodeNotRevertible, fmt.Sprintf("cannot revert change %d (f%02d.txt): the content it replaced was dropped to keep the checkpoints within --checkpoint-bytes", oldest-1, oldest-2))
+	requireCode(t, err, fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (f%02d.txt): the content it replaced was dropped to keep the checkpoints within --checkpoint-bytes", oldest-1, oldest-2))
 	_, err = f.revert("s", oldest-1, false)
 	require.NoError(t, err)
 	assert.Equal(t, "head\n"+strings.Repeat("19", size/2), f.read("f19.txt"))
@@ -103,7 +104,7 @@ func TestChangesBound(t *testing.T) {
 	assert.Equal(t, int64(30), cs[0].Seq)
 	floor := cs[len(cs)-1].Seq - 1
 	_, err := f.revert("s", 0, false)
-	requireCode(t, err, CodeNotRevertible, fmt.Sprintf("cannot revert to change 0: the changes up to %d are no longer kept", floor))
+	requireCode(t, err, fault.CodeNotRevertible, fmt.Sprintf("cannot revert to change 0: the changes up to %d are no longer kept", floor))
 	_, err = f.revert("s", floor, false)
 	require.NoError(t, err)
 	assert.Equal(t, fmt.Sprint(floor), f.read("a.txt"))
@@ -174,7 +175,7 @@ func TestRevertBesideWrites(t *testing.T) {
 	for range 5 {
 		_, err := f.revert("s", 0, false)
 		if err != nil {
-			requireCode(t, err, tfs.CodeStaleVersion, "") // a revert of a revert of the same files may meet its own
+			requireCode(t, err, fault.CodeStaleVersion, "") // a revert of a revert of the same files may meet its own
 		}
 	}
 	wg.Wait()

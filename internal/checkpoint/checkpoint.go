@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -242,15 +243,12 @@ func (s *Store) folders(create bool) (*folders, error) {
 	return d, nil
 }
 
-// Code values of the store's own refusals; the others are fs codes.
-const CodeNotRevertible fs.Code = "FS_NOT_REVERTIBLE"
-
 // Error is a refusal of a revert, or a failure of the store, with a stable
-// code: fs.CodeStaleVersion (Paths are the files that changed),
-// CodeNotRevertible (Seq and Path name the change), fs.CodeIO. Message is
+// code: fault.CodeStaleVersion (Paths are the files that changed),
+// fault.CodeNotRevertible (Seq and Path name the change), fault.CodeIO. Message is
 // the text for the model and the person; Err the cause, for logs.
 type Error struct {
-	Code    fs.Code
+	Code    fault.Code
 	Message string
 	Paths   []string
 	Seq     int64
@@ -266,16 +264,16 @@ func (e *Error) Unwrap() error { return e.Err }
 // "list", "forget").
 func ioErr(op string, err error) error {
 	var e *Error
-	var fe *fs.Error
+	var fe *fault.Error
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.As(err, &fe):
 		return fe
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &fs.Error{Code: fs.CodeAborted, Message: op + " aborted", Err: err}
+		return &fault.Error{Code: fault.CodeAborted, Message: op + " aborted", Err: err}
 	}
-	return &Error{Code: fs.CodeIO, Message: "cannot " + op + ": the checkpoint store cannot be used", Err: err}
+	return &Error{Code: fault.CodeIO, Message: "cannot " + op + ": the checkpoint store cannot be used", Err: err}
 }
 
 // now is the clock, in UTC.

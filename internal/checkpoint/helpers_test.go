@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	tfs "github.com/toolfs/toolfs-api/internal/fs"
 )
 
@@ -163,7 +164,7 @@ func (f *fixture) blobs() (names []string, total int64) {
 }
 
 // requireCode asserts err is an *Error with code and, unless "", message.
-func requireCode(t *testing.T, err error, code tfs.Code, msg string) *Error {
+func requireCode(t *testing.T, err error, code fault.Code, msg string) *Error {
 	t.Helper()
 	var e *Error
 	require.ErrorAs(t, err, &e)

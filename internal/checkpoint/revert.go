@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -91,17 +92,17 @@ func StaleMessage(paths []string) string {
 }
 
 func notRevertible(c *change) *Error {
-	return &Error{Code: CodeNotRevertible, Seq: c.seq, Path: c.path,
+	return &Error{Code: fault.CodeNotRevertible, Seq: c.seq, Path: c.path,
 		Message: fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.why)}
 }
 
 func damaged(c *change, err error) *Error {
-	return &Error{Code: CodeNotRevertible, Seq: c.seq, Path: c.path, Err: err,
+	return &Error{Code: fault.CodeNotRevertible, Seq: c.seq, Path: c.path, Err: err,
 		Message: fmt.Sprintf("cannot revert change %d (%s): the content it replaced is damaged or missing in the checkpoint store", c.seq, c.path)}
 }
 
 func stale(paths []string) *Error {
-	return &Error{Code: fs.CodeStaleVersion, Paths: paths, Message: StaleMessage(paths)}
+	return &Error{Code: fault.CodeStaleVersion, Paths: paths, Message: StaleMessage(paths)}
 }
 
 // maxAttempts bounds how often a revert starts again because the session
@@ -124,7 +125,7 @@ const maxAttempts = 8
 // the diffs, and writes nothing.
 func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun bool) (*Result, error) {
 	if to < 0 {
-		return nil, &Error{Code: fs.Code("INVALID_ARGUMENT"), Message: "to must be a non-negative integer"}
+		return nil, &Error{Code: fault.CodeInvalidArgument, Message: "to must be a non-negative integer"}
 	}
 	d, err := s.folders(false)
 	if err != nil {
@@ -199,11 +200,11 @@ func (s *Store) targets(ctx context.Context, paths []string) (map[string]*fileTa
 	var list []fs.Target
 	for _, p := range paths {
 		t, err := s.fs.Resolve(ctx, "revert", p, "")
-		switch code := fs.CodeOf(err); {
+		switch code := fault.CodeOf(err); {
 		case err == nil && s.fs.RealPath(t) == p:
 			m[p] = &fileTarget{t: t}
 			list = append(list, t)
-		case err == nil, code == fs.CodeSandboxDenied, code == fs.CodeNotFound:
+		case err == nil, code == fault.CodeSandboxDenied, code == fault.CodeNotFound:
 			m[p] = &fileTarget{bad: true}
 		default:
 			return nil, nil, err
@@ -276,7 +277,7 @@ func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to i
 // journal, publish, and note it done.
 func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk fs.LockedTargets, targets map[string]*fileTarget, to int64, sel []*change, dryRun bool) (*Result, error) {
 	if to < lg.h.floor {
-		return nil, &Error{Code: CodeNotRevertible, Seq: lg.h.floor,
+		return nil, &Error{Code: fault.CodeNotRevertible, Seq: lg.h.floor,
 			Message: fmt.Sprintf("cannot revert to change %d: the changes up to %d are no longer kept", to, lg.h.floor)}
 	}
 	if len(sel) == 0 {
@@ -339,7 +340,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		}
 		if err := s.publish(ctx, lk, f); err != nil {
 			s.rollBack(ctx, d, lg, lk, seq, files[:i], files[i:])
-			if fs.CodeOf(err) == fs.CodeStaleVersion {
+			if fault.CodeOf(err) == fault.CodeStaleVersion {
 				return nil, stale([]string{f.path})
 			}
 			return nil, err
@@ -436,9 +437,9 @@ type current struct {
 // file.
 func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets, t fs.Target, keep bool) (cur current, ok bool, err error) {
 	r, info, err := lk.Open(ctx, t)
-	switch fs.CodeOf(err) {
+	switch fault.CodeOf(err) {
 	case "":
-	case fs.CodeNotRegularFile, fs.CodeNotFound, fs.CodeSandboxDenied, fs.CodeStaleVersion: // moved since resolved
+	case fault.CodeNotRegularFile, fault.CodeNotFound, fault.CodeSandboxDenied, fault.CodeStaleVersion: // moved since resolved
 		return cur, false, nil
 	default:
 		return cur, false, err

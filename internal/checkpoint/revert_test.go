@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/fault"
 	tfs "github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -121,13 +122,13 @@ func TestRevertRefusesChangedFiles(t *testing.T) {
 	blobs, _ := f.blobs()
 
 	_, err := f.revert("s", 0, false)
-	e := requireCode(t, err, tfs.CodeStaleVersion,
+	e := requireCode(t, err, fault.CodeStaleVersion,
 		"cannot revert: these files changed since this session's last change to them: nonl.txt, bom.md")
 	assert.Equal(t, []string{"nonl.txt", "bom.md"}, e.Paths)
 	assert.Equal(t, before, f.snapshot(), "nothing restored anywhere")
 	assert.Equal(t, history, f.changes("s"), "nothing recorded")
 	_, err = f.revert("s", 0, true)
-	requireCode(t, err, tfs.CodeStaleVersion, "")
+	requireCode(t, err, fault.CodeStaleVersion, "")
 
 	// Between two changes: a.txt was changed by 1 and 5; a person edits it
 	// between, as far as the history can tell (5's before is not 1's after).
@@ -136,7 +137,7 @@ func TestRevertRefusesChangedFiles(t *testing.T) {
 	f2.put("a.txt", "alpha\nBETA\ngamma\nperson\n")
 	f2.edit("s", "a.txt", "person", "agent")
 	_, err = f2.revert("s", 0, false)
-	requireCode(t, err, tfs.CodeStaleVersion, "cannot revert: these files changed since this session's last change to them: a.txt")
+	requireCode(t, err, fault.CodeStaleVersion, "cannot revert: these files changed since this session's last change to them: a.txt")
 	assert.Equal(t, "alpha\nBETA\ngamma\nagent\n", f2.read("a.txt"))
 	_, err = f2.revert("s", 1, false)
 	require.NoError(t, err, "the last change alone is still revertible")
@@ -286,7 +287,7 @@ func TestDamagedKeptContent(t *testing.T) {
 	require.NoError(t, os.WriteFile(f.path(tfs.PrivateDir+"/checkpoints/blobs/"+sha("a\n")), []byte("x\n"), 0o600))
 	before := f.snapshot()
 	_, err := f.revert("s", 0, false)
-	requireCode(t, err, CodeNotRevertible, "cannot revert change 2 (a.txt): the content it replaced is damaged or missing in the checkpoint store")
+	requireCode(t, err, fault.CodeNotRevertible, "cannot revert change 2 (a.txt): the content it replaced is damaged or missing in the checkpoint store")
 	assert.Equal(t, before, f.snapshot())
 }
 
@@ -299,6 +300,6 @@ func TestRevertThroughASwappedFolder(t *testing.T) {
 	require.NoError(t, os.Rename(f.path("d"), f.path("d2")))
 	require.NoError(t, os.Symlink("d2", f.path("d")))
 	_, err := f.revert("s", 0, false)
-	requireCode(t, err, tfs.CodeStaleVersion, "cannot revert: these files changed since this session's last change to them: d/a.txt")
+	requireCode(t, err, fault.CodeStaleVersion, "cannot revert: these files changed since this session's last change to them: d/a.txt")
 	assert.Equal(t, "A\n", f.read("d2/a.txt"))
 }

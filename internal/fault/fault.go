@@ -38,6 +38,10 @@ const (
 	CodeSessionStoreUnavailable Code = "SESSION_STORE_UNAVAILABLE"
 )
 
+// CodeNotRevertible: a revert past a change that cannot be reverted
+// (docs/checkpoints.md).
+const CodeNotRevertible Code = "FS_NOT_REVERTIBLE"
+
 // Codes of glob and grep (docs/search.md).
 const (
 	CodeSearchInvalidPattern Code = "SEARCH_INVALID_PATTERN"

@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // Keeper keeps what a write or edit replaces, so that the change can be
@@ -22,9 +24,9 @@ import (
 //     published, or nil when nothing was.
 //
 // An error from Keep or Prepare fails the mutation with nothing published
-// (CodeIO, unless the error is an *Error or a cancellation). With a Keeper,
+// (fault.CodeIO, unless the error is an *fault.Error or a cancellation). With a Keeper,
 // a write publishes only over the file it kept: one that a writer outside
-// the server's locks swapped in meanwhile is CodeStaleVersion, even for an
+// the server's locks swapped in meanwhile is fault.CodeStaleVersion, even for an
 // unconditional write.
 type Keeper interface {
 	Keep(ctx context.Context, r Replaced) error
@@ -118,14 +120,14 @@ func (kp *keeping) abandon() {
 }
 
 func keepErr(op, display string, err error) error {
-	var e *Error
+	var e *fault.Error
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return aborted(op, err)
 	}
-	return &Error{Code: CodeIO, Message: fmt.Sprintf(`cannot %s "%s": the server cannot keep a checkpoint of the file`, op, display), Err: err}
+	return &fault.Error{Code: fault.CodeIO, Message: fmt.Sprintf(`cannot %s "%s": the server cannot keep a checkpoint of the file`, op, display), Err: err}
 }
 
 // relOf is the real root-relative path of a Key this provider made.

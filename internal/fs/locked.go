@@ -9,6 +9,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // TargetsLocker is a FileSystem that can lock several targets at once, for
@@ -35,7 +37,7 @@ type LockedTargets interface {
 	Stage(ctx context.Context, t Target, fill func(io.Writer) error) (PendingFile, error)
 	// Remove removes the target if it is a regular file at version expect,
 	// and syncs its folder; a missing target is not an error when expect is
-	// "". Anything else is CodeStaleVersion.
+	// "". Anything else is fault.CodeStaleVersion.
 	Remove(ctx context.Context, t Target, expect Version) error
 	// Unlock releases every lock. A no-op after the first call.
 	Unlock()
@@ -48,7 +50,7 @@ type PendingFile interface {
 	// at version expect (expect "": only if the target is absent, never
 	// replacing anything), atomically as a write does (docs/decisions-fs.md),
 	// and reports the new version and the XXH3 Hash of the bytes written.
-	// A target at another version is CodeStaleVersion and nothing changes.
+	// A target at another version is fault.CodeStaleVersion and nothing changes.
 	Publish(expect Version) (Version, Hash, error)
 	// Discard removes the temporary file unless it was published. A no-op
 	// after Publish or a first Discard.
@@ -287,9 +289,9 @@ func locksErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return aborted("revert", err)
 	}
-	return &Error{Code: CodeIO, Message: "cannot revert: the server cannot take the locks of its files in " + PrivateDir, Err: err}
+	return &fault.Error{Code: fault.CodeIO, Message: "cannot revert: the server cannot take the locks of its files in " + PrivateDir, Err: err}
 }
 
-func staleRevert(display string) *Error {
-	return NewError(CodeStaleVersion, fmt.Sprintf(`cannot revert "%s": file changed since it was checked`, display))
+func staleRevert(display string) *fault.Error {
+	return fault.New(fault.CodeStaleVersion, fmt.Sprintf(`cannot revert "%s": file changed since it was checked`, display))
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // recordingKeeper is a Keeper that remembers what it was told.
@@ -120,7 +122,7 @@ func TestKeeperFailures(t *testing.T) {
 
 	k := &recordingKeeper{keepErr: errors.New("disk full")}
 	_, err := f.l.WriteText(ctx, tg, "two\n", &WriteIntent{Keeper: k})
-	requireCode(t, err, CodeIO, `cannot write "`+tg.Display+`": the server cannot keep a checkpoint of the file`)
+	requireCode(t, err, fault.CodeIO, `cannot write "`+tg.Display+`": the server cannot keep a checkpoint of the file`)
 	assert.Equal(t, []string{"keep", "done(false)"}, k.calls)
 	assert.Equal(t, "one\n", f.read(t, "a.txt"))
 
@@ -129,13 +131,13 @@ func TestKeeperFailures(t *testing.T) {
 	f.l.hooks.beforePublish = func() { require.NoError(t, os.WriteFile(f.path("a.txt"), []byte("person\n"), 0o644)) }
 	_, err = f.l.WriteText(ctx, tg, "two\n", &WriteIntent{Keeper: k})
 	f.l.hooks.beforePublish = nil
-	requireCode(t, err, CodeStaleVersion, "")
+	requireCode(t, err, fault.CodeStaleVersion, "")
 	assert.Equal(t, []string{"keep", "prepare", "done(false)"}, k.calls, "even an unconditional write publishes only over what was kept")
 	assert.Equal(t, "person\n", f.read(t, "a.txt"))
 
 	k = &recordingKeeper{}
 	_, err = f.l.EditText(ctx, tg, EditRequest{OldString: "absent", NewString: "x", Keeper: k}, nil)
-	requireCode(t, err, CodeEditNotFound, "")
+	requireCode(t, err, fault.CodeEditNotFound, "")
 	assert.Empty(t, k.calls)
 	f.assertClean(t)
 }
@@ -153,7 +155,7 @@ func TestLockTargets(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = f.l.WriteText(short, a, "x", nil)
 	cancel()
-	requireCode(t, err, CodeAborted, "")
+	requireCode(t, err, fault.CodeAborted, "")
 	_, _, err = lk.Open(ctx, c)
 	require.Error(t, err, "c is not locked")
 
@@ -173,7 +175,7 @@ func TestLockTargets(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f.path("a.txt"), []byte("person"), 0o644))
 	_, _, err = pf.Publish(v)
-	requireCode(t, err, CodeStaleVersion, `cannot revert "`+a.Display+`": file changed since it was checked`)
+	requireCode(t, err, fault.CodeStaleVersion, `cannot revert "`+a.Display+`": file changed since it was checked`)
 	assert.Equal(t, "person", f.read(t, "a.txt"))
 
 	require.NoError(t, lk.Remove(ctx, b, f.version(t, b)))
@@ -183,9 +185,9 @@ func TestLockTargets(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f.path("b.txt"), []byte("appeared"), 0o644))
 	_, _, err = pf.Publish("")
-	requireCode(t, err, CodeStaleVersion, "")
+	requireCode(t, err, fault.CodeStaleVersion, "")
 	assert.Equal(t, "appeared", f.read(t, "b.txt"), "a create never replaces")
-	requireCode(t, lk.Remove(ctx, b, "1:2:3:4:5"), CodeStaleVersion, "")
+	requireCode(t, lk.Remove(ctx, b, "1:2:3:4:5"), fault.CodeStaleVersion, "")
 	lk.Unlock()
 	lk.Unlock()
 

@@ -37,6 +37,7 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeAmbiguousEdit:    http.StatusUnprocessableEntity,
 	fault.CodeNotDirectory:     http.StatusUnprocessableEntity,
 	fault.CodeTooLarge:         http.StatusUnprocessableEntity,
+	fault.CodeNotRevertible:    http.StatusUnprocessableEntity,
 	fault.CodeSearchOverflow:   http.StatusUnprocessableEntity,
 	fault.CodeIO:               http.StatusInternalServerError,
 	fault.CodeInternal:         http.StatusInternalServerError,
