@@ -64,7 +64,7 @@ func (s *rest) ListApprovals(w http.ResponseWriter, r *http.Request, p api.ListA
 		l.Approvals, l.Cursor, err = s.x.ListApprovals()
 	}
 	if err != nil { // the shared store (Redis) is down
-		writeProblem(w, tools.CodeSessionStoreUnavailable, msgApprovalsUnavailable)
+		writeProblem(w, fault.CodeSessionStoreUnavailable, msgApprovalsUnavailable)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -93,7 +93,7 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 	}
 	switch err := s.x.DecideApproval(id, d); {
 	case errors.Is(err, tools.ErrApprovalsUnavailable):
-		writeProblem(w, tools.CodeSessionStoreUnavailable, "cannot decide approval "+quote(id)+": the session store is unavailable; retry shortly")
+		writeProblem(w, fault.CodeSessionStoreUnavailable, "cannot decide approval "+quote(id)+": the session store is unavailable; retry shortly")
 	case errors.Is(err, tools.ErrApprovalNotPending):
 		writeProblem(w, fault.CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
 	case err != nil:
