@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,12 +22,16 @@ import (
 // constant of type Code: name → value.
 func faultCodes(t *testing.T) map[string]fault.Code {
 	t.Helper()
-	pkgs, err := parser.ParseDir(token.NewFileSet(), "../fault", func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	names, err := filepath.Glob("../fault/*.go")
 	require.NoError(t, err)
+	fset := token.NewFileSet()
 	codes := map[string]fault.Code{}
-	for _, f := range pkgs["fault"].Files {
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.CONST {
@@ -78,7 +83,7 @@ func TestEveryCodeHasAStatus(t *testing.T) {
 func TestDocumentedStatusesMatchTheTable(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/api.md")
 	require.NoError(t, err)
-	row := regexp.MustCompile("(?m)^\\| (\\d{3}) \\| (.*) \\|$")
+	row := regexp.MustCompile(`(?m)^\| (\d{3}) \| (.*) \|$`)
 	code := regexp.MustCompile("^`([A-Z][A-Z_]+)`")
 	documented := map[fault.Code]int{}
 	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
