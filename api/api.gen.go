@@ -284,7 +284,7 @@ type EditItem struct {
 	// OldString Literal text to replace. Must match exactly.
 	OldString string `json:"old_string"`
 
-	// ReplaceAll Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once.
+	// ReplaceAll Replace all matches. Defaults to false; when false, old_string must appear exactly once.
 	ReplaceAll *bool `json:"replace_all,omitempty"`
 }
 
@@ -295,7 +295,7 @@ type EditMetadata struct {
 
 // EditRequest Either old_string and new_string (with replace_all), or edits; not both.
 type EditRequest struct {
-	// DryRun Check everything (arguments, the read-before-write policy, version, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null).
+	// DryRun Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false. Accepted in both profiles; advertised in the catalog by the extended one.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// Edits Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all. Accepted in both profiles; advertised in the catalog by the extended one.
@@ -313,7 +313,7 @@ type EditRequest struct {
 	// OldString Literal text to replace. Must match exactly.
 	OldString *string `json:"old_string,omitempty"`
 
-	// ReplaceAll Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once.
+	// ReplaceAll Replace all matches. Defaults to false; when false, old_string must appear exactly once.
 	ReplaceAll *bool `json:"replace_all,omitempty"`
 
 	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
@@ -331,19 +331,19 @@ type EditResult struct {
 
 // GlobRequest defines model for GlobRequest.
 type GlobRequest struct {
-	// Path Directory to search in. Defaults to the session workspace (also when null); a relative path resolves against it.
+	// Path Directory to search in. Defaults to the session workspace; a relative path resolves against it.
 	Path *string `json:"path,omitempty"`
 
-	// Pattern Glob pattern to match file paths against (e.g. "**/*.ts").
+	// Pattern Glob pattern to match file paths against (e.g. "**/*.ts", "src/**/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth.
 	Pattern string `json:"pattern"`
 }
 
 // GrepRequest defines model for GrepRequest.
 type GrepRequest struct {
-	// Include One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"); null means none.
+	// Include One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported.
 	Include *string `json:"include,omitempty"`
 
-	// Path File or directory to search. Defaults to the session workspace (also when null); a relative path resolves against it.
+	// Path File or directory to search. Defaults to the session workspace; a relative path resolves against it.
 	Path *string `json:"path,omitempty"`
 
 	// Pattern Regular expression to search for (ripgrep syntax).
@@ -437,10 +437,10 @@ type ReadRequest struct {
 	// FilePath Path to read, resolved by the filesystem backend.
 	FilePath string `json:"file_path"`
 
-	// Limit Maximum number of lines to return. Defaults to (also when null) and is capped at the server's --read-limit (2000).
+	// Limit Maximum number of lines to return. Defaults to 2000. The default and the cap are the server's --read-limit.
 	Limit *float64 `json:"limit,omitempty"`
 
-	// Offset 1-based first line to return. Defaults to 1 (also when null).
+	// Offset 1-based first line to return. Defaults to 1.
 	Offset *float64 `json:"offset,omitempty"`
 }
 
@@ -479,7 +479,7 @@ type WriteRequest struct {
 	// Content Full UTF-8 text content to write.
 	Content string `json:"content"`
 
-	// DryRun Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). Accepted in both profiles; advertised in the catalog by the extended one.
+	// DryRun Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false. Accepted in both profiles; advertised in the catalog by the extended one.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// FilePath Path to write, resolved by the filesystem backend.
@@ -1274,98 +1274,100 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Dz9U+NGlv/KK91WjUlk49mZ5DZQ9wM7MBO2ZoACktRezOG29Gx3kLu13S2Md4r//eq9bsmSLYOHgb1c",
-	"ZX+z9dH9+n1/6nOU6FmuFSpno73PkUGba2WR/3zSKWZHxmhD/xKtHCpHPx3eud08E1LtQzIVxqL7r8KN",
-	"u3+hmzaZ4kzwY4sco73IOiPVJLq/v4+jFG1iZO6kVtFedDlFyI0eZTh7ZWGoC5cXbgidIW+6B4Oi33+T",
-	"zNBaMUH+g8OdGObSTcFNEawTrrCgxyCdhUSn2IOjWzQLGAuZFQZBK9id0TF2vwGh7ByNBatjEIWbglAp",
-	"FOpG6bkCowuHFqRKsiLFtBfdx/78l3jnXvD4TuusdvYY8E4kLlvw+Wgj/sFHAItoGbAzj7MVsESeZzIR",
-	"tPhuwOq3v1naqQ7VnwyOo73oP3aXhN/1d+1uuW4LrAcKzt+/gx/efvefJckadBhlCEOiwJDRugSaz1Ae",
-	"rxfRymE7guZAuanRuUwutc7oQm50jsZJz4ENGNYwGkdS5YW7Xh5OpKmkh0V2VlvHmQLbcJ8IJzI9IfTn",
-	"wogZOjR22IviciM9+g0TF8XRXXeiu+EiobR3LuafPFsSGErMsI3icWTwH4U0mEZ7v/qnmnCsnOBqdef7",
-	"uImhdaRUTGRBWKgehgCdhSHf5FNJhzP7GA80KXJfQSSMEQsGKM+NvhUt1EoMCkdn/RyNtZkJF+1FqXDY",
-	"dZJPvka+VI7H7SdKREZikUyFmiCdTECh5FhiCvTSUkyEZdlPzQJMocBO9ZyugBg7NMyGY2msg0wqhE6q",
-	"E7uLqXS2N0t39mAQdbvdoGZy4aZexwyiGAbRt99+23Kn4u5poW5sDNpvorRDcFPhSBZUSooExtqAYHCJ",
-	"QJAJMyFSwQ1i3oMDBzNtHXz/3XdvvofRwqGNISlKyAXMpzpDhnuftlDgTKESQjBIS3+wB54WmMYMBCGN",
-	"sGBBq2wB86nMkHAx10WWgnUyy2AmbrCmY2SFY48bK1Q60neEnV4bxfAul6ZFNqNfGMISCOt0bmEupJNq",
-	"Ap1uVwSmYVbQ1SkDx/Be27GMTFsVAemadk6iO0vAhL2xRBjaEFUxI7mca3Njc5Fgd26kYxEljJjuuMiy",
-	"rkgStLYmmstNiS/aNz08vjj7ePB3oCfIPLEyJ/q7VqwaFEFPN5caRGgTkQmHEAhD/BOsok6DSSzt5G+F",
-	"dXIcLEDJr23bWbRWtu1XSh4RLTwEnUE0iGDeIO9UpKC0wnYecUGVV/gNWCW5a8VjxditbOWmaLwUzYX1",
-	"EtKQmhoMI60zFGpN88o0Wp46ABjIF1inokFQSnWg4kqxLfm/VVMHHj/ERJb4XTVnyzsldrxkeAh4pXUM",
-	"rZymWuUhID5K69YBKMWQ/2xnDkpt32IJksJY7xuus5HCOVoH5Yagc1SYgtUwFmYfLKqU1bSFIauCIXE2",
-	"KQxWm6xS8c419IJU7vu3S2JL5XCCZg09yzNWELYh6p03/us4cqWd3Qo/YZlNxrJQ4lbIjNyjFjyx2WYl",
-	"bNHcooGpsDAqHCRCKe3Yoik9h84k0yO2PBODOftdpEONzOl/3SP2XLy1sf9pCV77CVZw63HzADqf5sZN",
-	"CpkKleBm7+aVBbuwDmfd3OhZ7qB8hf3LVjW0wSkjuS99vS93GQMsf7s4PQF23cCjsuGQND12kO6LXcpt",
-	"PMfaMWoYbKPNYaubdaq8E+OZ5w17GhxLcUhx5/a99ZIWxjLDa/4jiFMVn6dJYYXzMlBaw7fO0vKeKrIg",
-	"Cx7BG03qwxowaO5y4bjavu30R6l0P0ofIq1iAN5fXB8dHl9en5xeXr8//enkEDp451ClmFKYQyffiYMb",
-	"meErCwYnZBXZdbNyJjNhSHPpLL32wMYlB/iQ55WFQfSp8TTeuUEU0E3+KunBFc90HcGo0o9S1Rm60n9x",
-	"xGs1VNa6jV1RTNYJ4zatuILu5bNxBUe56SaMHzsfn66xSUDTOjU+SodGZGAwz0SCM1TOCzf8ZBGEApzl",
-	"bgH+dcJ5ihk679vNhEumrVpgSZjNO/owW5c79+BTYZ1fsxTrDW4bP38tsmx98XN/EwQ73S6Zou3BIY5F",
-	"kTlLu41FZhE6IrPau1ckHDv7/jffjGtsBbPCm1MUptI1WiVIkG0Qq03uUA0ncZ0km2j5CZ1IhRMtil2O",
-	"x9vbStZDj5kYv+QmUM7xHwXaFlk+kuwn1hBG5nJ5OOiwmquRbIeDNxa5fYrfYKTddF3wUrO4NkWLs/xu",
-	"iskN4C2ahZvyDsJMCmJbG5e2OO2OcKxNiCwg15lMFjHcoiEHLvaMIdVkh6E16AoT3OwNgW9l+2lBf0q/",
-	"+za8tQ2reDe9JcC7oJOKzCMMONdEkagCbVI0MaBIprS1P7ktMlcGPpoUncdDzOKgDeHb4+x193W/D8w+",
-	"Oz24YLdQWYcipdfrarVGS4+sipI9OEgSzJ2Hh8hY6m67DyK9JWJaf9Mt0z4w8km2St9rhVs7TpWKo9hT",
-	"3B37d173+3E0k6r8uxHdlRquTOs6ws/I4DrNCI8JpTq7xbSEmk/HHhGMRHKDKm1VUY2YsE1JecHzPkCI",
-	"Ma9zNDPJwZLdI6ywzUdytkrfvLBIWohzoESQ+TQkE1gzMXDk8RveFhRi6m3iXKZowIfUD3BjzYn7t8H4",
-	"vzAYcdTCC+3euSdpmZ4I2ZbgNK7yQA9OVbaAW5HJ1Os2rbBrpxTqoDMLEnmham9xcjksTawMKSqJ6T4E",
-	"i2GhweA+o0+8WQaBYcdCEZDdbliry2BqthhuSjuOx+0JsC/NET3C0Cu2bin9m+0dadJ1wzurmeTH9FRl",
-	"vom72Sl93MMOz8XLjdog/JDpUc0iN0Fs12qH0mDitFkQR1sUJpmCVE1GZ6qH9FOF+BbGF2AwE07eog9V",
-	"go60ICaCjEiIvLYJOhyaFvVI54NwlwDzEs6cTRsuN+pgb9KDQfTNN7vf9JwdRG2ZsfUghndtRazBfCNi",
-	"Q42qPaLjTMFYZg4Na+v5VAaQbQ3jFbwMbMy/Pv9m49/s3f0g2tlnDMMMhbKc6NsWjS0Ef896wEC6Tvjf",
-	"KdXPcVJkrDRzE+BZYo5w2gmJF7AL5cTdV9L6RxSZR1yTzL64WU8V6pvHk4PhrbaNymhvJSQrZiM07XGl",
-	"aw/pV7MTfoXweNvOn96dtSeGOM3FqvsLczGf3p1xLgZqK0CHPG7S9xTux5CidaZIiFP8BZ2j+kWbLKW/",
-	"O0+o821Vjrz4/16NDAeIG9R5gKxlqvmBuqRQQBTztcjdTFo3DEHCesD1ZfnXkrWenrk8zVEdHL8vVOI2",
-	"JO0fJvqL5BmfiRm+MI+4GT3t4juuIe0hIq2guKLVUrVVKz2q4Phu3PZCG8yPFcz9k/BuKhy807M8Q69K",
-	"vrRqXsNSS7Kt1q+xYmpWWypSdEJmNiT059pHp2yDZkhq1q4LTNJa+7zwPRlojDbcGhMDG/33F9cXlwcf",
-	"j65/Pjq/OD49gc7b/g8+F3JxdEFXri8uT8+Prn86Ofj54PjjwV8/HkHnu/6bGARnHWihVDp6YazNBF0o",
-	"NJP9PseUixnealqnDZa1jBEnRJIpee9l9D8Xlpd0qCj4D45+qHl6lb7qlINIUzi6eHfw8eCSYD08Ojk+",
-	"OqRDvNmJ4fL09PrTwcnfrw/Ozs5Pfz74eMGg78RwcnoZLh6dl0+XD9Wzv2/7b30ypnHz7Ojk8Pjkg8dV",
-	"a2jnCbehBO3FscrdEKYGUdnjFEFucCzvWpedhsT1Yz4+J7gb/v06GD42X3blxDUg1hutBlErQEuvpMVd",
-	"kC7DB7LPq0AdZHOxsCBGunB7o0yom33mVO5vWLYVyRQVxXhoHne0gnbwkFTQxl5GKvS06YxzFOnmRGcm",
-	"fD5g7WTrqfeHSMUuWIuC0OOxRdeO1S27DDpiZHVWkHhWuaKx0bOGX53M0xjsYpZJdWM56Vk+u6mU70T2",
-	"sTziI2WCsirjz1KiprHIJsRvjHW2yI+R0/fk/FgmZ7JFXD6JOzkrZuBdW9DjUK7h7VxhVgLW1SCFFYi0",
-	"kIg8xxSEC0Qwt2heWeh2OTXMe0Pnz/1+f6UBRhcjZt+ZVATGQ5nE4Hw3eKh5ltfdkbDEDMs+qA3HeN2a",
-	"Mf4qsL4o4eE54esSHg0x3l4hdsci4SxhezX5SdmRC44YtznQ9r7hZzsVOZLV4AQExe78I152h8XAAnfP",
-	"oeok06N9WL4VEov0HkvIHvz6mRaIy5QjXSAeOWECxswv91f3Vxs3MJivu6XPnmlabVRYD2M3eeHL3qqt",
-	"4qHweBsMv5Dz87K1sDiqcp9179j3H0VxVOQp/XjUSV6uEj9QUOMDbVS9tc7ilYxOkWXw0+X77l98Ijw8",
-	"yA08tGK7f/QCZbR/cfXsWatMj2fgtzB9wR3/g9aG/l2i+JeWKOJKIzygS77OeDc17DMbEW58TQoj3YIz",
-	"XB60EQqD5qBoE7NKArTyCgpQpbmWynGT3u6UM7f/hA7R9N3p+QVHcpmcTJ3dWbbMht4+bsxmWep2nb5B",
-	"7tLjk7PgMxxLMZ06l/s5DKnGenNrc+W5MDP7vIb3iL2uJNA4XO+UjeuptInm0/DTA9VoLtwBugc/Xl6e",
-	"7f7t4vSk1lvo5bdlJiUGMVAjXbB+o81hLlWq5zGvKlo0uBVjdIugyHsDNVBHFUTVnM7w8yAQ1pcoStoO",
-	"ovshkcQWzNN+k+V4ykCVyZSRThd18J0RZRalnFXp+BjTW5BySmWgHpxAimvYWEbTOwRSGDviEx340zAQ",
-	"MrQMkrLkntd3XpS6lwvyy+qTO79ZrYb7hNH6M362INXoo7ZcGBvs2wxTKYC4hnYxOC7ICHXeUlABl1Mk",
-	"yngIUqQzp1wQT1y22AOpvJ5jY07UgkLlglmeLr3+HmxhjJ4IhwOFNhE5xiDgBhcwkbfE3nOZIHRIlAW9",
-	"lQiLXaksKiudvMVs4TFLZPMt/wNFyLsVWYEgDDYAhuHxyc8HH48Prw/OP/z06ejkckhWl7St946hdA0Y",
-	"kQNFmCR1NoREF8r5VPOIOxQHiiPQBJXFpX8YfTq+rGUqOCs8tl2RyyiOQldOtBf1e697/eCNKbq5F73p",
-	"9XtvQtM4K47dRi/1pC3yOhLJFHJUKbsaZSe0tGUirew/qgYl/MRIjsZq9coOVNnp3aL44Rfi6yG9GRjS",
-	"iw2vZaEj/HjJQH3ftztQKCdJsNb6sf0YRtmCLW0JbuxHTjJpnWWSzUBk2f5SqXGrNqo0qLQyo6eQ2xn5",
-	"PZgTz0o7UCUOeM1Orq2Vo2xRvrTTgzNhvROQG7yVurDhNK9IULmHe+ip/UCvOHtWHi1BwRIkS/+CLw1U",
-	"eKMcSUETlDEzTGXWj1Nu97DuoNZNXk/o/7pK7B/1HDLtG00q2AQjpEQ6yc4HDWkRXAdbJNxS+6Zv96FP",
-	"3OCZt9KAwvmOjeWwUJ9dI0kb/qNAs4jK+kNEe5YGpXX8MG6d9mDkslOzivt9P0VUsXmTZTz1K1aoHGjo",
-	"k6VZrLM984r0Zbc2+HnZxgHWGv+rvEO/ZQjgKm4Or/65339gPvLL5iIbQxWb5lhXDmy5GQet84mXnk8S",
-	"M442bVfBXxvEjCNbzGbCLFa2sevJ8rihP3zDUyJTH4+JiW0OR1zR2ksltvtZpvfsuem2al4YNNurjY4x",
-	"c9aHzrwHSxwxMUJRnDTjsgMrCPafBso7tAnFfD0454GXvdp0VuD7tfx+D9723w5US8Kej6yqMV6ZkhgR",
-	"XCIjt2MRcJDuw9v+DysrlFl9VmrSgZMzcvYKrm3wRLHIMlKpLJNzsfDqZaBWlYeXFEaJ/z8T5cZca2hW",
-	"H4LSGigxQeU4H8hv7bTpoENepZrCWVNCLErBPw+SxNNOS+/Ye/mb9cKVfxit+6tOF88uM9U01H3TaSew",
-	"7tdk9m27p1sZQnZxEm2YoqXyIXlg/pmQf6TVc8haYHjiBD+XxUy1WfoeEjK8DeP19CcEDTWnoUnwH8P9",
-	"F1RnoeNkgyIL4Yq0UOS9RtgU7f16VcfRR/IB0dr9YGWVhiqwKXFRHa5ExgzJ/Syx4WfzeTJwo+5hoMSs",
-	"muCE4dnpxSXs+mYCencInSmKFI2Ny1KHjcs00UCFLXfioGCIgkFi61Pqe/Wggm5VQ/kDtfTtg5uy9tGC",
-	"Ks5Y3vPVJ/LCyQmSwSEafji6hN3gWfbY3afgnvSenOXakGi3aQL/NYaUrfxLCGy9vX4rWe0/LlvLLyh8",
-	"iUTWvjvRFEoCkRt776Rlqa9lITn+HS1CTy7dzGrduhRGeNuy8mUC4oM6v/KtklWZOSk8fipz0rt/HOb8",
-	"QJh6Geasd5r+TpnzvVRpaLScT7UtW0R9z6jwjZllL2nZQbjzNXxpMH8yXxrM/0B8SZh6Ib6sNer+Tvny",
-	"IjSukn4MZw5BuygniMGstbx+BWOS3/1UxqR3/ziMeU6YehnGrHdV/E4Zk0AEsWbDa7W8TCrs+lYCTEvm",
-	"/QrO9IWRJ7Imv/zH4c1fQhHpJZizUXj+nXLnO665c5djkWWlX4nrDPskfgxE4dpcLyCvdr3t0kLMsnCp",
-	"5LwqaeMn29aDyUO+flF9+eSrkwfV0ET0P78edP9bdP/Z7/7Qu97rXn1+Hb/+81/u/9TSPHO1bZhftqlJ",
-	"/kbPRDuHql6H51S5LZM9O88R57/3Layi3PuVBT3iEDhlqWpkz0q8ByJWneqt2f9fQq/B0Ocxh9WILH9B",
-	"gtDNIwrlG/H6RyUGinRh+3cvygJAtbgrlZevAXIXgnADhYn2K5CamHIFp7arbTSllovvwZC5Tg4HqrOp",
-	"N3onhqEoPxY2hM7qF8fo/izJaYnN7f8hO1ibNPAVHz+6WZ5uoFbrO/sg1CKUx30xSVpoLyFtyuz79vB2",
-	"mVjJTYdMdF0QqpkcxhMPSwRURHE0S/K2Hp2vTVFrhadjBnKLL9JE9/G2Lev20WdXPkL32OP1wZD7qw15",
-	"ptAgU31Crca3CMHqkBASzz5X9pwrstXGPkHsNEy5Nq5BePVdF/kwN7KU97VkVZOzjlLJnPW7StI849bc",
-	"4LGBouy+kYImFIVvaH4l0b4i4/MgEVeTOk0ifsj06AWJ+LRkxrNs3ehJbSHjp9BS55MXz2Jgn5QWeZh4",
-	"K5mPFeIZzF+SeE+K+P+1xPPN6hOji9x3BbKf+gzEfGIu4UFqPpwu8F6O77zcg+WXd4f1nodyXoTcHx8l",
-	"gXUGxQx9D99AJdNC3WAKw/oKI50uYhhnhZ36Bz3ehOHQKi0STHtwUIZjA+Ur335lQvMIJ0KBGGnjQouB",
-	"EcqO0bS5HBTtviBbPi3ef8atA1PGz/p15Foz2XOw71MzDg/y71pSoUl3jnVfkPBPjKWfc++tfIIw5/cc",
-	"ZNw+NG8jXLOg2ewA/fWKnPTwStU05iqnN1zwkXztQhUY1q4tq8C1i7Vy6P3V/f8GAAD//w==",
+	"7HxtU9tItvBfOaVnqwIzsnE2mXl2oO4HbyAZthJIATNTe8dc3JaO7Q5yt7a7hfGm+O+3zumWLNkyOAS2",
+	"cmvmm62X7tPn/VWfo0TPcq1QORvtf44M2lwri/zng04xOzJGG/qXaOVQOfrp8Nbt5ZmQ6gCSqTAW3X8V",
+	"btz5G920yRRngh9b5BjtR9YZqSbR3d1dHKVoEyNzJ7WK9qOLKUJu9CjD2QsLQ124vHBD2BnypvswKHq9",
+	"V8kMrRUT5D843I1hLt0U3BTBOuEKC3oM0llIdIpdOLpBs4CxkFlhELSCvRkdY+87EMrO0ViwOgZRuCkI",
+	"lUKhrpWeKzC6cGhBqiQrUky70V3sz3+Bt+4Zj++0zmpnjwFvReKyBZ+PNuIffASwiJYB++hxtgKWyPNM",
+	"JoIW3wtY/f6TpZ3qUP3F4Djaj/7f3pLwe/6u3SvXbYG1r+Ds7Rv46fUP/78kWYMOowxhSBQYMlqXQPMZ",
+	"yuN1I1o5bEfQ9JWbGp3L5ELrjC7kRudonPQc2IBhDaNxJFVeuKvl4USaSnpYZB9r6zhTYBvuE+FEpieE",
+	"/lwYMUOHxg67UVxupEefMHFRHN12JroTLhJKu2di/sGzJYGhxAzbKB5HBv9VSINptP+7f6oJx8oJLld3",
+	"voubGFpHSsVEFoSF6mEI0FkY8k0+lXQ4sw/xQJMidxVEwhixYIDy3Ogb0UKtxKBwdNbP0VibmXDRfpQK",
+	"hx0n+eRr5EvleNx+okRkJBbJVKgJ0skEFEqOJaZALy3FRFiW/dQswBQK7FTP6QqIsUPDbDiWxjrIpELY",
+	"SXVi9zCVznZn6e4+DKJOpxPUTC7c1OuYQRTDIPr+++9b7lTcPS3UtY1B+02UdghuKhzJgkpJkcBYGxAM",
+	"LhEIMmEmRCq4Rsy70Hcw09bBjz/88OpHGC0c2hiSooRcwHyqM2S4D2gLBc4UKiEEg7T0B7vgaYFpzEAQ",
+	"0ggLFrTKFjCfygwJF3NdZClYJ7MMZuIaazpGVjj2uLFCpSN9S9jptlEMb3NpWmQz+o0hLIGwTucW5kI6",
+	"qSaw0+mIwDTMCro6ZeAY3ms7lpFpqyIgXdPOSXRnCZiw15YIQxuiKmYkl3Ntrm0uEuzMjXQsooQR0xkX",
+	"WdYRSYLW1kRzuSnxRfumh8fnH9/3/wn0BJknVuZEf9eKVYMi6OnmUoMIbSIy4RACYYh/glXUaTCJpZ38",
+	"VFgnx8EClPzatp1Fa2XbfqXkEdHCQ7AziAYRzBvknYoUlFbYziMuqPIKvwGrJHeteKwYu5Wt3BSNl6K5",
+	"sF5CGlJTg2GkdYZCrWlemUbLUwcAA/kC61Q0CEqpDlRcKbYl/7dq6sDjh5jIEr+r5mx5p8SOlwwPAa+0",
+	"jqGV01Sr3AfEe2ndOgClGPKf7cxBqe1bLEFSGOt9w3U2UjhH66DcEHSOClOwGsbCHIBFlbKatjBkVTAk",
+	"ziaFwWqTVSreuoZekMr9+HpJbKkcTtCsoWd5xgrCNkS98cZ/HUeutLNb4Scss8lYFkrcCJmRe9SCJzbb",
+	"rIQtmhs0MBUWRoWDRCilHVs0peewM8n0iC3PxGDOfhfpUCNz+l/3iD0Xb23sf1mC136CFdx63NyDzse5",
+	"cZNCpkIluNm7eWHBLqzDWSc3epY7KF9h/7JVDW1wykjuS1/vy13GAMs/zk9PgF038KhsOCRNjx2k+2KX",
+	"chvPsXaMGgbbaHPY6madKu/EeOZ5xZ4Gx1IcUty6A2+9pIWxzPCK/wjiVMXnaVJY4bwMlNbwrbO0vKeK",
+	"LMiCR/BGk3q/Bgyau1w4rrZvO/1RKt3P0odIqxiAt+dXR4fHF1cnpxdXb09/OTmEHbx1qFJMKcyhk+/G",
+	"wY3M8IUFgxOyiuy6WTmTmTCkuXSWXnlg45IDfMjzwsIg+tB4Gm/dIAroJn+V9OCKZ7qOYFTpe6nqDF3p",
+	"vzjitRoqa93Grigm64Rxm1ZcQffy2biCo9x0E8aPnY9P19gkoGmdGu+lQyMyMJhnIsEZKueFG36xCEIB",
+	"znK3AP864TzFDJ337WbCJdNWLbAkzOYdfZity5278KGwzq9ZivUGt42fvxJZtr74mb8Jgp1ul0zRduEQ",
+	"x6LInKXdxiKzeOA9K/4d17gIZoW3nihMpVq0SpAA2SBFm7yfGgriOgU2ke4DOpEKJ1r0uByPtzeNrHYe",
+	"sih+yU2gnOG/CrQtonsk2S2sIYys4/JwsMNarUahXY7VWMIOKFyDkXbTdTlLzeLKFC2+8ZspJteAN2gW",
+	"bso7CDMpiEttXJretDPCsTYhkIBcZzJZxJ78Uk12GUiDrjDBmd4Q3lYWntbxh/ObtnBQF/pJgjmHhYoP",
+	"VSouewAivaGjWX/TLXMeMPIZpkrZabUVa3kvviX+OyfMiMwjGDgV5TfVJkUTA4pkSjB7TNkic2VcpEkP",
+	"erzFLC3aEH08jl92XvZ6wOy224Vz9hqVdShSer2udWu091iuKP+0GNqK9SsNSKGpuD3277zs9eJoJlX5",
+	"dyO6Ky1dWd51hH8ke+w0IzwmlOrsBtMSaj4dO0wwEsk1qrRVgzVCxjYd5gXVuwghBL3K0cwkx1J2n7DC",
+	"LgGSL1a67oVF0lqcIiWCzKch18CajIGjgMDwtqAQU28y5zJFAz7ivocbaz7en/bkP2BP4qiF9O2+uqdg",
+	"mawIuZfgQq6SvAunKlvAjchk6nWgVtixUwp80JkFSbhQtbc41RyWJs6FFJXE9ACCQbHQ4Gef3ydWLEPC",
+	"sGOhCMhOJ6zVYTA1GxQ3pR3H4/Z02JdmjB7g3xVTuBT2zeaQFOe6XZ7VLPZDaqmy7sTM7KI+7G+H5+Ll",
+	"Rm0Qvsv0qGawmyC2K7FDaTBx2iyIgS0Kk0xBqiZfM9VDMqpC/AEIMJgJJ2/QxylBA1oQE0EmIoRd20Qc",
+	"Dk2L8qPjQLhLcHj5ZUamDZcb7WB30oVB9N13e991nfXZY2uSPX8Bret+soNotwv9aj1WqErDINobRKU8",
+	"81FHwiLFeyAcmX1IMXfTGCw9+13IPw8iv5E3ZgFvrEA5Z+wM4kFZygIBFilWdJojFaGSaVDTvHSLJlqP",
+	"thhDrTQ3mG+keYCgPfTklMZYZg4N2435VAb02hozVLitEPtd9/MnG3+yt3eM0hPtQEAmrTsAhRMv+NKy",
+	"h2eLPNfGYbotI7Rw6FtWXAbSdU79Ntj0DCdFxko9N2H7JfoIsTshTQR2oZy43f06gv+MIvN4atLal2Lr",
+	"iU19/XAqM7zVtlEZm64EkMVshKY9CnbtCYjVXIpfITzetvOHNx/b01iclGMO+8LM0Yc3HzlzBLUVYIcC",
+	"BrJHP0vlYkjROlMkxCn+gs5R/aZNltLf3UdUJbcqnp7/X6+dhgPEDercQ9YyMX5PFVUoIIr5yuke6ZZh",
+	"iFnW48UvyxaXrPX4POtpjqp//LZQidtQYrif6M+SFX0iZvjCrOdm9LSL77iGtPuItILiilZL1Vat9KCC",
+	"47tx2wttMD9U3vdPwpupcPBGz/IMvSr50hp/DUstqcFad8mKqVltAEnRCZnZUH6Yax8ssw2aIalZuy4w",
+	"SWul9tx3kKAx2nAjTwxs+d+eX51f9N8fXf16dHZ+fHoCO697P/lUzvnROV25Or84PTu6+uWk/2v/+H3/",
+	"7++PYOeH3qsYBGdPaKFUOnphrM0EXSiLk7k+w5RLL95qWqcNlpWXEedzkilFF2UyYi4sL+lQ7XbhPAQi",
+	"oULrVfpq0AAiTeHo/E3/ff+CYD08Ojk+OqRDvNqN4eL09OpD/+SfV/2PH89Of+2/P2fQd2M4Ob0IF4/O",
+	"yqfLh+q56te91z6p1Lj58ejk8PjkncdVa6TpCbehYO7FscpBEaYGUdmRFUFucCxvW5edhjT7QzEIp+Mb",
+	"8cc6GD5VsOwhimtArLeFDaJWgJZeSYu7IF2G9+TKV4HqZ3OxsCBGunD7o0yo6wPmVO7GWDZByRQVxaBo",
+	"Hna0gnbwkFTQxl5GKvS06YwzFOnmPG0mfHpi7WTrhYL7SMUuWIuC0OOxRdeO1S17InbEyOqsIPGsUldj",
+	"o2cNNzqZpzHYxSyT6tp79OWzmxoPnMjel0d8oKhR1pD8WUrUNBbZhPiNAc8W6Tpy+h6drsvkTLaIywdx",
+	"K2fFDLxrC3ociku8nSvMSkD9116v14ULDgD5atXTlIgchMFABHOD5oWFTocz27x3s09HFyPm25lUtP99",
+	"Gc3gdTeYp3mIlx2KfNN6u9YG+F9+NRRflHjxFP+6xEtDXLdXfJ2xSDg52V7jflSW5pwjw20OtL0P+NlO",
+	"RY5kHTgzQoE6/4iXPWsxsGDdcUhKsf8BLN8K+Q96jyVhH37/TAvEZWaELhBLnDABY2aPu8u7y40bGMzX",
+	"3c8nz3ittk+sh6ubvO1lx9dWcU94vA2G38jJed6SXRxVOdi6F+y7oqI4KvKUfjzoDC9Xie+p+/GBNqrY",
+	"Wr/zSqKmyDL45eJt528+/x4e5LYiWrHdD/qz2nd/4n8Lixa87D9oBerPysh/tDISVwrgHtXxdba6qVCf",
+	"2GZw921SGOkWnLjyoI1QGDT9ok3MKgnQyusjQJXmWirHnYJ7U07I/ht2iKZvTs/OOUDL5GTq7O6ybzc0",
+	"GHJ3OMtSp+P0NXKrIJ+cBZ/hWIrp1LncD4NINdab+6srR4WZ2acrvKPrVSOBxlH4TulpptImmk/DTw9U",
+	"o8NxF+ge/Hxx8XHvH+enJ7UGRy+/LYMxMYiBGumC9RttDnOpUj2PeVXRorCtGKNbBL3dHaiBOqogqoaF",
+	"hp8HgbC+/FDSdhDdDYkktmCe9pssZ2QGqsyRjHS6qIPvjCiTI+XAzI4PHb3BKEdlBureMai4ho1lkLxL",
+	"IIXZJz5R35+GgZChb5GUJTfevvGi1LlYkBtWHx/6ZLUaHhBG68/4AYdUow/GcmFsMGczTKUA4hraxeC4",
+	"ICO087rX2+VIgyjjIUiRzpxy2T1x2WIfpPJ6jm03UQsKlQtmebr08kewhTF6IhwOFNpE5BiDgGtcwETe",
+	"EHvPZYKwQ6Is6K1EWOxIZVFZ6eQNZguPWSKbnzsYKELejcgK5HinDjAMj09+7b8/Przqn7375cPRycVw",
+	"twt90rbeGYbSE2BEDhRhktTZEBJdKOczyCNukxwoDiwTVBaX7mD04fiiloDgZO/YdkQuozi6QeM7xKNe",
+	"92W3F5wvRTf3o1fdXvdV6FxnxbHXaOietMVVRyKZQo4qZc+ibMeWtsyPlV1R1bSGH1vJ0VitXtiBKtvN",
+	"WxQ//EZ8PaQ3A0N6seG1LOwIP+MyUD/27C4UykkSrLWmcD8LUvaBS1uCG/u5l0xaZ5lkMxBZdrBUatwv",
+	"jiq1ZT3V+2oKuaeS34M58ay0A1XigNfcybW1cpQtypd2u/BRWO8E5AZvpC5sOM0LElRuJB96at/TsM6e",
+	"lUdLULAEydK/4EsDFd4o52LQBGXMDFOZ9eOUm0qs69da2ut5+t9Xif2znkOmfTtLBZtghJRIJ9l5pyEt",
+	"gutgi4T7el/17AH0iBs881YaUDjfKLKcWOqxayRpw38VaBZRWVaIaM/SoLTOQMatIyeMXHZqVnF/4EeZ",
+	"KjZvsoynfsUKlb8MPbI0i3W2Z16RvprWBj8v2zjA2vRBlWbotUwiXMbNCdq/9nr3DGl+2XBmY7Jj0zDt",
+	"yoEt9wChdT6t0vW5X8bRpu0q+GvToHFki9lMmMXKNnY9Bx439Idvq0pk6sMvMbHNCY1LWnupxPY+y/SO",
+	"PTfdVqQL0277tfk1Zs765Jv3YIkjJkYoipNmXE1gBcH+00B5hzahEK8LZzx1s18bEQt8v5a278Lr3uuB",
+	"asnD85FVNUssUxIjgktk5HYsAg7SA3jd+2llhTJZz0pNOnByRs5ewSULHmsWWUYqlWVyLhZevQzUqvLw",
+	"ksIo8f9notyYSwjNokJQWgMlJqgcp/n4rd02HXTIq1SjQGtKiEUp+OdBknjkaukdey9/s1649A+jdX/X",
+	"6eLJZaYaybprOu0E1t2azL5u93QrQ8guTqINU7RUPiQPzD8T8o+0egpZCwxPnOCHw5ipNkvffUKGN2HG",
+	"n/6EoKHmNDQJ/nO4/4zqLDSSbFBkIVyRFoq82wibov3fL+s4ek8+IFp7EKys0lAFNiUuqsOVyJghuZ8l",
+	"NvwHAng8caPuYaDErBojheHH0/ML2PM9AvTuEHamKFI0Ni4rGDYus0IDFbbcjYOCIQoGia2Pyu/Xgwq6",
+	"VX0ZYKCWvn1wU9a+nFDFGct7vqhEXjg5QTI4RMN3RxewFzzLLrv7FNyT3pMzbpoytk0T+E9CpGzln0Ng",
+	"603/W8lq72HZWn7G4Usksvbxi6ZQEojcPnwrLUt9LenI8e9oETp/6WZW6wmmMMLblpXPIxAf1PmVb5Ws",
+	"ysxJ4fFjmZPe/eMw5zvC1PMwZ73B9RtlzrdSpaGJcj7VtmxV9b2rwjddlj2oZWPg7tfwpcH80XxpMP8D",
+	"8SVh6pn4staE+43y5XnoRyX9GM4cgnZRjjGDWetk/QrGJL/7sYxJ7/5xGPOMMPU8jFlvlvhGGZNABLFm",
+	"w2ulu0wq7PjOAUxL5v0KzvSFkUeyJr/8x+HN30IR6TmYs1Fn/ka58w2X2Ll5sciy0q/EdYZ9FD8GonBt",
+	"rhuQV7vedmkhZlm4VHJelbTx83PrweQhXz+vPr/y1cmDahYi+p/f+53/Fp1/9zo/da/2O5efX8Yv//q3",
+	"u7+09Mpcbhvml91nkj8UNNHOoYIdkVld5WjmwpbJnt2niPPf+s5UUe79woIecQicslQ1smcl3gMRqwb0",
+	"1uz/b6G1YOjzmMNqEJc/Y0Ho5smD8o14/csWA0W6sP3jG2UBoFrclcrL1wC5C0G4gcJE+xVITUy5glPb",
+	"1TZ6TcvF92HIXCeHA7WzqeV5N4ahKL9YNoSd1c+e0f1ZktMSm7v6Q3awNkDgKz5+QLQ83UCt1ncOeEDL",
+	"ZxN9MUlaaC8hbcrs+67vdplYyU2HTHRdEKpRG8YTz0AEVERxNEvytpacr01Ra4WnYwZyi8/iRHfxtp3o",
+	"9sFnV76E99Dj9XmPu8sNeabQIFN9x63GtwjB6pAQEs8+VfacK7LVxj5B7DRMuTauQXj1XRf5MA6ylPe1",
+	"ZFWTs45SyZz1TSVpnnBrbvDYQFF230hBE4rChzy/kmhfkfG5l4irSZ0mEd9levSMRHxcMuNJtm60oLaQ",
+	"8UPooPPJiycxsI9Ki9xPvJXMxwrxDObPSbxHRfz/WeL5HvSJ0UXuuwLZT30CYj4yl3AvNe9PF3gvx3de",
+	"7sPy87/Des9DOQZC7o+PksA6g2KGvodvoJJpoa4xhWF9hZFOFzGMs8JO/YMeb8JwaJUWCaZd6Jfh2ED5",
+	"yrdfmdA8wolQIEbauNBiYISyYzRtLgdFu8/Ilo+L959w68CU8ZN+ornWTPYU7PvYjMO9/LuWVGjSnWPd",
+	"ZyT8I2Ppp9x7K58gjO89BRm3D83bCNcsaDY7QH+/JCc9vFI1jbnK6Q0XfCRfu1AFhrVryypw7WKtHHp3",
+	"efe/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

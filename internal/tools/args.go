@@ -10,34 +10,111 @@ import (
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
-// Argument messages the original does not have; ours, in its style
-// (docs/api.md, "Errors").
-const (
-	msgContent     = "content must be a string"
-	msgNewString   = "new_string must be a string"
-	msgReplaceAll  = "replace_all must be a boolean"
-	msgPattern     = "pattern must be a non-empty string"
-	msgPath        = "path must be a non-empty string when given"
-	msgInclude     = "include must be a non-empty glob when given"
-	msgFilePathNUL = "file_path must not contain a NUL byte"
-	msgDryRun      = "dry_run must be a boolean"
-	msgEditsType   = "edits must be an array of {old_string, new_string, replace_all} objects"
-)
+// The messages of a batch edit (docs/edits.md) beyond the declared ones;
+// items are named by their 0-based JSON path.
+const msgBothForms = "provide either old_string and new_string, or edits, not both"
 
-// Argument messages of a batch edit (docs/edits.md); items are named by
-// their 0-based JSON path.
-const (
-	msgBothForms  = "provide either old_string and new_string, or edits, not both"
-	msgEditsCount = "edits must contain between 1 and 100 edits"
-	// MaxEdits is the most edits one call may carry.
-	MaxEdits = 100
+// msgFilePathNUL is ours: no path can contain a NUL byte (docs/api.md,
+// "Argument messages").
+const msgFilePathNUL = "file_path must not contain a NUL byte"
+
+// The declared arguments of each tool (render.Tools), looked up once.
+var (
+	readParams  = render.ParamsOf(ToolRead)
+	writeParams = render.ParamsOf(ToolWrite)
+	editParams  = render.ParamsOf(ToolEdit)
+	globParams  = render.ParamsOf(ToolGlob)
+	grepParams  = render.ParamsOf(ToolGrep)
+	itemParams  = paramOf(editParams, "edits").Items
 )
 
 // Arguments are checked in two passes, as the contract's schema and then
-// the original's checks did: first every member's JSON type (and a number's
-// minimum of 1), in the tool's parameter order, then the values in the same
-// order. So {"file_path": "", "offset": "x"} reports offset, the first type
-// error, while {"file_path": "", "offset": 1.5} reports file_path.
+// the original tool-fs's checks did: first every declared argument's JSON
+// type (and a number's minimum), in declaration order, by typePass; then
+// the values in the same order, by each tool. So {"file_path": "",
+// "offset": "x"} reports offset, the first type error, while
+// {"file_path": "", "offset": 1.5} reports file_path.
+
+// maxParams bounds the arguments of one tool, so the type pass's values
+// live on the stack.
+const maxParams = 8
+
+// typed is one declared argument after the type pass.
+type typed struct {
+	raw     []byte // nil: absent or null
+	str     string
+	num     float64
+	boolean bool
+}
+
+func (v typed) present() bool { return v.raw != nil }
+
+// values are a tool's declared arguments after the type pass, by name.
+type values struct {
+	params []render.Param
+	v      [maxParams]typed
+}
+
+// of returns the declared argument name; it panics on an undeclared name,
+// a programming error every test of the tool reaches.
+func (vs *values) of(name string) typed {
+	for i, p := range vs.params {
+		if p.Name == name {
+			return vs.v[i]
+		}
+	}
+	panic("tools: argument " + name + " is not declared")
+}
+
+// typePass checks a's members against params in declaration order: a
+// required argument must be sent (unless its stand-in is), and a sent one
+// must have its declared type; the first failure is that argument's
+// Message. Deferred arguments are only collected.
+func (vs *values) typePass(a args) *fault.Error {
+	params := vs.params
+	for i, p := range params {
+		vs.v[i].raw = a.get(p.Name)
+	}
+	for i, p := range params {
+		v := &vs.v[i]
+		if p.Deferred {
+			continue
+		}
+		if v.raw == nil {
+			if p.Required && (p.Unless == "" || vs.of(p.Unless).raw == nil) {
+				return argError(p.Message)
+			}
+			continue
+		}
+		ok := false
+		switch p.Type {
+		case "string":
+			v.str, ok = unquote(v.raw)
+			ok = ok && !(p.NonEmpty && v.str == "")
+		case "number":
+			v.num, ok = numberOf(v.raw)
+			ok = ok && v.num >= float64(p.Min)
+		case "boolean":
+			v.boolean, ok = booleanOf(v.raw)
+		case "array":
+			ok = v.raw[0] == '['
+		}
+		if !ok {
+			return argError(p.Message)
+		}
+	}
+	return nil
+}
+
+// paramOf returns the declared argument name of params.
+func paramOf(params []render.Param, name string) render.Param {
+	for _, p := range params {
+		if p.Name == name {
+			return p
+		}
+	}
+	panic("tools: argument " + name + " is not declared")
+}
 
 type readArgs struct {
 	path          string
@@ -49,28 +126,22 @@ func (x *Executor) readArgs(raw []byte) (readArgs, *fault.Error) {
 	if err != nil {
 		return readArgs{}, err
 	}
-	path, _, pathOK := a.str("file_path")
-	offset, hasOffset, offsetOK := a.number("offset")
-	limit, hasLimit, limitOK := a.number("limit")
-	switch {
-	case !pathOK:
-		return readArgs{}, argError(render.MsgFilePath)
-	case hasOffset && !offsetOK:
-		return readArgs{}, argError(render.MsgOffset)
-	case hasLimit && !limitOK:
-		return readArgs{}, argError(render.MsgLimit)
-	}
-	if err := checkFilePath(path); err != nil {
+	vs := values{params: readParams}
+	if err := vs.typePass(a); err != nil {
 		return readArgs{}, err
 	}
-	r := readArgs{path: path, offset: 1, limit: x.caps.Limit}
-	if hasOffset {
-		if r.offset, err = positiveInt(offset, render.MsgOffset); err != nil {
+	path, offset, limit := vs.of("file_path"), vs.of("offset"), vs.of("limit")
+	if err := checkFilePath(path.str); err != nil {
+		return readArgs{}, err
+	}
+	r := readArgs{path: path.str, offset: 1, limit: x.caps.Limit}
+	if offset.present() {
+		if r.offset, err = positiveInt(offset.num, render.MsgOffset); err != nil {
 			return readArgs{}, err
 		}
 	}
-	if hasLimit {
-		if r.limit, err = positiveInt(limit, render.MsgLimit); err != nil {
+	if limit.present() {
+		if r.limit, err = positiveInt(limit.num, render.MsgLimit); err != nil {
 			return readArgs{}, err
 		}
 		if r.limit > x.caps.Limit {
@@ -92,21 +163,15 @@ func writeArgsOf(raw []byte) (writeArgs, *fault.Error) {
 	if err != nil {
 		return writeArgs{}, err
 	}
-	path, _, pathOK := a.str("file_path")
-	content, _, contentOK := a.str("content")
-	dryRun, hasDry, dryOK := a.boolean("dry_run")
-	switch {
-	case !pathOK:
-		return writeArgs{}, argError(render.MsgFilePath)
-	case !contentOK:
-		return writeArgs{}, argError(msgContent)
-	case hasDry && !dryOK:
-		return writeArgs{}, argError(msgDryRun)
-	}
-	if err := checkFilePath(path); err != nil {
+	vs := values{params: writeParams}
+	if err := vs.typePass(a); err != nil {
 		return writeArgs{}, err
 	}
-	return writeArgs{path: path, content: content, dryRun: dryRun, esc: escalationOf(a)}, nil
+	w := writeArgs{path: vs.of("file_path").str, content: vs.of("content").str, dryRun: vs.of("dry_run").boolean, esc: escalationOf(&vs)}
+	if err := checkFilePath(w.path); err != nil {
+		return writeArgs{}, err
+	}
+	return w, nil
 }
 
 type editArgs struct {
@@ -122,39 +187,25 @@ func editArgsOf(raw []byte) (editArgs, *fault.Error) {
 	if err != nil {
 		return editArgs{}, err
 	}
-	var e editArgs
-	var pathOK, hasOld, oldOK, hasNew, newOK, hasAll, allOK, hasDry, dryOK bool
-	e.path, _, pathOK = a.str("file_path")
-	e.oldString, hasOld, oldOK = a.str("old_string")
-	e.newString, hasNew, newOK = a.str("new_string")
-	e.replaceAll, hasAll, allOK = a.boolean("replace_all")
-	edits := a.get("edits")
-	e.dryRun, hasDry, dryOK = a.boolean("dry_run")
-	e.esc = escalationOf(a)
-	switch {
-	case !pathOK:
-		return editArgs{}, argError(render.MsgFilePath)
-	case edits == nil && !oldOK, hasOld && !oldOK:
-		return editArgs{}, argError(render.MsgOldString)
-	case edits == nil && !newOK, hasNew && !newOK:
-		return editArgs{}, argError(msgNewString)
-	case hasAll && !allOK:
-		return editArgs{}, argError(msgReplaceAll)
-	case edits != nil && edits[0] != '[':
-		return editArgs{}, argError(msgEditsType)
-	case hasDry && !dryOK:
-		return editArgs{}, argError(msgDryRun)
+	vs := values{params: editParams}
+	if err := vs.typePass(a); err != nil {
+		return editArgs{}, err
+	}
+	oldArg, newArg, edits := vs.of("old_string"), vs.of("new_string"), vs.of("edits")
+	e := editArgs{
+		path: vs.of("file_path").str, oldString: oldArg.str, newString: newArg.str,
+		replaceAll: vs.of("replace_all").boolean, dryRun: vs.of("dry_run").boolean, esc: escalationOf(&vs),
 	}
 	if err := checkFilePath(e.path); err != nil {
 		return editArgs{}, err
 	}
-	if edits != nil {
+	if edits.present() {
 		// A replace_all of true beside edits would be silently ignored, so
 		// it counts as the other form too (docs/edits.md).
-		if hasOld || hasNew || e.replaceAll {
+		if oldArg.present() || newArg.present() || e.replaceAll {
 			return editArgs{}, argError(msgBothForms)
 		}
-		if e.batch, err = editItemsOf(edits); err != nil {
+		if e.batch, err = editItemsOf(edits.raw); err != nil {
 			return editArgs{}, err
 		}
 		return e, nil
@@ -169,13 +220,14 @@ func editArgsOf(raw []byte) (editArgs, *fault.Error) {
 }
 
 // editItemsOf checks the items of edits (a JSON array) in order, each with
-// a single edit's checks, named by its JSON path.
+// the declared item arguments' type pass and a single edit's value check,
+// named by its JSON path.
 func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 	var items [][]byte
 	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
 		end := valueEnd(raw, i)
-		if len(items) == MaxEdits {
-			return nil, argError(msgEditsCount)
+		if len(items) == render.MaxEdits {
+			return nil, argError(render.MsgEditsCount)
 		}
 		items = append(items, raw[i:end])
 		i = skipSpace(raw, end)
@@ -184,7 +236,7 @@ func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 		}
 	}
 	if len(items) == 0 {
-		return nil, argError(msgEditsCount)
+		return nil, argError(render.MsgEditsCount)
 	}
 	out := make([]fs.Edit, 0, len(items))
 	for i, item := range items {
@@ -196,19 +248,12 @@ func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 		if err != nil {
 			return nil, argError(at + ": " + err.Message)
 		}
-		var e fs.Edit
-		var oldOK, newOK, hasAll, allOK bool
-		e.OldString, _, oldOK = a.str("old_string")
-		e.NewString, _, newOK = a.str("new_string")
-		e.ReplaceAll, hasAll, allOK = a.boolean("replace_all")
-		switch {
-		case !oldOK || e.OldString == "":
-			return nil, argError(at + "." + render.MsgOldString)
-		case !newOK:
-			return nil, argError(at + "." + msgNewString)
-		case hasAll && !allOK:
-			return nil, argError(at + "." + msgReplaceAll)
-		case e.OldString == e.NewString:
+		vs := values{params: itemParams}
+		if err := vs.typePass(a); err != nil {
+			return nil, argError(at + "." + err.Message)
+		}
+		e := fs.Edit{OldString: vs.of("old_string").str, NewString: vs.of("new_string").str, ReplaceAll: vs.of("replace_all").boolean}
+		if e.OldString == e.NewString {
 			return nil, argError(at + "." + render.MsgStringsEqual)
 		}
 		out = append(out, e)
@@ -217,7 +262,7 @@ func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 }
 
 // searchArgs are glob's and grep's arguments after the type pass; their
-// values are checked by internal/search, in the original's order.
+// values are checked by internal/search, in the original tool-fs's order.
 type searchArgs struct {
 	pattern       string
 	path, include *string
@@ -228,24 +273,21 @@ func searchArgsOf(raw []byte, grep bool) (searchArgs, *fault.Error) {
 	if err != nil {
 		return searchArgs{}, err
 	}
-	var s searchArgs
-	pattern, _, patternOK := a.str("pattern")
-	path, hasPath, pathOK := a.str("path")
-	include, hasInclude, includeOK := a.str("include")
-	switch {
-	case !patternOK:
-		return searchArgs{}, argError(msgPattern)
-	case hasPath && !pathOK:
-		return searchArgs{}, argError(msgPath)
-	case grep && hasInclude && !includeOK:
-		return searchArgs{}, argError(msgInclude)
+	vs := values{params: globParams}
+	if grep {
+		vs.params = grepParams
 	}
-	s.pattern = pattern
-	if hasPath {
-		s.path = &path
+	if err := vs.typePass(a); err != nil {
+		return searchArgs{}, err
 	}
-	if grep && hasInclude {
-		s.include = &include
+	s := searchArgs{pattern: vs.of("pattern").str}
+	if path := vs.of("path"); path.present() {
+		s.path = &path.str
+	}
+	if grep {
+		if include := vs.of("include"); include.present() {
+			s.include = &include.str
+		}
 	}
 	return s, nil
 }
@@ -261,7 +303,7 @@ func positiveInt(f float64, message string) (int, *fault.Error) {
 	return int(f), nil
 }
 
-// checkFilePath applies the original's file_path check, and refuses NUL
+// checkFilePath applies the original tool-fs's file_path check, and refuses NUL
 // bytes (no path can contain one; the kernel would truncate it).
 func checkFilePath(p string) *fault.Error {
 	if strings.TrimSpace(p) == "" {

@@ -99,42 +99,25 @@ func (a args) get(key string) []byte {
 	return nil
 }
 
-// str is the string value of key: present reports a non-null value, ok that
-// it is a JSON string.
-func (a args) str(key string) (s string, present, ok bool) {
-	v := a.get(key)
-	if v == nil {
-		return "", false, false
-	}
-	s, ok = unquote(v)
-	return s, true, ok
-}
-
-// number is the numeric value of key under the schema's minimum of 1 (a
-// value that is not a number of at least 1 is !ok).
-func (a args) number(key string) (f float64, present, ok bool) {
-	v := a.get(key)
-	if v == nil {
-		return 0, false, false
-	}
+// numberOf is the value of a JSON number (false for any other value).
+func numberOf(v []byte) (float64, bool) {
 	if c := v[0]; c != '-' && (c < '0' || c > '9') {
-		return 0, true, false
+		return 0, false
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
-	return f, true, err == nil && f >= 1
+	return f, err == nil
 }
 
-// boolean is the boolean value of key.
-func (a args) boolean(key string) (b, present, ok bool) {
-	switch v := a.get(key); string(v) {
-	case "":
-		return false, false, false
+// booleanOf is the value of a JSON boolean (false, false for any other
+// value).
+func booleanOf(v []byte) (b, ok bool) {
+	switch string(v) {
 	case "true":
-		return true, true, true
+		return true, true
 	case "false":
-		return false, true, true
+		return false, true
 	}
-	return false, true, false
+	return false, false
 }
 
 // unquote decodes a JSON string value that decodeArgs has already checked

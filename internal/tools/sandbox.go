@@ -10,6 +10,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
 )
 
 // SandboxMode is the fence on writes and edits (docs/sandbox.md). The
@@ -24,9 +25,9 @@ const (
 	// SandboxReadOnly denies every write and edit.
 	SandboxReadOnly SandboxMode = "read-only"
 	// SandboxWorkspaceWrite allows writes and edits under the session's cwd.
-	SandboxWorkspaceWrite SandboxMode = "workspace-write"
+	SandboxWorkspaceWrite SandboxMode = render.ModeWorkspaceWrite
 	// SandboxDangerFullAccess allows writes and edits anywhere in the root.
-	SandboxDangerFullAccess SandboxMode = "danger-full-access"
+	SandboxDangerFullAccess SandboxMode = render.ModeDangerFullAccess
 )
 
 // ParseSandboxMode accepts the four modes.
@@ -66,8 +67,7 @@ const (
 
 // Our own argument texts where the original has none (docs/sandbox.md).
 const (
-	msgSandboxPermissions = `sandbox_permissions must be "workspace-write" or "danger-full-access"`
-	msgJustificationLong  = "invalid justification: expected one sentence of at most 1000 characters"
+	msgJustificationLong = "invalid justification: expected one sentence of at most 1000 characters"
 	// maxJustification bounds what a pending approval holds and shows.
 	maxJustification = 1000
 )
@@ -106,17 +106,16 @@ type escalation struct {
 	justification string
 }
 
-// escalationOf reads the two escalation arguments; their checks depend on
-// the server's mode (Executor.checkEscalation).
-func escalationOf(a args) escalation {
+// escalationOf reads the two escalation arguments, which the type pass
+// defers: their checks depend on the server's mode (Executor.checkEscalation).
+func escalationOf(vs *values) escalation {
 	var e escalation
-	var mode string
-	var isString bool
-	mode, e.present, isString = a.str("sandbox_permissions")
-	if m := SandboxMode(mode); isString && (m == SandboxWorkspaceWrite || m == SandboxDangerFullAccess) {
-		e.mode, e.modeOK = m, true
+	perm, reason := vs.of("sandbox_permissions"), vs.of("justification")
+	e.present, e.hasReason = perm.present(), reason.present()
+	if mode, isString := unquote(perm.raw); isString && (mode == render.ModeWorkspaceWrite || mode == render.ModeDangerFullAccess) {
+		e.mode, e.modeOK = SandboxMode(mode), true
 	}
-	e.justification, e.hasReason, e.reasonOK = a.str("justification")
+	e.justification, e.reasonOK = unquote(reason.raw)
 	return e
 }
 
@@ -133,7 +132,7 @@ func (x *Executor) checkEscalation(e escalation) *fault.Error {
 	}
 	switch {
 	case e.present && !e.modeOK:
-		return argError(msgSandboxPermissions)
+		return argError(render.MsgSandboxPermissions)
 	case e.present && !e.hasReason:
 		return argError(msgEscalationNeedsJustification)
 	case !e.present && e.hasReason:

@@ -431,12 +431,12 @@ export interface components {
             file_path: string;
             /**
              * Format: double
-             * @description 1-based first line to return. Defaults to 1 (also when null).
+             * @description 1-based first line to return. Defaults to 1.
              */
             offset?: number | null;
             /**
              * Format: double
-             * @description Maximum number of lines to return. Defaults to (also when null) and is capped at the server's --read-limit (2000).
+             * @description Maximum number of lines to return. Defaults to 2000. The default and the cap are the server's --read-limit.
              */
             limit?: number | null;
         };
@@ -452,7 +452,7 @@ export interface components {
             sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
             /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
             justification?: string | null;
-            /** @description Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). Accepted in both profiles; advertised in the catalog by the extended one. */
+            /** @description Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false. Accepted in both profiles; advertised in the catalog by the extended one. */
             dry_run?: boolean | null;
         };
         /** @description Either old_string and new_string (with replace_all), or edits; not both. */
@@ -463,7 +463,7 @@ export interface components {
             old_string?: string;
             /** @description Literal replacement text. Use an empty string to delete the match. */
             new_string?: string;
-            /** @description Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once. */
+            /** @description Replace all matches. Defaults to false; when false, old_string must appear exactly once. */
             replace_all?: boolean | null;
             /**
              * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
@@ -474,7 +474,7 @@ export interface components {
             justification?: string | null;
             /** @description Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all. Accepted in both profiles; advertised in the catalog by the extended one. */
             edits?: components["schemas"]["EditItem"][] | null;
-            /** @description Check everything (arguments, the read-before-write policy, version, matching) and return the change as a unified diff without writing anything. Defaults to false (also when null). */
+            /** @description Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false. Accepted in both profiles; advertised in the catalog by the extended one. */
             dry_run?: boolean | null;
         };
         EditItem: {
@@ -482,21 +482,21 @@ export interface components {
             old_string: string;
             /** @description Literal replacement text. Use an empty string to delete the match. */
             new_string: string;
-            /** @description Replace all matches. Defaults to false (also when null); when false, old_string must appear exactly once. */
+            /** @description Replace all matches. Defaults to false; when false, old_string must appear exactly once. */
             replace_all?: boolean | null;
         };
         GlobRequest: {
-            /** @description Glob pattern to match file paths against (e.g. "**\/*.ts"). */
+            /** @description Glob pattern to match file paths against (e.g. "**\/*.ts", "src/**\/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth. */
             pattern: string;
-            /** @description Directory to search in. Defaults to the session workspace (also when null); a relative path resolves against it. */
+            /** @description Directory to search in. Defaults to the session workspace; a relative path resolves against it. */
             path?: string | null;
         };
         GrepRequest: {
             /** @description Regular expression to search for (ripgrep syntax). */
             pattern: string;
-            /** @description File or directory to search. Defaults to the session workspace (also when null); a relative path resolves against it. */
+            /** @description File or directory to search. Defaults to the session workspace; a relative path resolves against it. */
             path?: string | null;
-            /** @description One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"); null means none. */
+            /** @description One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported. */
             include?: string | null;
         };
         ReadResult: {

@@ -1,0 +1,226 @@
+package render
+
+import "strconv"
+
+// Param is one argument of a tool, declared once (docs/architecture.md,
+// "Where each kind of change goes"). The catalog's schema, the executor's
+// type pass, the MCP tool list, the OpenAPI views and the test that holds
+// api/openapi.yaml's request schemas to it are all built from it.
+type Param struct {
+	Name string
+	// Type is the JSON type: string, number, boolean or array (of objects
+	// with the properties Items).
+	Type string
+	// Description is the catalog's text; LimitMark stands for the
+	// configured read limit.
+	Description string
+	// Message is the argument message of a value of another type (or of a
+	// required one missing), the executor's type pass reports it.
+	Message string
+	// Required: the call must send it, unless it sends Unless instead.
+	Required bool
+	// Unless names the argument that stands in for this required one
+	// (edit's old_string and new_string beside edits): the catalog requires
+	// this one only in a profile that does not advertise that one, and the
+	// contract does not require it.
+	Unless string
+	// NonEmpty refuses an empty string in the type pass (an edits item's
+	// old_string; the single edit's is a value check, after file_path's).
+	NonEmpty bool
+	// Min is a number's minimum (the contract's and the type pass's; the
+	// original's catalog shows none) or an array's minItems; Max an array's
+	// maxItems.
+	Min, Max int
+	// Enum lists the values a string may take.
+	Enum  []string
+	Items []Param
+	// Deferred arguments are type-checked by the tool itself after the type
+	// pass (the escalation's checks depend on the server's sandbox mode).
+	Deferred bool
+	// Extended arguments are advertised by the extended profile only
+	// (accepted by both); Fenced ones only under a sandbox fence.
+	Extended, Fenced bool
+	// Note is what api/openapi.yaml adds after Description for HTTP clients.
+	Note string
+}
+
+// LimitMark in a Description is replaced by the configured read limit.
+const LimitMark = "{limit}"
+
+// Decl declares one tool: its catalog texts and its arguments in the
+// order the catalog lists them and the type pass checks them.
+type Decl struct {
+	Name, Description, Guidance string
+	Params                      []Param
+	// Search tools are listed only when ripgrep can run.
+	Search bool
+}
+
+// The argument messages the original tool-fs does not have; ours, in its
+// style (docs/api.md, "Argument messages").
+const (
+	MsgContent    = "content must be a string"
+	MsgNewString  = "new_string must be a string"
+	MsgReplaceAll = "replace_all must be a boolean"
+	MsgPattern    = "pattern must be a non-empty string"
+	MsgPath       = "path must be a non-empty string when given"
+	MsgInclude    = "include must be a non-empty glob when given"
+	MsgDryRun     = "dry_run must be a boolean"
+	MsgEditsType  = "edits must be an array of {old_string, new_string, replace_all} objects"
+)
+
+// The sandbox modes a call can ask to be widened to (docs/sandbox.md):
+// the values of sandbox_permissions.
+const (
+	ModeWorkspaceWrite   = "workspace-write"
+	ModeDangerFullAccess = "danger-full-access"
+)
+
+// SandboxModes are sandbox_permissions's values, in the contract's order.
+var SandboxModes = []string{ModeWorkspaceWrite, ModeDangerFullAccess}
+
+// MsgSandboxPermissions is our message for a sandbox_permissions that is
+// not one of SandboxModes.
+const MsgSandboxPermissions = `sandbox_permissions must be "` + ModeWorkspaceWrite + `" or "` + ModeDangerFullAccess + `"`
+
+// MaxEdits is the most edits one edit call may carry.
+const MaxEdits = 100
+
+// MsgEditsCount is the message for an edits array outside 1-MaxEdits.
+var MsgEditsCount = "edits must contain between 1 and " + strconv.Itoa(MaxEdits) + " edits"
+
+// Texts shared by several declarations.
+const (
+	descOldString    = "Literal text to replace. Must match exactly."
+	descNewString    = "Literal replacement text. Use an empty string to delete the match."
+	descReplaceAll   = "Replace all matches. Defaults to false; when false, old_string must appear exactly once."
+	descDryRun       = "Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false."
+	noteBothProfiles = "Accepted in both profiles; advertised in the catalog by the extended one."
+)
+
+// escalationParams are write's and edit's sandbox_permissions and
+// justification, the original tool-fs's escalation under a sandbox fence.
+var escalationParams = []Param{
+	{
+		Name: "sandbox_permissions", Type: "string", Enum: SandboxModes, Fenced: true, Deferred: true,
+		Description: "The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval.",
+		Message:     MsgSandboxPermissions,
+		Note:        "Only under --sandbox-mode other than off (docs/sandbox.md).",
+	},
+	{
+		Name: "justification", Type: "string", Fenced: true, Deferred: true,
+		Description: "Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.",
+	},
+}
+
+var dryRun = Param{Name: "dry_run", Type: "boolean", Description: descDryRun, Message: MsgDryRun, Extended: true, Note: noteBothProfiles}
+
+// Tools declares every tool, in catalog order.
+var Tools = []Decl{
+	{
+		Name:        "read",
+		Description: "Read a UTF-8 text file and return line-numbered content.",
+		Guidance:    "Use the read tool \u2014 not shell commands like cat \u2014 to inspect text files. Results include line numbers. Use offset and limit to continue reading large files.",
+		Params: []Param{
+			{Name: "file_path", Type: "string", Required: true, Message: MsgFilePath, Description: "Path to read, resolved by the filesystem backend."},
+			{Name: "offset", Type: "number", Min: 1, Message: MsgOffset, Description: "1-based first line to return. Defaults to 1."},
+			{
+				Name: "limit", Type: "number", Min: 1, Message: MsgLimit,
+				Description: "Maximum number of lines to return. Defaults to " + LimitMark + ".",
+				Note:        "The default and the cap are the server's --read-limit.",
+			},
+		},
+	},
+	{
+		Name:        "write",
+		Description: "Create or fully replace a UTF-8 text file.",
+		Guidance:    "Use the write tool to create files or completely replace file contents. Existing files are overwritten, so read an existing file first (the default fs-policy requires it) and prefer edit for targeted changes.",
+		Params: concat(
+			[]Param{
+				{Name: "file_path", Type: "string", Required: true, Message: MsgFilePath, Description: "Path to write, resolved by the filesystem backend."},
+				{Name: "content", Type: "string", Required: true, Message: MsgContent, Description: "Full UTF-8 text content to write."},
+			},
+			escalationParams,
+			[]Param{dryRun},
+		),
+	},
+	{
+		Name:        "edit",
+		Description: "Edit an existing UTF-8 text file by replacing literal text.",
+		Guidance:    "Use the edit tool for targeted changes to existing UTF-8 text files. It replaces literal old_string with new_string; by default old_string must appear exactly once. If old_string appears multiple times, provide a more specific old_string or set replace_all to true. Read the file first (the default fs-policy requires it), unless you just created or edited it in this session.",
+		Params: concat(
+			[]Param{
+				{Name: "file_path", Type: "string", Required: true, Message: MsgFilePath, Description: "Path to edit, resolved by the filesystem backend."},
+				{Name: "old_string", Type: "string", Required: true, Unless: "edits", Message: MsgOldString, Description: descOldString},
+				{Name: "new_string", Type: "string", Required: true, Unless: "edits", Message: MsgNewString, Description: descNewString},
+				{Name: "replace_all", Type: "boolean", Message: MsgReplaceAll, Description: descReplaceAll},
+			},
+			escalationParams,
+			[]Param{
+				{
+					Name: "edits", Type: "array", Min: 1, Max: MaxEdits, Message: MsgEditsType, Extended: true, Note: noteBothProfiles,
+					Description: "Several edits applied in order, each to the result of the ones before, all or nothing (1-" + strconv.Itoa(MaxEdits) + " items). Send instead of old_string, new_string and replace_all.",
+					Items: []Param{
+						{Name: "old_string", Type: "string", Required: true, NonEmpty: true, Message: MsgOldString, Description: descOldString},
+						{Name: "new_string", Type: "string", Required: true, Message: MsgNewString, Description: descNewString},
+						{Name: "replace_all", Type: "boolean", Message: MsgReplaceAll, Description: descReplaceAll},
+					},
+				},
+				dryRun,
+			},
+		),
+	},
+	{
+		Name:        "glob",
+		Search:      true,
+		Description: "Find files whose paths match a glob pattern. Returns matching file paths \u2014 never directories \u2014 including hidden and ignored files (VCS metadata directories are excluded). Up to 100 paths come back in modification-time order; a larger result instead returns 100 paths sampled across top-level entries and says so. This tool does not enumerate directory entries.",
+		Guidance:    "Use the glob tool \u2014 not shell find or ls \u2014 to find files by name pattern. Use grep to search file contents.",
+		Params: []Param{
+			{Name: "pattern", Type: "string", Required: true, Message: MsgPattern, Description: `Glob pattern to match file paths against (e.g. "**/*.ts", "src/**/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth.`},
+			{Name: "path", Type: "string", Message: MsgPath, Description: "Directory to search in. Defaults to the session workspace; a relative path resolves against it."},
+		},
+	},
+	{
+		Name:        "grep",
+		Search:      true,
+		Description: "Search file contents with a ripgrep regular expression. Returns matching lines with line numbers, grouped by file. Returns the first 250 matches inline and says when there were more. Use read on a matched file for surrounding context.",
+		Guidance:    "Use the grep tool \u2014 not shell grep or rg \u2014 to search file contents. Use read on a matched file when you need surrounding context.",
+		Params: []Param{
+			{Name: "pattern", Type: "string", Required: true, Message: MsgPattern, Description: "Regular expression to search for (ripgrep syntax)."},
+			{Name: "path", Type: "string", Message: MsgPath, Description: "File or directory to search. Defaults to the session workspace; a relative path resolves against it."},
+			{Name: "include", Type: "string", Message: MsgInclude, Description: `One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported.`},
+		},
+	},
+}
+
+// DeclOf returns the declaration of the named tool.
+func DeclOf(name string) (Decl, bool) {
+	for _, d := range Tools {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Decl{}, false
+}
+
+// ParamsOf returns the named tool's arguments; it panics on a name Tools
+// does not declare, a programming error caught at start-up.
+func ParamsOf(name string) []Param {
+	d, ok := DeclOf(name)
+	if !ok {
+		panic("render: no tool " + strconv.Quote(name))
+	}
+	return d.Params
+}
+
+// Nullable reports whether the contract accepts null for p (as absent):
+// any argument no profile requires.
+func (p Param) Nullable() bool { return !p.Required }
+
+func concat(parts ...[]Param) []Param {
+	var out []Param
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
