@@ -21,10 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CodeUnavailable is the code of a mutation refused because its record
-// cannot be written (503, docs/api.md "Errors"); nothing was changed.
-const CodeUnavailable = "AUDIT_UNAVAILABLE"
-
 // ErrUnavailable is wrapped by every error of Reserve and Commit.
 var ErrUnavailable = errors.New("audit log unavailable")
 
@@ -203,7 +199,7 @@ type Reservation struct {
 // be reopened, or the disk has no room for the record (the room is
 // preallocated, so a full disk refuses here, before anything changes,
 // and not in Commit). The caller then refuses the mutation with
-// CodeUnavailable.
+// fault.CodeAuditUnavailable.
 func (l *Log) Reserve() (*Reservation, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -243,37 +243,41 @@ func (s *Store) folders(create bool) (*folders, error) {
 	return d, nil
 }
 
-// Error is a refusal of a revert, or a failure of the store, with a stable
-// code: fault.CodeStaleVersion (Paths are the files that changed),
-// fault.CodeNotRevertible (Seq and Path name the change), fault.CodeIO. Message is
-// the text for the model and the person; Err the cause, for logs.
-type Error struct {
-	Code    fault.Code
-	Message string
-	Paths   []string
-	Seq     int64
-	Path    string
-	Err     error
+// Refusal is what a refused revert names, as the Err of its *fault.Error
+// (errors.As finds it): with fault.CodeStaleVersion the Paths that
+// changed, with fault.CodeNotRevertible the Seq and Path of the change.
+type Refusal struct {
+	Paths []string
+	Seq   int64
+	Path  string
+	Err   error // the cause, for logs
 }
 
-func (e *Error) Error() string { return e.Message }
+func (r *Refusal) Error() string {
+	if r.Err != nil {
+		return r.Err.Error()
+	}
+	return "revert refused"
+}
 
-func (e *Error) Unwrap() error { return e.Err }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// refused is a *fault.Error of code and message whose Err is r.
+func refused(code fault.Code, message string, r *Refusal) *fault.Error {
+	return &fault.Error{Code: code, Message: message, Err: r}
+}
 
 // ioErr is a failure of the store itself, for op ("record", "revert",
 // "list", "forget").
 func ioErr(op string, err error) error {
-	var e *Error
 	var fe *fault.Error
 	switch {
-	case errors.As(err, &e):
-		return e
 	case errors.As(err, &fe):
 		return fe
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &fault.Error{Code: fault.CodeAborted, Message: op + " aborted", Err: err}
 	}
-	return &Error{Code: fault.CodeIO, Message: "cannot " + op + ": the checkpoint store cannot be used", Err: err}
+	return &fault.Error{Code: fault.CodeIO, Message: "cannot " + op + ": the checkpoint store cannot be used", Err: err}
 }
 
 // now is the clock, in UTC.

@@ -163,16 +163,19 @@ func (f *fixture) blobs() (names []string, total int64) {
 	return names, total
 }
 
-// requireCode asserts err is an *Error with code and, unless "", message.
-func requireCode(t *testing.T, err error, code fault.Code, msg string) *Error {
+// requireCode asserts err is a *fault.Error with code and, unless "",
+// message, and returns its Refusal (zero when it has none).
+func requireCode(t *testing.T, err error, code fault.Code, msg string) *Refusal {
 	t.Helper()
-	var e *Error
+	var e *fault.Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, code, e.Code)
 	if msg != "" {
 		assert.Equal(t, msg, e.Message)
 	}
-	return e
+	r := &Refusal{}
+	errors.As(err, &r)
+	return r
 }
 
 // seqsOf is the listing as "seq tool path" lines.

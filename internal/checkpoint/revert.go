@@ -91,18 +91,18 @@ func StaleMessage(paths []string) string {
 	return "cannot revert: these files changed since this session's last change to them: " + strings.Join(paths, ", ")
 }
 
-func notRevertible(c *change) *Error {
-	return &Error{Code: fault.CodeNotRevertible, Seq: c.seq, Path: c.path,
-		Message: fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.why)}
+func notRevertible(c *change) *fault.Error {
+	return refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.why),
+		&Refusal{Seq: c.seq, Path: c.path})
 }
 
-func damaged(c *change, err error) *Error {
-	return &Error{Code: fault.CodeNotRevertible, Seq: c.seq, Path: c.path, Err: err,
-		Message: fmt.Sprintf("cannot revert change %d (%s): the content it replaced is damaged or missing in the checkpoint store", c.seq, c.path)}
+func damaged(c *change, err error) *fault.Error {
+	return refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (%s): the content it replaced is damaged or missing in the checkpoint store", c.seq, c.path),
+		&Refusal{Seq: c.seq, Path: c.path, Err: err})
 }
 
-func stale(paths []string) *Error {
-	return &Error{Code: fault.CodeStaleVersion, Paths: paths, Message: StaleMessage(paths)}
+func stale(paths []string) *fault.Error {
+	return refused(fault.CodeStaleVersion, StaleMessage(paths), &Refusal{Paths: paths})
 }
 
 // maxAttempts bounds how often a revert starts again because the session
@@ -125,7 +125,7 @@ const maxAttempts = 8
 // the diffs, and writes nothing.
 func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun bool) (*Result, error) {
 	if to < 0 {
-		return nil, &Error{Code: fault.CodeInvalidArgument, Message: "to must be a non-negative integer"}
+		return nil, fault.New(fault.CodeInvalidArgument, "to must be a non-negative integer")
 	}
 	d, err := s.folders(false)
 	if err != nil {
@@ -277,8 +277,8 @@ func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to i
 // journal, publish, and note it done.
 func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk fs.LockedTargets, targets map[string]*fileTarget, to int64, sel []*change, dryRun bool) (*Result, error) {
 	if to < lg.h.floor {
-		return nil, &Error{Code: fault.CodeNotRevertible, Seq: lg.h.floor,
-			Message: fmt.Sprintf("cannot revert to change %d: the changes up to %d are no longer kept", to, lg.h.floor)}
+		return nil, refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert to change %d: the changes up to %d are no longer kept", to, lg.h.floor),
+			&Refusal{Seq: lg.h.floor})
 	}
 	if len(sel) == 0 {
 		return nothing(dryRun), nil

@@ -67,6 +67,16 @@ const (
 // (docs/events.md).
 const CodeTooManySubscribers Code = "TOO_MANY_SUBSCRIBERS"
 
+// Codes of identities and the audit log (docs/identity.md).
+const (
+	// CodeInsufficientScope: a verified access token without the scope the
+	// route needs.
+	CodeInsufficientScope Code = "INSUFFICIENT_SCOPE"
+	// CodeAuditUnavailable: a mutation refused because its audit record
+	// cannot be written; nothing was changed.
+	CodeAuditUnavailable Code = "AUDIT_UNAVAILABLE"
+)
+
 // Codes a transport raises before or around a tool call.
 const (
 	CodeUnauthorized     Code = "UNAUTHORIZED"

@@ -19,6 +19,7 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeSandboxDenied:        http.StatusForbidden,
 	fault.CodeEscalationDenied:     http.StatusForbidden,
 	fault.CodeNotApprover:          http.StatusForbidden,
+	fault.CodeInsufficientScope:    http.StatusForbidden,
 	fault.CodeApprovalNotFound:     http.StatusNotFound,
 	fault.CodeApprovalNotPending:   http.StatusConflict,
 	// Approvals are bounded (--max-approvals); retry once some are decided.
@@ -46,6 +47,7 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeSessionStoreUnavailable: http.StatusServiceUnavailable,
 	// GET /events past --events-max-subscribers (docs/events.md).
 	fault.CodeTooManySubscribers: http.StatusServiceUnavailable,
+	fault.CodeAuditUnavailable:   http.StatusServiceUnavailable,
 	fault.CodeSearchAborted:      http.StatusGatewayTimeout,
 	// A cancelled call has no client left to read the answer; nginx's 499
 	// keeps it apart from server faults in access logs and metrics.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // The paths of the RFC 9728 metadata: the server's, and the /mcp
@@ -99,12 +101,13 @@ type TokenVerifier interface {
 }
 
 // Denial is a refused request, for the transport to answer through its one
-// problem writer: Status 401 (Code UNAUTHORIZED) or 403 (Code
-// INSUFFICIENT_SCOPE), the exact WWW-Authenticate value, a safe Message
-// for the body, and Err (the reason, for logs only; never sent).
+// problem writer: Status 401 (fault.CodeUnauthorized) or 403
+// (fault.CodeInsufficientScope), as the transport's table maps them; the
+// exact WWW-Authenticate value, a safe Message for the body, and Err (the
+// reason, for logs only; never sent).
 type Denial struct {
 	Status    int
-	Code      string
+	Code      fault.Code
 	Challenge string
 	Message   string
 	Err       error
@@ -127,7 +130,7 @@ func (g Guard) Authenticate(r *http.Request) (Principal, *Denial) {
 		}
 	}
 	return Principal{}, &Denial{
-		Status: http.StatusUnauthorized, Code: CodeUnauthorized, Challenge: g.Resource.Unauthorized(),
+		Status: http.StatusUnauthorized, Code: fault.CodeUnauthorized, Challenge: g.Resource.Unauthorized(),
 		Message: "missing or invalid access token", Err: err,
 	}
 }
@@ -138,7 +141,7 @@ func Require(p Principal, scope string) *Denial {
 		return nil
 	}
 	return &Denial{
-		Status: http.StatusForbidden, Code: CodeInsufficientScope, Challenge: InsufficientScope(scope),
+		Status: http.StatusForbidden, Code: fault.CodeInsufficientScope, Challenge: InsufficientScope(scope),
 		Message: "the access token lacks the scope " + scope, Err: ErrInsufficientScope,
 	}
 }

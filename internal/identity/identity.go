@@ -26,14 +26,6 @@ const (
 // Scopes lists every scope, in the order the metadata advertises them.
 var Scopes = []string{ScopeRead, ScopeWrite, ScopeApprove, ScopeAdmin}
 
-// Codes of the problems a transport answers for a refused token, in the
-// one code set of docs/api.md ("Errors"). UNAUTHORIZED is the code the
-// static --token already answers with.
-const (
-	CodeUnauthorized      = "UNAUTHORIZED"       // 401
-	CodeInsufficientScope = "INSUFFICIENT_SCOPE" // 403
-)
-
 // Principal is who a verified access token speaks for.
 type Principal struct {
 	// Subject is the token's sub: the one key that scopes sessions,
