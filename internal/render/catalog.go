@@ -8,7 +8,7 @@ import (
 )
 
 // Tool is one catalog entry: what a frontend hands a model about a tool.
-// Parameters is the JSON input schema, byte for byte as the original's.
+// Parameters is the JSON input schema, byte for byte as the original tool-fs's.
 type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
@@ -23,9 +23,9 @@ type Profile string
 // The two profiles.
 const (
 	// ProfileExtended (the default) adds dry_run to write and edit and edits
-	// to edit, after the original's properties, and hints on edit misses.
+	// to edit, after the original tool-fs's properties, and hints on edit misses.
 	ProfileExtended Profile = "extended"
-	// ProfileOriginal is the original's surface byte for byte.
+	// ProfileOriginal is the original tool-fs's surface byte for byte.
 	ProfileOriginal Profile = "original"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
-// Argument messages, byte for byte as the original's (docs/api.md, "Argument messages").
+// Argument messages, byte for byte as the original tool-fs's (docs/api.md, "Argument messages").
 const (
 	MsgFilePath     = "file_path must be a non-empty string"
 	MsgOffset       = "offset must be a positive integer"
@@ -106,7 +106,7 @@ func WriteOutput(display string, created bool) string {
 }
 
 // EditOutput is the edit success text. Its wording follows the replace_all
-// argument, not the number of replacements (as the original).
+// argument, not the number of replacements (as the original tool-fs).
 func EditOutput(display string, replaceAll bool) string {
 	if replaceAll {
 		return "The file " + display + " has been updated. All occurrences were successfully replaced."
@@ -129,7 +129,7 @@ func Remedy(code fault.Code) string {
 	return ""
 }
 
-// langByExt is the original's extension map (read-render.ts).
+// langByExt is the original tool-fs's extension map (read-render.ts).
 var langByExt = map[string]string{
 	"ts": "ts", "tsx": "tsx", "mts": "ts", "cts": "ts",
 	"js": "js", "jsx": "jsx", "mjs": "js", "cjs": "js",
@@ -146,7 +146,7 @@ var langByExt = map[string]string{
 
 // Lang is the syntax-highlighting hint for path's extension, or "" when it
 // is unknown. The extension is case-insensitive and a dotfile (".bashrc")
-// has none; both '/' and '\' separate folders, as in the original.
+// has none; both '/' and '\' separate folders, as in the original tool-fs.
 func Lang(path string) string {
 	base := path[strings.LastIndexAny(path, `/\`)+1:]
 	dot := strings.LastIndexByte(base, '.')

@@ -1,5 +1,5 @@
 // Package render turns raw file bytes into the read window and produces the
-// texts of the original's tools: read, write and edit outputs, their error
+// texts of the original tool-fs's tools: read, write and edit outputs, their error
 // texts and argument messages, remedies, diffs and the tool catalog. (Texts
 // of our own, such as body and session messages, live beside the code that
 // raises them in internal/tools; search texts in internal/search.) It is pure: no I/O, no HTTP, and it imports
@@ -20,7 +20,7 @@ import (
 // byte budget of the shown lines' texts.
 type Caps struct{ Limit, MaxLineLength, MaxBytes int }
 
-// DefaultCaps returns the original's read caps: 2000 lines, 2000 code points
+// DefaultCaps returns the original tool-fs's read caps: 2000 lines, 2000 code points
 // per line, 51200 bytes.
 func DefaultCaps() Caps { return Caps{Limit: 2000, MaxLineLength: 2000, MaxBytes: 51200} }
 

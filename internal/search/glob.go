@@ -22,7 +22,7 @@ const globRecovery = "The complete result could not be saved; narrow pattern or 
 // pattern or include can bring them back.
 var privateGlobs = []string{"--glob=!**/" + fs.PrivateDir, "--glob=!**/" + fs.PrivateDir + "/**", "--glob=!**/" + fs.TempGlob}
 
-// globArgs is the original's argv after --no-config: files only, oldest
+// globArgs is the original tool-fs's argv after --no-config: files only, oldest
 // first, hidden and ignored files included (--no-ignore also reads no ignore
 // file anywhere), VCS folders and the server's private files excluded.
 func globArgs(pattern, root string) []string {

@@ -23,7 +23,7 @@ const (
 	scanBufInit   = 64 << 10 // initial scanner buffer; it grows up to the raw budget
 )
 
-// grepArgs is the original's argv after --no-config: rg's default filtering
+// grepArgs is the original tool-fs's argv after --no-config: rg's default filtering
 // (.gitignore, hidden files skipped) applies, but only with ignore files
 // inside the searched tree: none from the folders above it, the user's
 // global one or .git/info/exclude (which a .git file may place anywhere).

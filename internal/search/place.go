@@ -337,7 +337,7 @@ func (p place) private(key string) bool {
 }
 
 // shown makes a path rg printed relative to the session cwd when it lies
-// inside it, as the original did; anything else is returned unchanged.
+// inside it, as the original tool-fs did; anything else is returned unchanged.
 func (p place) shown(rgPath string) string {
 	return cwdRelative(rgPath, p.display())
 }

@@ -24,7 +24,7 @@ func signalGroup(pid int, sig syscall.Signal) {
 	_ = syscall.Kill(-pid, sig)
 }
 
-// signalName is the conventional name of sig (SIGKILL), as the original's
+// signalName is the conventional name of sig (SIGKILL), as the original tool-fs's
 // Node runtime reported it.
 func signalName(sig syscall.Signal) string {
 	if name := unix.SignalName(sig); name != "" {

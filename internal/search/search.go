@@ -1,7 +1,7 @@
 // Package search implements the discovery tools glob and grep on top of the
 // real ripgrep binary, run as a confined child process.
 //
-// Search deliberately does not extend the fs provider seam (as the original
+// Search deliberately does not extend the fs provider seam (as the original tool-fs
 // did not): it borrows only Resolve from it, to confine the optional path
 // argument to the workspace root, and runs rg in the session cwd. Results are
 // the model-facing text plus JSON-ready card metadata.
@@ -16,7 +16,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
-// The caps of the original (DH tool-fs-search defaults).
+// The caps of the original tool-fs (DH tool-fs-search defaults).
 const (
 	// GlobMaxResults is how many paths glob shows.
 	GlobMaxResults = 100
@@ -192,7 +192,7 @@ func abortedError(tool string, cause error) *fault.Error {
 	return &fault.Error{Code: fault.CodeSearchAborted, Message: tool + " was aborted before completion (tool timeout or caller cancellation)", Err: cause}
 }
 
-// Argument messages, verbatim from the original.
+// Argument messages, verbatim from the original tool-fs.
 const (
 	msgPattern         = "pattern must be a non-empty string"
 	msgPath            = "path must be a non-empty string when given"
@@ -285,7 +285,7 @@ func hasTopLevelComma(g string) bool {
 }
 
 // cwdRelative makes an absolute path inside cwd relative to it (cwd itself
-// becomes "."); anything else is returned unchanged, as the original did.
+// becomes "."); anything else is returned unchanged, as the original tool-fs did.
 func cwdRelative(p, cwd string) string {
 	if !filepath.IsAbs(p) {
 		return p

@@ -65,14 +65,14 @@ const (
 	msgEscalationUnavailable        = "sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)"
 )
 
-// Our own argument texts where the original has none (docs/sandbox.md).
+// Our own argument texts where the original tool-fs has none (docs/sandbox.md).
 const (
 	msgJustificationLong = "invalid justification: expected one sentence of at most 1000 characters"
 	// maxJustification bounds what a pending approval holds and shows.
 	maxJustification = 1000
 )
 
-// sandboxDenied is the original's denial: the marker and the hint.
+// sandboxDenied is the original tool-fs's denial: the marker and the hint.
 func sandboxDenied(mode SandboxMode) *fault.Error {
 	return fault.New(fault.CodeSandboxDenied, "[sandbox: file access denied under "+string(mode)+" mode]\n"+
 		"[sandbox: escalation available \u2014 retry this exact operation once with sandbox_permissions "+
@@ -119,7 +119,7 @@ func escalationOf(vs *values) escalation {
 	return e
 }
 
-// checkEscalation applies the original's checks of the two arguments, in
+// checkEscalation applies the original tool-fs's checks of the two arguments, in
 // its order (docs/sandbox.md). Without a fence sandbox_permissions is
 // refused and justification alone is an unknown argument, ignored as any
 // other.
@@ -202,5 +202,5 @@ func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e 
 	return escalationCancelled(e.mode)
 }
 
-// modeQ quotes a mode as the original's texts do.
+// modeQ quotes a mode as the original tool-fs's texts do.
 func modeQ(m SandboxMode) string { return `"` + string(m) + `"` }
