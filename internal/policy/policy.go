@@ -86,7 +86,7 @@ func (Off) Touch(string) error { return nil }
 func (Off) Forget(string) (bool, error) { return false, nil }
 
 // notObserved is the model-facing refusal of an edit the session never read
-// (the HTTP layer appends the remedy).
+// (the executor appends the remedy, render.Remedy, whatever the transport).
 func notObserved(t fs.Target) error {
 	return fault.New(fault.CodeNotObserved, `edit requires reading "`+t.Display+`" first`)
 }
