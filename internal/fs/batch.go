@@ -55,8 +55,9 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 		out.Hash = HashBytes(after)
 	}
 	if int64(len(text)) < l.diffMax && int64(len(after)) < l.diffMax {
-		b, a := string(lfNormalize(text)), string(lfNormalize(after))
-		out.Before, out.After = &b, &a
+		rb, ra := string(text), string(after)
+		b, a := lfNormalizeString(rb), lfNormalizeString(ra)
+		out.Before, out.After, out.BeforeRaw, out.AfterRaw = &b, &a, &rb, &ra
 	}
 	kp.published(&Published{Version: out.Version, Before: out.Before, After: out.After})
 	return out, nil

@@ -108,8 +108,9 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		out.Hash = hashOf(sc.hash)
 	}
 	if sc.keepBasis {
-		b, a := lfNormalizeString(sc.before.String()), lfNormalizeString(sc.after.String())
-		out.Before, out.After = &b, &a
+		rb, ra := sc.before.String(), sc.after.String()
+		b, a := lfNormalizeString(rb), lfNormalizeString(ra)
+		out.Before, out.After, out.BeforeRaw, out.AfterRaw = &b, &a, &rb, &ra
 	}
 	kp.published(&Published{Version: out.Version, Before: out.Before, After: out.After})
 	return out, nil

@@ -184,13 +184,17 @@ const (
 // WriteOutcome is a successful write. Before is the previous content as an
 // LF-normalized diff basis, nil for a create or when the provider declines a
 // basis (not UTF-8, or either side at or above the diff-basis limit). After
-// is the LF-normalized new content, set only when Before is.
+// is the LF-normalized new content, set only when Before is. BeforeRaw is
+// the previous content's exact bytes (CRLF and any encoding kept, for a
+// checker that must see the file as it was: docs/diagnostics.md), under
+// the same size limit but whatever its encoding; nil for a create.
 type WriteOutcome struct {
 	Operation Operation
 	Version   Version
 	Hash      Hash // of the content written ("" for a dry run)
 	Before    *string
 	After     string
+	BeforeRaw *string
 }
 
 // EditRequest is a literal replacement, or a batch of them. OldString is
@@ -232,11 +236,16 @@ type Edit struct {
 const BatchMaxBytes = 64 << 20
 
 // EditOutcome is a successful edit. Before and After are LF-normalized diff
-// bases, nil when the file is at or above the diff-basis limit.
+// bases, nil when the file is at or above the diff-basis limit; BeforeRaw
+// and AfterRaw are the same two versions' exact bytes (CRLF kept, for a
+// checker that must see the file as it is: docs/diagnostics.md), set when
+// Before is.
 type EditOutcome struct {
 	Version      Version
 	Hash         Hash // of the new content ("" for a dry run)
 	Replacements int
 	Before       *string
 	After        *string
+	BeforeRaw    *string
+	AfterRaw     *string
 }

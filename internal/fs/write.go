@@ -320,9 +320,9 @@ func (o *oldFile) closeLater() {
 	}
 }
 
-// text is the old file's text with CRLF as LF when it is UTF-8 without NUL
-// and of the size it had when opened; else nil.
-func (o *oldFile) text() *string {
+// raw is the old file's exact bytes when it still has the size it had
+// when opened; else nil.
+func (o *oldFile) raw() *string {
 	c := chunks.Get().(*[editChunk]byte)
 	defer chunks.Put(c)
 	var b strings.Builder
@@ -341,10 +341,19 @@ func (o *oldFile) text() *string {
 		b.Write(c[:n])
 	}
 	s := b.String()
-	if int64(len(s)) != o.size || strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
-		return nil // changed size while we read, or not text
+	if int64(len(s)) != o.size {
+		return nil // changed size while we read
 	}
-	s = lfNormalizeString(s)
+	return &s
+}
+
+// textOf is raw bytes as a diff basis: CRLF as LF, when they are UTF-8
+// without NUL; else nil.
+func textOf(raw *string) *string {
+	if raw == nil || strings.IndexByte(*raw, 0) >= 0 || !utf8.ValidString(*raw) {
+		return nil
+	}
+	s := lfNormalizeString(*raw)
 	return &s
 }
 
@@ -360,6 +369,7 @@ type writeSide struct {
 	sha256 [32]byte // with a Keeper only
 	before *string
 	after  string
+	raw    *string // the old file's exact bytes
 }
 
 // startWriteSide starts the side work of writing content over old (nil for
@@ -374,7 +384,8 @@ func (l *Local) startWriteSide(old *oldFile, content string, sum bool) *writeSid
 			s.sha256 = sha256.Sum256(unsafe.Slice(unsafe.StringData(content), len(content))) // read only: no copy
 		}
 		if basis {
-			if s.before = old.text(); s.before != nil {
+			s.raw = old.raw()
+			if s.before = textOf(s.raw); s.before != nil {
 				s.after = lfNormalizeString(content)
 			}
 		}
@@ -390,7 +401,7 @@ func (s *writeSide) wait() *writeSide {
 
 // fill puts the hash and the diff basis into out.
 func (s *writeSide) fill(out *WriteOutcome) {
-	out.Hash, out.Before, out.After = s.hash, s.before, s.after
+	out.Hash, out.Before, out.After, out.BeforeRaw = s.hash, s.before, s.after, s.raw
 }
 
 // lfNormalize turns CRLF into LF (a lone CR stays).
