@@ -262,6 +262,45 @@ type CatalogTool struct {
 	Parameters json.RawMessage `json:"parameters"`
 }
 
+// Diagnostics What the --diagnostics checkers found after this write or edit
+// (extended profile; docs/diagnostics.md): one result when one checker
+// matched the file, a list in configuration order for several; absent
+// when none matched or no checker is configured.
+type Diagnostics struct {
+	union json.RawMessage
+}
+
+// Diagnostics1 defines model for Diagnostics.1.
+type Diagnostics1 = []DiagnosticsResult
+
+// DiagnosticsProblem defines model for DiagnosticsProblem.
+type DiagnosticsProblem struct {
+	// Col null when the checker gave no column.
+	Col     *int   `json:"col"`
+	Line    int    `json:"line"`
+	Message string `json:"message"`
+}
+
+// DiagnosticsResult One checker's answer. fresh is true when the problems come from the
+// checker run on exactly the version this answer reports; false when
+// it could not answer (unavailable says why, introduced is empty).
+type DiagnosticsResult struct {
+	Checker string `json:"checker"`
+	Fresh   bool   `json:"fresh"`
+
+	// Introduced The problems the change introduced, in line order, at most 100.
+	Introduced []DiagnosticsProblem `json:"introduced"`
+
+	// More How many introduced problems are past the 100 listed (present only then).
+	More *int `json:"more,omitempty"`
+
+	// Resolved How many problems of the version before are gone.
+	Resolved int `json:"resolved"`
+
+	// Unavailable Why the checker could not answer ("timed out after 5s", "did not start").
+	Unavailable *string `json:"unavailable,omitempty"`
+}
+
 // Diff One hunk with 3 lines of context; path is file_path as sent.
 type Diff struct {
 	NewText string  `json:"newText"`
@@ -290,7 +329,12 @@ type EditItem struct {
 
 // EditMetadata defines model for EditMetadata.
 type EditMetadata struct {
-	Diffs []Diff `json:"diffs"`
+	// Diagnostics What the --diagnostics checkers found after this write or edit
+	// (extended profile; docs/diagnostics.md): one result when one checker
+	// matched the file, a list in configuration order for several; absent
+	// when none matched or no checker is configured.
+	Diagnostics *Diagnostics `json:"diagnostics,omitempty"`
+	Diffs       []Diff       `json:"diffs"`
 }
 
 // EditRequest Either old_string and new_string (with replace_all), or edits; not both.
@@ -467,8 +511,13 @@ type UnavailableTool struct {
 
 // WriteMetadata defines model for WriteMetadata.
 type WriteMetadata struct {
-	Diffs     []Diff                 `json:"diffs"`
-	Operation WriteMetadataOperation `json:"operation"`
+	// Diagnostics What the --diagnostics checkers found after this write or edit
+	// (extended profile; docs/diagnostics.md): one result when one checker
+	// matched the file, a list in configuration order for several; absent
+	// when none matched or no checker is configured.
+	Diagnostics *Diagnostics           `json:"diagnostics,omitempty"`
+	Diffs       []Diff                 `json:"diffs"`
+	Operation   WriteMetadataOperation `json:"operation"`
 }
 
 // WriteMetadataOperation defines model for WriteMetadata.Operation.
@@ -555,6 +604,68 @@ type ReadToolJSONRequestBody = ReadRequest
 
 // WriteToolJSONRequestBody defines body for WriteTool for application/json ContentType.
 type WriteToolJSONRequestBody = WriteRequest
+
+// AsDiagnosticsResult returns the union data inside the Diagnostics as a DiagnosticsResult
+func (t Diagnostics) AsDiagnosticsResult() (DiagnosticsResult, error) {
+	var body DiagnosticsResult
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDiagnosticsResult overwrites any union data inside the Diagnostics as the provided DiagnosticsResult
+func (t *Diagnostics) FromDiagnosticsResult(v DiagnosticsResult) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDiagnosticsResult performs a merge with any union data inside the Diagnostics, using the provided DiagnosticsResult
+func (t *Diagnostics) MergeDiagnosticsResult(v DiagnosticsResult) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDiagnostics1 returns the union data inside the Diagnostics as a Diagnostics1
+func (t Diagnostics) AsDiagnostics1() (Diagnostics1, error) {
+	var body Diagnostics1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDiagnostics1 overwrites any union data inside the Diagnostics as the provided Diagnostics1
+func (t *Diagnostics) FromDiagnostics1(v Diagnostics1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDiagnostics1 performs a merge with any union data inside the Diagnostics, using the provided Diagnostics1
+func (t *Diagnostics) MergeDiagnostics1(v Diagnostics1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Diagnostics) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Diagnostics) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsCatalog returns the union data inside the ListTools200JSONResponseBody as a Catalog
 func (t ListTools200JSONResponseBody) AsCatalog() (Catalog, error) {
@@ -1274,100 +1385,107 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7HxtU9tItvBfOaVnqwIzsnE2mXl2oO4HbyAZthJIATNTe8dc3JaO7Q5yt7a7hfGm+O+3zumWLNkyOAS2",
-	"cmvmm62X7tPn/VWfo0TPcq1QORvtf44M2lwri/zng04xOzJGG/qXaOVQOfrp8Nbt5ZmQ6gCSqTAW3X8V",
-	"btz5G920yRRngh9b5BjtR9YZqSbR3d1dHKVoEyNzJ7WK9qOLKUJu9CjD2QsLQ124vHBD2BnypvswKHq9",
-	"V8kMrRUT5D843I1hLt0U3BTBOuEKC3oM0llIdIpdOLpBs4CxkFlhELSCvRkdY+87EMrO0ViwOgZRuCkI",
-	"lUKhrpWeKzC6cGhBqiQrUky70V3sz3+Bt+4Zj++0zmpnjwFvReKyBZ+PNuIffASwiJYB++hxtgKWyPNM",
-	"JoIW3wtY/f6TpZ3qUP3F4Djaj/7f3pLwe/6u3SvXbYG1r+Ds7Rv46fUP/78kWYMOowxhSBQYMlqXQPMZ",
-	"yuN1I1o5bEfQ9JWbGp3L5ELrjC7kRudonPQc2IBhDaNxJFVeuKvl4USaSnpYZB9r6zhTYBvuE+FEpieE",
-	"/lwYMUOHxg67UVxupEefMHFRHN12JroTLhJKu2di/sGzJYGhxAzbKB5HBv9VSINptP+7f6oJx8oJLld3",
-	"voubGFpHSsVEFoSF6mEI0FkY8k0+lXQ4sw/xQJMidxVEwhixYIDy3Ogb0UKtxKBwdNbP0VibmXDRfpQK",
-	"hx0n+eRr5EvleNx+okRkJBbJVKgJ0skEFEqOJaZALy3FRFiW/dQswBQK7FTP6QqIsUPDbDiWxjrIpELY",
-	"SXVi9zCVznZn6e4+DKJOpxPUTC7c1OuYQRTDIPr+++9b7lTcPS3UtY1B+02UdghuKhzJgkpJkcBYGxAM",
-	"LhEIMmEmRCq4Rsy70Hcw09bBjz/88OpHGC0c2hiSooRcwHyqM2S4D2gLBc4UKiEEg7T0B7vgaYFpzEAQ",
-	"0ggLFrTKFjCfygwJF3NdZClYJ7MMZuIaazpGVjj2uLFCpSN9S9jptlEMb3NpWmQz+o0hLIGwTucW5kI6",
-	"qSaw0+mIwDTMCro6ZeAY3ms7lpFpqyIgXdPOSXRnCZiw15YIQxuiKmYkl3Ntrm0uEuzMjXQsooQR0xkX",
-	"WdYRSYLW1kRzuSnxRfumh8fnH9/3/wn0BJknVuZEf9eKVYMi6OnmUoMIbSIy4RACYYh/glXUaTCJpZ38",
-	"VFgnx8EClPzatp1Fa2XbfqXkEdHCQ7AziAYRzBvknYoUlFbYziMuqPIKvwGrJHeteKwYu5Wt3BSNl6K5",
-	"sF5CGlJTg2GkdYZCrWlemUbLUwcAA/kC61Q0CEqpDlRcKbYl/7dq6sDjh5jIEr+r5mx5p8SOlwwPAa+0",
-	"jqGV01Sr3AfEe2ndOgClGPKf7cxBqe1bLEFSGOt9w3U2UjhH66DcEHSOClOwGsbCHIBFlbKatjBkVTAk",
-	"ziaFwWqTVSreuoZekMr9+HpJbKkcTtCsoWd5xgrCNkS98cZ/HUeutLNb4Scss8lYFkrcCJmRe9SCJzbb",
-	"rIQtmhs0MBUWRoWDRCilHVs0peewM8n0iC3PxGDOfhfpUCNz+l/3iD0Xb23sf1mC136CFdx63NyDzse5",
-	"cZNCpkIluNm7eWHBLqzDWSc3epY7KF9h/7JVDW1wykjuS1/vy13GAMs/zk9PgF038KhsOCRNjx2k+2KX",
-	"chvPsXaMGgbbaHPY6madKu/EeOZ5xZ4Gx1IcUty6A2+9pIWxzPCK/wjiVMXnaVJY4bwMlNbwrbO0vKeK",
-	"LMiCR/BGk3q/Bgyau1w4rrZvO/1RKt3P0odIqxiAt+dXR4fHF1cnpxdXb09/OTmEHbx1qFJMKcyhk+/G",
-	"wY3M8IUFgxOyiuy6WTmTmTCkuXSWXnlg45IDfMjzwsIg+tB4Gm/dIAroJn+V9OCKZ7qOYFTpe6nqDF3p",
-	"vzjitRoqa93Grigm64Rxm1ZcQffy2biCo9x0E8aPnY9P19gkoGmdGu+lQyMyMJhnIsEZKueFG36xCEIB",
-	"znK3AP864TzFDJ337WbCJdNWLbAkzOYdfZity5278KGwzq9ZivUGt42fvxJZtr74mb8Jgp1ul0zRduEQ",
-	"x6LInKXdxiKzeOA9K/4d17gIZoW3nihMpVq0SpAA2SBFm7yfGgriOgU2ke4DOpEKJ1r0uByPtzeNrHYe",
-	"sih+yU2gnOG/CrQtonsk2S2sIYys4/JwsMNarUahXY7VWMIOKFyDkXbTdTlLzeLKFC2+8ZspJteAN2gW",
-	"bso7CDMpiEttXJretDPCsTYhkIBcZzJZxJ78Uk12GUiDrjDBmd4Q3lYWntbxh/ObtnBQF/pJgjmHhYoP",
-	"VSouewAivaGjWX/TLXMeMPIZpkrZabUVa3kvviX+OyfMiMwjGDgV5TfVJkUTA4pkSjB7TNkic2VcpEkP",
-	"erzFLC3aEH08jl92XvZ6wOy224Vz9hqVdShSer2udWu091iuKP+0GNqK9SsNSKGpuD3277zs9eJoJlX5",
-	"dyO6Ky1dWd51hH8ke+w0IzwmlOrsBtMSaj4dO0wwEsk1qrRVgzVCxjYd5gXVuwghBL3K0cwkx1J2n7DC",
-	"LgGSL1a67oVF0lqcIiWCzKch18CajIGjgMDwtqAQU28y5zJFAz7ivocbaz7en/bkP2BP4qiF9O2+uqdg",
-	"mawIuZfgQq6SvAunKlvAjchk6nWgVtixUwp80JkFSbhQtbc41RyWJs6FFJXE9ACCQbHQ4Gef3ydWLEPC",
-	"sGOhCMhOJ6zVYTA1GxQ3pR3H4/Z02JdmjB7g3xVTuBT2zeaQFOe6XZ7VLPZDaqmy7sTM7KI+7G+H5+Ll",
-	"Rm0Qvsv0qGawmyC2K7FDaTBx2iyIgS0Kk0xBqiZfM9VDMqpC/AEIMJgJJ2/QxylBA1oQE0EmIoRd20Qc",
-	"Dk2L8qPjQLhLcHj5ZUamDZcb7WB30oVB9N13e991nfXZY2uSPX8Bret+soNotwv9aj1WqErDINobRKU8",
-	"81FHwiLFeyAcmX1IMXfTGCw9+13IPw8iv5E3ZgFvrEA5Z+wM4kFZygIBFilWdJojFaGSaVDTvHSLJlqP",
-	"thhDrTQ3mG+keYCgPfTklMZYZg4N2435VAb02hozVLitEPtd9/MnG3+yt3eM0hPtQEAmrTsAhRMv+NKy",
-	"h2eLPNfGYbotI7Rw6FtWXAbSdU79Ntj0DCdFxko9N2H7JfoIsTshTQR2oZy43f06gv+MIvN4atLal2Lr",
-	"iU19/XAqM7zVtlEZm64EkMVshKY9CnbtCYjVXIpfITzetvOHNx/b01iclGMO+8LM0Yc3HzlzBLUVYIcC",
-	"BrJHP0vlYkjROlMkxCn+gs5R/aZNltLf3UdUJbcqnp7/X6+dhgPEDercQ9YyMX5PFVUoIIr5yuke6ZZh",
-	"iFnW48UvyxaXrPX4POtpjqp//LZQidtQYrif6M+SFX0iZvjCrOdm9LSL77iGtPuItILiilZL1Vat9KCC",
-	"47tx2wttMD9U3vdPwpupcPBGz/IMvSr50hp/DUstqcFad8mKqVltAEnRCZnZUH6Yax8ssw2aIalZuy4w",
-	"SWul9tx3kKAx2nAjTwxs+d+eX51f9N8fXf16dHZ+fHoCO697P/lUzvnROV25Or84PTu6+uWk/2v/+H3/",
-	"7++PYOeH3qsYBGdPaKFUOnphrM0EXSiLk7k+w5RLL95qWqcNlpWXEedzkilFF2UyYi4sL+lQ7XbhPAQi",
-	"oULrVfpq0AAiTeHo/E3/ff+CYD08Ojk+OqRDvNqN4eL09OpD/+SfV/2PH89Of+2/P2fQd2M4Ob0IF4/O",
-	"yqfLh+q56te91z6p1Lj58ejk8PjkncdVa6TpCbehYO7FscpBEaYGUdmRFUFucCxvW5edhjT7QzEIp+Mb",
-	"8cc6GD5VsOwhimtArLeFDaJWgJZeSYu7IF2G9+TKV4HqZ3OxsCBGunD7o0yo6wPmVO7GWDZByRQVxaBo",
-	"Hna0gnbwkFTQxl5GKvS06YwzFOnmPG0mfHpi7WTrhYL7SMUuWIuC0OOxRdeO1S17InbEyOqsIPGsUldj",
-	"o2cNNzqZpzHYxSyT6tp79OWzmxoPnMjel0d8oKhR1pD8WUrUNBbZhPiNAc8W6Tpy+h6drsvkTLaIywdx",
-	"K2fFDLxrC3ociku8nSvMSkD9116v14ULDgD5atXTlIgchMFABHOD5oWFTocz27x3s09HFyPm25lUtP99",
-	"Gc3gdTeYp3mIlx2KfNN6u9YG+F9+NRRflHjxFP+6xEtDXLdXfJ2xSDg52V7jflSW5pwjw20OtL0P+NlO",
-	"RY5kHTgzQoE6/4iXPWsxsGDdcUhKsf8BLN8K+Q96jyVhH37/TAvEZWaELhBLnDABY2aPu8u7y40bGMzX",
-	"3c8nz3ittk+sh6ubvO1lx9dWcU94vA2G38jJed6SXRxVOdi6F+y7oqI4KvKUfjzoDC9Xie+p+/GBNqrY",
-	"Wr/zSqKmyDL45eJt528+/x4e5LYiWrHdD/qz2nd/4n8Lixa87D9oBerPysh/tDISVwrgHtXxdba6qVCf",
-	"2GZw921SGOkWnLjyoI1QGDT9ok3MKgnQyusjQJXmWirHnYJ7U07I/ht2iKZvTs/OOUDL5GTq7O6ybzc0",
-	"GHJ3OMtSp+P0NXKrIJ+cBZ/hWIrp1LncD4NINdab+6srR4WZ2acrvKPrVSOBxlH4TulpptImmk/DTw9U",
-	"o8NxF+ge/Hxx8XHvH+enJ7UGRy+/LYMxMYiBGumC9RttDnOpUj2PeVXRorCtGKNbBL3dHaiBOqogqoaF",
-	"hp8HgbC+/FDSdhDdDYkktmCe9pssZ2QGqsyRjHS6qIPvjCiTI+XAzI4PHb3BKEdlBureMai4ho1lkLxL",
-	"IIXZJz5R35+GgZChb5GUJTfevvGi1LlYkBtWHx/6ZLUaHhBG68/4AYdUow/GcmFsMGczTKUA4hraxeC4",
-	"ICO087rX2+VIgyjjIUiRzpxy2T1x2WIfpPJ6jm03UQsKlQtmebr08kewhTF6IhwOFNpE5BiDgGtcwETe",
-	"EHvPZYKwQ6Is6K1EWOxIZVFZ6eQNZguPWSKbnzsYKELejcgK5HinDjAMj09+7b8/Przqn7375cPRycVw",
-	"twt90rbeGYbSE2BEDhRhktTZEBJdKOczyCNukxwoDiwTVBaX7mD04fiiloDgZO/YdkQuozi6QeM7xKNe",
-	"92W3F5wvRTf3o1fdXvdV6FxnxbHXaOietMVVRyKZQo4qZc+ibMeWtsyPlV1R1bSGH1vJ0VitXtiBKtvN",
-	"WxQ//EZ8PaQ3A0N6seG1LOwIP+MyUD/27C4UykkSrLWmcD8LUvaBS1uCG/u5l0xaZ5lkMxBZdrBUatwv",
-	"jiq1ZT3V+2oKuaeS34M58ay0A1XigNfcybW1cpQtypd2u/BRWO8E5AZvpC5sOM0LElRuJB96at/TsM6e",
-	"lUdLULAEydK/4EsDFd4o52LQBGXMDFOZ9eOUm0qs69da2ut5+t9Xif2znkOmfTtLBZtghJRIJ9l5pyEt",
-	"gutgi4T7el/17AH0iBs881YaUDjfKLKcWOqxayRpw38VaBZRWVaIaM/SoLTOQMatIyeMXHZqVnF/4EeZ",
-	"KjZvsoynfsUKlb8MPbI0i3W2Z16RvprWBj8v2zjA2vRBlWbotUwiXMbNCdq/9nr3DGl+2XBmY7Jj0zDt",
-	"yoEt9wChdT6t0vW5X8bRpu0q+GvToHFki9lMmMXKNnY9Bx439Idvq0pk6sMvMbHNCY1LWnupxPY+y/SO",
-	"PTfdVqQL0277tfk1Zs765Jv3YIkjJkYoipNmXE1gBcH+00B5hzahEK8LZzx1s18bEQt8v5a278Lr3uuB",
-	"asnD85FVNUssUxIjgktk5HYsAg7SA3jd+2llhTJZz0pNOnByRs5ewSULHmsWWUYqlWVyLhZevQzUqvLw",
-	"ksIo8f9notyYSwjNokJQWgMlJqgcp/n4rd02HXTIq1SjQGtKiEUp+OdBknjkaukdey9/s1649A+jdX/X",
-	"6eLJZaYaybprOu0E1t2azL5u93QrQ8guTqINU7RUPiQPzD8T8o+0egpZCwxPnOCHw5ipNkvffUKGN2HG",
-	"n/6EoKHmNDQJ/nO4/4zqLDSSbFBkIVyRFoq82wibov3fL+s4ek8+IFp7EKys0lAFNiUuqsOVyJghuZ8l",
-	"NvwHAng8caPuYaDErBojheHH0/ML2PM9AvTuEHamKFI0Ni4rGDYus0IDFbbcjYOCIQoGia2Pyu/Xgwq6",
-	"VX0ZYKCWvn1wU9a+nFDFGct7vqhEXjg5QTI4RMN3RxewFzzLLrv7FNyT3pMzbpoytk0T+E9CpGzln0Ng",
-	"603/W8lq72HZWn7G4Usksvbxi6ZQEojcPnwrLUt9LenI8e9oETp/6WZW6wmmMMLblpXPIxAf1PmVb5Ws",
-	"ysxJ4fFjmZPe/eMw5zvC1PMwZ73B9RtlzrdSpaGJcj7VtmxV9b2rwjddlj2oZWPg7tfwpcH80XxpMP8D",
-	"8SVh6pn4staE+43y5XnoRyX9GM4cgnZRjjGDWetk/QrGJL/7sYxJ7/5xGPOMMPU8jFlvlvhGGZNABLFm",
-	"w2ulu0wq7PjOAUxL5v0KzvSFkUeyJr/8x+HN30IR6TmYs1Fn/ka58w2X2Ll5sciy0q/EdYZ9FD8GonBt",
-	"rhuQV7vedmkhZlm4VHJelbTx83PrweQhXz+vPr/y1cmDahYi+p/f+53/Fp1/9zo/da/2O5efX8Yv//q3",
-	"u7+09Mpcbhvml91nkj8UNNHOoYIdkVld5WjmwpbJnt2niPPf+s5UUe79woIecQicslQ1smcl3gMRqwb0",
-	"1uz/b6G1YOjzmMNqEJc/Y0Ho5smD8o14/csWA0W6sP3jG2UBoFrclcrL1wC5C0G4gcJE+xVITUy5glPb",
-	"1TZ6TcvF92HIXCeHA7WzqeV5N4ahKL9YNoSd1c+e0f1ZktMSm7v6Q3awNkDgKz5+QLQ83UCt1ncOeEDL",
-	"ZxN9MUlaaC8hbcrs+67vdplYyU2HTHRdEKpRG8YTz0AEVERxNEvytpacr01Ra4WnYwZyi8/iRHfxtp3o",
-	"9sFnV76E99Dj9XmPu8sNeabQIFN9x63GtwjB6pAQEs8+VfacK7LVxj5B7DRMuTauQXj1XRf5MA6ylPe1",
-	"ZFWTs45SyZz1TSVpnnBrbvDYQFF230hBE4rChzy/kmhfkfG5l4irSZ0mEd9levSMRHxcMuNJtm60oLaQ",
-	"8UPooPPJiycxsI9Ki9xPvJXMxwrxDObPSbxHRfz/WeL5HvSJ0UXuuwLZT30CYj4yl3AvNe9PF3gvx3de",
-	"7sPy87/Des9DOQZC7o+PksA6g2KGvodvoJJpoa4xhWF9hZFOFzGMs8JO/YMeb8JwaJUWCaZd6Jfh2ED5",
-	"yrdfmdA8wolQIEbauNBiYISyYzRtLgdFu8/Ilo+L959w68CU8ZN+ornWTPYU7PvYjMO9/LuWVGjSnWPd",
-	"ZyT8I2Ppp9x7K58gjO89BRm3D83bCNcsaDY7QH+/JCc9vFI1jbnK6Q0XfCRfu1AFhrVryypw7WKtHHp3",
-	"efe/AQAA//8=",
+	"7H17c9s48uBX6eJtVewZSlY2mbkdu+4Pb+LMZCuxU7ZnUntRzoLIloSYArgAaFmb8ne/6gZAkRJlO46z",
+	"lV/N/mfxATT6/aQ/J5mel1qhcjbZ/5wYtKVWFvnHW51jcWSMNvQr08qhcvSnw2u3VxZCqgPIZsJYdP+n",
+	"cpPe3+imzWY4F/zYssRkP7HOSDVNbm5u0iRHmxlZOqlVsp+czxBKo8cFzp9YGOnKlZUbwc6IN92HYTUY",
+	"PMvmaK2YIv/A0W4KC+lm4GYI1glXWdATkM5CpnPsw9EVmiVMhCwqg6AV7M3pGHs/gFB2gcaC1SmIys1A",
+	"qBwqdan0QoHRlUMLUmVFlWPeT25Sf/5zvHbf8PhO66Jx9hTwWmSuWPL5aCP+g48AFtEyYO88ztbAEmVZ",
+	"yEzQ4nsBqz9+srRTE6q/GJwk+8n/2lsRfs/ftXtx3Q5YDxWcvnoBvzz/6X9HkrXoMC4QRkSBEaN1BTSf",
+	"IR6vn9DKYTuC5lC5mdGlzM61LuhCaXSJxknPgS0YNjCaJlKVlbtYHU7kuaSHRfGusY4zFXbhPhNOFHpK",
+	"6C+FEXN0aOyon6RxIz3+hJlL0uS6N9W9cJFQ2j8Vi7eeLQkMJebYRfE0MfivShrMk/0P/qk2HGsn+Li+",
+	"803axtAmUmomsiAs1A9DgM7CiG/yqaTDub2LB9oUuakhEsaIJQNUlkZfiQ5qZQaFo7N+TibazIVL9pNc",
+	"OOw5ySffIF8uJ5PuE2WiILHIZkJNkU4moFJyIjEHemklJsKy7OdmCaZSYGd6QVdATBwaZsOJNNZBIRXC",
+	"Tq4zu4e5dLY/z3f3YZj0er2gZkrhZl7HDJMUhsmPP/7Ycafm7lmlLm0K2m+itENwM+FIFlROigQm2oBg",
+	"cIlAUAgzJVLBJWLZh0MHc20d/PzTT89+hvHSoU0hqyLkAhYzXSDDfUBbKHCmUhkhGKSlH9gHTwvMUwaC",
+	"kEZYsKBVsYTFTBZIuFjoqsjBOlkUMBeX2NAxssaxx40VKh/ra8JOv4tieF1K0yGbyXuGMAJhnS4tLIR0",
+	"Uk1hp9cTgWmYFXR9ysAxvNf9WEbmnYqAdE03J9GdFWDCXloiDG2IqpqTXC60ubSlyLC3MNKxiBJGTG9S",
+	"FUVPZBla2xDN1abEF92bvnx99u7N4T+BniDzxMqc6O86sWpQBD3dXmqYoM1EIRxCIAzxT7CKOg8mMdrJ",
+	"T5V1chIsQOTXru0sWiu79ouSR0QLD8HOMBkmsGiRdyZyUFphN4+4oMpr/Aasktx14rFm7E62cjM0XooW",
+	"wnoJaUlNA4ax1gUKtaF5ZZ6sTh0ADOQLrFPTICilJlBprdhW/N+pqQOPv8RMRvyum7PVnYgdLxkeAl5p",
+	"E0Nrp6lXuQ2IN9K6TQCiGPKP+5mDqO07LEFWGet9w002UrhA6yBuCLpEhTlYDRNhDsCiyllNWxixKhgR",
+	"Z5PCYLXJKhWvXUsvSOV+fr4itlQOp2g20LM6Yw1hF6JeeOO/iSMX7ey98BOW2WYsKyWuhCzIPerAE5tt",
+	"VsIWzRUamAkL48pBJpTSji2a0gvYmRZ6zJZnarBkv4t0qJEl/W56xJ6L723sf1+B132CNdx63NyCzoe5",
+	"cdNK5kJluN27eWLBLq3Dea80el46iK+wf9mphrY4ZST30df7cpcxwPKPs5NjYNcNPCpbDknbYwfpvtil",
+	"vI/n2DhGA4NdtHkpxVRp62TWabiFjzF6vXz1HGQzzC4pWproSuW1OyUtsDonv4f0+VDt4LVDlWNOYcFE",
+	"FngA7Ek0FvO+llbEnrYqnLcm9DvsMlRz4bIZ5sFhKzAFAYW0jvyoTKuJnFaG7Rpok6NhJWHxCo0oDkCM",
+	"LSo3VLws2SWIy2kDSsddyG2Ka2HeHxIStcKTSbL/4XYxaSDwlE+Q3KT31A9dr67J2Mc2iRrB3Zp77UWr",
+	"TT5VFUXDOoeTTsUV8sl1Uc1ZHdBzXgt51l5XomlCnmZDXhp3QgB+d4TDS6QM6OqtOzgyYGXjYCcr9nhi",
+	"Q+zeh4lBO4v+7+rcISIl+s4RJkbP6fJQRXyQItWqFVtfoWH/hnnaLw8GS22cPYCJKKxffqikg4wdaNLI",
+	"4cGdhl4HK5YWFrNlClI5o/Mq8y46zku33PV8tkZJD1anduITNu7UPg3FinH5bkVZY8GzArv1q3cIPB8G",
+	"sQil5EZxBPJ0MLi3wejg0w6rN9emQ5f/phcwF2rZRFMNsjAIpbBeFT0dDFj6MYed0iBJtw9pKA5qOp0N",
+	"JjVodXHVhZp633qz4JFHFhjjRBtkEKZaYff6t1ry97NlS/42GWaYUESTwyr2+cn6ODOX/knrhHHDpMun",
+	"XhOzyD6RWVqc0cBEt+R1hdwkbBTQekfiGbMJo4nTS9fuwEcy0rJyvuAfgrwWxbatzd0KFzFptsHdusjj",
+	"vS0aaTO8uh0ZwYuPC6f19l2nP8ql+02qTnUDr84ujl6+Pr84Pjm/eHXy+/FL2LBtu2ltoZ5YMDgl9mEh",
+	"snIuC2HIi9VFfuGBTaM34NNfTywMk7etp/HaDZOAbjvTC/KJ17IUmwhGlb/Zqqx5rZb7uhlvrYkrc962",
+	"FdfQvXo2reGIm27D+GvXZc4ULgKaNqnxRjoy7aSQC5HhnBQAO3rwu0UQyutW8K8TznMs0Pk4n21/p0e4",
+	"Isz2HX3KVced+/C2ss6vGc3HlhCen78QRYeRPvU3QXAChlwT24eXOBFV4SztxvbmwNsz/jttcBHMKx9J",
+	"oTC1CdMqw1vs+rZIuIGCtEmBbaR7i07kwokOn77tVN7TaMSs3/0DLFZYd8UlfslthzjFf1VoO4T+SHJy",
+	"oYFqirFWaIEd1ocN2u6m0fO1B6y1x9rNNiU0N8sLU3VkWF6Q6gZyXJduxjsIM62Iv20aA7i85w2ST0dB",
+	"qQuZLVPPOFJNdxlIg64yqmnpN5KkdZxI6/jD+U07eK8Ph1mGJScXFR8qqjx7ACK/oqNZf9OtMucw9mav",
+	"VpPBet7FlD4X1BGMnHmX3iMYuKDhNw0uC4psRjB7THEsEWy5Jg3q8ZaynLHrH3D8tEceBbPbbh/OOPeg",
+	"rEOR0+tNfd2gvcdyTfnHxdC9WL/WneRSievX/p2ng0GazKWKP7eiu9bvtc3eRPg7suROM8JTiJ5DhJpP",
+	"x2E3jEV2iSrv1H2txGOX9vOC6p2LkMi8KNHMJWfkrI8NyZlAiuhjAqiySPqOC21EkMUsZKxZBzJwQELn",
+	"40KFmHtju5AUIfq87S3c2MgU/NcS/QcsUZp0kL47kPEUjCnvkMEPzuc6yftwQpHBlShk7nWgVtizM+1I",
+	"R5olSbhQjbe4YBmWJs6FHJXE/ACCQbHQ4mdfJSZWjInFsGOlCMheL6zVYzA1GxQ3ox0nk+6iypfWHe7g",
+	"3zVTuBL27eYwRtxtozVv2Pq71FLtFxAzs3N7t6cenktXG3VB+Guhxw2D3QaxW4m9lAYzp82SGNiiMNkM",
+	"pGrzNVM9lDRqxB+AAIOFcPIKfYQTNKAFMRVkIkLy7j6xikPTofzoOBDuEhxefpmRacPVRjvYn/ZhmPzw",
+	"w94PfRdiQ2uyPX8Bret/shQewmG9HitUpWGY7A2TKM981LGwqMQcKcin0DfH0s1SsPTsD6GKOUz8Rt6Y",
+	"BbyxAuXKozOIB7EhAgRYLIURTnOMI1Q2C2qal747aI0Y6qS5wXIrzQME3UErJ8YnsnAhJ7iYyYBe22CG",
+	"Grc1Yn/of/5k00/2+oZRekyROqccDkDh1Au+tD4ur8pSG4f5fRmhg0NfseIykG9y6vfBpqc4rQpW6qUJ",
+	"26/QR4jdCcUGsEvlxPXu1xH8NxSFx1Ob1r6hp1ke05d3F8TCW10bxah2LfSs5uNW+q0RP7vu1MV6Rt6v",
+	"EB7v2vnti3fdxRAu7TCHfWH94e2Ld1x/gMYKsEMBA9mj36RyKeRonaky4hR/QZeo3mtT5PRz9wG9Lfdq",
+	"wTn7n96BEw6QtqhzC1ljefWWXhyhgCjm+2/2SLeMQsyyGS9+Wc0xstbDq3UnJarD168qlbktherbif5N",
+	"amuPxAxfWDvbjp5u8Z00kHYbkdZQXNNqpdrqle5UcHw37XqhC+a7msT8k/BiJhy80POyQK9KvrRTrIGl",
+	"jqRio4y1ZmrW2whzdEIWNhSxF9oHy2yD5khq1m4KTNbZ73Pm+xDRGG24HTQFtvyvzi7Ozg/fHF38cXR6",
+	"9vrkGHaeD37xqZyzozO6cnF2fnJ6dPH78eEfh6/fHP79zRHs/DR4loLw9c6UI2R6YaLNFF1oriJzfYo5",
+	"F/C91bROG4z1+zHnc7IZRRcxGbEQvoTqUO324SwEIqHPx6v09aABRJ7D0dmLwzeH5wTry6Pj10cv6RDP",
+	"dlM4Pzm5eHt4/M+Lw3fvTk/+OHxzxqDvpnB8ch4uHp3Gp+NDzSz388Fzn1Rq3Xx3dPzy9fGvHledkaYn",
+	"3Ja2Ky+OdQ6KMDVMYl9vAqXBibzuXHYWEvR3xSCcyG/FH5tg+FTBqhM1bQCx2Vw8TDoBWnklHe6CdAXe",
+	"kmVfB+qwWIilBTHWldsfF0JdHjCnck1z1Uorc1QUg6K529EK2sFDUkObehmp0dOlM05R5NszvIXw6YmN",
+	"k22WGG4jFbtgHQpCTyYWXTdW79lZtyPGVhcViWeduorF31ois0Wegl3OC6kuvUcfn93WvuZE8SYe8Y5y",
+	"SKw++bNE1LQW2Yb4rQHPPdJ15PQ9OF1XyLnsEJe34lrOqzl41xb0JJSleDtXmbWA+q+DwaAP5xwA8tW6",
+	"MzYTJddSPRHMFRfwez3ObPPe7W5PXY2Zb+dS0f63ZTSD191invYhnvYo8s2bTb9b4H/61VB8UeLFU/zr",
+	"Ei8tcb2/4utNRMbJye5OqQdlac44MrzPge7vA362M1EiWQfOjFCgzn+kq87nFFiwbjgkpdj/AFZvhfwH",
+	"vceSsA8fPtMCacyM0AViiWMmYMrscfPx5uPWDQyWm+7no2e81pvwNsPVbd72qm/4XnFPeLwLhvfk5Hyv",
+	"xb40qbO3Tf/Zd+UmaVKVOf1xpxu9WiW9pWLIqNiqnBvzNmspnqoo4PfzV72/+cx9eJDbWmnFbg/qv3XC",
+	"20sG97CFwT//k9au/ltT+Y/WVNJaAdyiOr7OyrdV8SNbG57+yCoj3ZJTXh60MQqD5rDqErNaArTy+ghQ",
+	"5aWWynGn+t6MU7n/hh2i6YuT0zMO7Qo5nTm7u+rQDA3uPJ3EstTrOX2J3JvKJ2fBZzhWYjpzrvTDiFJN",
+	"9Pb5ntrFYWb2iQ7vInvVSKBx/L4TfdRc2kzzafjpoWp12O8C3YPfzs/f7f3j7OS40WDv5bdjMDMFMVRj",
+	"XbF+o81hIVWuFymvKjoUthUTdMugt/tDNVRHNUT1sOro8zAQ1hcuIm2Hyc2ISGIr5mm/yWpGc6hidmWs",
+	"82UTfGdETKvEgc0dH3R6gxFHNYfq1jHctIGNVXi9SyCF2Vs+0aE/DQMhQ988t3MKC6MXXpR650ty4Jrj",
+	"q5+sVqMDwmjzGT9gl2v0YVwpjA3mbI65FEBcQ7sYnFRkhHaeDwa7HKMQZTwEOdKZcy7YZ65Y7oNUXs+x",
+	"7SZqQaVKwSxPl57+DLYyRk+Fw6FCm4mSu9MvcQlTeUXsvZAZwg6JsqC3MmGxJ5VFZaWTV1gsPWaJbL73",
+	"c6i4/VQUle86bQIMo9fHfxy+ef3y4vD019/fHh2fj3b7cEja1rvRED0B8F3vhElSZyPIdKWczz1zR7xv",
+	"PS5khsriypFM3r4+b6QuOE08sT1RyiRNQk9ssp8M+k/7g+B8Kbq5nzzrD/rPwuQUK4691kDRtCsiOxLZ",
+	"DEpUOXsWcRxI2phZi/1U9bSgH5ss0VitntihiuNOHYof3hNfj+jNwJCh3ZauWNgJHc5D9fPA7kKlnCTB",
+	"2hhK8v24cQ5J2ghu6ucuC2mdZZLNQRTFwUqp8bwSqtzGSqz31RRyHye/BwviWWmHKuKA19wptbVyXCzj",
+	"S7t9eCesDd3seCV1FdvSn5Cg8iDTyFP7loEp9qw8WoKCJUhW/gVfGqrwRpzLRBOUsZ+JiGb9dc7tKNYd",
+	"Nkaqmhn+D12t1oX2jTA1bIIREpFOsvOrhjzOc9gq417iZwN7AAPiBs+8tQYUzreYrCZmB+waSdrwXxWa",
+	"ZRILEgntGQ1K5wx+2jnyyMhlp2Yd9we+77xm8zbLeOrXrFD7yzAgS7PcZHvmFenrcF3w87KtA2xMv9UJ",
+	"ikHHJNzHtP0Fh78OBrd8JODLPg7Qmizc9jGHtQNb7h5C63xCpu+zxoyjbdvV8De+RpAmtprPhVmubWM3",
+	"s+dpS3/4hqxM5j78ElPbnhD8SGuvlNjeZ5nfsOemu8p7Ydp6vzFHwszZnLz2HixxxNQIRXHSnOsQrCDY",
+	"fxoq79ByF38fTnnqc78xohz4fiPh34fng+dD1ZHB5yOr+lsWkgefCC5RkNuxDDjID+D54Je1FWKan5Wa",
+	"dLAaU9DGf1ZDFAWpVJbJhVh69TJU68ojTmgI57UMzEXcmIsP7XJEUFpDJaaoHCcI+a3dLh30klepR1E3",
+	"lBCLUvDPgyRJPwkRvWPv5W/XCx/9w2jd33W+fHSZqUeCb9pOO4F1syGzz7s93doQsouTacMUjcqH5IH5",
+	"Z0r+kVaPIWuB4YkT/HAyM9V26btNyPAqfGOGfoSgoeE0tAn+W7j/DdVZaEHZoshCuCItVGW/FTYl+x8+",
+	"NnH0hnxAtPYgWFmloQ5sIi7qw0VkzJHcz4gN/4EaHo/fqnsYKDGvP2MAo3cnZ+ew57sL6N0R7MxQ5Ghs",
+	"GmsfNo1ZoaEKW+6mQcEQBeNMVcOD328GFXSr/jLNUK18++bQXfPLPXWcsbrny1HkhZMTJINDNPr16Bz2",
+	"gmfZZ3efgnvSe3LO7VbGdmkC/0minK38txDY5rjAvWR1cLdsrT4j9CUS2fj4UlsoCURuPL6WlqW+kXTk",
+	"+He8DD3DdLNodBNTGOFty9rneYgPmvzKtyKrMnNSePxQ5qR3/zzM+Sth6tswZ7M19jtlzldS5aH9cjHT",
+	"Nja5+q5X4ds1Y/dqbCnc/Rq+NFg+mC8Nln8iviRMfSO+bLTvfqd8eRY6WUk/hjOHoF3Ez2iA2eiB/QrG",
+	"JL/7oYxJ7/55GPOUMPVtGLPZZvGdMiaBCGLDhjdKd4VU2PM9B5hH5v0KzvSFkQeyJr/85+HN96GI9C2Y",
+	"s1Vn/k658wWX2LntsSqK6FfiJsM+iB8DUbg21w/Ia1zvurQU8yJcipxXJ2385N1mMPmSr5/Vn//66uRB",
+	"PUWR/L8Ph73/K3r/HvR+6V/s9z5+fpo+/evfbv7S0WXz8b5hfuxbk/yhuql2DhXsiMLqOkezEDYme3Yf",
+	"I85/5XtaRdz7iQU95hA4Z6lqZc8i3gMR69b1zuz/+9BaMPJ5zFE9wsufUSJ088xCfCPd/LLSUJEu7P74",
+	"UywA1Iu7qLx8DZC7EIQbKsy0X4HUxIwrOI1dbatLNS6+DyPmOjkaqp1tzdK7KYxE/GLmCHbWP7tJ9+dZ",
+	"SUtsnwcI2cHG6IGv+PjR0ni6oVqv7xzwaJfPJvpikrTQXULaltn3/eLdMrGWmw6Z6KYg1EM6jCeengio",
+	"SNJknpVdLTlfm6K+3xeb4tfdbtL79rDbO59d+xLrXY83J0VuPm7JM4UGmfo7og2+RQhWh4SQePaxsudc",
+	"ka039glip2HGtXENwqvvpsiHQZKVvG8kq9qcdZRL5qzvKknziFv773h1U5TdN1LQhKLwIemvJNpXZHxu",
+	"JeJ6UqdNxF8LPf6GRHxYMuNRtm41r3aQ8W3ooPPJi0cxsA9Ki9xOvLXMxxrxDJbfkngPivj/s8Tz3etT",
+	"o6vSdwWyn/oIxHxgLuFWat6eLvBeju+83IfV5+dHzZ6HOEBC7o+PksA6g2KOvodvqLJZpS4xh1FzhbHO",
+	"lylMisrO/IMeb/w9tvBNsT4cxnBsqHzl269MaB7jVCgQY21caDEwQtkJmi6Xg6Ldb8iWD4v3H3HrwJTp",
+	"o/6LgEYz2WOw70MzDrfy70ZSoU13jnW/IeEfGEs/5t738gnC4N9jkPH+oXkX4doFzXYH6IeP5KSHV+qm",
+	"MVc7veGCj+QbF+rAsHFtVQVuXGyUQ28+3vz/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

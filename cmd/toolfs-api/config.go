@@ -39,6 +39,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.DurationVar(&c.SearchTimeout, "search-timeout", d.SearchTimeout, "glob and grep time limit")
 	fl.IntVar(&c.MaxSearches, "max-searches", d.MaxSearches, "glob and grep calls running at once")
 	fl.StringVar(&c.SearchSandbox, "search-sandbox", d.SearchSandbox, "confinement of rg by Landlock: require (glob and grep are unavailable without it) or best-effort (run rg unconfined without it)")
+	fl.StringVar(&c.Diagnostics, "diagnostics", d.Diagnostics, "JSON file of checkers (gofmt, shellcheck, a compiler) run after each write and edit of the extended profile; the answer lists only the problems the change introduced (docs/diagnostics.md)")
+	fl.DurationVar(&c.DiagnosticsTimeout, "diagnostics-timeout", d.DiagnosticsTimeout, "time limit of the checkers of one write or edit, all together")
 	fl.StringVar(&c.LockDir, "lock-dir", d.LockDir, "cross-process locks: empty (default) = lock files in <root>/"+server.PrivateDir+"/locks, shared by every process that sees the root; \"off\" = in-process locks only (two servers on one root can then lose updates)")
 	fl.StringVar(&c.SessionStore, "session-store", d.SessionStore, "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
 	fl.StringVar(&sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/server"
@@ -40,6 +41,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	srv, err := server.New(cfg, log)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "--") {
+			return err // it names its flag (--diagnostics)
+		}
 		return fmt.Errorf("--root: %w", err)
 	}
 	addr, err := srv.Listen("memory-limit", limit)

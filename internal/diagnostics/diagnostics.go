@@ -115,7 +115,14 @@ type Change struct {
 	Created bool
 	// Before and After are the file's bytes before and after the change.
 	Before, After []byte
+	// Unchecked, when set, is why the change cannot be checked (ReasonTooLarge):
+	// every matching checker reports it as its reason, and none runs.
+	Unchecked string
 }
+
+// ReasonTooLarge is the reason of a change whose versions the server does
+// not hold in memory (the file at or above the diff-basis limit, 10 MiB).
+const ReasonTooLarge = "was not run: the file is 10 MiB or larger"
 
 // New resolves every checker (its program in Path, the files it needs to
 // start, its read paths) and proves the sandbox. An error names the
@@ -317,6 +324,13 @@ func (r *Runner) Check(ctx context.Context, ch Change) Report {
 	}
 	if len(matching) == 0 {
 		return Report{}
+	}
+	if ch.Unchecked != "" {
+		results := make([]Result, len(matching))
+		for i, c := range matching {
+			results[i] = Result{Checker: c.Name, Unavailable: ch.Unchecked}
+		}
+		return newReport(results, nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()

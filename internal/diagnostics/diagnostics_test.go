@@ -527,3 +527,15 @@ func TestCacheBounds(t *testing.T) {
 	assert.NotEqual(t, cacheKey("c", "/p", []byte("a")), cacheKey("c", "/q", []byte("a")))
 	assert.NotEqual(t, cacheKey("c", "/p", []byte("a")), cacheKey("d", "/p", []byte("a")))
 }
+
+// A change the server could not hold in memory is not checked: every
+// matching checker says why, none runs.
+func TestUnchecked(t *testing.T) {
+	w := newWorkspace(t, `{"checkers": [{"name": "never", "glob": "*.go", "command": ["false"]}]}`)
+	require.NoError(t, os.WriteFile(w.path("a.go"), []byte("x"), 0o644))
+	rep := w.r.Check(context.Background(), Change{Path: w.path("a.go"), Unchecked: ReasonTooLarge})
+	assert.Equal(t, "\nDiagnostics unavailable: never was not run: the file is 10 MiB or larger.", rep.Text())
+	assert.Equal(t, `{"checker":"never","fresh":false,"introduced":[],"resolved":0,"unavailable":"was not run: the file is 10 MiB or larger"}`, metadataJSON(t, rep))
+	rep = w.r.Check(context.Background(), Change{Path: w.path("a.txt"), Unchecked: ReasonTooLarge})
+	assert.Nil(t, rep.Metadata(), "no checker matches")
+}

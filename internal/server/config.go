@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -86,6 +87,11 @@ type Config struct {
 
 	MCPStructured bool // --mcp-structured
 
+	// Checkers after each write and edit (docs/diagnostics.md); they run
+	// confined as rg does, under SearchSandbox's mode.
+	Diagnostics        string        // --diagnostics FILE ("" = none)
+	DiagnosticsTimeout time.Duration // --diagnostics-timeout [5s]
+
 	// The process: cmd/toolfs-api builds its logger and its shutdown
 	// deadline from these.
 	LogFormat     string        // --log-format [text]
@@ -151,6 +157,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxSessions, 10000)
 	def(&c.MaxPathsPerSession, 4096)
 	dur(&c.SearchTimeout, 30*time.Second)
+	dur(&c.DiagnosticsTimeout, diagnostics.DefaultTimeout)
 	def(&c.MaxSearches, 4)
 	str(&c.SearchSandbox, string(search.SandboxRequire))
 	str(&c.SandboxMode, string(tools.SandboxOff))
@@ -198,6 +205,7 @@ func (c Config) validateSettings() error {
 		{"max-searches", int64(c.MaxSearches)},
 		{"session-ttl", int64(c.SessionTTL)},
 		{"search-timeout", int64(c.SearchTimeout)},
+		{"diagnostics-timeout", int64(c.DiagnosticsTimeout)},
 		{"events-max-subscribers", int64(c.EventsMaxSubscribers)},
 		{"events-heartbeat", int64(c.EventsHeartbeat)},
 		{"approval-timeout", int64(c.ApprovalTimeout)},

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
@@ -70,6 +71,7 @@ type Server struct {
 	hub       *events.Hub // nil: the change feed is off
 	watcher   io.Closer
 	approvals *approval.Store
+	checkers  *diagnostics.Runner // nil: no --diagnostics
 
 	http       *http.Server
 	listener   net.Listener
@@ -139,6 +141,9 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.checkers, err = s.newCheckers(); err != nil {
+		return nil, err
+	}
 	s.approvals = s.newApprovals()
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
@@ -147,6 +152,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
 		Cache:   tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
 		Sandbox: tools.SandboxMode(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
+		Diagnostics: s.checkers,
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
 	s.mcp = mcp.New(mcp.Config{
@@ -249,10 +255,13 @@ func (s *Server) drain(ctx context.Context) error {
 }
 
 // release frees what New acquired besides the streams: the watcher, the
-// provider, the Redis client.
+// checkers' private folders, the provider, the Redis client.
 func (s *Server) release() {
 	if s.watcher != nil {
 		s.watcher.Close()
+	}
+	if s.checkers != nil {
+		s.checkers.Close()
 	}
 	if s.local != nil {
 		s.local.Close()
@@ -260,6 +269,28 @@ func (s *Server) release() {
 	if s.redis != nil {
 		s.redis.Close()
 	}
+}
+
+// newCheckers reads --diagnostics and prepares its checkers (nil without
+// the flag). A bad file stops start-up with the package's message, which
+// names the field at fault (docs/diagnostics.md, "Configuration").
+func (s *Server) newCheckers() (*diagnostics.Runner, error) {
+	if s.cfg.Diagnostics == "" {
+		return nil, nil
+	}
+	checkers, err := diagnostics.LoadConfig(s.cfg.Diagnostics)
+	if err == nil {
+		var r *diagnostics.Runner
+		r, err = diagnostics.New(diagnostics.Config{
+			Root: s.Root, Checkers: checkers, Timeout: s.cfg.DiagnosticsTimeout,
+			Sandbox: diagnostics.SandboxMode(s.cfg.SearchSandbox), Logger: s.log,
+		})
+		if err == nil {
+			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", s.cfg.DiagnosticsTimeout.String())
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("--diagnostics %s: %w", s.cfg.Diagnostics, err)
 }
 
 // sessionStore is the policy's gate: nil with the policy off, the memory

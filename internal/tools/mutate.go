@@ -22,14 +22,18 @@ type Mutation struct {
 }
 
 // WriteMetadata is a write's metadata: a create has no diffs.
+// Diagnostics is what the checkers found (diagnostics.Report.Metadata:
+// one result or a list), absent when none ran (docs/diagnostics.md).
 type WriteMetadata struct {
-	Operation fs.Operation  `json:"operation"`
-	Diffs     []render.Diff `json:"diffs"`
+	Operation   fs.Operation  `json:"operation"`
+	Diffs       []render.Diff `json:"diffs"`
+	Diagnostics any           `json:"diagnostics,omitempty"`
 }
 
-// EditMetadata is an edit's metadata.
+// EditMetadata is an edit's metadata; Diagnostics as for a write.
 type EditMetadata struct {
-	Diffs []render.Diff `json:"diffs"`
+	Diffs       []render.Diff `json:"diffs"`
+	Diagnostics any           `json:"diagnostics,omitempty"`
 }
 
 // msgNoSession is the refusal of a write or edit without a session while
@@ -73,8 +77,10 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 	}
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
+	found, diag := x.diagnose(ctx, t, out.Operation == fs.OpCreate, out.BeforeRaw, &a.content)
+	meta.Diagnostics = diag
 	x.done(c, ToolWrite, CodeOK)
-	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate), Metadata: meta}, nil
+	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate) + found, Metadata: meta}, nil
 }
 
 // checkWrite is every check of a write before the provider, in the order
@@ -193,12 +199,14 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	}
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolEdit, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
+	found, diag := x.diagnose(ctx, t, false, out.BeforeRaw, out.AfterRaw)
+	meta.Diagnostics = diag
 	x.done(c, ToolEdit, CodeOK)
 	output := render.EditOutput(t.Display, a.replaceAll)
 	if a.batch != nil {
 		output = render.BatchEditOutput(t.Display, len(a.batch), a.batch[0].ReplaceAll)
 	}
-	return Result{Output: output, Metadata: meta}, nil
+	return Result{Output: output + found, Metadata: meta}, nil
 }
 
 // checkEdit is checkWrite for an edit: the session, the root, the policy's

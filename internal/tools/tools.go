@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
@@ -92,6 +93,9 @@ type Options struct {
 	// DenyEscalations denies every escalation at once, asking nobody
 	// (--approvals=false): Approvals stays empty.
 	DenyEscalations bool
+	// Diagnostics runs the --diagnostics checkers after each write and
+	// edit of the extended profile (docs/diagnostics.md); nil: none.
+	Diagnostics *diagnostics.Runner
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -110,14 +114,15 @@ type Executor struct {
 	sandbox   SandboxMode
 	approvals *approval.Store
 	// asks is whether an escalation opens an approval (else it is denied).
-	asks bool
+	asks        bool
+	diagnostics *diagnostics.Runner // nil: none
 }
 
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
 		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals,
-		asks: opts.Approvals != nil && !opts.DenyEscalations}
+		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics}
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
 	}

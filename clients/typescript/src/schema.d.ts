@@ -524,6 +524,7 @@ export interface components {
             /** @enum {string} */
             operation: "create" | "update";
             diffs: components["schemas"]["Diff"][];
+            diagnostics?: components["schemas"]["Diagnostics"];
         };
         EditResult: {
             output: string;
@@ -531,6 +532,37 @@ export interface components {
         };
         EditMetadata: {
             diffs: components["schemas"]["Diff"][];
+            diagnostics?: components["schemas"]["Diagnostics"];
+        };
+        /**
+         * @description What the --diagnostics checkers found after this write or edit
+         *     (extended profile; docs/diagnostics.md): one result when one checker
+         *     matched the file, a list in configuration order for several; absent
+         *     when none matched or no checker is configured.
+         */
+        Diagnostics: components["schemas"]["DiagnosticsResult"] | components["schemas"]["DiagnosticsResult"][];
+        /**
+         * @description One checker's answer. fresh is true when the problems come from the
+         *     checker run on exactly the version this answer reports; false when
+         *     it could not answer (unavailable says why, introduced is empty).
+         */
+        DiagnosticsResult: {
+            checker: string;
+            fresh: boolean;
+            /** @description The problems the change introduced, in line order, at most 100. */
+            introduced: components["schemas"]["DiagnosticsProblem"][];
+            /** @description How many introduced problems are past the 100 listed (present only then). */
+            more?: number;
+            /** @description How many problems of the version before are gone. */
+            resolved: number;
+            /** @description Why the checker could not answer ("timed out after 5s", "did not start"). */
+            unavailable?: string;
+        };
+        DiagnosticsProblem: {
+            line: number;
+            /** @description null when the checker gave no column. */
+            col: number | null;
+            message: string;
         };
         /** @description One hunk with 3 lines of context; path is file_path as sent. */
         Diff: {
