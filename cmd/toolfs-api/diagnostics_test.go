@@ -140,7 +140,7 @@ func TestDiagnosticsThroughTheServer(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrNotExist, "py_compile wrote nothing beside the file")
 	})
 
-	t.Run("a crashed checker is unavailable", func(t *testing.T) {
+	t.Run("a checker killed by a signal is unavailable", func(t *testing.T) {
 		a := restTool(t, base, "write", writeBody("x.crash", "x\n"))
 		assert.Equal(t, "<path>"+p("x.crash")+"</path>\n<type>file</type>\n<content>\nCreated file\n</content>"+
 			"\nDiagnostics unavailable: crash was killed by signal SIGSEGV and printed nothing it could parse.", a.output)
@@ -160,15 +160,19 @@ func TestDiagnosticsThroughTheServer(t *testing.T) {
 		assert.Equal(t, "", a.diagnostics)
 	})
 
-	t.Run("MCP carries the same text", func(t *testing.T) {
+	t.Run("MCP and /model carry the same text", func(t *testing.T) {
 		good := "package b\n\nfunc F() {}\n"
-		require.NoError(t, os.WriteFile(p("b.go"), []byte(good), 0o644))
-		require.NoError(t, os.WriteFile(p("c.go"), []byte(good), 0o644))
+		for _, f := range []string{"b.go", "c.go", "d.go"} {
+			require.NoError(t, os.WriteFile(p(f), []byte(good), 0o644))
+		}
 		rest := restTool(t, base, "edit", editBody("b.go", "func F() {}", "func F() {"))
 		text, isErr := mcpText(t, base, "", "edit", map[string]any{"file_path": "c.go", "old_string": "func F() {}", "new_string": "func F() {"})
 		require.False(t, isErr, text)
 		assert.Contains(t, rest.output, header)
 		assert.Equal(t, strings.ReplaceAll(rest.output, p("b.go"), p("c.go")), text)
+		model := call(t, "POST", base+"/model/edit", "s", editBody("d.go", "func F() {}", "func F() {"))
+		require.Equal(t, 200, model.status, model.body)
+		assert.Equal(t, strings.ReplaceAll(rest.output, p("b.go"), p("d.go")), model.body)
 	})
 }
 

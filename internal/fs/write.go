@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -404,16 +403,8 @@ func (s *writeSide) fill(out *WriteOutcome) {
 	out.Hash, out.Before, out.After, out.BeforeRaw = s.hash, s.before, s.after, s.raw
 }
 
-// lfNormalize turns CRLF into LF (a lone CR stays).
-func lfNormalize(b []byte) []byte {
-	if bytes.IndexByte(b, '\r') < 0 {
-		return b
-	}
-	return bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
-}
-
-// lfNormalizeString is lfNormalize for a string; text without CR is
-// returned as is.
+// lfNormalizeString turns CRLF into LF (a lone CR stays); text without CR
+// is returned as is.
 func lfNormalizeString(s string) string {
 	if strings.IndexByte(s, '\r') < 0 {
 		return s
