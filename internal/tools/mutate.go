@@ -63,6 +63,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 	if a.dryRun {
 		intent = dryRun(intent)
 	} else {
+		intent = x.kept(c, ToolWrite, intent)
 		x.mutating(t)
 	}
 	out, werr := x.fs.WriteText(ctx, t, a.content, intent)
@@ -141,6 +142,21 @@ func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.T
 	return now, pin, nil
 }
 
+// kept is intent with the Keeper that records the write in c's session's
+// history (docs/checkpoints.md); a nil intent stays unconditional.
+func (x *Executor) kept(c Call, tool string, intent *fs.WriteIntent) *fs.WriteIntent {
+	k := x.keeper(c, tool, false)
+	if k == nil {
+		return intent
+	}
+	w := fs.WriteIntent{}
+	if intent != nil {
+		w = *intent
+	}
+	w.Keeper = k
+	return &w
+}
+
 // dryRun is intent for a dry run of the same call.
 func dryRun(intent *fs.WriteIntent) *fs.WriteIntent {
 	dry := fs.WriteIntent{DryRun: true}
@@ -181,6 +197,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
 	req := x.editRequest(a, guard)
+	req.Keeper = x.keeper(c, ToolEdit, a.dryRun)
 	var expected *fs.Version
 	if guard != nil {
 		expected = &guard.Version

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -96,6 +97,9 @@ type Options struct {
 	// Diagnostics runs the --diagnostics checkers after each write and
 	// edit of the extended profile (docs/diagnostics.md); nil: none.
 	Diagnostics *diagnostics.Runner
+	// Checkpoints records every write and edit of a session, so a person
+	// can undo them (docs/checkpoints.md); nil: none are (--checkpoints=false).
+	Checkpoints *checkpoint.Store
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -113,6 +117,7 @@ type Executor struct {
 	cache     *Cache // nil: off
 	sandbox   SandboxMode
 	approvals *approval.Store
+	ckpt      *checkpoint.Store // nil: off
 	// asks is whether an escalation opens an approval (else it is denied).
 	asks        bool
 	diagnostics *diagnostics.Runner // nil: none
@@ -121,7 +126,7 @@ type Executor struct {
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
-		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals,
+		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals, ckpt: opts.Checkpoints,
 		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics}
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
@@ -170,7 +175,24 @@ func (x *Executor) CacheBytes() int64 {
 func (x *Executor) Touch(session string) {
 	if session != "" {
 		x.storeFailed("touch", x.gate.Touch(session))
+		x.touchHistory(session)
 	}
+}
+
+// touchHistory counts a use of session for its change history's TTL.
+func (x *Executor) touchHistory(session string) {
+	if x.ckpt != nil && session != "" {
+		x.ckpt.Touch(session)
+	}
+}
+
+// keeper is the Keeper that records a write or edit of c's session; nil
+// with checkpoints off, without a session, or for a dry run.
+func (x *Executor) keeper(c Call, tool string, dryRun bool) fs.Keeper {
+	if x.ckpt == nil || c.Session == "" || dryRun {
+		return nil
+	}
+	return x.ckpt.Recording(c.Session, tool)
 }
 
 // Use counts the request of a tool call c as use of c.Session, as Touch
@@ -186,6 +208,7 @@ func (x *Executor) Use(c Call) (Call, func()) {
 		return c, func() {}
 	}
 	g, end := uc.Using(c.Session)
+	x.touchHistory(c.Session)
 	c.gate = g
 	return c, func() { x.storeFailed("touch", end()) }
 }
@@ -198,13 +221,19 @@ func (x *Executor) gateOf(c Call) policy.Gate {
 	return x.gate
 }
 
-// ForgetSession drops a session's observed state; forgetting an unknown
-// session is not an error. It fails only when the session store cannot be
-// reached.
+// ForgetSession drops a session's observed state and its change history;
+// forgetting an unknown session is not an error. It fails only when the
+// session store cannot be reached, or the history cannot be removed.
 func (x *Executor) ForgetSession(session string) *fault.Error {
 	if _, err := x.gate.Forget(session); err != nil {
 		x.storeFailed("forget", err)
 		return fault.New(fault.CodeSessionStoreUnavailable, "cannot forget the session: the session store is unavailable; retry shortly")
+	}
+	if x.ckpt != nil {
+		if err := x.ckpt.Forget(context.Background(), session); err != nil {
+			x.log.Error("cannot forget a session's change history", "session", session, "err", err)
+			return &fault.Error{Code: fault.CodeIO, Message: "cannot forget the session: its change history cannot be removed", Err: err}
+		}
 	}
 	return nil
 }
