@@ -262,6 +262,48 @@ type CatalogTool struct {
 	Parameters json.RawMessage `json:"parameters"`
 }
 
+// Change defines model for Change.
+type Change struct {
+	// Added Lines added; null when either side was not text or 10 MiB or larger.
+	Added *int `json:"added"`
+
+	// After The file the change left; null when a revert removed it.
+	After *struct {
+		Sha256  string `json:"sha256"`
+		Version string `json:"version"`
+	} `json:"after"`
+
+	// Before The file before the change; null when the change created it.
+	Before *struct {
+		Bytes   int64  `json:"bytes"`
+		Sha256  string `json:"sha256"`
+		Version string `json:"version"`
+	} `json:"before"`
+
+	// Path Root-relative, symlinks resolved.
+	Path string `json:"path"`
+
+	// Reason Why the change is not revertible.
+	Reason     *string `json:"reason,omitempty"`
+	Removed    *int    `json:"removed"`
+	Revertible bool    `json:"revertible"`
+
+	// Seq From 1; a revert's own changes share one seq (one per file).
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+
+	// Tool write, edit or revert.
+	Tool string `json:"tool"`
+}
+
+// ChangesResult defines model for ChangesResult.
+type ChangesResult struct {
+	Changes []Change `json:"changes"`
+
+	// Output The history as model text, one line per change.
+	Output string `json:"output"`
+}
+
 // Diagnostics What the --diagnostics checkers found after this write or edit
 // (extended profile; docs/diagnostics.md): one result when one checker
 // matched the file, a list in configuration order for several; absent
@@ -458,8 +500,11 @@ type Problem struct {
 
 	// Output The exact model text, "Error: <message>".
 	Output string `json:"output"`
-	Status int    `json:"status"`
-	Title  string `json:"title"`
+
+	// Paths On a refused revert's FS_STALE_VERSION, every file that changed since the session's last change to it (root-relative).
+	Paths  *[]string `json:"paths,omitempty"`
+	Status int       `json:"status"`
+	Title  string    `json:"title"`
 
 	// Type Always about:blank; code is the stable identifier.
 	Type string `json:"type"`
@@ -493,6 +538,29 @@ type ReadResult struct {
 	Metadata ReadMetadata `json:"metadata"`
 
 	// Output The exact model-facing text.
+	Output string `json:"output"`
+}
+
+// RevertRequest defines model for RevertRequest.
+type RevertRequest struct {
+	// DryRun Check and show the diffs; write nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// To Undo every change after this seq; 0 undoes them all.
+	To int64 `json:"to"`
+}
+
+// RevertResult defines model for RevertResult.
+type RevertResult struct {
+	Metadata struct {
+		// Restored One entry per file, in the order of the text; diffs from what the file held to what it got back ([] when either side is not text or is 10 MiB or larger).
+		Restored []struct {
+			Diffs []Diff `json:"diffs"`
+			Path  string `json:"path"`
+		} `json:"restored"`
+	} `json:"metadata"`
+
+	// Output The model text: "Reverted <n> change(s) in <m> file(s): <paths>", or the dry run's text with each file's unified diff.
 	Output string `json:"output"`
 }
 
@@ -550,6 +618,9 @@ type WriteResult struct {
 	Output   string        `json:"output"`
 }
 
+// HistoryID defines model for HistoryID.
+type HistoryID = string
+
 // ListApprovalsParams defines parameters for ListApprovals.
 type ListApprovalsParams struct {
 	// Wait How long to wait for a new approval, a Go duration such as 30s; 0 or absent answers at once. At most 60s.
@@ -589,6 +660,9 @@ type ModelReadJSONRequestBody = ReadRequest
 
 // ModelWriteJSONRequestBody defines body for ModelWrite for application/json ContentType.
 type ModelWriteJSONRequestBody = WriteRequest
+
+// RevertSessionJSONRequestBody defines body for RevertSession for application/json ContentType.
+type RevertSessionJSONRequestBody = RevertRequest
 
 // EditToolJSONRequestBody defines body for EditTool for application/json ContentType.
 type EditToolJSONRequestBody = EditRequest
@@ -810,6 +884,12 @@ type ServerInterface interface {
 	// DeleteSession Forget a session's observed state.
 	// (DELETE /sessions/{id})
 	DeleteSession(w http.ResponseWriter, r *http.Request, id string)
+	// ListChanges A session's change history, newest first (docs/checkpoints.md).
+	// (GET /sessions/{id}/changes)
+	ListChanges(w http.ResponseWriter, r *http.Request, id HistoryID)
+	// RevertSession Undo the session's changes after a seq, all or nothing (docs/checkpoints.md).
+	// (POST /sessions/{id}/revert)
+	RevertSession(w http.ResponseWriter, r *http.Request, id HistoryID)
 	// ListTools The tool catalog, ready to hand to a model.
 	// (GET /tools)
 	ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams)
@@ -885,6 +965,18 @@ func (_ Unimplemented) ModelWrite(w http.ResponseWriter, r *http.Request) {
 // DeleteSession Forget a session's observed state.
 // (DELETE /sessions/{id})
 func (_ Unimplemented) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListChanges A session's change history, newest first (docs/checkpoints.md).
+// (GET /sessions/{id}/changes)
+func (_ Unimplemented) ListChanges(w http.ResponseWriter, r *http.Request, id HistoryID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevertSession Undo the session's changes after a seq, all or nothing (docs/checkpoints.md).
+// (POST /sessions/{id}/revert)
+func (_ Unimplemented) RevertSession(w http.ResponseWriter, r *http.Request, id HistoryID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1106,6 +1198,58 @@ func (siw *ServerInterfaceWrapper) DeleteSession(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DeleteSession(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListChanges operation middleware
+func (siw *ServerInterfaceWrapper) ListChanges(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id HistoryID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListChanges(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevertSession operation middleware
+func (siw *ServerInterfaceWrapper) RevertSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id HistoryID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevertSession(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1359,6 +1503,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Delete(options.BaseURL+"/sessions/{id}", wrapper.DeleteSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/sessions/{id}/changes", wrapper.ListChanges)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/sessions/{id}/revert", wrapper.RevertSession)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/tools", wrapper.ListTools)
 	})
 	r.Group(func(r chi.Router) {
@@ -1385,107 +1535,126 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9s48uBX6eJtVewZSlY2mbkdu+4Pb+LMZCuxU7ZnUntRzoLIloSYArgAaFmb8ne/6gZAkRJlO46z",
-	"lV/N/mfxATT6/aQ/J5mel1qhcjbZ/5wYtKVWFvnHW51jcWSMNvQr08qhcvSnw2u3VxZCqgPIZsJYdP+n",
-	"cpPe3+imzWY4F/zYssRkP7HOSDVNbm5u0iRHmxlZOqlVsp+czxBKo8cFzp9YGOnKlZUbwc6IN92HYTUY",
-	"PMvmaK2YIv/A0W4KC+lm4GYI1glXWdATkM5CpnPsw9EVmiVMhCwqg6AV7M3pGHs/gFB2gcaC1SmIys1A",
-	"qBwqdan0QoHRlUMLUmVFlWPeT25Sf/5zvHbf8PhO66Jx9hTwWmSuWPL5aCP+g48AFtEyYO88ztbAEmVZ",
-	"yEzQ4nsBqz9+srRTE6q/GJwk+8n/2lsRfs/ftXtx3Q5YDxWcvnoBvzz/6X9HkrXoMC4QRkSBEaN1BTSf",
-	"IR6vn9DKYTuC5lC5mdGlzM61LuhCaXSJxknPgS0YNjCaJlKVlbtYHU7kuaSHRfGusY4zFXbhPhNOFHpK",
-	"6C+FEXN0aOyon6RxIz3+hJlL0uS6N9W9cJFQ2j8Vi7eeLQkMJebYRfE0MfivShrMk/0P/qk2HGsn+Li+",
-	"803axtAmUmomsiAs1A9DgM7CiG/yqaTDub2LB9oUuakhEsaIJQNUlkZfiQ5qZQaFo7N+TibazIVL9pNc",
-	"OOw5ySffIF8uJ5PuE2WiILHIZkJNkU4moFJyIjEHemklJsKy7OdmCaZSYGd6QVdATBwaZsOJNNZBIRXC",
-	"Tq4zu4e5dLY/z3f3YZj0er2gZkrhZl7HDJMUhsmPP/7Ycafm7lmlLm0K2m+itENwM+FIFlROigQm2oBg",
-	"cIlAUAgzJVLBJWLZh0MHc20d/PzTT89+hvHSoU0hqyLkAhYzXSDDfUBbKHCmUhkhGKSlH9gHTwvMUwaC",
-	"kEZYsKBVsYTFTBZIuFjoqsjBOlkUMBeX2NAxssaxx40VKh/ra8JOv4tieF1K0yGbyXuGMAJhnS4tLIR0",
-	"Uk1hp9cTgWmYFXR9ysAxvNf9WEbmnYqAdE03J9GdFWDCXloiDG2IqpqTXC60ubSlyLC3MNKxiBJGTG9S",
-	"FUVPZBla2xDN1abEF92bvnx99u7N4T+BniDzxMqc6O86sWpQBD3dXmqYoM1EIRxCIAzxT7CKOg8mMdrJ",
-	"T5V1chIsQOTXru0sWiu79ouSR0QLD8HOMBkmsGiRdyZyUFphN4+4oMpr/Aasktx14rFm7E62cjM0XooW",
-	"wnoJaUlNA4ax1gUKtaF5ZZ6sTh0ADOQLrFPTICilJlBprdhW/N+pqQOPv8RMRvyum7PVnYgdLxkeAl5p",
-	"E0Nrp6lXuQ2IN9K6TQCiGPKP+5mDqO07LEFWGet9w002UrhA6yBuCLpEhTlYDRNhDsCiyllNWxixKhgR",
-	"Z5PCYLXJKhWvXUsvSOV+fr4itlQOp2g20LM6Yw1hF6JeeOO/iSMX7ey98BOW2WYsKyWuhCzIPerAE5tt",
-	"VsIWzRUamAkL48pBJpTSji2a0gvYmRZ6zJZnarBkv4t0qJEl/W56xJ6L723sf1+B132CNdx63NyCzoe5",
-	"cdNK5kJluN27eWLBLq3Dea80el46iK+wf9mphrY4ZST30df7cpcxwPKPs5NjYNcNPCpbDknbYwfpvtil",
-	"vI/n2DhGA4NdtHkpxVRp62TWabiFjzF6vXz1HGQzzC4pWproSuW1OyUtsDonv4f0+VDt4LVDlWNOYcFE",
-	"FngA7Ek0FvO+llbEnrYqnLcm9DvsMlRz4bIZ5sFhKzAFAYW0jvyoTKuJnFaG7Rpok6NhJWHxCo0oDkCM",
-	"LSo3VLws2SWIy2kDSsddyG2Ka2HeHxIStcKTSbL/4XYxaSDwlE+Q3KT31A9dr67J2Mc2iRrB3Zp77UWr",
-	"TT5VFUXDOoeTTsUV8sl1Uc1ZHdBzXgt51l5XomlCnmZDXhp3QgB+d4TDS6QM6OqtOzgyYGXjYCcr9nhi",
-	"Q+zeh4lBO4v+7+rcISIl+s4RJkbP6fJQRXyQItWqFVtfoWH/hnnaLw8GS22cPYCJKKxffqikg4wdaNLI",
-	"4cGdhl4HK5YWFrNlClI5o/Mq8y46zku33PV8tkZJD1anduITNu7UPg3FinH5bkVZY8GzArv1q3cIPB8G",
-	"sQil5EZxBPJ0MLi3wejg0w6rN9emQ5f/phcwF2rZRFMNsjAIpbBeFT0dDFj6MYed0iBJtw9pKA5qOp0N",
-	"JjVodXHVhZp633qz4JFHFhjjRBtkEKZaYff6t1ry97NlS/42GWaYUESTwyr2+cn6ODOX/knrhHHDpMun",
-	"XhOzyD6RWVqc0cBEt+R1hdwkbBTQekfiGbMJo4nTS9fuwEcy0rJyvuAfgrwWxbatzd0KFzFptsHdusjj",
-	"vS0aaTO8uh0ZwYuPC6f19l2nP8ql+02qTnUDr84ujl6+Pr84Pjm/eHXy+/FL2LBtu2ltoZ5YMDgl9mEh",
-	"snIuC2HIi9VFfuGBTaM34NNfTywMk7etp/HaDZOAbjvTC/KJ17IUmwhGlb/Zqqx5rZb7uhlvrYkrc962",
-	"FdfQvXo2reGIm27D+GvXZc4ULgKaNqnxRjoy7aSQC5HhnBQAO3rwu0UQyutW8K8TznMs0Pk4n21/p0e4",
-	"Isz2HX3KVced+/C2ss6vGc3HlhCen78QRYeRPvU3QXAChlwT24eXOBFV4SztxvbmwNsz/jttcBHMKx9J",
-	"oTC1CdMqw1vs+rZIuIGCtEmBbaR7i07kwokOn77tVN7TaMSs3/0DLFZYd8UlfslthzjFf1VoO4T+SHJy",
-	"oYFqirFWaIEd1ocN2u6m0fO1B6y1x9rNNiU0N8sLU3VkWF6Q6gZyXJduxjsIM62Iv20aA7i85w2ST0dB",
-	"qQuZLVPPOFJNdxlIg64yqmnpN5KkdZxI6/jD+U07eK8Ph1mGJScXFR8qqjx7ACK/oqNZf9OtMucw9mav",
-	"VpPBet7FlD4X1BGMnHmX3iMYuKDhNw0uC4psRjB7THEsEWy5Jg3q8ZaynLHrH3D8tEceBbPbbh/OOPeg",
-	"rEOR0+tNfd2gvcdyTfnHxdC9WL/WneRSievX/p2ng0GazKWKP7eiu9bvtc3eRPg7suROM8JTiJ5DhJpP",
-	"x2E3jEV2iSrv1H2txGOX9vOC6p2LkMi8KNHMJWfkrI8NyZlAiuhjAqiySPqOC21EkMUsZKxZBzJwQELn",
-	"40KFmHtju5AUIfq87S3c2MgU/NcS/QcsUZp0kL47kPEUjCnvkMEPzuc6yftwQpHBlShk7nWgVtizM+1I",
-	"R5olSbhQjbe4YBmWJs6FHJXE/ACCQbHQ4mdfJSZWjInFsGOlCMheL6zVYzA1GxQ3ox0nk+6iypfWHe7g",
-	"3zVTuBL27eYwRtxtozVv2Pq71FLtFxAzs3N7t6cenktXG3VB+Guhxw2D3QaxW4m9lAYzp82SGNiiMNkM",
-	"pGrzNVM9lDRqxB+AAIOFcPIKfYQTNKAFMRVkIkLy7j6xikPTofzoOBDuEhxefpmRacPVRjvYn/ZhmPzw",
-	"w94PfRdiQ2uyPX8Bret/shQewmG9HitUpWGY7A2TKM981LGwqMQcKcin0DfH0s1SsPTsD6GKOUz8Rt6Y",
-	"BbyxAuXKozOIB7EhAgRYLIURTnOMI1Q2C2qal747aI0Y6qS5wXIrzQME3UErJ8YnsnAhJ7iYyYBe22CG",
-	"Grc1Yn/of/5k00/2+oZRekyROqccDkDh1Au+tD4ur8pSG4f5fRmhg0NfseIykG9y6vfBpqc4rQpW6qUJ",
-	"26/QR4jdCcUGsEvlxPXu1xH8NxSFx1Ob1r6hp1ke05d3F8TCW10bxah2LfSs5uNW+q0RP7vu1MV6Rt6v",
-	"EB7v2vnti3fdxRAu7TCHfWH94e2Ld1x/gMYKsEMBA9mj36RyKeRonaky4hR/QZeo3mtT5PRz9wG9Lfdq",
-	"wTn7n96BEw6QtqhzC1ljefWWXhyhgCjm+2/2SLeMQsyyGS9+Wc0xstbDq3UnJarD168qlbktherbif5N",
-	"amuPxAxfWDvbjp5u8Z00kHYbkdZQXNNqpdrqle5UcHw37XqhC+a7msT8k/BiJhy80POyQK9KvrRTrIGl",
-	"jqRio4y1ZmrW2whzdEIWNhSxF9oHy2yD5khq1m4KTNbZ73Pm+xDRGG24HTQFtvyvzi7Ozg/fHF38cXR6",
-	"9vrkGHaeD37xqZyzozO6cnF2fnJ6dPH78eEfh6/fHP79zRHs/DR4loLw9c6UI2R6YaLNFF1oriJzfYo5",
-	"F/C91bROG4z1+zHnc7IZRRcxGbEQvoTqUO324SwEIqHPx6v09aABRJ7D0dmLwzeH5wTry6Pj10cv6RDP",
-	"dlM4Pzm5eHt4/M+Lw3fvTk/+OHxzxqDvpnB8ch4uHp3Gp+NDzSz388Fzn1Rq3Xx3dPzy9fGvHledkaYn",
-	"3Ja2Ky+OdQ6KMDVMYl9vAqXBibzuXHYWEvR3xSCcyG/FH5tg+FTBqhM1bQCx2Vw8TDoBWnklHe6CdAXe",
-	"kmVfB+qwWIilBTHWldsfF0JdHjCnck1z1Uorc1QUg6K529EK2sFDUkObehmp0dOlM05R5NszvIXw6YmN",
-	"k22WGG4jFbtgHQpCTyYWXTdW79lZtyPGVhcViWeduorF31ois0Wegl3OC6kuvUcfn93WvuZE8SYe8Y5y",
-	"SKw++bNE1LQW2Yb4rQHPPdJ15PQ9OF1XyLnsEJe34lrOqzl41xb0JJSleDtXmbWA+q+DwaAP5xwA8tW6",
-	"MzYTJddSPRHMFRfwez3ObPPe7W5PXY2Zb+dS0f63ZTSD191invYhnvYo8s2bTb9b4H/61VB8UeLFU/zr",
-	"Ei8tcb2/4utNRMbJye5OqQdlac44MrzPge7vA362M1EiWQfOjFCgzn+kq87nFFiwbjgkpdj/AFZvhfwH",
-	"vceSsA8fPtMCacyM0AViiWMmYMrscfPx5uPWDQyWm+7no2e81pvwNsPVbd72qm/4XnFPeLwLhvfk5Hyv",
-	"xb40qbO3Tf/Zd+UmaVKVOf1xpxu9WiW9pWLIqNiqnBvzNmspnqoo4PfzV72/+cx9eJDbWmnFbg/qv3XC",
-	"20sG97CFwT//k9au/ltT+Y/WVNJaAdyiOr7OyrdV8SNbG57+yCoj3ZJTXh60MQqD5rDqErNaArTy+ghQ",
-	"5aWWynGn+t6MU7n/hh2i6YuT0zMO7Qo5nTm7u+rQDA3uPJ3EstTrOX2J3JvKJ2fBZzhWYjpzrvTDiFJN",
-	"9Pb5ntrFYWb2iQ7vInvVSKBx/L4TfdRc2kzzafjpoWp12O8C3YPfzs/f7f3j7OS40WDv5bdjMDMFMVRj",
-	"XbF+o81hIVWuFymvKjoUthUTdMugt/tDNVRHNUT1sOro8zAQ1hcuIm2Hyc2ISGIr5mm/yWpGc6hidmWs",
-	"82UTfGdETKvEgc0dH3R6gxFHNYfq1jHctIGNVXi9SyCF2Vs+0aE/DQMhQ988t3MKC6MXXpR650ty4Jrj",
-	"q5+sVqMDwmjzGT9gl2v0YVwpjA3mbI65FEBcQ7sYnFRkhHaeDwa7HKMQZTwEOdKZcy7YZ65Y7oNUXs+x",
-	"7SZqQaVKwSxPl57+DLYyRk+Fw6FCm4mSu9MvcQlTeUXsvZAZwg6JsqC3MmGxJ5VFZaWTV1gsPWaJbL73",
-	"c6i4/VQUle86bQIMo9fHfxy+ef3y4vD019/fHh2fj3b7cEja1rvRED0B8F3vhElSZyPIdKWczz1zR7xv",
-	"PS5khsriypFM3r4+b6QuOE08sT1RyiRNQk9ssp8M+k/7g+B8Kbq5nzzrD/rPwuQUK4691kDRtCsiOxLZ",
-	"DEpUOXsWcRxI2phZi/1U9bSgH5ss0VitntihiuNOHYof3hNfj+jNwJCh3ZauWNgJHc5D9fPA7kKlnCTB",
-	"2hhK8v24cQ5J2ghu6ucuC2mdZZLNQRTFwUqp8bwSqtzGSqz31RRyHye/BwviWWmHKuKA19wptbVyXCzj",
-	"S7t9eCesDd3seCV1FdvSn5Cg8iDTyFP7loEp9qw8WoKCJUhW/gVfGqrwRpzLRBOUsZ+JiGb9dc7tKNYd",
-	"Nkaqmhn+D12t1oX2jTA1bIIREpFOsvOrhjzOc9gq417iZwN7AAPiBs+8tQYUzreYrCZmB+waSdrwXxWa",
-	"ZRILEgntGQ1K5wx+2jnyyMhlp2Yd9we+77xm8zbLeOrXrFD7yzAgS7PcZHvmFenrcF3w87KtA2xMv9UJ",
-	"ikHHJNzHtP0Fh78OBrd8JODLPg7Qmizc9jGHtQNb7h5C63xCpu+zxoyjbdvV8De+RpAmtprPhVmubWM3",
-	"s+dpS3/4hqxM5j78ElPbnhD8SGuvlNjeZ5nfsOemu8p7Ydp6vzFHwszZnLz2HixxxNQIRXHSnOsQrCDY",
-	"fxoq79ByF38fTnnqc78xohz4fiPh34fng+dD1ZHB5yOr+lsWkgefCC5RkNuxDDjID+D54Je1FWKan5Wa",
-	"dLAaU9DGf1ZDFAWpVJbJhVh69TJU68ojTmgI57UMzEXcmIsP7XJEUFpDJaaoHCcI+a3dLh30klepR1E3",
-	"lBCLUvDPgyRJPwkRvWPv5W/XCx/9w2jd33W+fHSZqUeCb9pOO4F1syGzz7s93doQsouTacMUjcqH5IH5",
-	"Z0r+kVaPIWuB4YkT/HAyM9V26btNyPAqfGOGfoSgoeE0tAn+W7j/DdVZaEHZoshCuCItVGW/FTYl+x8+",
-	"NnH0hnxAtPYgWFmloQ5sIi7qw0VkzJHcz4gN/4EaHo/fqnsYKDGvP2MAo3cnZ+ew57sL6N0R7MxQ5Ghs",
-	"GmsfNo1ZoaEKW+6mQcEQBeNMVcOD328GFXSr/jLNUK18++bQXfPLPXWcsbrny1HkhZMTJINDNPr16Bz2",
-	"gmfZZ3efgnvSe3LO7VbGdmkC/0minK38txDY5rjAvWR1cLdsrT4j9CUS2fj4UlsoCURuPL6WlqW+kXTk",
-	"+He8DD3DdLNodBNTGOFty9rneYgPmvzKtyKrMnNSePxQ5qR3/zzM+Sth6tswZ7M19jtlzldS5aH9cjHT",
-	"Nja5+q5X4ds1Y/dqbCnc/Rq+NFg+mC8Nln8iviRMfSO+bLTvfqd8eRY6WUk/hjOHoF3Ez2iA2eiB/QrG",
-	"JL/7oYxJ7/55GPOUMPVtGLPZZvGdMiaBCGLDhjdKd4VU2PM9B5hH5v0KzvSFkQeyJr/85+HN96GI9C2Y",
-	"s1Vn/k658wWX2LntsSqK6FfiJsM+iB8DUbg21w/Ia1zvurQU8yJcipxXJ2385N1mMPmSr5/Vn//66uRB",
-	"PUWR/L8Ph73/K3r/HvR+6V/s9z5+fpo+/evfbv7S0WXz8b5hfuxbk/yhuql2DhXsiMLqOkezEDYme3Yf",
-	"I85/5XtaRdz7iQU95hA4Z6lqZc8i3gMR69b1zuz/+9BaMPJ5zFE9wsufUSJ088xCfCPd/LLSUJEu7P74",
-	"UywA1Iu7qLx8DZC7EIQbKsy0X4HUxIwrOI1dbatLNS6+DyPmOjkaqp1tzdK7KYxE/GLmCHbWP7tJ9+dZ",
-	"SUtsnwcI2cHG6IGv+PjR0ni6oVqv7xzwaJfPJvpikrTQXULaltn3/eLdMrGWmw6Z6KYg1EM6jCeengio",
-	"SNJknpVdLTlfm6K+3xeb4tfdbtL79rDbO59d+xLrXY83J0VuPm7JM4UGmfo7og2+RQhWh4SQePaxsudc",
-	"ka039glip2HGtXENwqvvpsiHQZKVvG8kq9qcdZRL5qzvKknziFv773h1U5TdN1LQhKLwIemvJNpXZHxu",
-	"JeJ6UqdNxF8LPf6GRHxYMuNRtm41r3aQ8W3ooPPJi0cxsA9Ki9xOvLXMxxrxDJbfkngPivj/s8Tz3etT",
-	"o6vSdwWyn/oIxHxgLuFWat6eLvBeju+83IfV5+dHzZ6HOEBC7o+PksA6g2KOvodvqLJZpS4xh1FzhbHO",
-	"lylMisrO/IMeb/w9tvBNsT4cxnBsqHzl269MaB7jVCgQY21caDEwQtkJmi6Xg6Ldb8iWD4v3H3HrwJTp",
-	"o/6LgEYz2WOw70MzDrfy70ZSoU13jnW/IeEfGEs/5t738gnC4N9jkPH+oXkX4doFzXYH6IeP5KSHV+qm",
-	"MVc7veGCj+QbF+rAsHFtVQVuXGyUQ28+3vz/AAAA//8=",
+	"7H17UxtH9uhXOTV3qywlIyHHTu4Gav8gNk7YssEFOKm9li9qzbSkDqPucXcPQuviu//qnO6ehzQSAsOW",
+	"f5X9D0kz/TjvN1+iRM1zJbm0Jtr/EuVMszm3XNOn34SxSi+PX+OHlJtEi9wKJaP96GLGwXBjhJKwmCnD",
+	"YeYeBjsTBoTpR3Ek8Mmc2VkUR5LNebQfiTSKI80/F0LzNNq3uuBxZJIZnzO3v7Vc42v//+Nh7/+x3r8H",
+	"vZ/7l/u9T1+ex89/+Pvt36I4sssclzJWCzmNbm9vcUWTK2k4HfudSnl2pLXS+ClR0nJp8U/Lb+xenjEh",
+	"DyCZMW24/UdhJ72/44/VIVrWX798rtU44/NnBkaqsHlhR9AZ0ab7MCwGgxfJnBvDppw+8FE3hoWwM7AI",
+	"OMtsYUBNQFgDiUp5H46uuV7ChIms0ByUhL05XmPvO2DSLLg2YFQMrLAzYDKFQl5JtZCgVWG5ASGTrEh5",
+	"2o9uY3f/C35jn/D6VqmsdvcY+A1LbLak++FG9AddAQznhg723sFs5VgszzORMFx8z0P1+z8N7lQ/1d80",
+	"n0T70f/Zqwh2z/1q9sK6LWc9lHD25hX8/PLH/xtQ1sDDOOMwQgyMCKzVoekO4Xr9CFf22+FpDqWdaZWL",
+	"5EKpjAhXq5xrKxwFNs6wBlFkjLywl9XlWJoKfJhl72vrOOZYh33CLMvUFMFf8euoX3GGGv/JExvF0U1v",
+	"qnr+SwRp/4wt3jmyxGM4nlzHeJ1DP7qnmudYucGn1Z1v4yaETLsAQSIywAyUD4M/nYER/Ui3EpbPzV00",
+	"0MTIbXkipjVb0oHyXKtr1oKtRHNm8a5foonSc2aj/ShllvesoJuvoS8Vk0n7jRKWIVskMyanHG/GoJBi",
+	"IngK+FLFJswQ76d6CbqQYGZqgd8Am1iuiQwnQhsLmZAcOqlKzB5PhTX9edrdh2HU6/W8mEH56mTMMIph",
+	"GH3//fctv5TUPSvklYlBuU2kshzsjFnkBZmiIIGJ0sDouIggyJieIqrgivO8D4cW5spY+OnHH1/8BOOl",
+	"5SaGpAgnZ6gNMk7nPsAtJFhdyAQBDMLgB94HhwuexnQIBBpCwYCS2RIWM5FxhMVCFVkKxoosgzm74jUZ",
+	"I0oYO9gYJtOxukHo9Nswxm9yoVt4M/qDThgOYazKDSyYsEJOodPrMU80RAqqvKWnGNprN5IRaasgQFnT",
+	"Tkn4S3UwZq4MIgY35LKYI18ulL4yOUt4b6GFJRZFiOjepMiyHksSbkyNNatNSSO3bvr6+Pz928N/AT6B",
+	"6omEOeLftkJVc+bldHOpYcRNwjJmOXjEIP14rahSrxKDnvyzMFZMvAYI9Nq2nbc3NnMeIi0YJZ1hNIxg",
+	"0UDvjKUgleTtNGK9KC/h66GKfNcKx5KwW8nKzrh2XLRgxnFIg2tqZxgrlXEm1yQvGUvh1v6AcTCoiHRK",
+	"HHihVD9UXAq2iv5bJbWn8dc8EQG+q+qs+iVAx3GGOwGttA6hlduUq2w7xFth7PoBAhvSh93UQZD2LZog",
+	"KbRxtuE6GUm+4MZC2BBUziVPwSiYMH0AhsuUxLSBEYmCEVI2CgwSmyRS+Y1tyAUh7U8vK2QLafmU6zXw",
+	"VHcsT9gGqFdO+a/DyAY9uxN8/DKblGUh2TUTGZpHLXAitU1C2HB9zTXMmIFxYSFhUipLGk2qBXSmmRqT",
+	"5plqnpPdhTJUixw/1y1iR8U7K/sP1fHab7ACWwebLeB8mBk3LUTKZMI3WzfPDJilsXzey7Wa5xbCK2Rf",
+	"toqhDUZZvOKb3c9k9Gf55/npCZDpBg6UDYOkabGDsPc2KXexHGvXqEGwFTek4VukQZq2ydy3QnID9OMB",
+	"yCLLnPTngiSxESknSYwESsa90vB8AO/EL/gXWTmkXvFNR/cOmKtsG0fE+O04n6DpQvrGWScZn9j6YRho",
+	"fs21Bc3naAB5IK/u2byvmbEffvyplSauuTbt1LmCivBgHFZrA/iYT5TmW27mHqhdsH632rW94tnpdqQM",
+	"G7b3JoEZPw0kYn+ENoi0m0pnStme5hmz4prHYJbzTMgrA5oblV2jF34PY+mP2bIOOuEo1JGJGGd8w2JE",
+	"Prja3fRarVWDTmlzoIXxef1Yb7Saw/ODkmKfGVAL6U9pwMwYhSk4GP4ZOvhHzjVRSXcn7RdHZCrv7HMF",
+	"66x5SrLRYkATDbnYHbUFYis0gDf2B1g1qzwPBC5vQC/2oqeC/2axZc64KbIWW8ZDcHdN7aRgi5J2wYl2",
+	"dg3ROGZq8YyYEEYuJSLLneRuaPl94vLobbd+LdhUKmNF0uplMRcQ6vXS6jlIZjy54ho9m0Kmpe8rDBBe",
+	"EaOI2aHs8BvLZcpTyLVCGjsAcvtqiznHGO+nCfBOJuFnv8tQzplNZjz13nXGY2CQCWPR6U2UnIhpockJ",
+	"AaVTJGalwSD2WXYAbGy4tENJy6ITAWE5pUGqsAvyb1iLp/0hyhkl+ekk2v+4Hc81AHrSuY13JJG2V1eo",
+	"5VMTRbVI3Ap1tnHZqox3N52ya043V1kxl7upTqS9mhCq/eKjpXfLb1oipoNWb91BkRUvNi92WpHHM+MD",
+	"rX2YaG5mIVhR3duHDxG/cw4TlI92xocywAOtXiUbgVCvaxxNu+VB81xpaw5gwjLjlh9KYSGhaAfKfv9g",
+	"p2aEg2FLA4vZMgYhrVZpkbh4Cp/ndtl1dLYqZ+hYrcqSbtiuDKrl2wVLCYW6zirfweM5AUMsFKPPS+Gi",
+	"54PBztZ9C522SL95q6nym1rAnMllHUzlkVFl5cw4UfR8MCDu5yl0cs2Ru138yc64rEcIGprUKfgt+5ab",
+	"+fBJIAFvOuERpkry9vW3ul2VoeDobZ1ghqTSUqgCVT8aFxRMhXvSWKbtMOreLfQD+QRiaVBGDRLtnNcW",
+	"H0VmmxXyynl9L4hMCEyUC7ixBy7sJAwJ50v6wNDFlKTRm9Qt+SJkONaoW2Vp+G2DRFqPhW0HhrcNwsJx",
+	"uX3b7Y9SYX8TslXcwJvzy6PXxxeXJ6cXl29OP5y8hjXd1o1LDfUMbcopkg8xkRFzkTENVoHK0kt32Di4",
+	"bk5NPzMwjN41nuY3dhh5cJuZWoCwqyHldQBzmb7dKKxprYYFs26vrbArUd6mFVfNs/LZuDxH2HQTxI9t",
+	"mzqTfOHB1OYvWlTtKJAzlvA5CgDyyuGD4cCkk63gXkeYpzzj1nk/pPtbLfMKMZt3dPkxFXbuw7vCWLdm",
+	"UB8brH56/pJlLUr6zP0IjKLlaJqYPrzmE1Zk1uBupG8OnD6jv+MaFcG8cGEvznSpwpRM+Ba9vilsWQNB",
+	"XMfAJtS945alzLKWAEzTqNxRaYQUze42Ngmsu4JIbslNlzjjnwtuWpj+yMUfaqBmMoUKLNAheVjDbTcO",
+	"lq85IKk9Vna2zqGpXl7qosWjfIWiG9BwXdoZ7cD0tED6NnGItqU9p5Bc7gBylYlkGTvCEXLapUNqbgvd",
+	"cOzXMlplUA/XcZdzm7bQXh8Ok4TnFBiQdKkg8swBsJTcLON+tFWaE8ZO7ZVi0mvPu4jSBe5bnJFzZ9I7",
+	"AANln92m3mThLJnhmR2kyJfwulyhBHVwi4nPyPT3MH7eQ4uCyK3bh3MKFEtjOUvx9bq8ruHeQbnE/ONC",
+	"aCfSL2UnmlTs5ti983wwiKO5kOHjRnCX8r3U2esAf4+a3CoCeFwGScKp6XYUI4UxS664bA+fNLJEbdLP",
+	"MaozLnzW6TLnei4ofWL2fbBCWi4TXkbrC8NR3lFVBCJkMfPpRZKBLuqFTOf8Qsl56pTtQqCH6JJsW6ix",
+	"Ftb9ryb6D2iiOGpBfbsj4zAY8pM+3eqNz1WU9+EUPYNrlonUyUAlec/MKFBn9RI5nMnaW1Rd4pdGyoWU",
+	"S8HTA/AKxUCDnl1JD5JiyAL5HQuJh+z1/Fo9OqYihWJnuONk0p4Bv2+S+A76XVGFFbNvVoft0a95Tdff",
+	"JZZKu6AR69oxVlVu1HbCXzM1rins5hHbhdhroXniCtwUGM50MgMhm3Rt60VxAfAuhOpixc7D8RLQAJsy",
+	"VBEbwuRtvoorjls9G14H/K94Dse/RMi4YbVRh/enfRhG3323913fet/Q6GTPfcGN7f9p0D2Ew3I9EqhS",
+	"wTDaG0aBn+mqY2a4ZHOOTj66vinP7SwGg89+50tOhpHbyCkzDzcSoFQmYjXnB6F6DRgYnjPNrCIfh8lk",
+	"5sU0LX230xog1IpzzfONOPcnaHdaKYs5EZn1McHFTHjwmhoxlLAtAftd/8ufJv7T3NwSSE/QU6eQwwFI",
+	"PnWM78P9pshzpa1LHezstK5E7ElwaUjXKfXbINMzPi0yEuq59ttX4EPAdnxmGMxSWnbT/TqE/8ZZ5uC0",
+	"kk6j6st6LYO6urt6wb/VtlHwaldcz2I+boTf6qmP9tDFavrUreAfb9v53av37ZlrysMThd0zWfzu1XtK",
+	"FkNtBeigw4D66DchbQwpN1YXCVKK+0LlXP6hdJbix+4DChF3qpc8/99eLukvEDewswWtoRZmS+Ekk4AY",
+	"c8WSeyhbRt5nWfcX71cgEkjr4aUVpzmXh8dvCpnYDVVF25H+JIUQj0QM9yx02Ayedvad1IC2DUkrIC5x",
+	"VYm2cqU7BRz9Gre90Hbmuyp63ZPwasYsvFLzPONOlNy3rLcGpZagYi2NtaJqVmu+U26ZyIyvOFoo5yyT",
+	"DppzFLNmnWGS1uLMc1c0zrVWmmr3YyDN/+b88vzi8O3R5e9HZ+fHpyfQeTn42YVyzo/O8ZvL84vTs6PL",
+	"DyeHvx8evz385e0RdH4cvIiBwUoee6L0lFtfCYvq+oynVG3ltKaxSvNQbDWmeE4yo6oXH4xYMJdCtVx2",
+	"+3DuHRFflOlE+qrTACxN4ej81eHbwws86+ujk+Oj13iJF90YLk5PL98dnvzr8vD9+7PT3w/fntPRuzGc",
+	"nF74L4/OwtPhoXqU++XgpQsqNX58f3Ty+vjkVwerVk/TIW5DjaxjxzIGhZAaRqEJI4Jc84m4aV125gP0",
+	"d/kgFMi/I9fuQgX1NHt1iPVOkGHUeiAy1FtTBmiXTQrD06oSY5XWYhftC+VHzPp4XQpGULFZZfE9M5Ax",
+	"Ex5AA0xY6Oh6RUu3wZ27RPa9PdVW42EzvmWV1eseZgu2NMDGqrD744zJqwPiMcrGVh0bIuUSvWdXsbWT",
+	"XHMnKU8bO+4uEdsm7c44SzfHpjPmAitrN1tPjmwjMjIe24o7JhPDbTtUdyzg7rCxUVmBgqUMuoW0dSlL",
+	"kkVaq2BypUfu2U1V0pZlb8MV70jkhLyZu0sATWORTYDf6KrtEGhEc/XBgcZMzEULo79jN2JezMEZ5aAm",
+	"PqFG29lCr4QCfhgMBn24INeVvi0bMBKWUxbYIUFfU+lBr0cxedq72VSgCld5NBcS998Wi/X+QoN4mpd4",
+	"3kOfPa33lmw4//OvPsW9QkYO418XMmqw6+4iuzdhCYVV2wtyHxRfOiNBvZGE78jcIKVQnpYiH2IyMQe+",
+	"IMrr97bWAWSq9QU/yFR53RAyOFWRleGfD2AAhUyVi+jMgWVZa/VeiffBnXXsVm0Fyd04bv6iOVk7aXto",
+	"hkurl2XlYRwSI65+KzSwUG0BwdGJv0WoRiN1OeNZSkX8+K2wMEWbiiVX0Pn4ab2CWDQLiIVZqyFuas/V",
+	"fObXZyXvWbOwOWu51a0rwd725jbOqswgNMEc1nnqDSHf3uNpsWO6iDBvI/mfECcd092v9bCZqr0thANd",
+	"29wz4xBBRj2l7XzRRD1D+Vg8fU5xql0IeHeP9IuZsZwjoNw9o9gFbOOqaS4GUpa3FCCbZmp8ANVbPhqL",
+	"75F224ePX3CBOMRp8QsU8ycklGMS+befbj9t3EDzfN0ZfvT4+2r/xnrwbJPvX1VR7xSF8Y+3neEPlKjf",
+	"aulBHJW5pLo37+rqozgq8hT/uNOpr1bZJgkIFBu1Va1VeyXgXGQZfLh40/u7Y0P/IAlTXLHdn/tv1cL2",
+	"BOYO9q2PFvxFM+n/zfD+RzO8cSkAtoiOr7Pcm6L4kbUNNbgkhRZ2SQF433XEmeb6sGht7wkcoKS3nblM",
+	"cyWkpSbHvRkllv4NHcTpq9Ozcwo0ZWI6s6Zb1Yv73khqbCde6vWsuuJUKU83J8anc1RsOrM2d3MshJyo",
+	"LSZWcFtcyIfCrs7tdaIRj0bRxE7wO1NhEkW3oaeHstGc2QX8DX67uHi/98/z05Nab6bj35aZHjGwoRyr",
+	"guQbbg4LIVO1iGlV1iKwDZtwu/Ryuz+UQ3lUnqicczL6MvSIdWnUgNthdDtClJiCaNptUo33GMoQ6x2r",
+	"dFk/vtUsBHnDrI+OCyQ5hRGmfAzl1gkucQ0alZXbxSP5sS10o0N3GzqE8C2XVFzODIxeOVbqXSzRgKtP",
+	"PvnTKDk6QIjWn3HBPPLP0O3ImTZenc15Khgg1eAuIULYeTkYdCnugJhxJ0g53jml8qHEZst9ENLJOdLd",
+	"iC0oZM6I5PGr5z+BKbRWU2b5UHKTsJx6Za74EqbiGsl7IRIOHWRlhm8lzPCekIZLI6y45tnSQRbR5jzO",
+	"oaRieJYVrga+fmAYHZ/8fvj2+PXl4dmvH94dnVyMun04RGnrzGgIlgC4HhyEJIqzESSqkNZlwqg/xzVC",
+	"ZCLh0vDKkIzeHV/UwpGUtJqYHstFVOscjAb95/2BN74k/rgfvegP+i+iWnh2r9GLPm2LshyhJ5JzmZJl",
+	"ETrJhQlx/lDdWQ6acBM3cq6Nks/MUIZO+RbBD38gXY/wTU+QvvgfvzHQ8f0WQ/nTwHShkFYgY631s7so",
+	"QGhhFyYcN3YjOzJhrCGUUUjgoBJq1OrOZWpCXYiz1SSnqnJ6z3vSZigDDGjNTq6MEeNsGV7q9uE9M8b3",
+	"1vBroYrQJPMMGZV64EcO21t67cmycmDxAhZPUtkX9NVQ+jfCSA+uvTB2HVpBrR+nVBxn7GGtG7+eb/zY",
+	"1viRKVeWV56NEUAC0JF3flWQhu4yUyTU2fBiYA5ggNTgiLeUgMy6grdq2Mqgmqf1ueB6WQ3Uwj2jeMv4",
+	"prh1WgYBl4yaVdgfuC6YksybJOOwX5JCaS/DADXNcp3siVaEqwpoO39os6wucL/g06eV4V8/DAZb5kvd",
+	"b65UYyjFpjlgKxc2VMvIjXVB1r7LYRGMNm1Xnr82yCqOTDGfM71c2cas5/Lihvxw5aGJSJ37xaamOVzi",
+	"E65dCbG9LyK9JctNtRUb+EE9+7WuNiLO+tAeZ8EiRUw1k+gnzSkr6qIyqN+H0hm01FPUhzMaGLJfm27j",
+	"6X4t/diHl4OXQ9mST6Qry3IMmqA2TDwXy9DsWHoYpAfwcvDzygoh6UhCTViomqaUdhPZWJahSCWeXLCl",
+	"Ey9DuSo8Qr8Ys07KwJyFjSkV2kyOeqE1lGzKpaWgP73VbZNBr2mVcorJmhC6/2i9VbnwyT3Mjf1FpctH",
+	"55lymsxt02jHY92u8ezLdku3VIRk4iRKE0aD8EF+IPqZon2k5GPwmid410yOZAqutX0T921jMn7txyri",
+	"B+801IyGJsJ/878/oTjzBXEbBJl3V4SBIu833KZo/+OnOozeog3IjTnwWlYqKB2bAIvycgEYc47mZ4CG",
+	"m21Ik5U2yh46FJuXE7Bg9P70/AL2XK0TvjuCzoyzlGsTh3ymiUNUaCj9lt3YCxjEYOjwbMSpa04F/lQO",
+	"NRzKyravtwDXhz6Wfkb1m0sxoxWORpDwBtHo16ML2POWZZ/MfXTuUe6JORV/atMmCdw0y5S0/FMwbL15",
+	"aSdeHdzNW9UEyvtwZG1uZ5Mp8YjUBnEjDHF9Lejo5pIsfQcD/pjVehvQjXC6ZWWyI9JBnV7pp0CqRJzo",
+	"Hj+UOPHdvw5x/oqQehrirBfqf6PE+UbI1BeDu0G4ruTe1eAzVzweaulDgXP3a+hS8/zBdKl5/heiS4TU",
+	"E9FlrZngG6XLc19Xj/LR39k77SxMYAO9VpH/FYSJdvdDCRPf/esQ5hlC6mkIs1469Y0SJh4R2JoOr6Xu",
+	"MiF5z9UR8TQQ71dQpkuMPJA06eW/Dm3+4ZNIT0GcjTzzN0qdryjFTkXYRZYFu5KvE+yD6NEjhXJzfQ+8",
+	"2vdtXy3ZPPNfBcorgzauD3jdmXxN35+Xk2O/OnjwoLn8n3Z180MtqqAZx1NlLZfQYZlRZYxmwUwI9nQf",
+	"w89/4yrsWa0sWo3JBU6JqxrRswB3j8QGGvZq89zaswGU4VrJyvnStHJYMZNLsJpJg+wZw9jX9cgw178b",
+	"V/WjfgKf/+8BribcQIeyTu5TN/ZzbIeSgpA+FldNsnNZQVccA36ime2WW7jKVs6S2VDSxDsvnGnmXd8P",
+	"milLslFy0hi1xqy5PhyG6w1lKLdg5Vy6GU3irEXuKTZISVbzD6q72IeXg8FQrqaGNgXs/dS9dWJvo47q",
+	"kb3qf1w8aSi5ORRwQwjGA+dR4lg1wvZVMH71QBu+CNilmGrQL2eo70L8jqQ2q9YPrra0UYG6Qvsur2D4",
+	"ZxhZNYLOAP4BbgjKCg0zQ7G4qgSDMta1xgchr6keJq5qAYcyFDI6fSyQaZBy3VT5leG3rS0SQ5nxCTW/",
+	"wvGE+pydSd1osOhU6Ts/5oK5mPdQ+kXxPj5ZRsFMdyok8p/XW4eq0DklixAEdD8YkXM5QuYqZ6+54ijX",
+	"zeEybysTRKEjrBnKUJ4VhuBe8dx2fSLW1Hqy3Yv78PKHH4byzTmFzM+Ofj86uzj+5e0RSDanS1jPur6g",
+	"q8QxT67wCHOWkrxziV9XfWtmaiGdJKvBwjcquWp5Px63Fu8FId0atZGWKzJQLWRD/sVhMGmXutEFDaYe",
+	"ynFYHkmERDGSSUkgDsYG8mKcCTNz9R9kSrlAbpvkcfWtGxXtPWXPU7gD9UL03U2uR918k8gri4M7a2W9",
+	"zox+FE1PJfBN7g7kE/5lheGf1+f53FMult21rUbAH14Bjlxyc1ROGaKx3GiDUVt1eCNen9Q9lNQW0DpM",
+	"PFQFlIuXetkVBpGMYHYoeaLcCs9ogm/e3NU0GunC4vswIlNUjIays6mfsxvDiIX/wDKCzuq/ccHf50mO",
+	"S2xuWfZmSq072pWBuOk34XYoyJpFHwcklV2K0VWYCAPtdSWbrAfX0tpuKK8krH16um4dl3MECE7U4O1B",
+	"EcXRPMnb6nS/1tjYbahs+G8Bt/GubbbmzmdX/rPPXY/Xm9lvP22wfHzVbFngX6NbDl4worJFmn2slDop",
+	"jHJjlzW2CmZkBStgzpits7zvda/4fS2D1aSso1QQZX1TmZtH3HqbLUvaFE0NBJH/x2RfibSvSANtReJq",
+	"pqeJxF8zNX5CJD4sw/EoWzc6WlrQ+M6X1buMxqN43Q/KlWxH3ko6ZAV5mudPibwHpQH+s8hzzvxUqyJ3",
+	"rQIUvHoEZD4wwbAVm9tzCM7Kce0Y+1D9O8NRvRCyHpbwkQpjNWdz7gr7hzKZFfKKpzCqrzBW6TKGSVaQ",
+	"5c+MhxuNjPZjj9Hr8jHaofRuK62MYB7zKZPAxkpbX3eomTQTrtvdBpY+IVk+LAnwiFt7oowf9V9O1irM",
+	"H4N8H5qG2Eq/a5mGJt4pAP6EiH9ggP0x997JJggu/yOgcfd4fRvimlVOzbaQj5/QSPevlJXktjR6/Rcu",
+	"vF/7onQMa99VpWG1L2s1Urefbv8nAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -22,6 +22,9 @@ const (
 	// TypeWrite and TypeEdit are successful mutations through a tool call.
 	TypeWrite Type = "write"
 	TypeEdit  Type = "edit"
+	// TypeRevert is one file a revert of a session's changes restored
+	// (docs/checkpoints.md): one event per file.
+	TypeRevert Type = "revert"
 	// TypeCreated, TypeModified, TypeRemoved and TypeRenamed are changes made
 	// outside the API. A rename is reported as TypeRenamed on the old path
 	// and TypeCreated on the new one when it stays under the root.
@@ -55,7 +58,7 @@ type Event struct {
 }
 
 // isMutation reports whether the event came through a tool call.
-func (t Type) isMutation() bool { return t == TypeWrite || t == TypeEdit }
+func (t Type) isMutation() bool { return t == TypeWrite || t == TypeEdit || t == TypeRevert }
 
 // wire is the JSON form of an event. Diffs is a pointer so that a mutation
 // without hunks (a create) still says "diffs": [].

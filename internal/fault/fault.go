@@ -100,6 +100,9 @@ type Error struct {
 	// edit asked for hints; the executor replaces it with the region it
 	// shows (extended profile), which REST answers as the problem's hint.
 	Hint *Hint
+	// Paths are the files a refused revert names (CodeStaleVersion: each
+	// file that changed since; docs/checkpoints.md), root-relative.
+	Paths []string
 }
 
 // Hint is a missed edit's most similar region, or an ambiguous edit's

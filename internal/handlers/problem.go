@@ -73,6 +73,8 @@ type problem struct {
 	// Hint is a missed edit's most similar region (extended profile;
 	// docs/edits.md).
 	Hint *fault.Hint `json:"hint,omitempty"`
+	// Paths are the files a refused revert names (docs/checkpoints.md).
+	Paths []string `json:"paths,omitempty"`
 }
 
 func newProblem(err *fault.Error) problem {
@@ -89,6 +91,7 @@ func newProblem(err *fault.Error) problem {
 		Code:   err.Code,
 		Output: tools.Output(err),
 		Hint:   err.Hint,
+		Paths:  err.Paths,
 	}
 }
 

@@ -76,6 +76,8 @@ func (s *rest) routes() http.Handler {
 		r.MethodNotAllowed(methodNotAllowed)
 		r.Get("/tools", catalog.ListTools)
 		r.Delete("/sessions/{id}", g.DeleteSession)
+		r.Get("/sessions/{id}/changes", g.ListChanges)
+		r.Post("/sessions/{id}/revert", g.RevertSession)
 		r.Get("/metrics", s.deps.Metrics.ServeHTTP)
 		r.Get("/events", s.events())
 		r.Get("/openapi.yaml", serveDocument("application/yaml", api.SpecYAML))

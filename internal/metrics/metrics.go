@@ -33,6 +33,7 @@ type Metrics struct {
 	cacheHits     *prometheus.CounterVec
 	cacheMisses   *prometheus.CounterVec
 	approvals     *prometheus.CounterVec
+	reverts       *prometheus.CounterVec
 
 	// The series of each label set once looked up, so a call does not
 	// hash its labels again (WithLabelValues on every call was a
@@ -94,10 +95,14 @@ func New() *Metrics {
 			Name: "toolfs_approvals_total",
 			Help: "Sandbox escalation approvals by how they ended: approve, reject, timeout or cancelled (the caller went away, or the server shut down).",
 		}, []string{"decision"}),
+		reverts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfs_reverts_total",
+			Help: "Reverts of a session's changes (docs/checkpoints.md) by outcome: reverted, dry_run, stale (a file changed since, FS_STALE_VERSION), not_revertible, error.",
+		}, []string{"outcome"}),
 	}
 	m.registry.MustRegister(
 		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration, m.storeErrors,
-		m.cacheHits, m.cacheMisses, m.approvals,
+		m.cacheHits, m.cacheMisses, m.approvals, m.reverts,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -118,6 +123,9 @@ func New() *Metrics {
 	}
 	for _, d := range []string{"approve", "reject", "timeout", "cancelled"} {
 		m.approvals.WithLabelValues(d)
+	}
+	for _, o := range tools.RevertOutcomes {
+		m.reverts.WithLabelValues(o)
 	}
 	return m
 }
@@ -192,6 +200,9 @@ func (m *Metrics) WatchSearch(sandboxed func() bool) {
 		return 0
 	}))
 }
+
+// Revert counts one revert by its outcome (tools.Observer).
+func (m *Metrics) Revert(outcome string) { m.reverts.WithLabelValues(outcome).Inc() }
 
 // Approval counts an approval by how it ended (approval.Outcome).
 func (m *Metrics) Approval(outcome string) { m.approvals.WithLabelValues(outcome).Inc() }

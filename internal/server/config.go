@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
@@ -85,6 +86,12 @@ type Config struct {
 	EventsMaxWatches     int           // --events-max-watches; 0 = no external changes
 	EventsHeartbeat      time.Duration // --events-heartbeat [15s]
 
+	// The checkpoints: every session's change history, and its revert
+	// (docs/checkpoints.md).
+	Checkpoints            bool  // --checkpoints
+	CheckpointBytes        int64 // --checkpoint-bytes [256 MiB]
+	CheckpointMaxFileBytes int64 // --checkpoint-max-file-bytes [16 MiB]
+
 	MCPStructured bool // --mcp-structured
 
 	// Checkers after each write and edit (docs/diagnostics.md); they run
@@ -113,6 +120,7 @@ func DefaultConfig() Config {
 		Policy:           true,
 		DefaultSession:   "default",
 		Events:           true,
+		Checkpoints:      true,
 		CacheBytes:       64 << 20,
 		CacheRacyWindow:  tools.DefaultCacheConfig().RacyWindow,
 		EventsMaxWatches: 8192,
@@ -164,6 +172,8 @@ func (c Config) withDefaults() Config {
 	dur(&c.ApprovalTimeout, 5*time.Minute)
 	def(&c.MaxApprovals, 32)
 	def(&c.EventsMaxSubscribers, 64)
+	def64(&c.CheckpointBytes, checkpoint.DefaultBytes)
+	def64(&c.CheckpointMaxFileBytes, min(checkpoint.DefaultMaxFileBytes, c.CheckpointBytes))
 	dur(&c.EventsHeartbeat, 15*time.Second)
 	str(&c.LogFormat, "text")
 	dur(&c.StreamWriteWindow, 30*time.Second)
@@ -210,11 +220,16 @@ func (c Config) validateSettings() error {
 		{"events-heartbeat", int64(c.EventsHeartbeat)},
 		{"approval-timeout", int64(c.ApprovalTimeout)},
 		{"max-approvals", int64(c.MaxApprovals)},
+		{"checkpoint-bytes", c.CheckpointBytes},
+		{"checkpoint-max-file-bytes", c.CheckpointMaxFileBytes},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
+	}
+	if c.CheckpointMaxFileBytes > c.CheckpointBytes {
+		return fmt.Errorf("--checkpoint-max-file-bytes (%d) must not exceed --checkpoint-bytes (%d): the largest kept file must fit in the bound of all of them", c.CheckpointMaxFileBytes, c.CheckpointBytes)
 	}
 	if c.CacheBytes < 0 {
 		return errors.New("--cache-bytes must be 0 (off) or positive")

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -71,6 +72,7 @@ type Server struct {
 	hub       *events.Hub // nil: the change feed is off
 	watcher   io.Closer
 	approvals *approval.Store
+	ckpt      *checkpoint.Store   // nil: --checkpoints=false
 	checkers  *diagnostics.Runner // nil: no --diagnostics
 
 	http       *http.Server
@@ -131,6 +133,11 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if c := s.local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
 		log.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
 	}
+	if cfg.Checkpoints {
+		if err := s.openCheckpoints(); err != nil {
+			return nil, err
+		}
+	}
 	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: search.SandboxMode(cfg.SearchSandbox)})
 	s.logSearch()
 	s.metrics.WatchSearch(s.Searcher.Sandboxed)
@@ -152,6 +159,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
 		Cache:   tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
 		Sandbox: tools.SandboxMode(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
+		Checkpoints: s.ckpt,
 		Diagnostics: s.checkers,
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
@@ -263,6 +271,9 @@ func (s *Server) release() {
 	if s.checkers != nil {
 		s.checkers.Close()
 	}
+	if s.ckpt != nil {
+		s.ckpt.Close()
+	}
 	if s.local != nil {
 		s.local.Close()
 	}
@@ -291,6 +302,30 @@ func (s *Server) newCheckers() (*diagnostics.Runner, error) {
 		}
 	}
 	return nil, fmt.Errorf("--diagnostics %s: %w", s.cfg.Diagnostics, err)
+}
+
+// openCheckpoints opens the change histories of the root, completing what
+// a crash interrupted (a revert is finished or undone as a whole;
+// docs/checkpoints.md, "Crashes"). A history lives as long as its session
+// (--session-ttl, counted from its last use).
+func (s *Server) openCheckpoints() error {
+	cfg := s.cfg
+	st, err := checkpoint.Open(context.Background(), checkpoint.Options{
+		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoints: %w", err)
+	}
+	s.ckpt = st
+	if r := st.Recovered(); r.Settled > 0 || r.RolledForward > 0 || r.RolledBack > 0 || len(r.Failed) > 0 {
+		attrs := []any{"settled", r.Settled, "reverts_finished", r.RolledForward, "reverts_undone", r.RolledBack}
+		if len(r.Failed) > 0 {
+			s.log.Error("checkpoints: interrupted reverts could be neither finished nor undone", append(attrs, "failed", r.Failed)...)
+		} else {
+			s.log.Info("checkpoints: completed what a crash interrupted", attrs...)
+		}
+	}
+	return nil
 }
 
 // sessionStore is the policy's gate: nil with the policy off, the memory
@@ -402,8 +437,11 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 			return
 		}
 		t := events.TypeWrite
-		if m.Tool == tools.ToolEdit {
+		switch m.Tool {
+		case tools.ToolEdit:
 			t = events.TypeEdit
+		case tools.ToolRevert:
+			t = events.TypeRevert
 		}
 		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Version: string(m.Version), Diffs: m.Diffs})
 	}, before, nil

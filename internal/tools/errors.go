@@ -29,7 +29,7 @@ func errorOf(err error) *fault.Error {
 	var fe *fault.Error
 	switch {
 	case errors.As(err, &fe):
-		return &fault.Error{Code: fe.Code, Message: fe.Message, Err: fe.Err}
+		return &fault.Error{Code: fe.Code, Message: fe.Message, Err: fe.Err, Paths: fe.Paths}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &fault.Error{Code: fault.CodeAborted, Message: "aborted", Err: err}
 	}

@@ -28,6 +28,9 @@ type Observer interface {
 	// CacheLookup is one lookup in a read cache (CacheWindow, CacheIndex)
 	// and whether it hit.
 	CacheLookup(cache string, hit bool)
+	// Revert is one revert of a session's changes, by outcome (one of
+	// RevertOutcomes).
+	Revert(outcome string)
 }
 
 type nopObserver struct{}
@@ -38,6 +41,7 @@ func (nopObserver) StaleVersion(string)                                {}
 func (nopObserver) StatCall()                                          {}
 func (nopObserver) SessionStoreError(string)                           {}
 func (nopObserver) CacheLookup(string, bool)                           {}
+func (nopObserver) Revert(string)                                      {}
 
 // statCounter counts the provider's Stat calls where they happen, so the
 // count is the provider's, whichever step of a call made them: one per

@@ -38,6 +38,7 @@ func (r *record) ToolCall(transport, tool string, code fault.Code, _ time.Durati
 }
 func (r *record) ReadFooter(f string) { r.mu.Lock(); r.footers = append(r.footers, f); r.mu.Unlock() }
 func (r *record) StaleVersion(string) {}
+func (r *record) Revert(string)       {}
 func (r *record) StatCall()           { r.mu.Lock(); r.stats++; r.mu.Unlock() }
 func (r *record) SessionStoreError(string) {
 }

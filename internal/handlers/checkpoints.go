@@ -1,0 +1,37 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
+)
+
+// ListChanges serves GET /sessions/{id}/changes: the session's change
+// history, newest first (docs/checkpoints.md).
+func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
+	res, err := s.x.Changes(r.Context(), tools.Call{Transport: "rest"}, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", res)
+}
+
+// RevertSession serves POST /sessions/{id}/revert {"to", "dry_run"?}: the
+// session's changes after to undone, all or nothing (docs/checkpoints.md).
+func (s *rest) RevertSession(w http.ResponseWriter, r *http.Request, id string) {
+	c := tools.Call{Transport: "rest"}
+	raw, terr := s.body(r)
+	if terr != nil {
+		s.x.Refuse(c, tools.ToolRevert, terr)
+		writeError(w, terr)
+		return
+	}
+	defer bodies.put(raw)
+	res, err := s.x.Revert(r.Context(), c, id, raw)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", res)
+}

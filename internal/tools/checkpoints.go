@@ -1,0 +1,197 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/render"
+)
+
+// The checkpoint tools of the extended profile (docs/checkpoints.md).
+const (
+	ToolChanges = "changes"
+	ToolRevert  = checkpoint.ToolRevert
+)
+
+// RevertOutcomes label toolfs_reverts_total: a revert that restored files
+// (or found nothing to undo), a dry run, a refusal because a file changed
+// since (FS_STALE_VERSION), one because a change is not revertible, any
+// other failure.
+var RevertOutcomes = []string{"reverted", "dry_run", "stale", "not_revertible", "error"}
+
+// msgCheckpointsOff answers changes and revert with --checkpoints=false.
+const msgCheckpointsOff = "checkpoints are off on this server (--checkpoints=false): no changes are recorded, so none can be listed or reverted"
+
+// ChangesResult is the answer of GET /sessions/{id}/changes and of the
+// changes tool: the history's model text and its changes, newest first.
+type ChangesResult struct {
+	Output  string              `json:"output"`
+	Changes []checkpoint.Change `json:"changes"`
+}
+
+// Changes lists session's change history, newest first (docs/checkpoints.md).
+func (x *Executor) Changes(ctx context.Context, c Call, session string) (ChangesResult, *fault.Error) {
+	c = c.started()
+	if err := x.checkpointsCall(session); err != nil {
+		return ChangesResult{}, x.fail(c, ToolChanges, err)
+	}
+	cs, err := x.ckpt.Changes(ctx, session)
+	if err != nil {
+		return ChangesResult{}, x.fail(c, ToolChanges, checkpointError(err))
+	}
+	x.done(c, ToolChanges, CodeOK)
+	return ChangesResult{Output: ChangesOutput(cs), Changes: cs}, nil
+}
+
+// ChangesOutput is the model text of a history: one line per change,
+// newest first, "<seq> <tool> <path> +<added> -<removed>", with
+// " (not revertible: <reason>)" when it is not; "No changes recorded in
+// this session." for none.
+func ChangesOutput(cs []checkpoint.Change) string {
+	if len(cs) == 0 {
+		return "No changes recorded in this session."
+	}
+	var b strings.Builder
+	b.WriteString("Changes of this session, newest first (revert with to = the seq to go back to; 0 undoes them all):")
+	for _, ch := range cs {
+		b.WriteString("\n" + strconv.FormatInt(ch.Seq, 10) + " " + ch.Tool + " " + ch.Path)
+		if ch.Added != nil && ch.Removed != nil {
+			b.WriteString(" +" + strconv.Itoa(*ch.Added) + " -" + strconv.Itoa(*ch.Removed))
+		}
+		switch {
+		case ch.Before == nil:
+			b.WriteString(" (created)")
+		case ch.After == nil:
+			b.WriteString(" (removed)")
+		}
+		if !ch.Revertible {
+			b.WriteString(" (not revertible: " + ch.Reason + ")")
+		}
+	}
+	return b.String()
+}
+
+// RevertMetadata is a revert's metadata (docs/checkpoints.md).
+type RevertMetadata = checkpoint.RevertMetadata
+
+// Revert undoes session's changes after the seq of raw's "to" (0: all),
+// with "dry_run" only checking and showing the diffs. Each restored file
+// is published to the change feed as a mutation of tool revert; the
+// session's observations do not move, so its next edit of a restored file
+// must read it again.
+func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byte) (Result, *fault.Error) {
+	c = c.started()
+	a, aerr := revertArgsOf(raw)
+	if aerr != nil {
+		return Result{}, x.fail(c, ToolRevert, aerr)
+	}
+	if err := x.checkpointsCall(session); err != nil {
+		return Result{}, x.fail(c, ToolRevert, err)
+	}
+	if !a.dryRun {
+		x.expectReverted(ctx, session, a.to)
+	}
+	res, err := x.ckpt.Revert(ctx, session, a.to, a.dryRun)
+	if err != nil {
+		e := checkpointError(err)
+		switch e.Code {
+		case fault.CodeStaleVersion:
+			x.obs.Revert("stale")
+		case fault.CodeNotRevertible:
+			x.obs.Revert("not_revertible")
+		default:
+			x.obs.Revert("error")
+		}
+		return Result{}, x.fail(c, ToolRevert, e)
+	}
+	if a.dryRun {
+		x.obs.Revert("dry_run")
+	} else {
+		x.obs.Revert("reverted")
+		for _, f := range res.Files {
+			x.mutated(Mutation{Tool: ToolRevert, Session: session, Target: f.Target, Version: f.Version, Diffs: f.Diffs})
+		}
+	}
+	x.done(c, ToolRevert, CodeOK)
+	return Result{Output: res.Output, Metadata: res.Metadata}, nil
+}
+
+// expectReverted announces the files a revert of session after to may
+// publish, so the change feed takes their inotify echoes for the revert's
+// own (BeforeMutation). A file it misses is reported as an external
+// change at worst.
+func (x *Executor) expectReverted(ctx context.Context, session string, to int64) {
+	cs, err := x.ckpt.Changes(ctx, session)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, ch := range cs {
+		if ch.Seq <= to || seen[ch.Path] {
+			continue
+		}
+		seen[ch.Path] = true
+		if t, err := x.fs.Resolve(ctx, "write", ch.Path, ""); err == nil {
+			x.mutating(t)
+		}
+	}
+}
+
+// checkpointsCall checks what changes and revert need: checkpoints on and
+// a valid session id.
+func (x *Executor) checkpointsCall(session string) *fault.Error {
+	if x.ckpt == nil {
+		return fault.New(fault.CodeInvalidArgument, msgCheckpointsOff)
+	}
+	if !ValidSessionID(session) {
+		return sessionError("the changes and the revert of a session need its id: 1-128 characters of A-Za-z0-9._:-")
+	}
+	return nil
+}
+
+// checkpointError is the *fault.Error of what the checkpoint store
+// returned, with the paths a refused revert names.
+func checkpointError(err error) *fault.Error {
+	e := errorOf(err)
+	var r *checkpoint.Refusal
+	if errors.As(err, &r) {
+		e.Paths = r.Paths
+	}
+	return e
+}
+
+type revertArgs struct {
+	to     int64
+	dryRun bool
+}
+
+const (
+	msgTo     = "to must be a non-negative integer: the seq to go back to (0 undoes every change)"
+	msgToNeed = "to is required: the seq to go back to (0 undoes every change)"
+)
+
+func revertArgsOf(raw []byte) (revertArgs, *fault.Error) {
+	a, err := decodeArgs(raw)
+	if err != nil {
+		return revertArgs{}, err
+	}
+	raw0 := a.get("to")
+	to, perr := strconv.ParseInt(string(raw0), 10, 64)
+	hasTo, toOK := raw0 != nil, perr == nil && to >= 0
+	rawDry := a.get("dry_run")
+	dryRun, dryOK := booleanOf(rawDry)
+	hasDry := rawDry != nil
+	switch {
+	case !hasTo:
+		return revertArgs{}, argError(msgToNeed)
+	case !toOK:
+		return revertArgs{}, argError(msgTo)
+	case hasDry && !dryOK:
+		return revertArgs{}, argError(render.MsgDryRun)
+	}
+	return revertArgs{to: to, dryRun: dryRun}, nil
+}
