@@ -251,6 +251,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{id}/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A session's change history, newest first (docs/checkpoints.md).
+         * @description Every write and edit of the session (any transport, batches
+         *     included), and the changes of its reverts (tool revert), newest
+         *     first, with revertible (and reason when not) and the lines each
+         *     added and removed. output is the same list as model text. A session
+         *     without a history has none. With --checkpoints=false: 400
+         *     INVALID_ARGUMENT.
+         */
+        get: operations["listChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{id}/revert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undo the session's changes after a seq, all or nothing (docs/checkpoints.md).
+         * @description Undoes every change of the session after seq `to` (0 = all), newest
+         *     first, as one operation over every file involved, each file
+         *     restored only if it is still exactly as the session's last change
+         *     left it. If any file changed since (a person's edit, another
+         *     session), nothing is restored: 409 FS_STALE_VERSION with every such
+         *     file in `paths`. A change in the range that is not revertible (its
+         *     content was not kept) refuses the whole revert: 422
+         *     FS_NOT_REVERTIBLE naming it. With dry_run every check is made and
+         *     the diffs shown, and nothing is written. The revert is recorded in
+         *     the history as changes of its own (tool revert, one seq), so it can
+         *     be reverted, and each restored file is published on GET /events.
+         */
+        post: operations["revertSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/approvals": {
         parameters: {
             query?: never;
@@ -581,7 +636,7 @@ export interface components {
          */
         ChangeEvent: {
             /** @enum {string} */
-            type: "write" | "edit" | "created" | "modified" | "removed" | "renamed" | "approval" | "overflow" | "reset";
+            type: "write" | "edit" | "revert" | "created" | "modified" | "removed" | "renamed" | "approval" | "overflow" | "reset";
             /** @description Relative to the workspace root, '/'-separated, symlinks resolved. */
             path?: string;
             session?: string;
@@ -700,6 +755,62 @@ export interface components {
             /** @enum {string} */
             status: "ok";
         };
+        RevertRequest: {
+            /**
+             * Format: int64
+             * @description Undo every change after this seq; 0 undoes them all.
+             */
+            to: number;
+            /** @description Check and show the diffs; write nothing. */
+            dry_run?: boolean;
+        };
+        RevertResult: {
+            /** @description The model text: "Reverted <n> change(s) in <m> file(s): <paths>", or the dry run's text with each file's unified diff. */
+            output: string;
+            metadata: {
+                /** @description One entry per file, in the order of the text; diffs from what the file held to what it got back ([] when either side is not text or is 10 MiB or larger). */
+                restored: {
+                    path: string;
+                    diffs: components["schemas"]["Diff"][];
+                }[];
+            };
+        };
+        ChangesResult: {
+            /** @description The history as model text, one line per change. */
+            output: string;
+            changes: components["schemas"]["Change"][];
+        };
+        Change: {
+            /**
+             * Format: int64
+             * @description From 1; a revert's own changes share one seq (one per file).
+             */
+            seq: number;
+            /** Format: date-time */
+            time: string;
+            /** @description write, edit or revert. */
+            tool: string;
+            /** @description Root-relative, symlinks resolved. */
+            path: string;
+            /** @description The file before the change; null when the change created it. */
+            before: {
+                version: string;
+                sha256: string;
+                /** Format: int64 */
+                bytes: number;
+            } | null;
+            /** @description The file the change left; null when a revert removed it. */
+            after: {
+                version: string;
+                sha256: string;
+            } | null;
+            revertible: boolean;
+            /** @description Why the change is not revertible. */
+            reason?: string;
+            /** @description Lines added; null when either side was not text or 10 MiB or larger. */
+            added: number | null;
+            removed: number | null;
+        };
         /** @description RFC 9457 problem details with two extension members. */
         Problem: {
             /** @description Always about:blank; code is the stable identifier. */
@@ -713,6 +824,8 @@ export interface components {
             /** @description The exact model text, "Error: <message>". */
             output: string;
             hint?: components["schemas"]["EditHint"];
+            /** @description On a refused revert's FS_STALE_VERSION, every file that changed since the session's last change to it (root-relative). */
+            paths?: string[];
         };
         /** @description On FS_EDIT_NOT_FOUND (extended profile), the file's region most similar to old_string, as the output's "Most similar text" lines show it (docs/edits.md). */
         EditHint: {
@@ -769,6 +882,8 @@ export interface components {
          *     INVALID_SESSION.
          */
         SessionCwd: string;
+        /** @description The session whose history this is. */
+        HistoryID: string;
     };
     requestBodies: never;
     headers: never;
@@ -1217,6 +1332,58 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    listChanges: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session whose history this is. */
+                id: components["parameters"]["HistoryID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The history. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangesResult"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    revertSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session whose history this is. */
+                id: components["parameters"]["HistoryID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevertRequest"];
+            };
+        };
+        responses: {
+            /** @description Reverted (or the dry run's answer). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevertResult"];
+                };
             };
             default: components["responses"]["Problem"];
         };
