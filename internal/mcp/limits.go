@@ -45,10 +45,16 @@ func budgetMessage(limit int64) string {
 // refuse answers 400 with a JSON-RPC Invalid Request error whose id is null:
 // the refusal is the whole request's, not one message's.
 func refuse(w http.ResponseWriter, message string) {
+	writeRPCError(w, http.StatusBadRequest, message)
+}
+
+// writeRPCError answers status with a JSON-RPC Invalid Request error whose
+// id is null.
+func writeRPCError(w http.ResponseWriter, status int, message string) {
 	h := w.Header()
 	h.Del("Content-Length")
 	h.Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(status)
 	type rpcError struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`

@@ -14,9 +14,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -60,6 +62,11 @@ type Config struct {
 	Version string
 	// Logger receives the SDK's own logs (nil: discarded).
 	Logger *slog.Logger
+	// Redis, when set, shares the MCP sessions between the replicas that
+	// use it (docs/mcp.md, "Sessions across replicas"), under Prefix
+	// ("" = "toolfs:"); nil keeps them in this process.
+	Redis  redis.UniversalClient
+	Prefix string
 }
 
 // Handler serves /mcp: the stateful SDK handler for the protocol revisions
@@ -71,6 +78,9 @@ type Handler struct {
 	srv                 *sdk.Server
 	x                   *tools.Executor
 	table               *sessionTable
+	shared              *sharedSessions // nil: sessions in this process only
+	adopting            sync.Mutex      // one adoption at a time
+	log                 *slog.Logger
 	carriers            *carriers
 	maxBody             int64 // of one request
 	budget              int64 // of the answers of one request
@@ -101,15 +111,32 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		}
 		cfg.AnswerBudget = defaultBudget(caps, cfg.Structured)
 	}
-	carriers := newCarriers()
-	srv := newServer(cfg, x, carriers)
+	h := &Handler{
+		origins:  map[string]bool{},
+		x:        x,
+		table:    newSessionTable(cfg.MaxSessions, cfg.SessionTimeout),
+		log:      cfg.Logger,
+		carriers: newCarriers(),
+		maxBody:  cfg.MaxBodyBytes,
+		budget:   cfg.AnswerBudget,
+	}
+	if cfg.Redis != nil {
+		if cfg.Prefix == "" {
+			cfg.Prefix = "toolfs:"
+		}
+		h.shared = &sharedSessions{client: cfg.Redis, prefix: cfg.Prefix, ttl: cfg.SessionTimeout}
+	}
+	srv := newServer(cfg, x, h.carriers, h.shareInitialize)
+	h.srv = srv
 	get := func(*http.Request) *sdk.Server { return srv }
 	opts := sdk.StreamableHTTPOptions{
 		// One JSON answer per request: no tool sends progress, and a plain
 		// body passes every proxy.
-		JSONResponse:        true,
-		Logger:              cfg.Logger,
-		SessionTimeout:      cfg.SessionTimeout,
+		JSONResponse: true,
+		Logger:       cfg.Logger,
+		// The table closes an idle session (sessionTable); the SDK's own
+		// timer, a minute later, only backs it up.
+		SessionTimeout:      cfg.SessionTimeout + time.Minute,
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
 		// The REST middleware checks Host as it does for every route
 		// (loopback names only without --token), so the SDK's own check,
@@ -119,17 +146,8 @@ func New(cfg Config, x *tools.Executor) *Handler {
 	stateless := opts
 	stateless.Stateless = true
 	stateless.PropagateRequestCancellation = true
-	h := &Handler{
-		stateful:  sdk.NewStreamableHTTPHandler(get, &opts),
-		stateless: sdk.NewStreamableHTTPHandler(get, &stateless),
-		origins:   map[string]bool{},
-		srv:       srv,
-		x:         x,
-		table:     newSessionTable(cfg.MaxSessions),
-		carriers:  carriers,
-		maxBody:   cfg.MaxBodyBytes,
-		budget:    cfg.AnswerBudget,
-	}
+	h.stateful = sdk.NewStreamableHTTPHandler(get, &opts)
+	h.stateless = sdk.NewStreamableHTTPHandler(get, &stateless)
 	for _, o := range cfg.Origins {
 		h.origins[strings.ToLower(o)] = true
 	}
@@ -202,7 +220,7 @@ func forbidden(w http.ResponseWriter, message string) {
 
 // newServer registers the catalog's tools on one SDK server, with the
 // guidance as its instructions.
-func newServer(cfg Config, x *tools.Executor, c *carriers) *sdk.Server {
+func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware) *sdk.Server {
 	cat := x.Catalog()
 	guidance := make([]string, 0, len(cat.Tools))
 	for _, t := range cat.Tools {
@@ -223,7 +241,7 @@ func newServer(cfg Config, x *tools.Executor, c *carriers) *sdk.Server {
 			Annotations: annotations(tools.AnnotationsOf(t.Name)),
 		}, a.handler(t.Name))
 	}
-	srv.AddReceivingMiddleware(catalogOrder(order))
+	srv.AddReceivingMiddleware(catalogOrder(order), share)
 	return srv
 }
 
@@ -287,7 +305,7 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 // call runs the tool for req and gives its result, a failure included.
 func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest) *sdk.CallToolResult {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
-	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(req.Session))
+	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
 		a.x.Refuse(c, tool, err)
 		return failure(err)

@@ -2,98 +2,225 @@ package mcp
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// sessionTable bounds the MCP sessions of the stateful handler, whose own
-// table is bounded only in time (SessionTimeout): past max, the least
-// recently used session is closed (its client gets 404 and starts a new
-// one, as the transport specification says), like the policy's own store
-// (docs/mcp.md, "Sessions").
+// sessionTable is this process's MCP sessions of the revisions that have
+// them: each public Mcp-Session-Id (the one its client holds) with the id
+// of the SDK session that serves it here. A session minted here has the
+// same id on both sides; one minted by another replica and adopted here
+// (docs/mcp.md, "Sessions across replicas") has the local SDK session's
+// own. The table is bounded: past max the least recently used entry goes,
+// and an entry idle for the timeout goes when next seen, like the policy's
+// own store (docs/mcp.md, "Sessions").
 type sessionTable struct {
 	mu    sync.Mutex
 	max   int
-	order *list.List // of session ids, most recently used first
+	idle  time.Duration
+	now   func() time.Time
+	order *list.List // of *tableEntry, most recently used first
 	at    map[string]*list.Element
 }
 
-func newSessionTable(max int) *sessionTable {
-	return &sessionTable{max: max, order: list.New(), at: map[string]*list.Element{}}
+type tableEntry struct {
+	public, local string
+	used          time.Time
 }
 
-// add records a new session and returns the one to close, if any ("").
-func (t *sessionTable) add(id string) (evict string) {
+func newSessionTable(max int, idle time.Duration) *sessionTable {
+	return &sessionTable{max: max, idle: idle, now: time.Now, order: list.New(), at: map[string]*list.Element{}}
+}
+
+// add records a session and returns the entries to close: the least
+// recently used past the bound.
+func (t *sessionTable) add(public, local string) (evicted []tableEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.at[id]; ok {
+	if e, ok := t.at[public]; ok {
+		en := e.Value.(*tableEntry)
+		if en.local != local {
+			evicted = append(evicted, *en)
+		}
+		en.local, en.used = local, t.now()
 		t.order.MoveToFront(e)
-		return ""
+		return evicted
 	}
-	t.at[id] = t.order.PushFront(id)
-	if t.order.Len() <= t.max {
-		return ""
+	t.at[public] = t.order.PushFront(&tableEntry{public: public, local: local, used: t.now()})
+	for t.order.Len() > t.max {
+		last := t.order.Back()
+		en := last.Value.(*tableEntry)
+		t.order.Remove(last)
+		delete(t.at, en.public)
+		evicted = append(evicted, *en)
 	}
-	last := t.order.Back()
-	t.order.Remove(last)
-	evict = last.Value.(string)
-	delete(t.at, evict)
-	return evict
+	return evicted
 }
 
-// touch counts a request of a known session as use.
-func (t *sessionTable) touch(id string) {
+// get returns the local id of public and counts the request as use. An
+// entry idle past the timeout is removed and returned as expired.
+func (t *sessionTable) get(public string) (local string, ok bool, expired *tableEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.at[id]; ok {
-		t.order.MoveToFront(e)
+	e, ok := t.at[public]
+	if !ok {
+		return "", false, nil
 	}
-}
-
-func (t *sessionTable) remove(id string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.at[id]; ok {
+	en := e.Value.(*tableEntry)
+	if t.now().Sub(en.used) >= t.idle {
 		t.order.Remove(e)
-		delete(t.at, id)
+		delete(t.at, public)
+		return "", false, en
+	}
+	en.used = t.now()
+	t.order.MoveToFront(e)
+	return en.local, true, nil
+}
+
+// touch counts the end of a request as use: a call that ran for longer
+// than the timeout does not leave its session idle.
+func (t *sessionTable) touch(public string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.at[public]; ok {
+		e.Value.(*tableEntry).used = t.now()
 	}
 }
 
-// serveStateful serves a request of a revision with MCP sessions and keeps
-// the table: a new session is added (closing the least recently used past
-// the bound), a request of a known one touches it, a DELETE ends it and
+func (t *sessionTable) remove(public string) (local string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.at[public]
+	if !ok {
+		return "", false
+	}
+	t.order.Remove(e)
+	delete(t.at, public)
+	return e.Value.(*tableEntry).local, true
+}
+
+// headerPublic names, on a request as the SDK hands its headers to a tool
+// call, the public Mcp-Session-Id of the request's session, which derives
+// the policy session; headerAdopt marks the initialize by which a replica
+// adopts a session another one minted. Both are set here only: a client's
+// own values are removed before the SDK sees the request.
+const (
+	headerPublic = "X-Toolfs-Mcp-Session"
+	headerAdopt  = "X-Toolfs-Mcp-Adopt"
+)
+
+// serveStateful serves a request of a revision with MCP sessions. Without
+// an Mcp-Session-Id the SDK starts a session (an initialize) and the table
+// records it. With one, the id is resolved to the local SDK session
+// (adopting one that another replica minted, when the sessions are
+// shared), the SDK serves the request under the local id, and the answer
+// carries the public one again. A DELETE ends the session everywhere and
 // forgets its policy session.
 func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del(headerPublic)
+	r.Header.Del(headerAdopt)
 	id := r.Header.Get(headerSessionID)
-	h.stateful.ServeHTTP(w, r)
-	switch {
-	case id == "":
+	if id == "" {
+		h.stateful.ServeHTTP(w, r)
 		if created := w.Header().Get(headerSessionID); created != "" {
-			if old := h.table.add(created); old != "" {
-				h.end(old)
-			}
+			h.closeLocal(h.table.add(created, created)...)
 		}
-	case r.Method == http.MethodDelete:
-		h.table.remove(id)
-		h.x.ForgetSession(derive(id))
-	default:
-		h.table.touch(id)
+		return
 	}
+	local, answer := h.resolve(r.Context(), id, r.Header.Get("MCP-Protocol-Version"))
+	if answer != nil {
+		answer(w)
+		return
+	}
+	r.Header.Set(headerSessionID, local)
+	r.Header.Set(headerPublic, id)
+	rw := &renamer{ResponseWriter: w, local: local, public: id}
+	h.stateful.ServeHTTP(rw, r)
+	rw.fix()
+	if r.Method == http.MethodDelete {
+		h.table.remove(id)
+		if h.shared != nil {
+			h.shared.end(r.Context(), id)
+		}
+		h.x.ForgetSession(derive(id))
+		return
+	}
+	h.table.touch(id)
 }
 
-// end closes an MCP session and forgets its policy session: its client
-// starts a new MCP session, so no call can use it again.
-func (h *Handler) end(id string) {
+// resolve gives the local SDK session of the public id, or the answer to
+// send instead: 404 for a session that does not exist (any more), 503 when
+// only the shared store could say and it cannot be reached (a client keeps
+// its session through a 503, and drops it on a 404).
+func (h *Handler) resolve(ctx context.Context, id, version string) (local string, answer func(http.ResponseWriter)) {
+	local, ok, expired := h.table.get(id)
+	if expired != nil {
+		h.closeLocal(*expired)
+	}
+	if h.shared == nil {
+		if !ok {
+			return "", notFound
+		}
+		return local, nil
+	}
+	params, state, err := h.shared.touch(ctx, id)
+	switch {
+	case err != nil && ok:
+		// Reads still answer while Redis is down (docs/deployment.md).
+		return local, nil
+	case err != nil:
+		h.log.Warn("mcp: the shared sessions are unreachable", "err", err)
+		return "", unavailable
+	case state == sessionEnded:
+		if ok {
+			h.table.remove(id)
+			h.closeLocal(tableEntry{public: id, local: local})
+		}
+		return "", notFound
+	case state == sessionMissing && ok:
+		// Redis lost it (it restarted empty, or it refused the write at
+		// initialize): the session is alive here, so it is shared again.
+		h.shared.put(ctx, id, minimalParams(version))
+		return local, nil
+	case state == sessionMissing:
+		return "", notFound
+	case ok:
+		return local, nil
+	}
+	local, err = h.adopt(ctx, id, params)
+	if err != nil {
+		h.log.Warn("mcp: cannot adopt a shared session", "err", err)
+		return "", unavailable
+	}
+	return local, nil
+}
+
+// closeLocal closes the SDK sessions of the entries. Without shared
+// sessions that ends them, so their policy sessions are forgotten too; with
+// them the session lives on in Redis and is adopted again on its next
+// request.
+func (h *Handler) closeLocal(entries ...tableEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	locals := map[string]bool{}
+	for _, e := range entries {
+		locals[e.local] = true
+		if h.shared == nil {
+			h.x.ForgetSession(derive(e.public))
+		}
+	}
 	for s := range h.srv.Sessions() {
-		if s.ID() == id {
+		if locals[s.ID()] {
 			s.Close()
 		}
 	}
-	h.x.ForgetSession(derive(id))
 }
 
 // Close closes every MCP session, which ends their GET streams: a server
@@ -107,9 +234,46 @@ func (h *Handler) Close() {
 
 const headerSessionID = "Mcp-Session-Id"
 
-// sessionOf derives the policy session of an MCP session (derive); ""
-// without one (the sessionless revisions).
-func sessionOf(s *sdk.ServerSession) string {
+// notFound is the SDK's own answer to an unknown session.
+func notFound(w http.ResponseWriter) { http.Error(w, "session not found", http.StatusNotFound) }
+
+// unavailable answers 503 with a JSON-RPC error: the client keeps its
+// session and retries.
+func unavailable(w http.ResponseWriter) {
+	writeRPCError(w, http.StatusServiceUnavailable, "the shared MCP sessions are unavailable (the session store cannot be reached); retry shortly")
+}
+
+// renamer is what the SDK answers a request of an adopted session through:
+// the SDK names its local session in Mcp-Session-Id, the client knows the
+// public id.
+type renamer struct {
+	http.ResponseWriter
+	local, public string
+	once          sync.Once
+}
+
+func (w *renamer) fix() {
+	w.once.Do(func() {
+		if w.local != w.public && w.Header().Get(headerSessionID) == w.local {
+			w.Header().Set(headerSessionID, w.public)
+		}
+	})
+}
+
+func (w *renamer) WriteHeader(code int) { w.fix(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *renamer) Write(p []byte) (int, error) { w.fix(); return w.ResponseWriter.Write(p) }
+
+func (w *renamer) Flush() { w.fix(); http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *renamer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// sessionOf derives the policy session of a call's MCP session (derive)
+// from its public id; "" without one (the sessionless revisions).
+func sessionOf(header http.Header, s *sdk.ServerSession) string {
+	if id := header.Get(headerPublic); id != "" {
+		return derive(id)
+	}
 	if s == nil {
 		return ""
 	}
