@@ -133,6 +133,16 @@ func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if r.Method == http.MethodGet && h.shared != nil {
+		// No standalone stream when the sessions are shared: it would live
+		// on one replica and die with it, and the SDK clients end the whole
+		// session when reconnecting it fails or it broke five times; this
+		// server sends nothing on it (docs/mcp.md, "Sessions across
+		// replicas"). 405 is the transport's "no stream offered".
+		w.Header().Set("Allow", "POST, DELETE")
+		http.Error(w, "Method Not Allowed: this server offers no standalone stream", http.StatusMethodNotAllowed)
+		return
+	}
 	local, answer := h.resolve(r.Context(), id, r.Header.Get("MCP-Protocol-Version"))
 	if answer != nil {
 		answer(w)
@@ -156,8 +166,8 @@ func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 
 // resolve gives the local SDK session of the public id, or the answer to
 // send instead: 404 for a session that does not exist (any more), 503 when
-// only the shared store could say and it cannot be reached (a client keeps
-// its session through a 503, and drops it on a 404).
+// an adoption fails (a client keeps its session through a 503, and drops
+// it on a 404).
 func (h *Handler) resolve(ctx context.Context, id, version string) (local string, answer func(http.ResponseWriter)) {
 	local, ok, expired := h.table.get(id)
 	if expired != nil {
@@ -175,8 +185,12 @@ func (h *Handler) resolve(ctx context.Context, id, version string) (local string
 		// Reads still answer while Redis is down (docs/deployment.md).
 		return local, nil
 	case err != nil:
-		h.log.Warn("mcp: the shared sessions are unreachable", "err", err)
-		return "", unavailable
+		// Redis cannot say whether the session exists: it is adopted with
+		// what its request says (its protocol version), so that no client
+		// loses its session to an outage; once Redis answers again, a
+		// tombstone still ends it and a missing key is shared again.
+		h.log.Warn("mcp: the shared sessions are unreachable: adopting the session unchecked", "err", err)
+		params = minimalParams(version)
 	case state == sessionEnded:
 		if ok {
 			h.table.remove(id)
@@ -240,7 +254,7 @@ func notFound(w http.ResponseWriter) { http.Error(w, "session not found", http.S
 // unavailable answers 503 with a JSON-RPC error: the client keeps its
 // session and retries.
 func unavailable(w http.ResponseWriter) {
-	writeRPCError(w, http.StatusServiceUnavailable, "the shared MCP sessions are unavailable (the session store cannot be reached); retry shortly")
+	writeRPCError(w, http.StatusServiceUnavailable, "this replica cannot take over the MCP session now; retry shortly")
 }
 
 // renamer is what the SDK answers a request of an adopted session through:

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -293,7 +294,12 @@ func (s *session) checkRead(st *loadStats, r reply) {
 		st.problem("%s: read body: %v", s.id, err)
 		return
 	}
-	lines := strings.Split(res.Output, "\n")
+	s.checkOutput(st, res.Output)
+}
+
+// checkOutput checks a read's output (REST's output, MCP's text).
+func (s *session) checkOutput(st *loadStats, output string) {
+	lines := strings.Split(output, "\n")
 	var content []string
 	for _, l := range lines {
 		if len(l) > 0 && l[0] >= '0' && l[0] <= '9' {
@@ -301,7 +307,7 @@ func (s *session) checkRead(st *loadStats, r reply) {
 		}
 	}
 	if len(content) != perFile {
-		st.problem("%s: torn file: %d lines: %q", s.id, len(content), res.Output)
+		st.problem("%s: torn file: %d lines: %q", s.id, len(content), output)
 		return
 	}
 	got := -1
@@ -460,15 +466,29 @@ func TestReplicasBehindNginx(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d.txt", f)), []byte(b.String()), 0o644))
 	}
 
+	mcpSessions := mcpFiles(t, root)
+
 	base, replicas, dir := startDeployment(t, nginx, root, rs.URL(redisDBIndex))
+	mcpClients := make([]*mcpClient, len(mcpSessions))
+	for i, s := range mcpSessions {
+		version := mcpSessionful
+		if i%2 == 1 {
+			version = mcpSessionless
+		}
+		mcpClients[i] = connectMCP(t, base, s, version)
+	}
 
 	var st loadStats
+	var ms mcpStats
 	var outageOver atomic.Bool
 	start := time.Now()
 	until := start.Add(time.Duration(seconds) * time.Second)
 	var wg sync.WaitGroup
 	for _, s := range sessions {
 		wg.Go(func() { s.run(base, &st, until, &outageOver) })
+	}
+	for _, c := range mcpClients {
+		wg.Go(func() { c.run(&st, &ms, until) })
 	}
 
 	// The chaos: at each eighth of the load, a replica SIGKILLed and
@@ -509,8 +529,17 @@ func TestReplicasBehindNginx(t *testing.T) {
 		}
 		require.False(t, s.pending, "%s: pending edit not resolved", s.id)
 	}
+	stuck := 0
+	for _, c := range mcpClients {
+		if !c.settle(&st) {
+			stuck++
+			st.problem("%s (%s): stuck: no read answers after the load: %s", c.id, c.version, c.lastErr)
+		}
+		require.False(t, c.pending, "%s: pending edit not resolved", c.id)
+		require.Equal(t, c.mcpID, c.cs.ID(), "%s: the client kept its MCP session", c.id)
+	}
 	lost, doubled, acked := 0, 0, 0
-	for _, s := range sessions {
+	for _, s := range append(sessions, mcpSessions...) {
 		data, err := os.ReadFile(filepath.Join(root, s.file))
 		require.NoError(t, err)
 		m := regexp.MustCompile(`(?m)^` + s.line + `: (\d+)$`).FindStringSubmatch(string(data))
@@ -529,6 +558,8 @@ func TestReplicasBehindNginx(t *testing.T) {
 		elapsed.Seconds(), st.calls.Load(), float64(st.calls.Load())/elapsed.Seconds(), st.reads.Load(), st.edits.Load(), st.crossReplica.Load(), st.stale.Load(), st.notObserved.Load())
 	t.Logf("chaos: %d replicas SIGKILLed and restarted, Redis down %.1fs: nginx 5xx %d, replica 503 SESSION_STORE_UNAVAILABLE %d, unanswered edits %d applied + %d not, %d edits after the outage",
 		kills, outageEnd.Sub(outageStart).Seconds(), st.proxyErrors.Load(), st.storeUnavailable.Load(), st.ambiguousApplied.Load(), st.ambiguousNot.Load(), st.editsAfterOutage.Load())
+	t.Logf("mcp: %d clients (%d on %s, %d on %s): %d calls, %d edits acknowledged (%d answered by another replica than the client's previous call), %d stale, %d call errors (nginx 502 or a broken connection), %d SESSION_STORE_UNAVAILABLE, %d session-missing (404), %d stuck",
+		len(mcpClients), (len(mcpClients)+1)/2, mcpSessionful, len(mcpClients)/2, mcpSessionless, ms.calls.Load(), ms.edits.Load(), ms.crossReplica.Load(), ms.stale.Load(), ms.transportErrors.Load(), ms.storeUnavailable.Load(), ms.missing.Load(), stuck)
 	t.Logf("result: lost updates %d, doubled %d, acknowledged edits in the files %d", lost, doubled, acked)
 
 	assert.Empty(t, st.problems)
@@ -540,6 +571,18 @@ func TestReplicasBehindNginx(t *testing.T) {
 	assert.Positive(t, st.editsAfterOutage.Load(), "edits succeed again after Redis is back")
 	assert.Positive(t, st.crossReplica.Load(), "sessions read through one replica and edit through another")
 	assert.Positive(t, st.edits.Load())
+	assert.Zero(t, ms.missing.Load(), "MCP calls answered 404 for their session")
+	assert.Zero(t, stuck, "MCP clients stuck")
+	assert.Positive(t, ms.edits.Load())
+	assert.Positive(t, ms.crossReplica.Load(), "MCP clients read through one replica and edit through another")
+	ackedBy := map[string]int{}
+	for _, c := range mcpClients {
+		ackedBy[c.version] += c.acked
+		t.Logf("%s (%s): %d edits acknowledged, %d reads, %d stale, %d call errors, mean read %v", c.id, c.version, c.acked, c.reads, c.stale, c.errs, c.readTime/time.Duration(max(c.reads, 1)))
+	}
+	for _, v := range []string{mcpSessionful, mcpSessionless} {
+		assert.Positive(t, ackedBy[v], "MCP clients on %s got edits through", v)
+	}
 	if t.Failed() {
 		for _, r := range replicas {
 			data, _ := os.ReadFile(r.log.Name())
@@ -580,49 +623,119 @@ func mcpCall(t *testing.T, base, session, body string) (int, string, string) {
 
 const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"replicas","version":"0"}}}`
 
-// TestMCPBehindNginx: an MCP session of a revision with sessions, through
-// nginx round robin, keeps working on every replica.
-//
-// NOTE (issue 30, MCP across replicas): MCP sessions still live in the
-// replica that minted their Mcp-Session-Id (another replica answers 404),
-// and deploy/ no longer routes /mcp with affinity (SPEC §17), so the calls
-// through nginx fail until internal/mcp shares its sessions; that part is
-// skipped until then.
+func mcpToolCall(id int, tool, args string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)
+}
+
+// TestMCPBehindNginx: an MCP session of a revision with sessions is one
+// session on every replica (docs/mcp.md, "Sessions across replicas"): minted
+// on one replica, it is served by the others, which derive the same policy
+// session (a read on one allows an edit on another); through nginx round
+// robin an official SDK client goes on in the same session when the
+// replica that minted it is SIGKILLed; once the client ends it (DELETE)
+// every replica answers 404.
 func TestMCPBehindNginx(t *testing.T) {
 	nginx := nginxBin(t)
 	rs := redistest.Start(t)
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
-	base, replicas, _ := startDeployment(t, nginx, root, rs.URL(redisDBIndex))
+	base, replicas, ngDir := startDeployment(t, nginx, root, rs.URL(redisDBIndex))
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(filepath.Join(ngDir, "error.log"))
+			t.Logf("nginx error.log (tail): %s", tail(data, 3000))
+			for _, r := range replicas {
+				data, _ := os.ReadFile(r.log.Name())
+				t.Logf("%s (tail): %s", r.log.Name(), tail(data, 1500))
+			}
+		}
+	})
 
 	direct := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(replicas[i].port) }
 	status, id, body := mcpCall(t, direct(0), "", mcpInitialize)
 	require.Equal(t, 200, status, body)
 	require.NotEmpty(t, id)
-	status, _, _ = mcpCall(t, direct(1), id, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-	if status == 404 {
-		t.Skip("NOTE (issue 30): another replica does not know the MCP session and deploy/ has no affinity any more: MCP sessions across replicas are internal/mcp's part of issue 30")
-	}
-
-	status, id, body = mcpCall(t, base, "", mcpInitialize)
+	status, _, body = mcpCall(t, direct(1), id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	require.Equal(t, 202, status, body)
+	status, _, body = mcpCall(t, direct(2), id, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	require.Equal(t, 200, status, body)
-	require.NotEmpty(t, id)
-	status, _, body = mcpCall(t, base, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	require.Less(t, status, 300, body)
-	for i := range 3 * replicasN {
-		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a.txt"}}}`, 10+i)
-		status, _, body = mcpCall(t, base, id, call)
-		require.Equal(t, 200, status, "call %d through nginx: %s", i, body)
-		assert.Contains(t, body, `1: one`)
+	// A read on replica 1 and an edit on replica 2: one policy session.
+	status, _, body = mcpCall(t, direct(1), id, mcpToolCall(3, "read", `{"file_path":"a.txt"}`))
+	require.Equal(t, 200, status, body)
+	assert.Contains(t, body, "1: one")
+	status, _, body = mcpCall(t, direct(2), id, mcpToolCall(4, "edit", `{"file_path":"a.txt","old_string":"one","new_string":"two"}`))
+	require.Equal(t, 200, status, body)
+	assert.NotContains(t, body, `"isError":true`, body)
+	data, err := os.ReadFile(filepath.Join(root, "a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "two\n", string(data))
+	// An id no replica minted is unknown everywhere.
+	for i := range replicas {
+		status, _, _ = mcpCall(t, direct(i), "NOTMINTEDBYANYREPLICA", `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+		assert.Equal(t, 404, status)
 	}
 
-	// REST through the same nginx still spreads over the replicas.
+	// The official client through nginx, on both kinds of revision; the
+	// replica that answered its initialize is killed, and it goes on.
+	for _, version := range []string{mcpSessionful, "2025-06-18", mcpSessionless} {
+		s := &session{id: "behind-" + version, file: "a.txt"}
+		c := connectMCP(t, base, s, version)
+		minted := c.tr.upstream()
+		for i := range 2 * replicasN {
+			text, isErr, err := c.call("read", map[string]any{"file_path": "a.txt"})
+			require.NoError(t, err, "%s call %d", version, i)
+			require.False(t, isErr, text)
+		}
+		var killed *replica
+		for _, r := range replicas {
+			if strings.HasSuffix(minted, ":"+strconv.Itoa(r.port)) {
+				killed = r
+			}
+		}
+		require.NotNil(t, killed, "the initialize's replica %q", minted)
+		killed.kill()
+		// The first calls may get nginx's 502 (one went out on a kept-alive
+		// connection to the dead replica, and nginx replays no POST; the
+		// replicas killed before are skipped for fail_timeout), never a 404:
+		// the client keeps its session and a next call works.
+		text, isErr, err := c.call("read", map[string]any{"file_path": "a.txt"})
+		for try := 0; err != nil && try < 20; try++ {
+			require.NotErrorIs(t, err, sdk.ErrSessionMissing)
+			require.ErrorContains(t, err, "Bad Gateway")
+			time.Sleep(200 * time.Millisecond) // nginx skips a replica for 2 s (fail_timeout) after it failed
+			text, isErr, err = c.call("read", map[string]any{"file_path": "a.txt"})
+		}
+		require.NoError(t, err, "%s: the first call after the kill", version)
+		require.False(t, isErr, text)
+		for k := range 2 * replicasN {
+			from, to := "two", "three"
+			if k%2 == 1 {
+				from, to = to, from
+			}
+			text, isErr, err := c.call("edit", map[string]any{"file_path": "a.txt", "old_string": from, "new_string": to})
+			require.NoError(t, err, "%s edit %d after the kill", version, k)
+			require.False(t, isErr, text)
+		}
+		assert.Equal(t, c.mcpID, c.cs.ID(), "%s: the same session, never initialized again", version)
+		killed.start(t)
+		if version < mcpSessionless {
+			require.NoError(t, c.cs.Close()) // DELETE, through nginx
+			for i := range replicas {
+				status, _, _ = mcpCall(t, direct(i), c.mcpID, `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`)
+				assert.Equal(t, 404, status, "%s: an ended session on replica %d", version, i)
+			}
+		}
+	}
+
+	// REST through the same nginx still spreads over the replicas (the one
+	// restarted last, once nginx's fail_timeout of 2 s has passed).
 	seen := map[string]bool{}
-	for range 3 * replicasN {
+	for deadline := time.Now().Add(5 * time.Second); len(seen) < replicasN && time.Now().Before(deadline); {
 		r, err := post(base, "rest", "read", map[string]any{"file_path": "a.txt"})
 		require.NoError(t, err)
 		require.Equal(t, 200, r.status, "%s", r.body)
 		seen[r.upstream] = true
+		time.Sleep(50 * time.Millisecond)
 	}
 	assert.Len(t, seen, replicasN, "round robin: %v", seen)
 }
