@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -244,5 +245,64 @@ func BenchmarkWriteBody(b *testing.B) {
 		if w.status != http.StatusBadRequest {
 			b.Fatalf("status %d: %s", w.status, w.head)
 		}
+	}
+}
+
+// BenchmarkEditDiagnostics is the latency --diagnostics adds to an edit
+// (docs/diagnostics.md, "Cost"): the same edit of a 60 KiB valid Go file,
+// with no checker ("none") and with gofmt ("gofmt"), in one run. After the
+// first edit the version before is in the checker cache, so each edit runs
+// gofmt once, confined, on the new version: the usual case of an edit
+// after an edit. The checker starts from this test binary's re-exec, as a
+// server starts it from its own.
+//
+//	go test -run '^$' -bench EditDiagnostics -benchtime 200x -count 3 ./internal/handlers
+func BenchmarkEditDiagnostics(b *testing.B) {
+	if _, err := exec.LookPath("gofmt"); err != nil {
+		b.Skip("gofmt is not installed")
+	}
+	var src strings.Builder
+	src.WriteString("package big\n\n")
+	for i := 0; src.Len() < 60<<10; i++ {
+		fmt.Fprintf(&src, "// F%d returns its argument plus %d.\nfunc F%d(x int) int {\n\tif x > %d {\n\t\treturn x - %d\n\t}\n\treturn x + %d\n}\n\n", i, i, i, i, i, i)
+	}
+	cfg := filepath.Join(b.TempDir(), "diagnostics.json")
+	require.NoError(b, os.WriteFile(cfg, []byte(`{"checkers": [{"name": "gofmt", "glob": "*.go", "command": ["gofmt", "-e", "{file}"]}]}`), 0o644))
+	for _, name := range []string{"none", "gofmt"} {
+		b.Run(name, func(b *testing.B) {
+			root, err := filepath.EvalSymlinks(b.TempDir())
+			require.NoError(b, err)
+			require.NoError(b, os.WriteFile(filepath.Join(root, "big.go"), []byte(src.String()), 0o644))
+			c := server.Config{Root: root, Policy: true}
+			if name == "gofmt" {
+				c.Diagnostics = cfg
+			}
+			srv, err := server.New(c, nil)
+			require.NoError(b, err)
+			b.Cleanup(func() { srv.Shutdown(context.Background()) })
+			h := srv.Handler
+			serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"big.go"}`, 0, "X-Session-ID", "bench")
+			bodies := [2]string{
+				`{"file_path":"big.go","old_string":"return x + 77\n","new_string":"return x + 7700\n"}`,
+				`{"file_path":"big.go","old_string":"return x + 7700\n","new_string":"return x + 77\n"}`,
+			}
+			serve(b, h, http.MethodPost, "/tools/edit", bodies[0], 0, "X-Session-ID", "bench")
+			serve(b, h, http.MethodPost, "/tools/edit", bodies[1], 0, "X-Session-ID", "bench")
+			want := `"diagnostics":{"checker":"gofmt","fresh":true,"introduced":[],"resolved":0}`
+			w := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/tools/edit", strings.NewReader(bodies[0]))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Session-ID", "bench")
+			h.ServeHTTP(w, req)
+			if got := strings.Contains(w.Body.String(), want); got != (name == "gofmt") {
+				b.Fatalf("%s: the answer %s", name, w.Body.String())
+			}
+			b.ReportAllocs()
+			i := 1
+			for b.Loop() {
+				serve(b, h, http.MethodPost, "/tools/edit", bodies[i%2], 0, "X-Session-ID", "bench")
+				i++
+			}
+		})
 	}
 }
