@@ -155,6 +155,17 @@ func TestDiagnosticsThroughTheServer(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrNotExist)
 	})
 
+	t.Run("a file of 10 MiB or more is not checked", func(t *testing.T) {
+		big := "package big\n//" + strings.Repeat("x", 10<<20) + "\n"
+		a := restTool(t, base, "write", writeBody("big.go", big))
+		assert.Equal(t, "<path>"+p("big.go")+"</path>\n<type>file</type>\n<content>\nCreated file\n</content>"+
+			"\nDiagnostics unavailable: gofmt was not run: the file is 10 MiB or larger.", a.output)
+		assert.Equal(t, `{"checker":"gofmt","fresh":false,"introduced":[],"resolved":0,"unavailable":"was not run: the file is 10 MiB or larger"}`, a.diagnostics)
+		a = restTool(t, base, "write", writeBody("big.go", "package big\n"))
+		assert.Equal(t, "<path>"+p("big.go")+"</path>\n<type>file</type>\n<content>\nUpdated file\n</content>"+
+			"\nDiagnostics unavailable: gofmt was not run: the file is 10 MiB or larger.", a.output, "the version before is too large")
+	})
+
 	t.Run("no checker matches: no block, no member", func(t *testing.T) {
 		a := restTool(t, base, "write", writeBody("README", "x\n"))
 		assert.Equal(t, "", a.diagnostics)

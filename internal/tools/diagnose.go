@@ -22,7 +22,7 @@ func (x *Executor) diagnose(ctx context.Context, t fs.Target, created bool, befo
 	}
 	ch := diagnostics.Change{Path: string(t.Key), Created: created}
 	switch {
-	case after == nil || !created && before == nil:
+	case after == nil || !created && before == nil || len(*after) >= fs.DefaultDiffBasisMaxBytes:
 		ch.Unchecked = diagnostics.ReasonTooLarge
 	default:
 		ch.After = []byte(*after)
