@@ -227,6 +227,35 @@ func BenchmarkEdit(b *testing.B) {
 	}
 }
 
+// BenchmarkWriteFenced is BenchmarkWrite (policy on) under the
+// workspace-write fence, in a session cwd: each write also asks the
+// provider whether its target lies within the cwd (docs/sandbox.md).
+func BenchmarkWriteFenced(b *testing.B) {
+	root, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	src := benchSource()
+	require.NoError(b, os.Mkdir(filepath.Join(root, "sub"), 0o755))
+	require.NoError(b, os.WriteFile(filepath.Join(root, "sub", "src.go"), []byte(src), 0o644))
+	srv, err := server.New(server.Config{Root: root, Policy: true, SandboxMode: "workspace-write", MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { srv.Shutdown(context.Background()) })
+	h := srv.Handler
+	bodies := [2]string{}
+	for i, c := range []string{strings.Replace(src, "v0010 :=", "w0010 :=", 1), src} {
+		body, err := json.Marshal(obj{"file_path": "src.go", "content": c})
+		require.NoError(b, err)
+		bodies[i] = string(body)
+	}
+	serve(b, h, http.MethodPost, "/tools/read", `{"file_path":"src.go"}`, 0, "X-Session-ID", "bench", "X-Session-Cwd", "sub")
+	b.ReportAllocs()
+	handlers.ReportCPU(b)
+	i := 0
+	for b.Loop() {
+		serve(b, h, http.MethodPost, "/tools/write", bodies[i%2], 0, "X-Session-ID", "bench", "X-Session-Cwd", "sub")
+		i++
+	}
+}
+
 // BenchmarkWriteBody is the request handling of a 60 KiB write body without
 // the disk: every check and decode of the body runs, then the call is
 // refused for want of a session (checked after the arguments). It isolates
