@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Watch starts reporting the changes made under cfg.Root outside the API
+// Watch starts reporting the changes made under cfg.Workspace's root outside the API
 // to hub. With a memory hub it is NewWatcher. With a Redis hub the
 // replicas of one workspace share one root, and each change is to be
 // reported once, not once per replica: only the replica holding the

@@ -313,7 +313,7 @@ func startShared(t *testing.T, replica func(Config) *Hub, root string, lease tim
 		info, err := local.Stat(ctx, tg)
 		return string(info.Version), err == nil && info.Type == fs.TypeFile
 	}
-	w, err := Watch(h, WatchConfig{Root: root, Quiet: quiet, Version: version, Lease: lease})
+	w, err := Watch(h, WatchConfig{Workspace: local, Quiet: quiet, Version: version, Lease: lease})
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
 	return &sharedReplica{hub: h, local: local, watcher: w, sub: subscribe(t, serve(t, h).URL, "")}

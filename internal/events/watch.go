@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -20,9 +19,10 @@ import (
 // WatchConfig configures a Watcher. Zero fields take the defaults in
 // brackets.
 type WatchConfig struct {
-	// Root is the workspace root; it is canonicalized (symlinks resolved)
-	// once, as the provider does, and every reported path is relative to it.
-	Root string
+	// Workspace is the provider's: every folder is opened through it, and
+	// every reported path is relative to its root, where the file really
+	// is (fs.Workspace.Rel), as the executor's own events are.
+	Workspace fs.Workspace
 	// MaxWatches bounds the folders watched [8192]. Past it (or past the
 	// kernel's fs.inotify.max_user_watches) further folders go unwatched,
 	// with one warning in the log and toolfs_events_watch_limit_hits_total.
@@ -48,22 +48,20 @@ type WatchConfig struct {
 // Watcher publishes changes made under the root outside the API, through
 // inotify. Folders are watched one by one (inotify is not recursive): all of
 // them at start, new ones as they appear. It never follows a symlink, in any
-// component of a path: each folder is opened beneath the root by descriptor
-// (fs.OpenBeneath), watched and listed through that descriptor, and an
-// event is reported only while its folder is still the one at its path, so
-// nothing outside the root is watched or reported (docs/events.md,
-// "Folders moved, removed or swapped for a link"). The server's private
-// folder (fs.PrivateDir) and staged temporary files (fs.TempGlob) are
-// ignored. When the kernel drops notifications it publishes an overflow
+// component of a path: each folder is opened beneath the root by the
+// provider (fs.Workspace.OpenBeneath), watched and listed through that
+// descriptor, and an event is reported only while its folder is still the
+// one at its path, so nothing outside the root is watched or reported
+// (docs/events.md, "Folders moved, removed or swapped for a link"). The
+// provider's own files (fs.Workspace.IsPrivate) are ignored. When the kernel drops notifications it publishes an overflow
 // event and watches again whatever folders it missed.
 type Watcher struct {
-	hub    *Hub
-	cfg    WatchConfig
-	root   string
-	rootFd int // the root, opened once: every folder is opened beneath it
-	log    *slog.Logger
-	obs    observer
-	in     *inotify
+	hub *Hub
+	cfg WatchConfig
+	ws  fs.Workspace // every folder is opened through it
+	log *slog.Logger
+	obs observer
+	in  *inotify
 
 	// Owned by the run goroutine.
 	dirs         map[string]int32 // watched folders, root-relative ("" = the root) → watch descriptor
@@ -96,7 +94,7 @@ type change struct {
 	retries int // times it waited for a mutation's event (see publish)
 }
 
-// NewWatcher watches every folder under cfg.Root and starts publishing
+// NewWatcher watches every folder under the root of cfg.Workspace and starts publishing
 // external changes to hub. Close stops it.
 func NewWatcher(hub *Hub, cfg WatchConfig) (*Watcher, error) {
 	if cfg.MaxWatches <= 0 {
@@ -111,31 +109,27 @@ func NewWatcher(hub *Hub, cfg WatchConfig) (*Watcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	abs, err := filepath.Abs(cfg.Root)
-	if err != nil {
-		return nil, fmt.Errorf("events: root %q: %w", cfg.Root, err)
+	if cfg.Workspace == nil {
+		return nil, errors.New("events: a watcher needs the provider's Workspace")
 	}
-	root, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return nil, fmt.Errorf("events: root %q: %w", cfg.Root, err)
-	}
-	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	ws, root := cfg.Workspace, cfg.Workspace.Root()
+	// Watches are added through /proc/self/fd (inotify.add).
+	rootFd, err := ws.OpenBeneath("", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, fmt.Errorf("events: root %q: %w", root, err)
 	}
-	// Watches are added through /proc/self/fd (inotify.add).
-	if err := unix.Access(fdPath(rootFd), unix.F_OK); err != nil {
-		unix.Close(rootFd)
+	err = unix.Access(fdPath(rootFd), unix.F_OK)
+	unix.Close(rootFd)
+	if err != nil {
 		return nil, fmt.Errorf("events: watching needs /proc mounted (watches are added through /proc/self/fd): %w", err)
 	}
 	stop := make(chan struct{})
 	in, err := newInotify(stop)
 	if err != nil {
-		unix.Close(rootFd)
 		return nil, err
 	}
 	w := &Watcher{
-		hub: hub, cfg: cfg, root: root, rootFd: rootFd, log: cfg.Logger, obs: observer{cfg.Metrics}, in: in,
+		hub: hub, cfg: cfg, ws: ws, log: cfg.Logger, obs: observer{cfg.Metrics}, in: in,
 		dirs:         map[string]int32{},
 		wds:          map[int32]folder{},
 		pending:      map[string]*change{},
@@ -148,7 +142,6 @@ func NewWatcher(hub *Hub, cfg WatchConfig) (*Watcher, error) {
 	if !w.watchTree("", false) {
 		close(stop)
 		in.close()
-		unix.Close(rootFd)
 		return nil, fmt.Errorf("events: cannot watch the root %q", root)
 	}
 	go w.run()
@@ -164,9 +157,7 @@ func (w *Watcher) Close() error {
 	}
 	close(w.stop)
 	<-w.done
-	err := w.in.close()
-	unix.Close(w.rootFd)
-	return err
+	return w.in.close()
 }
 
 func (w *Watcher) run() {
@@ -210,7 +201,7 @@ func (w *Watcher) handle(ev inEvent) {
 		return // about the folder itself: its parent's watch reports it
 	}
 	rel := path.Join(d.rel, ev.name)
-	if ignored(rel) || !w.still(d) {
+	if w.ignored(rel) || !w.still(d) {
 		return
 	}
 	isDir := ev.mask&unix.IN_ISDIR != 0
@@ -243,7 +234,7 @@ func (w *Watcher) handle(ev inEvent) {
 // the root.
 func (w *Watcher) still(d folder) bool {
 	if d.rel == "" {
-		return true // the root is held open: it is always itself
+		return true // the provider holds the root open: it is always itself
 	}
 	id, err := w.openedID(d.rel)
 	if err == nil && id == d.id {
@@ -259,7 +250,7 @@ func (w *Watcher) still(d folder) bool {
 
 // openedID is the inode of the folder at rel, opened beneath the root.
 func (w *Watcher) openedID(rel string) (dirID, error) {
-	fd, err := fs.OpenBeneath(w.rootFd, rel, unix.O_PATH|unix.O_DIRECTORY)
+	fd, err := w.ws.OpenBeneath(rel, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return dirID{}, err
 	}
@@ -275,17 +266,10 @@ func fstatID(fd int) (dirID, error) {
 	return dirID{dev: uint64(st.Dev), ino: st.Ino}, nil
 }
 
-// ignored reports paths the feed never shows: the server's private folder
-// and its staged temporary files (their publication shows as the target's
-// own event).
-func ignored(rel string) bool {
-	first, _, _ := strings.Cut(rel, "/")
-	if first == fs.PrivateDir {
-		return true
-	}
-	m, _ := path.Match(fs.TempGlob, path.Base(rel))
-	return m
-}
+// ignored reports paths the feed never shows: the provider's own files,
+// its private folder and its staged temporary files (their publication
+// shows as the target's own event).
+func (w *Watcher) ignored(rel string) bool { return w.ws.IsPrivate(rel) }
 
 // watchTree watches the folder rel and every folder below it, without
 // following symlinks, up to the watch bound. With report, every entry found
@@ -309,7 +293,7 @@ func (w *Watcher) watchTree(rel string, report bool) bool {
 		}
 		list(f, func(name string, isDir bool) {
 			child := path.Join(d, name)
-			if ignored(child) {
+			if w.ignored(child) {
 				return
 			}
 			if report {
@@ -325,12 +309,12 @@ func (w *Watcher) watchTree(rel string, report bool) bool {
 }
 
 // watchDir opens the folder rel beneath the root, following no symlink in
-// any component (fs.OpenBeneath), and watches it through that descriptor:
+// any component (fs.Workspace.OpenBeneath), and watches it through that descriptor:
 // what is watched is the folder that was opened, even if rel has been
 // swapped for a link since. It returns the open folder, for the caller to
 // list and close, or nil when it is not watched.
 func (w *Watcher) watchDir(rel string) *os.File {
-	fd, err := fs.OpenBeneath(w.rootFd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := w.ws.OpenBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
 			w.log.Debug("events: cannot open a folder", "path", rel, "err", err)

@@ -58,7 +58,10 @@ func watch(t *testing.T, root string, cfg WatchConfig) *watched {
 	// Room for every event of the overflow test in the test's own queue.
 	hub := NewHub(Config{QueueEvents: 1 << 16, QueueBytes: 64 << 20})
 	logs := &syncBuffer{}
-	cfg.Root = root
+	local, err := fs.NewLocal(root, fs.LocalOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.Close() }) // after the watcher's Close
+	cfg.Workspace = local
 	cfg.Quiet = quiet
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	w, err := NewWatcher(hub, cfg)

@@ -2,9 +2,12 @@
 // implementation over a workspace root.
 //
 // The seam owns resolution and confinement, metadata, raw reads of regular
-// files, and atomic, optionally guarded mutation. It knows nothing of HTTP,
-// sessions or the model-facing window: another backend (remote, sandboxed)
-// can replace Local without touching policy, render or handlers.
+// files, and atomic, optionally guarded mutation, and its Workspace answers
+// where targets lie (Within, Rel), which names are its own (IsPrivate) and
+// holds folders by descriptor (OpenBeneath) for search and the change feed.
+// It knows nothing of HTTP, sessions or the model-facing window: another
+// backend can replace Local without touching policy, render, the executor,
+// search, events or the transports.
 //
 // OpenText hands back raw bytes: the NUL and UTF-8 checks of a read are not
 // done here but by internal/render, fused with windowing in a single pass.
@@ -22,13 +25,18 @@ import (
 
 // FileSystem is the provider seam. Every method honours ctx cancellation at
 // its syscall boundaries and returns *fault.Error for anything a caller can act on.
+// Its Workspace answers what the rest of the server needs to know of where
+// targets lie and which names are the provider's own.
 type FileSystem interface {
+	Workspace
+
 	// Resolve turns path (absolute, or relative to cwd; cwd absolute, or
 	// relative to the root; "" means the root) into a Target. It refuses paths
 	// that leave the workspace root with fault.CodeSandboxDenied, using op ("read",
 	// "write", "edit", "search", ...) in the message. A missing target
-	// resolves fine: its Key is the real path of its nearest existing
-	// ancestor plus the missing suffix.
+	// resolves fine: its Key names where it would be created (the local
+	// provider's: the real path of its nearest existing ancestor plus the
+	// missing suffix).
 	Resolve(ctx context.Context, op, path, cwd string) (Target, error)
 
 	// Stat reports what the target is now, following symlinks. A missing
@@ -63,21 +71,10 @@ type ResolveStater interface {
 
 var _ ResolveStater = (*Local)(nil)
 
-// TargetKey identifies a file independently of the path used to reach it:
-// the local provider uses the real path. Callers must not parse it; Within
-// is the one question they may ask of it.
+// TargetKey identifies a file independently of the path used to reach it
+// (the local provider's is the real path). It is opaque: callers compare
+// Keys for equality and ask the provider's Workspace where one lies.
 type TargetKey string
-
-// Within reports whether k is dir or lies below it: where k's file really
-// is, not how a path to it was spelled, since a Key is the real location a
-// kernel-checked walk found (a symlink under dir to a file elsewhere has
-// the Key of the file elsewhere), and a mutation happens at its Key or not
-// at all (docs/sandbox.md). The sandbox fence asks it of a target and the
-// session cwd's Key.
-func (k TargetKey) Within(dir TargetKey) bool {
-	_, ok := within(string(dir), string(k))
-	return ok
-}
 
 // Version is an opaque freshness token. The local provider derives it from
 // dev:ino:size:mtime_ns:ctime_ns of the followed target. Callers only compare

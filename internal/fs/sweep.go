@@ -72,7 +72,7 @@ func (l *Local) sweep(p *privateFolder, batches int) (c SweepCounts) {
 	for range batches {
 		names, err := d.Readdirnames(sweepBatch)
 		for _, name := range names {
-			if ok, _ := filepath.Match(TempGlob, name); ok {
+			if ok, _ := filepath.Match(tempGlob, name); ok {
 				switch sweepOne(p.tmp, name) {
 				case sweptRemoved:
 					c.Removed++

@@ -293,6 +293,59 @@ func TestSandboxFence(t *testing.T) {
 	}
 }
 
+// TestFenceAsksTheProvider: under workspace-write the fence asks the
+// provider whether a target lies within the session cwd (fs.Workspace.Within),
+// by where both really are: a sibling whose name starts with the cwd's is
+// outside it, a cwd reached through a symlinked folder is the folder it
+// leads to, and a symlinked folder inside the cwd is judged by where it
+// leads.
+func TestFenceAsksTheProvider(t *testing.T) {
+	tests := []struct {
+		name, cwd, path string
+		target          string // the file written, relative to the root
+		allowed         bool
+	}{
+		{"in the cwd", "sub", "a.txt", "sub/a.txt", true},
+		{"a sibling sharing the cwd's prefix", "sub", "../sub2/a.txt", "sub2/a.txt", false},
+		{"that sibling by its absolute path", "sub", "/sub2/a.txt", "sub2/a.txt", false},
+		{"the cwd from the sibling", "sub2", "../sub/a.txt", "sub/a.txt", false},
+		{"the sibling's own file", "sub2", "a.txt", "sub2/a.txt", true},
+		{"a new file in new folders", "sub", "new/deeper/b.txt", "sub/new/deeper/b.txt", true},
+		{"a cwd through a symlinked folder", "linked", "a.txt", "sub/a.txt", true},
+		{"beside a symlinked cwd", "linked", "../sub2/a.txt", "sub2/a.txt", false},
+		{"a symlinked folder in the cwd to the sibling", "sub", "tosub2/a.txt", "sub2/a.txt", false},
+		{"a symlinked folder in the sibling to the cwd", "sub2", "tosub/a.txt", "sub/a.txt", false},
+		{"the cwd through a link inside it to itself", "sub", "../linked/a.txt", "sub/a.txt", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := startSandbox(t, sbOptions{mode: tools.SandboxWorkspaceWrite})
+			h.file("sub/a.txt", "old\n")
+			h.file("sub2/a.txt", "old\n")
+			root := h.srv.Root
+			require.NoError(t, os.Symlink("sub", filepath.Join(root, "linked")))
+			require.NoError(t, os.Symlink("../sub2", filepath.Join(root, "sub", "tosub2")))
+			require.NoError(t, os.Symlink("../sub", filepath.Join(root, "sub2", "tosub")))
+			path := tt.path
+			if strings.HasPrefix(path, "/") {
+				path = filepath.Join(root, path)
+			}
+			read := h.tool("read", tt.cwd, map[string]any{"file_path": path})
+			require.Contains(t, []int{http.StatusOK, http.StatusNotFound}, read.Status, read.Body)
+			r := h.tool("write", tt.cwd, map[string]any{"file_path": path, "content": "new\n"})
+			if tt.allowed {
+				require.Equal(t, http.StatusOK, r.Status, r.Body)
+				assert.Equal(t, "new\n", h.contents(tt.target))
+				return
+			}
+			require.Equal(t, http.StatusForbidden, r.Status, r.Body)
+			assert.Equal(t, "FS_SANDBOX_DENIED", r.Code)
+			assert.Equal(t, deniedText("workspace-write"), r.Output)
+			assert.Equal(t, "old\n", h.contents(tt.target), "a denied call writes nothing")
+		})
+	}
+}
+
 // TestSandboxDryRunIsFenced: a dry run gets the real call's denial.
 func TestSandboxDryRunIsFenced(t *testing.T) {
 	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})

@@ -106,7 +106,7 @@ func BenchmarkGrepRgDirect(b *testing.B) {
 	b.ResetTimer()
 	defer reportCPU(b)()
 	for b.Loop() {
-		cmd := exec.Command(rg, append([]string{"--no-config"}, grepArgs("needle", "", "")...)...)
+		cmd := exec.Command(rg, append([]string{"--no-config"}, grepArgs(privateGlobs(workspaceAt(b, root).fsys), "needle", "", "")...)...)
 		cmd.Dir = root
 		out, err := cmd.StdoutPipe()
 		if err != nil {

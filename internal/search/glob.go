@@ -17,21 +17,30 @@ var vcsDirs = []string{".git", ".svn", ".hg", ".bzr", ".jj", ".sl"}
 
 const globRecovery = "The complete result could not be saved; narrow pattern or path to see more."
 
-// privateGlobs hide the server's own folder and temporary files (docs/search.md).
-// They come after the caller's glob: in rg the later glob wins, so no
-// pattern or include can bring them back.
-var privateGlobs = []string{"--glob=!**/" + fs.PrivateDir, "--glob=!**/" + fs.PrivateDir + "/**", "--glob=!**/" + fs.TempGlob}
+// privateGlobs hide the provider's own files (fs.Workspace.PrivateGlobs;
+// docs/search.md). rg matches a glob relative to the folder it searches,
+// not to the root, so each is anchored at any depth. They come after the
+// caller's glob: in rg the later glob wins, so no pattern or include can
+// bring them back.
+func privateGlobs(ws fs.Workspace) []string {
+	globs := ws.PrivateGlobs()
+	args := make([]string, len(globs))
+	for i, g := range globs {
+		args[i] = "--glob=!**/" + strings.TrimPrefix(g, "**/")
+	}
+	return args
+}
 
 // globArgs is the original tool-fs's argv after --no-config: files only, oldest
 // first, hidden and ignored files included (--no-ignore also reads no ignore
 // file anywhere), VCS folders and the server's private files excluded.
-func globArgs(pattern, root string) []string {
-	args := make([]string, 0, 9+2*len(vcsDirs)+len(privateGlobs))
+func globArgs(private []string, pattern, root string) []string {
+	args := make([]string, 0, 9+2*len(vcsDirs)+len(private))
 	args = append(args, "--files", "--glob="+pattern, "--sort=modified", "--no-ignore", "--hidden")
 	for _, d := range vcsDirs {
 		args = append(args, "--glob=!**/"+d, "--glob=!**/"+d+"/**")
 	}
-	args = append(args, privateGlobs...)
+	args = append(args, private...)
 	args = append(args, "--")
 	if root != "" {
 		args = append(args, root)
@@ -68,7 +77,7 @@ func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	at.arg = root
 	var paths []string
 	if !empty {
-		_, err = s.run(ctx, "glob", at, globArgs(pattern, root), func(r io.Reader) error {
+		_, err = s.run(ctx, "glob", at, globArgs(privateGlobs(fsys), pattern, root), func(r io.Reader) error {
 			sc := bufio.NewScanner(r)
 			sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 			sc.Split(scanNewlines)

@@ -29,12 +29,12 @@ const (
 // global one or .git/info/exclude (which a .git file may place anywhere).
 // The server's private files are excluded after the include glob, so it
 // cannot bring them back.
-func grepArgs(pattern, include, root string) []string {
+func grepArgs(private []string, pattern, include, root string) []string {
 	args := []string{"--json", "--regexp=" + pattern, "--no-ignore-parent", "--no-ignore-global", "--no-ignore-exclude"}
 	if include != "" {
 		args = append(args, "--glob="+include)
 	}
-	args = append(args, privateGlobs...)
+	args = append(args, private...)
 	args = append(args, "--")
 	if root != "" {
 		args = append(args, root)
@@ -76,7 +76,7 @@ func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 	acc := matchAccumulator{max: s.grepMax, lineMax: s.lineMax, cwd: at.display()}
 	code := 1
 	if !empty {
-		code, err = s.run(ctx, "grep", at, grepArgs(pattern, glob, root), acc.consume)
+		code, err = s.run(ctx, "grep", at, grepArgs(privateGlobs(fsys), pattern, glob, root), acc.consume)
 		if err != nil {
 			return Result{}, err
 		}

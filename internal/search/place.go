@@ -15,31 +15,29 @@ import (
 )
 
 // place is where one search runs: the workspace root (the one folder the
-// sandbox lets rg read) and the session cwd below it.
+// sandbox lets rg read) and the session cwd below it. Everything it knows of
+// the disk it asks the provider's Workspace (docs/architecture.md).
 type place struct {
-	tool string
-	fsys fs.FileSystem
-	arg  string    // the path argument as rg gets it, "" for none
-	root string    // the root as the provider shows it (Display paths start with it)
-	real string    // the root with symlinks resolved (Keys start with it)
-	cwd  fs.Target // the session cwd
+	tool   string
+	fsys   fs.FileSystem
+	arg    string    // the path argument as rg gets it, "" for none
+	root   string    // the root as the provider shows it (Display paths start with it)
+	real   string    // the root as the kernel names it (fs.Workspace.RealRoot), to recognise it in rg's messages
+	cwd    fs.Target // the session cwd
+	cwdRel string    // where the session cwd really is, relative to the root
 }
 
 func newPlace(ctx context.Context, tool string, fsys fs.FileSystem, cwd fs.Target) (place, error) {
 	p := place{tool: tool, fsys: fsys, cwd: cwd}
-	if !filepath.IsAbs(string(cwd.Key)) {
+	rel, ok := fsys.Rel(cwd)
+	if !ok {
 		// A zero cwd must never become the server's own working directory.
-		return p, launchError(tool, errors.New("search: cwd is not an absolute path"))
+		return p, launchError(tool, errors.New("search: cwd is not a folder the provider resolved"))
 	}
-	// The root through the seam: "." from no cwd is the root itself.
-	r, err := fsys.Resolve(ctx, "search", ".", "")
-	if err != nil {
-		if ctx.Err() != nil {
-			return p, abortedError(tool, ctx.Err())
-		}
-		return p, launchError(tool, err)
+	if err := ctx.Err(); err != nil {
+		return p, abortedError(tool, err)
 	}
-	p.root, p.real = r.Display, string(r.Key)
+	p.cwdRel, p.root, p.real = rel, fsys.Root(), fsys.RealRoot()
 	return p, nil
 }
 
@@ -48,7 +46,7 @@ func (p place) display() string {
 	if p.cwd.Display != "" {
 		return p.cwd.Display
 	}
-	return string(p.cwd.Key)
+	return filepath.Join(p.root, p.cwdRel)
 }
 
 // pinnedPlace holds the root and the session cwd open for the time of one
@@ -62,24 +60,28 @@ func (p pinnedPlace) close() {
 	p.cwd.Close()
 }
 
-// pin opens the root, then the session cwd beneath it with the kernel's
-// RESOLVE_BENEATH, so rg starts in a folder inside the root even if the
-// cwd's path was swapped for a symlink since it was resolved.
-func (p place) pin() (pinnedPlace, error) {
-	rootFD, err := unix.Open(p.real, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// pin opens the root, then the session cwd beneath it, through the
+// provider (fs.Workspace.OpenBeneath: no symlink followed, never leaving
+// the root), so rg starts in a folder inside the root even if the cwd's
+// path was swapped for a symlink since it was resolved. A cwd that became
+// a symlink is resolved again: one that now leads outside is
+// FS_SANDBOX_DENIED, one inside is where rg starts.
+func (p place) pin(ctx context.Context) (pinnedPlace, error) {
+	rootFD, err := p.fsys.OpenBeneath("", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return pinnedPlace{}, launchError(p.tool, err)
 	}
 	root := os.NewFile(uintptr(rootFD), p.real)
-	rel, err := filepath.Rel(p.real, string(p.cwd.Key))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		root.Close()
-		return pinnedPlace{}, p.cwdOutside()
+	cwdFD, err := p.fsys.OpenBeneath(p.cwdRel, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		var again fs.Target
+		again, err = p.fsys.Resolve(ctx, "search", p.display(), "")
+		if fault.CodeOf(err) == fault.CodeSandboxDenied {
+			err = unix.EXDEV
+		} else if rel, ok := p.fsys.Rel(again); err == nil && ok {
+			cwdFD, err = p.fsys.OpenBeneath(rel, unix.O_PATH|unix.O_DIRECTORY)
+		}
 	}
-	cwdFD, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
 	if err != nil {
 		root.Close()
 		if errors.Is(err, unix.EXDEV) {
@@ -87,7 +89,7 @@ func (p place) pin() (pinnedPlace, error) {
 		}
 		return pinnedPlace{}, launchError(p.tool, err)
 	}
-	return pinnedPlace{root: root, cwd: os.NewFile(uintptr(cwdFD), string(p.cwd.Key))}, nil
+	return pinnedPlace{root: root, cwd: os.NewFile(uintptr(cwdFD), p.display())}, nil
 }
 
 func (p place) cwdOutside() error {
@@ -189,9 +191,6 @@ func (p place) sortDenials(ctx context.Context, stderr string) (rest string, arg
 // ledOutside reports whether the path rg named was denied by the sandbox
 // rather than by the file's own permissions.
 func (p place) ledOutside(ctx context.Context, name string) bool {
-	if p.fsys == nil {
-		return false // the sandbox's proof at start-up
-	}
 	display := name
 	if !filepath.IsAbs(name) {
 		display = filepath.Join(p.display(), name)
@@ -200,7 +199,11 @@ func (p place) ledOutside(ctx context.Context, name string) bool {
 	if err != nil {
 		return fault.CodeOf(err) == fault.CodeSandboxDenied
 	}
-	fd, err := unix.Open(string(t.Key), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	rel, ok := p.fsys.Rel(t)
+	if !ok {
+		return false
+	}
+	fd, err := p.fsys.OpenBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return false
 	}
@@ -261,10 +264,14 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 	if err != nil {
 		return "", false, err
 	}
-	if p.private(string(t.Key)) {
+	tRel, ok := fsys.Rel(t)
+	if !ok {
+		return "", false, launchError(p.tool, errors.New("search: path is not one the provider resolved"))
+	}
+	if p.private(tRel) {
 		return "", true, nil
 	}
-	if !fileOrFolder(string(t.Key)) {
+	if !p.fileOrFolder(tRel) {
 		return "", false, fault.New(fault.CodeNotRegularFile, `cannot search "`+t.Display+`": not a regular file or folder`)
 	}
 	if filepath.IsAbs(*path) {
@@ -290,15 +297,22 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 		}
 		up++
 	}
-	lexical := p.display()
-	walked := string(p.cwd.Key)
+	// Both sides are where the provider says the folders really are,
+	// relative to the root; climbing above it reaches no folder of ours.
+	lexical, walked := p.display(), p.cwdRel
+	reached := true
 	for range up {
-		lexical, walked = filepath.Dir(lexical), filepath.Dir(walked)
+		if walked == "" {
+			reached = false
+		}
+		lexical, walked = filepath.Dir(lexical), parentRel(walked)
 	}
-	if b, err := fsys.Resolve(ctx, "search", lexical, ""); err == nil && string(b.Key) == walked {
-		return rel, false, nil
+	if b, err := fsys.Resolve(ctx, "search", lexical, ""); err == nil && reached {
+		if bRel, ok := fsys.Rel(b); ok && bRel == walked {
+			return rel, false, nil
+		}
 	}
-	rel, err = filepath.Rel(string(p.cwd.Key), string(t.Key))
+	rel, err = filepath.Rel("/"+p.cwdRel, "/"+tRel)
 	if err != nil {
 		return "", false, launchError(p.tool, err)
 	}
@@ -308,32 +322,50 @@ func (p place) searchArg(ctx context.Context, fsys fs.FileSystem, path *string) 
 	return rel, false, nil
 }
 
-// fileOrFolder reports whether the real path is a regular file or a folder,
-// or is missing (rg then says so). It opens nothing: a FIFO is only looked
-// at, never read.
-func fileOrFolder(key string) bool {
-	var st unix.Stat_t
-	if err := unix.Stat(key, &st); err != nil {
-		return true
+// parentRel is the folder above a root-relative path ("" above a name
+// directly under the root, and above the root itself).
+func parentRel(rel string) string {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i]
 	}
-	mode := st.Mode & unix.S_IFMT
-	return mode == unix.S_IFREG || mode == unix.S_IFDIR
+	return ""
 }
 
-// private reports whether a real path is the server's private folder, lies in
-// it, or is one of its temporary files (docs/search.md: never listed).
-func (p place) private(key string) bool {
-	rel, err := filepath.Rel(p.real, key)
+// fileOrFolder reports whether rel (where a target really is, relative to
+// the root) is a regular file or a folder, or is missing (rg then says so).
+// It opens it with O_PATH only: a FIFO is looked at, never read.
+func (p place) fileOrFolder(rel string) bool {
+	fd, err := p.fsys.OpenBeneath(rel, unix.O_PATH)
 	if err != nil {
-		return false
+		return true
 	}
-	for _, seg := range strings.Split(rel, "/") {
-		if seg == fs.PrivateDir {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return true
+	}
+	// A symlink: the path was swapped since it was resolved; rg, which
+	// never follows one, says what it finds.
+	mode := st.Mode & unix.S_IFMT
+	return mode == unix.S_IFREG || mode == unix.S_IFDIR || mode == unix.S_IFLNK
+}
+
+// private reports whether rel (relative to the root) is one of the
+// provider's own files, or would be for a root at any folder on its way
+// (docs/search.md: never listed). rg matches the provider's globs relative
+// to the folder it searches (privateGlobs), so they hide such names at
+// every depth, and so does this.
+func (p place) private(rel string) bool {
+	for {
+		if p.fsys.IsPrivate(rel) {
 			return true
 		}
+		_, tail, ok := strings.Cut(rel, "/")
+		if !ok {
+			return false
+		}
+		rel = tail
 	}
-	ok, _ := filepath.Match(fs.TempGlob, filepath.Base(key))
-	return ok
 }
 
 // shown makes a path rg printed relative to the session cwd when it lies

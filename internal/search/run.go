@@ -130,7 +130,7 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 	case <-ctx.Done():
 		return 0, abortedError(tool, ctx.Err())
 	}
-	pinned, err := at.pin()
+	pinned, err := at.pin(ctx)
 	if err != nil {
 		return 0, err
 	}

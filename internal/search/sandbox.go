@@ -222,10 +222,23 @@ func runProof(rg string) proof {
 	}
 	s := newSearcher(Config{RgPath: rg, Timeout: 10 * time.Second, MaxConcurrent: 1})
 	s.confined, s.exe, s.rgFiles = true, exe, files
-	at := place{tool: "glob", root: root, real: root, cwd: fs.Target{Key: fs.TargetKey(root), Display: root}}
-	var out []byte
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// rg runs as a search does, over a provider on the fresh root.
+	local, err := fs.NewLocal(root, fs.LocalOptions{InProcessLocksOnly: true, SweepInterval: -1})
+	if err != nil {
+		return proof{why: err.Error()}
+	}
+	defer local.Close()
+	cwd, err := local.Resolve(ctx, "search", ".", "")
+	if err != nil {
+		return proof{why: err.Error()}
+	}
+	at, err := newPlace(ctx, "glob", local, cwd)
+	if err != nil {
+		return proof{why: err.Error()}
+	}
+	var out []byte
 	_, err = s.run(ctx, "glob", at, []string{"--files", "--sort=path", "--", ".", "../outside"}, func(r io.Reader) error {
 		out, err = io.ReadAll(r)
 		return err

@@ -1,10 +1,12 @@
 // Package search implements the discovery tools glob and grep on top of the
 // real ripgrep binary, run as a confined child process.
 //
-// Search deliberately does not extend the fs provider seam (as the original tool-fs
-// did not): it borrows only Resolve from it, to confine the optional path
-// argument to the workspace root, and runs rg in the session cwd. Results are
-// the model-facing text plus JSON-ready card metadata.
+// Search adds no method to the fs provider seam (as the original tool-fs did not)
+// and knows the disk only through it: Resolve confines the optional path
+// argument to the workspace root, and the provider's Workspace says where
+// targets lie, which names are its own (left out of every result) and opens
+// the root and the session cwd that rg starts in. Results are the
+// model-facing text plus JSON-ready card metadata.
 package search
 
 import (

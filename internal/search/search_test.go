@@ -26,6 +26,7 @@ func TestArgv(t *testing.T) {
 		"--glob=!**/.hg", "--glob=!**/.hg/**", "--glob=!**/.bzr", "--glob=!**/.bzr/**",
 		"--glob=!**/.jj", "--glob=!**/.jj/**", "--glob=!**/.sl", "--glob=!**/.sl/**",
 	}
+	ws := newWorkspace(t).fsys
 	private := []string{"--glob=!**/.toolfs-api", "--glob=!**/.toolfs-api/**", "--glob=!**/.*.toolfs-*.tmp"}
 	globHead := []string{"--files", "--glob=*.ts", "--sort=modified", "--no-ignore", "--hidden"}
 	grepHead := []string{"--no-ignore-parent", "--no-ignore-global", "--no-ignore-exclude"}
@@ -41,10 +42,10 @@ func TestArgv(t *testing.T) {
 		got  []string
 		want []string
 	}{
-		{"glob without path", globArgs("*.ts", ""), cat(globHead, vcs, private, []string{"--"})},
-		{"glob with path", globArgs("*.ts", "src"), cat(globHead, vcs, private, []string{"--", "src"})},
-		{"grep bare", grepArgs("a|b", "", ""), cat([]string{"--json", "--regexp=a|b"}, grepHead, private, []string{"--"})},
-		{"grep with include and path", grepArgs("-x", "*.{js,ts}", "-dir"), cat([]string{"--json", "--regexp=-x"}, grepHead, []string{"--glob=*.{js,ts}"}, private, []string{"--", "-dir"})},
+		{"glob without path", globArgs(privateGlobs(ws), "*.ts", ""), cat(globHead, vcs, private, []string{"--"})},
+		{"glob with path", globArgs(privateGlobs(ws), "*.ts", "src"), cat(globHead, vcs, private, []string{"--", "src"})},
+		{"grep bare", grepArgs(privateGlobs(ws), "a|b", "", ""), cat([]string{"--json", "--regexp=a|b"}, grepHead, private, []string{"--"})},
+		{"grep with include and path", grepArgs(privateGlobs(ws), "-x", "*.{js,ts}", "-dir"), cat([]string{"--json", "--regexp=-x"}, grepHead, []string{"--glob=*.{js,ts}"}, private, []string{"--", "-dir"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -139,4 +140,74 @@ func TestTheBinaryKnowsOnlyTheBuilder(t *testing.T) {
 			assert.True(t, stdlib || p == module+"/internal/server", "%s imports %s", e.Name(), p)
 		}
 	}
+}
+
+// TestTransportsReachTheProviderThroughTheExecutor: no transport imports
+// the provider, the policy or the approvals (docs/architecture.md): a
+// transport that needs one of them needs a verb of the executor instead.
+func TestTransportsReachTheProviderThroughTheExecutor(t *testing.T) {
+	for _, transport := range []string{"internal/handlers", "internal/mcp"} {
+		for _, p := range ours[transport] {
+			assert.NotContains(t, []string{"internal/fs", "internal/policy", "internal/approval"}, p, "%s may not import %s", transport, p)
+		}
+	}
+}
+
+// eventsDiskCalls are the only calls into os, syscall, x/sys/unix and
+// path/filepath the change feed makes: inotify itself, descriptors the
+// provider opened (fs.Workspace.OpenBeneath; Access and InotifyAddWatch
+// name them as /proc/self/fd/N), and the process's own names. Anything
+// that opens, stats or walks a path of the workspace goes through the
+// provider.
+var eventsDiskCalls = []string{
+	"os.Getpid", "os.Hostname", "os.NewFile",
+	"unix.Access", "unix.Close", "unix.Fstat", "unix.InotifyInit1", "unix.InotifyAddWatch", "unix.InotifyRmWatch",
+}
+
+// TestEventsReadTheDiskThroughTheProvider parses internal/events and checks
+// that it calls no function of the disk besides eventsDiskCalls, and no
+// function of internal/fs (only its Workspace interface and types).
+func TestEventsReadTheDiskThroughTheProvider(t *testing.T) {
+	pkgs := map[string]string{"os": "os", "syscall": "syscall", "golang.org/x/sys/unix": "unix", "path/filepath": "filepath", "io/ioutil": "ioutil", module + "/internal/fs": "fs"}
+	entries, err := os.ReadDir("../events")
+	require.NoError(t, err)
+	calls := 0
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, filepath.Join("../events", e.Name()), nil, 0)
+		require.NoError(t, err)
+		names := map[string]string{} // local name → the package's usual name
+		for _, s := range f.Imports {
+			p, _ := strconv.Unquote(s.Path.Value)
+			if usual, ok := pkgs[p]; ok {
+				local := usual
+				if s.Name != nil {
+					local = s.Name.Name
+				}
+				names[local] = usual
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			x, ok := sel.X.(*ast.Ident)
+			if !ok || names[x.Name] == "" {
+				return true
+			}
+			calls++
+			name := names[x.Name] + "." + sel.Sel.Name
+			assert.True(t, slices.Contains(eventsDiskCalls, name), "%s calls %s: the change feed reads the disk through the provider's fs.Workspace", fset.Position(call.Pos()), name)
+			return true
+		})
+	}
+	assert.NotZero(t, calls, "the parse found the package's calls")
 }

@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -41,9 +40,9 @@ import (
 // request (cmd/toolfs-api batches them).
 const AccessLogMessage = handlers.AccessLogMessage
 
-// PrivateDir is the server's own folder in the workspace root (lock files,
-// staged writes; docs/decisions.md).
-const PrivateDir = fs.PrivateDir
+// LockFiles is where the default --lock-dir keeps the cross-process lock
+// files, as the flag's help names it (docs/decisions-fs.md).
+const LockFiles = "<root>/" + fs.PrivateDir + "/locks"
 
 // RunSandboxChildIfRequested runs the search sandbox's child and exits when
 // this process is one (docs/search.md); otherwise it returns at once. main
@@ -410,23 +409,22 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 	em := events.NewMetrics(s.metrics.Registerer())
 	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.EventsMaxSubscribers, Heartbeat: cfg.EventsHeartbeat, Metrics: em,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Logger: s.log})
-	// Keys are real paths (symlinks resolved), as the watcher reports
-	// changes: one file has one path in the feed.
-	realRoot, err := filepath.EvalSymlinks(s.Root)
-	if err != nil {
-		return nil, nil, err
-	}
 	if cfg.EventsMaxWatches > 0 {
+		var err error
 		s.watcher, err = events.Watch(s.hub, events.WatchConfig{
-			Root: realRoot, MaxWatches: cfg.EventsMaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
+			Workspace: s.local, MaxWatches: cfg.EventsMaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
 	}
-	hub := s.hub
-	// The root itself is never a file: it has no relative path.
-	relOf := func(t fs.Target) (string, bool) { return strings.CutPrefix(string(t.Key), realRoot+"/") }
+	hub, local := s.hub, s.local
+	// Where the file really is, as the watcher reports changes: one file
+	// has one path in the feed. The root itself is never a file.
+	relOf := func(t fs.Target) (string, bool) {
+		rel, ok := local.Rel(t)
+		return rel, ok && rel != ""
+	}
 	before := func(t fs.Target) {
 		if rel, ok := relOf(t); ok {
 			hub.Expect(rel)

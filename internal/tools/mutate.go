@@ -98,7 +98,7 @@ func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode San
 		x.storeFailed("decide", ierr)
 		return fs.Target{}, nil, x.mutationFailure(ToolWrite, ierr)
 	}
-	if !allows(mode, t, cwd) {
+	if !x.allows(mode, t, cwd) {
 		return fs.Target{}, nil, sandboxDenied(mode)
 	}
 	return t, intent, nil
@@ -238,7 +238,7 @@ func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode Sandb
 		x.storeFailed("decide", gerr)
 		return fs.Target{}, nil, x.mutationFailure(ToolEdit, gerr)
 	}
-	if !allows(mode, t, cwd) {
+	if !x.allows(mode, t, cwd) {
 		return fs.Target{}, nil, sandboxDenied(mode)
 	}
 	return t, guard, nil
@@ -338,9 +338,9 @@ func lfNormalize(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // mutationTarget resolves the target of a write or edit, whose session is
 // required while the policy is on (arguments are checked first).
-func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *fault.Error) {
+func (x *Executor) mutationTarget(ctx context.Context, c Call, op, path string) (fs.Target, fs.Target, *fault.Error) {
 	if x.policyOn && c.Session == "" {
-		return fs.Target{}, "", sessionError(msgNoSession)
+		return fs.Target{}, fs.Target{}, sessionError(msgNoSession)
 	}
 	return x.targetIn(ctx, c, op, path)
 }

@@ -150,18 +150,18 @@ func (x *Executor) checkEscalation(e escalation) *fault.Error {
 }
 
 // allows reports whether mode lets a write or edit reach t: read-only
-// nothing, workspace-write only under the session cwd (cwd; "" = the root,
-// so anything Resolve accepted), danger-full-access anything in the root.
-// Keys are the real locations the provider's walks found, and a mutation
-// happens at its Key or nowhere (fs.TargetKey.Within), so a symlink under
-// the cwd to a file elsewhere is judged by where it leads, and one swapped
-// in after this check leads nowhere.
-func allows(mode SandboxMode, t fs.Target, cwd fs.TargetKey) bool {
+// nothing, workspace-write only under the session cwd (cwd; zero = the
+// root, so anything Resolve accepted), danger-full-access anything in the
+// root. Where t and cwd lie is the provider's answer (fs.Workspace.Within):
+// it judges where their files really are, so a symlink under the cwd to a
+// file elsewhere is judged by where it leads, and since a mutation happens
+// at its Target or fails, one swapped in after this check leads nowhere.
+func (x *Executor) allows(mode SandboxMode, t, cwd fs.Target) bool {
 	switch mode {
 	case SandboxOff, SandboxDangerFullAccess:
 		return true
 	case SandboxWorkspaceWrite:
-		return cwd == "" || t.Key.Within(cwd)
+		return cwd == (fs.Target{}) || x.fs.Within(t, cwd)
 	}
 	return false
 }

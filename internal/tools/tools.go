@@ -351,18 +351,17 @@ func badCwd(p string) *fault.Error {
 }
 
 // targetIn resolves a tool's file_path against the session cwd, and also
-// returns the Key of the session cwd ("" for the root), for the sandbox
-// fence.
-func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.TargetKey, *fault.Error) {
+// returns the session cwd's Target (zero for the root), for the fence.
+func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.Target, *fault.Error) {
 	ct, err := x.cwdOf(ctx, c)
 	if err != nil {
-		return fs.Target{}, "", err
+		return fs.Target{}, fs.Target{}, err
 	}
 	t, rerr := x.fs.Resolve(ctx, op, path, ct.Display)
 	if rerr != nil {
-		return fs.Target{}, "", errorOf(rerr)
+		return fs.Target{}, fs.Target{}, errorOf(rerr)
 	}
-	return t, ct.Key, nil
+	return t, ct, nil
 }
 
 // cwdOf is the session cwd's Target, zero for the root (no X-Session-Cwd).
