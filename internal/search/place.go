@@ -67,19 +67,31 @@ func (p pinnedPlace) close() {
 // a symlink is resolved again: one that now leads outside is
 // FS_SANDBOX_DENIED, one inside is where rg starts.
 func (p place) pin(ctx context.Context) (pinnedPlace, error) {
+	const maxRepins = 8
 	rootFD, err := p.fsys.OpenBeneath("", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return pinnedPlace{}, launchError(p.tool, err)
 	}
 	root := os.NewFile(uintptr(rootFD), p.real)
-	cwdFD, err := p.fsys.OpenBeneath(p.cwdRel, unix.O_PATH|unix.O_DIRECTORY)
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+	cwdFD, err := p.openFolder(p.cwdRel)
+	for tries := 0; errors.Is(err, unix.ELOOP); tries++ {
+		if tries == maxRepins {
+			err = unix.EXDEV // still swapped for a link: refused as one out
+			break
+		}
 		var again fs.Target
 		again, err = p.fsys.Resolve(ctx, "search", p.display(), "")
 		if fault.CodeOf(err) == fault.CodeSandboxDenied {
 			err = unix.EXDEV
-		} else if rel, ok := p.fsys.Rel(again); err == nil && ok {
-			cwdFD, err = p.fsys.OpenBeneath(rel, unix.O_PATH|unix.O_DIRECTORY)
+			break
+		}
+		if err == nil {
+			rel, ok := p.fsys.Rel(again)
+			if !ok {
+				err = errors.New("search: the provider resolved the cwd to no place of its own")
+				break
+			}
+			cwdFD, err = p.openFolder(rel)
 		}
 	}
 	if err != nil {
@@ -90,6 +102,30 @@ func (p place) pin(ctx context.Context) (pinnedPlace, error) {
 		return pinnedPlace{}, launchError(p.tool, err)
 	}
 	return pinnedPlace{root: root, cwd: os.NewFile(uintptr(cwdFD), p.display())}, nil
+}
+
+// openFolder opens the folder at rel (O_PATH) through the provider: ELOOP
+// when a symlink is on the way or at the end, ENOTDIR when it is not a
+// folder.
+func (p place) openFolder(rel string) (int, error) {
+	fd, err := p.fsys.OpenBeneath(rel, unix.O_PATH)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return fd, nil
+	case unix.S_IFLNK:
+		unix.Close(fd)
+		return -1, unix.ELOOP
+	}
+	unix.Close(fd)
+	return -1, unix.ENOTDIR
 }
 
 func (p place) cwdOutside() error {
@@ -205,7 +241,10 @@ func (p place) ledOutside(ctx context.Context, name string) bool {
 	}
 	fd, err := p.fsys.OpenBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		return false
+		// A symlink (or a way out) where Resolve just found real folders:
+		// the tree is being swapped under the walk, so what rg met may well
+		// have led outside.
+		return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV)
 	}
 	unix.Close(fd)
 	return true
