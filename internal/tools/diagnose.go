@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -20,7 +21,13 @@ func (x *Executor) diagnose(ctx context.Context, t fs.Target, created bool, befo
 	if x.diagnostics == nil || x.profile == render.ProfileOriginal {
 		return "", nil
 	}
-	ch := diagnostics.Change{Path: string(t.Key), Created: created}
+	rel, ok := x.fs.Rel(t)
+	if !ok {
+		return "", nil
+	}
+	// The checkers take the file's real path (docs/diagnostics.md): where
+	// the provider says it is.
+	ch := diagnostics.Change{Path: filepath.Join(x.fs.RealRoot(), rel), Created: created}
 	switch {
 	case after == nil || !created && before == nil || len(*after) >= fs.DefaultDiffBasisMaxBytes:
 		ch.Unchecked = diagnostics.ReasonTooLarge
