@@ -24,19 +24,6 @@ import (
 	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
-// SandboxMode says what checkers do where the kernel cannot confine them;
-// the values are those of --search-sandbox.
-type SandboxMode string
-
-// The sandbox modes.
-const (
-	// SandboxRequire (the default): without Landlock no checker runs, and
-	// every check says it did not start.
-	SandboxRequire SandboxMode = "require"
-	// SandboxBestEffort runs checkers unconfined without Landlock.
-	SandboxBestEffort SandboxMode = "best-effort"
-)
-
 // Defaults of Config.
 const (
 	DefaultTimeout        = 5 * time.Second
@@ -60,8 +47,8 @@ type Config struct {
 	// MaxConcurrent bounds the checker processes running at once; 0 is
 	// the number of CPUs, at least 2.
 	MaxConcurrent int
-	// Sandbox is what to do without Landlock; "" is SandboxRequire.
-	Sandbox SandboxMode
+	// Sandbox is what to do without Landlock; "" is sandbox.Require.
+	Sandbox sandbox.Requirement
 	// Path is where checker names are looked up, and the checkers' PATH;
 	// "" is the server's $PATH.
 	Path string
@@ -149,8 +136,8 @@ func New(cfg Config) (*Runner, error) {
 	}
 	switch cfg.Sandbox {
 	case "":
-		cfg.Sandbox = SandboxRequire
-	case SandboxRequire, SandboxBestEffort:
+		cfg.Sandbox = sandbox.Require
+	case sandbox.Require, sandbox.BestEffort:
 	default:
 		return nil, fmt.Errorf("unknown sandbox mode %q", cfg.Sandbox)
 	}
@@ -262,7 +249,7 @@ func (r *Runner) prepare(c *checker, path string) error {
 }
 
 // proveSandbox decides whether checkers run confined.
-func (r *Runner) proveSandbox(mode SandboxMode) {
+func (r *Runner) proveSandbox(mode sandbox.Requirement) {
 	exe, err := sandbox.Self()
 	if err == nil {
 		r.exe = exe
@@ -273,7 +260,7 @@ func (r *Runner) proveSandbox(mode SandboxMode) {
 	switch {
 	case err == nil:
 		r.confined = true
-	case mode == SandboxBestEffort:
+	case mode == sandbox.BestEffort:
 		r.log.Warn("diagnostics checkers run unconfined (--search-sandbox best-effort)", "reason", err.Error())
 	default:
 		r.unavailable = "the checkers cannot be confined (" + err.Error() + "); they need Landlock (--search-sandbox require)"

@@ -484,7 +484,7 @@ func TestSandboxModes(t *testing.T) {
 	assert.Equal(t, "the checkers cannot be confined (the kernel does not offer Landlock); they need Landlock (--search-sandbox require)", r.Unavailable())
 	assert.Equal(t, "\nDiagnostics unavailable: gofmt did not start.", r.Check(context.Background(), ch).Text())
 
-	r, err = New(Config{Root: root, Checkers: cfgs, Sandbox: SandboxBestEffort})
+	r, err = New(Config{Root: root, Checkers: cfgs, Sandbox: sandbox.BestEffort})
 	require.NoError(t, err)
 	defer r.Close()
 	assert.False(t, r.Confined())

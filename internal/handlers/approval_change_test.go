@@ -178,7 +178,7 @@ func TestApprovedCallCheckedAgain(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+			h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 			for _, f := range tc.files {
 				if strings.HasSuffix(f, "/") {
 					require.NoError(t, os.MkdirAll(filepath.Join(h.srv.Root, f), 0o755))
@@ -220,7 +220,7 @@ func TestApprovedCallCheckedAgain(t *testing.T) {
 // false; past 64 KiB the diff is cut after a whole line and truncated is
 // true.
 func TestApprovalShowsTheDiff(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	h.file("ws/app.conf", "[server]\nport = 8080\ndebug = false\nlog = info\n")
 	p := filepath.Join(h.srv.Root, "ws/app.conf")
 	require.Equal(t, http.StatusOK, h.tool("read", "ws", map[string]any{"file_path": "app.conf"}).Status)
@@ -270,7 +270,7 @@ func TestApprovalShowsTheDiff(t *testing.T) {
 // TestApprovedCallPinnedWithoutPolicy: with --policy=false too, an approved
 // call runs only while the file is as its dry run found it.
 func TestApprovedCallPinnedWithoutPolicy(t *testing.T) {
-	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
+	o := sbServerOptions(sbOptions{mode: tools.FenceReadOnly})
 	o.Policy = false
 	h := &sb{t: t, srv: servertest.Start(t, o)}
 	p := filepath.Join(h.srv.Root, "a.txt")

@@ -33,7 +33,7 @@ func deniedText(mode string) string {
 
 // sbOptions configure a sandboxed server.
 type sbOptions struct {
-	mode          tools.SandboxMode
+	mode          tools.Fence
 	noApprovals   bool
 	timeout       time.Duration
 	max           int
@@ -242,7 +242,7 @@ func TestSandboxFence(t *testing.T) {
 		{"at the root", "../a.txt", false},
 		{"a link in the cwd to outside it", "link.txt", false},
 	}
-	for _, mode := range []tools.SandboxMode{tools.SandboxOff, tools.SandboxReadOnly, tools.SandboxWorkspaceWrite, tools.SandboxDangerFullAccess} {
+	for _, mode := range []tools.Fence{tools.FenceOff, tools.FenceReadOnly, tools.FenceWorkspaceWrite, tools.FenceDangerFullAccess} {
 		for _, tool := range []string{"write", "edit"} {
 			for _, p := range places {
 				t.Run(fmt.Sprintf("%s/%s/%s", mode, tool, p.name), func(t *testing.T) {
@@ -262,8 +262,8 @@ func TestSandboxFence(t *testing.T) {
 						args = map[string]any{"file_path": p.path, "old_string": "old", "new_string": "new"}
 						want = "The file " + display + " has been updated successfully."
 					}
-					allowed := mode == tools.SandboxOff || mode == tools.SandboxDangerFullAccess ||
-						(mode == tools.SandboxWorkspaceWrite && p.inside)
+					allowed := mode == tools.FenceOff || mode == tools.FenceDangerFullAccess ||
+						(mode == tools.FenceWorkspaceWrite && p.inside)
 					r := h.tool(tool, "ws", args)
 					target := filepath.Join("ws", p.path)
 					if allowed {
@@ -319,7 +319,7 @@ func TestFenceAsksTheProvider(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := startSandbox(t, sbOptions{mode: tools.SandboxWorkspaceWrite})
+			h := startSandbox(t, sbOptions{mode: tools.FenceWorkspaceWrite})
 			h.file("sub/a.txt", "old\n")
 			h.file("sub2/a.txt", "old\n")
 			root := h.srv.Root
@@ -348,7 +348,7 @@ func TestFenceAsksTheProvider(t *testing.T) {
 
 // TestSandboxDryRunIsFenced: a dry run gets the real call's denial.
 func TestSandboxDryRunIsFenced(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	r := h.tool("write", "", map[string]any{"file_path": "a.txt", "content": "x", "dry_run": true})
 	require.Equal(t, http.StatusForbidden, r.Status, r.Body)
 	assert.Equal(t, deniedText("read-only"), r.Output)
@@ -357,7 +357,7 @@ func TestSandboxDryRunIsFenced(t *testing.T) {
 // TestSandboxWithoutCwdIsTheRoot: under workspace-write a call without
 // X-Session-Cwd may write anywhere in the root (the cwd is the root).
 func TestSandboxWithoutCwdIsTheRoot(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxWorkspaceWrite})
+	h := startSandbox(t, sbOptions{mode: tools.FenceWorkspaceWrite})
 	r := h.tool("write", "", map[string]any{"file_path": "deep/er/new.txt", "content": "x"})
 	require.Equal(t, http.StatusOK, r.Status, r.Body)
 	assert.Equal(t, "x", h.contents("deep/er/new.txt"))
@@ -386,12 +386,12 @@ func TestSandboxCatalog(t *testing.T) {
 	}
 	const sp = `"sandbox_permissions":{"type":"string","enum":["workspace-write","danger-full-access"],"description":"The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval."},` +
 		`"justification":{"type":"string","description":"Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access."}`
-	orig := catalog(sbOptions{mode: tools.SandboxReadOnly, profile: render.ProfileOriginal})
+	orig := catalog(sbOptions{mode: tools.FenceReadOnly, profile: render.ProfileOriginal})
 	assert.Equal(t, `{"type":"object","properties":{"file_path":{"type":"string","description":"Path to write, resolved by the filesystem backend."},"content":{"type":"string","description":"Full UTF-8 text content to write."},`+sp+`},"required":["file_path","content"]}`, string(orig["write"]))
 	assert.Equal(t, `{"type":"object","properties":{"file_path":{"type":"string","description":"Path to edit, resolved by the filesystem backend."},"old_string":{"type":"string","description":"Literal text to replace. Must match exactly."},"new_string":{"type":"string","description":"Literal replacement text. Use an empty string to delete the match."},"replace_all":{"type":"boolean","description":"Replace all matches. Defaults to false; when false, old_string must appear exactly once."},`+sp+`},"required":["file_path","old_string","new_string"]}`, string(orig["edit"]))
 	assert.NotContains(t, string(orig["read"]), "sandbox_permissions")
 
-	ext := catalog(sbOptions{mode: tools.SandboxWorkspaceWrite})
+	ext := catalog(sbOptions{mode: tools.FenceWorkspaceWrite})
 	for _, name := range []string{"write", "edit"} {
 		s := string(ext[name])
 		assert.Contains(t, s, sp)
@@ -399,7 +399,7 @@ func TestSandboxCatalog(t *testing.T) {
 	}
 
 	off := catalog(sbOptions{})
-	plain := catalog(sbOptions{mode: tools.SandboxOff})
+	plain := catalog(sbOptions{mode: tools.FenceOff})
 	for name, params := range off {
 		assert.NotContains(t, string(params), "sandbox_permissions")
 		assert.Equal(t, string(plain[name]), string(params))
@@ -411,33 +411,33 @@ func TestSandboxCatalog(t *testing.T) {
 func TestEscalationArguments(t *testing.T) {
 	cases := []struct {
 		name string
-		mode tools.SandboxMode
+		mode tools.Fence
 		args map[string]any
 		want string
 	}{
-		{"no fence", tools.SandboxOff, map[string]any{"sandbox_permissions": "workspace-write", "justification": "j"},
+		{"no fence", tools.FenceOff, map[string]any{"sandbox_permissions": "workspace-write", "justification": "j"},
 			"sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)"},
-		{"no fence, no justification", tools.SandboxOff, map[string]any{"sandbox_permissions": "danger-full-access"},
+		{"no fence, no justification", tools.FenceOff, map[string]any{"sandbox_permissions": "danger-full-access"},
 			"sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)"},
-		{"no justification", tools.SandboxReadOnly, map[string]any{"sandbox_permissions": "workspace-write"},
+		{"no justification", tools.FenceReadOnly, map[string]any{"sandbox_permissions": "workspace-write"},
 			"invalid escalation: sandbox_permissions requires a justification"},
-		{"justification alone", tools.SandboxReadOnly, map[string]any{"justification": "because"},
+		{"justification alone", tools.FenceReadOnly, map[string]any{"justification": "because"},
 			"invalid escalation: justification is only valid together with sandbox_permissions"},
-		{"empty justification", tools.SandboxReadOnly, map[string]any{"sandbox_permissions": "workspace-write", "justification": " \n"},
+		{"empty justification", tools.FenceReadOnly, map[string]any{"sandbox_permissions": "workspace-write", "justification": " \n"},
 			"invalid justification: expected a non-empty sentence"},
-		{"justification not a string", tools.SandboxReadOnly, map[string]any{"sandbox_permissions": "workspace-write", "justification": 3},
+		{"justification not a string", tools.FenceReadOnly, map[string]any{"sandbox_permissions": "workspace-write", "justification": 3},
 			"invalid justification: expected a non-empty sentence"},
-		{"justification too long", tools.SandboxReadOnly, map[string]any{"sandbox_permissions": "workspace-write", "justification": strings.Repeat("é", 1001)},
+		{"justification too long", tools.FenceReadOnly, map[string]any{"sandbox_permissions": "workspace-write", "justification": strings.Repeat("é", 1001)},
 			"invalid justification: expected one sentence of at most 1000 characters"},
-		{"unknown mode", tools.SandboxReadOnly, map[string]any{"sandbox_permissions": "read-only", "justification": "j"},
+		{"unknown mode", tools.FenceReadOnly, map[string]any{"sandbox_permissions": "read-only", "justification": "j"},
 			`sandbox_permissions must be "workspace-write" or "danger-full-access"`},
-		{"mode not a string", tools.SandboxReadOnly, map[string]any{"sandbox_permissions": true, "justification": "j"},
+		{"mode not a string", tools.FenceReadOnly, map[string]any{"sandbox_permissions": true, "justification": "j"},
 			`sandbox_permissions must be "workspace-write" or "danger-full-access"`},
-		{"same mode", tools.SandboxWorkspaceWrite, map[string]any{"sandbox_permissions": "workspace-write", "justification": "j"},
+		{"same mode", tools.FenceWorkspaceWrite, map[string]any{"sandbox_permissions": "workspace-write", "justification": "j"},
 			`sandbox escalation to "workspace-write" is not strictly wider than this call's current "workspace-write" mode`},
-		{"narrower mode", tools.SandboxDangerFullAccess, map[string]any{"sandbox_permissions": "workspace-write", "justification": "j"},
+		{"narrower mode", tools.FenceDangerFullAccess, map[string]any{"sandbox_permissions": "workspace-write", "justification": "j"},
 			`sandbox escalation to "workspace-write" is not strictly wider than this call's current "danger-full-access" mode`},
-		{"top mode", tools.SandboxDangerFullAccess, map[string]any{"sandbox_permissions": "danger-full-access", "justification": "j"},
+		{"top mode", tools.FenceDangerFullAccess, map[string]any{"sandbox_permissions": "danger-full-access", "justification": "j"},
 			`sandbox escalation to "danger-full-access" is not strictly wider than this call's current "danger-full-access" mode`},
 	}
 	for _, tc := range cases {
@@ -472,7 +472,7 @@ func TestEscalationArguments(t *testing.T) {
 // exactly that call once under the granted mode; the same call without
 // escalation is denied again, and the id cannot be decided twice.
 func TestEscalationApproved(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	h.file("ws/a.txt", "one\ntwo\n")
 	require.Equal(t, http.StatusOK, h.tool("read", "ws", map[string]any{"file_path": "a.txt"}).Status)
 	edit := map[string]any{"file_path": "a.txt", "old_string": "two", "new_string": "TWO"}
@@ -531,7 +531,7 @@ func TestEscalationApproved(t *testing.T) {
 // TestEscalationGrantedModeStillFences: approved to workspace-write, a write
 // outside the cwd is denied under the granted mode.
 func TestEscalationGrantedModeStillFences(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	require.NoError(t, os.Mkdir(filepath.Join(h.srv.Root, "ws"), 0o755))
 	answer := h.async("write", "ws", map[string]any{"file_path": "../b.txt", "content": "x",
 		"sandbox_permissions": "workspace-write", "justification": "j"})
@@ -547,7 +547,7 @@ func TestEscalationGrantedModeStillFences(t *testing.T) {
 // TestEscalationRejected: a rejection answers the original's text and
 // writes nothing.
 func TestEscalationRejected(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxWorkspaceWrite})
+	h := startSandbox(t, sbOptions{mode: tools.FenceWorkspaceWrite})
 	require.NoError(t, os.Mkdir(filepath.Join(h.srv.Root, "ws"), 0o755))
 	answer := h.async("write", "ws", map[string]any{"file_path": "../top.txt", "content": "x",
 		"sandbox_permissions": "danger-full-access", "justification": "The config lives at the root."})
@@ -566,7 +566,7 @@ func TestEscalationRejected(t *testing.T) {
 // TestEscalationTimeout: a request nobody decides is cancelled after
 // --approval-timeout; a late decision is 409.
 func TestEscalationTimeout(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, timeout: 300 * time.Millisecond})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly, timeout: 300 * time.Millisecond})
 	answer := h.async("write", "", map[string]any{"file_path": "a.txt", "content": "x",
 		"sandbox_permissions": "workspace-write", "justification": "j"})
 	a := h.pending(1, "")[0]
@@ -587,7 +587,7 @@ func TestEscalationTimeout(t *testing.T) {
 // TestEscalationCallerGone: when the caller disconnects, its approval
 // disappears from GET /approvals and counts as cancelled.
 func TestEscalationCallerGone(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -616,7 +616,7 @@ func TestEscalationCallerGone(t *testing.T) {
 // TestEscalationWithoutChannel: --approvals=false denies every escalation
 // at once with the original's text.
 func TestEscalationWithoutChannel(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, noApprovals: true})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly, noApprovals: true})
 	r := h.tool("write", "", map[string]any{"file_path": "a.txt", "content": "x",
 		"sandbox_permissions": "workspace-write", "justification": "j"})
 	require.Equal(t, http.StatusForbidden, r.Status, r.Body)
@@ -630,7 +630,7 @@ func TestEscalationWithoutChannel(t *testing.T) {
 // agent's token lists but gets 403 on a decision; no token is 401; the
 // approver token reaches nothing but the approvals.
 func TestApproverToken(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, token: "agent", approverToken: "person"})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly, token: "agent", approverToken: "person"})
 	answer := h.async("write", "", map[string]any{"file_path": "a.txt", "content": "x",
 		"sandbox_permissions": "workspace-write", "justification": "j"})
 	a := h.pending(1, "person")[0]
@@ -660,7 +660,7 @@ func TestApproverToken(t *testing.T) {
 // TestApproverTokenWithoutAgentToken: without --token the tools are open,
 // but deciding still needs the approver token.
 func TestApproverTokenWithoutAgentToken(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, approverToken: "person"})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly, approverToken: "person"})
 	answer := h.async("write", "", map[string]any{"file_path": "a.txt", "content": "x",
 		"sandbox_permissions": "workspace-write", "justification": "j"})
 	a := h.pending(1, "")[0]
@@ -672,7 +672,7 @@ func TestApproverTokenWithoutAgentToken(t *testing.T) {
 // TestApprovalsBound: past --max-approvals an escalation asks nobody and
 // answers 503 TOO_MANY_APPROVALS.
 func TestApprovalsBound(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, max: 2})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly, max: 2})
 	esc := func(name string) map[string]any {
 		return map[string]any{"file_path": name, "content": "x", "sandbox_permissions": "workspace-write", "justification": "j"}
 	}
@@ -692,7 +692,7 @@ func TestApprovalsBound(t *testing.T) {
 // TestApprovalsEndpoints: the long poll's cursor, the wait bound and the
 // decision body's checks.
 func TestApprovalsEndpoints(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	status, l := h.list("", "")
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, approvalList{Approvals: []approval.Approval{}, Cursor: 0}, l)
@@ -737,7 +737,7 @@ func TestApprovalsEndpoints(t *testing.T) {
 // still cannot leave the root: a folder swapped for a link to outside the
 // root while the call waited is refused by the provider's fresh walk.
 func TestEscalationRootBoundaryWhenApproved(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	outside := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(h.srv.Root, "d"), 0o755))
 	answer := h.async("write", "", map[string]any{"file_path": "d/f.txt", "content": "x",
@@ -761,7 +761,7 @@ func TestEscalationRootBoundaryWhenApproved(t *testing.T) {
 func TestEscalationOutlivesReadTimeout(t *testing.T) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
+	o := sbServerOptions(sbOptions{mode: tools.FenceReadOnly})
 	o.Root = root
 	s, err := server.New(o, nil)
 	require.NoError(t, err)
@@ -786,7 +786,7 @@ func TestEscalationOutlivesReadTimeout(t *testing.T) {
 // TestEscalationCountsOnce: concurrent decisions on one approval: exactly
 // one wins, the call runs once.
 func TestEscalationCountsOnce(t *testing.T) {
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
 	answer := h.async("write", "", map[string]any{"file_path": "a.txt", "content": "x",
 		"sandbox_permissions": "workspace-write", "justification": "j"})
 	a := h.pending(1, "")[0]
@@ -819,7 +819,7 @@ func TestEscalationCountsOnce(t *testing.T) {
 // /events as {type: "approval", path, session, approval}, filtered by
 // session like any event.
 func TestApprovalInTheChangeFeed(t *testing.T) {
-	o := sbServerOptions(sbOptions{mode: tools.SandboxReadOnly})
+	o := sbServerOptions(sbOptions{mode: tools.FenceReadOnly})
 	o.Events = true
 	srv := servertest.Start(t, o)
 	h := &sb{t: t, srv: srv}
@@ -847,7 +847,7 @@ func TestApprovalInTheChangeFeed(t *testing.T) {
 // answers, and the escalation's problems, against api/openapi.yaml.
 func TestApprovalAnswersMatchTheContract(t *testing.T) {
 	c := loadContract(t)
-	h := startSandbox(t, sbOptions{mode: tools.SandboxReadOnly, token: "agent", approverToken: "person", max: 1, timeout: 2 * time.Second})
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly, token: "agent", approverToken: "person", max: 1, timeout: 2 * time.Second})
 	send := func(name, method, path, body, auth string, status int) {
 		t.Helper()
 		req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))

@@ -288,7 +288,7 @@ func TestBudgetCancelsTheRest(t *testing.T) {
 		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
 		MCPAnswerBudget: 2000,
-		SandboxMode:     string(tools.SandboxReadOnly),
+		SandboxMode:     string(tools.FenceReadOnly),
 		ApprovalTimeout: 30 * time.Second,
 	})
 	h := &harness{t: t, srv: srv}

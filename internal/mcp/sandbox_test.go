@@ -35,7 +35,7 @@ func TestEscalationOverMCP(t *testing.T) {
 		Policy:     true,
 		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		SandboxMode:     string(tools.SandboxReadOnly),
+		SandboxMode:     string(tools.FenceReadOnly),
 		ApprovalTimeout: 30 * time.Second,
 	})
 	h := &harness{t: t, srv: srv}
@@ -124,7 +124,7 @@ func TestApprovalWithdrawnWhenCallEnds(t *testing.T) {
 		Policy:     true,
 		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		SandboxMode: string(tools.SandboxReadOnly),
+		SandboxMode: string(tools.FenceReadOnly),
 		// Long enough that no withdrawal here can be a timeout.
 		ApprovalTimeout: 10 * time.Minute,
 	})

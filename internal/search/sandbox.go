@@ -49,18 +49,6 @@ const (
 	childCwdFD  = 4
 )
 
-// SandboxMode says what glob and grep do where the kernel cannot confine rg.
-type SandboxMode string
-
-// The sandbox modes of --search-sandbox (docs/search.md).
-const (
-	// SandboxRequire (the default) makes glob and grep unavailable without
-	// Landlock.
-	SandboxRequire SandboxMode = "require"
-	// SandboxBestEffort runs rg unconfined without Landlock.
-	SandboxBestEffort SandboxMode = "best-effort"
-)
-
 func init() {
 	// Also here, not only in main: any binary that links this package (every
 	// go test binary included) must turn into the child when asked to, or a

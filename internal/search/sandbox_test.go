@@ -48,7 +48,7 @@ func TestSandboxModes(t *testing.T) {
 		se = requireCode(t, err, fault.CodeSearchFailed)
 		assert.Equal(t, "grep could not start its search command (ripgrep launch failed)", se.Message)
 
-		s = New(Config{Sandbox: SandboxBestEffort})
+		s = New(Config{Sandbox: sandbox.BestEffort})
 		assert.True(t, s.Available())
 		assert.False(t, s.Sandboxed(), "best-effort without Landlock runs rg unconfined")
 		assert.Empty(t, s.UnavailableReason())
@@ -58,7 +58,7 @@ func TestSandboxModes(t *testing.T) {
 	})
 	t.Run("kernel with Landlock", func(t *testing.T) {
 		requireLandlock(t)
-		for _, mode := range []SandboxMode{"", SandboxRequire, SandboxBestEffort} {
+		for _, mode := range []sandbox.Requirement{"", sandbox.Require, sandbox.BestEffort} {
 			s := New(Config{Sandbox: mode})
 			assert.True(t, s.Available(), mode)
 			assert.True(t, s.Sandboxed(), mode)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
 // The caps of the original tool-fs (DH tool-fs-search defaults).
@@ -52,8 +53,8 @@ type Config struct {
 	// honouring their context.
 	MaxConcurrent int
 	// Sandbox says what to do where the kernel has no Landlock to confine
-	// rg with; "" is SandboxRequire.
-	Sandbox SandboxMode
+	// rg with; "" is sandbox.Require.
+	Sandbox sandbox.Requirement
 }
 
 // Searcher runs glob and grep. It is safe for concurrent use.
@@ -92,7 +93,7 @@ func New(cfg Config) *Searcher {
 		p := proveSandbox(s.rg)
 		s.confined, s.exe, s.rgFiles, why = p.ok, p.exe, p.files, p.why
 	}
-	if why != "" && cfg.Sandbox != SandboxBestEffort {
+	if why != "" && cfg.Sandbox != sandbox.BestEffort {
 		s.unavailable = "the search sandbox cannot confine ripgrep (" + why + "); glob and grep need it (--search-sandbox require)"
 	}
 	return s

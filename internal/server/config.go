@@ -16,7 +16,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
-	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/sandbox"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -167,8 +167,8 @@ func (c Config) withDefaults() Config {
 	dur(&c.SearchTimeout, 30*time.Second)
 	dur(&c.DiagnosticsTimeout, diagnostics.DefaultTimeout)
 	def(&c.MaxSearches, 4)
-	str(&c.SearchSandbox, string(search.SandboxRequire))
-	str(&c.SandboxMode, string(tools.SandboxOff))
+	str(&c.SearchSandbox, string(sandbox.Require))
+	str(&c.SandboxMode, string(tools.FenceOff))
 	dur(&c.ApprovalTimeout, 5*time.Minute)
 	def(&c.MaxApprovals, 32)
 	def(&c.EventsMaxSubscribers, 64)
@@ -262,7 +262,7 @@ func (c Config) validateSettings() error {
 	if _, ok := render.ParseProfile(c.Profile); !ok {
 		return fmt.Errorf("--profile must be extended or original, not %q", c.Profile)
 	}
-	if c.SearchSandbox != string(search.SandboxRequire) && c.SearchSandbox != string(search.SandboxBestEffort) {
+	if c.SearchSandbox != string(sandbox.Require) && c.SearchSandbox != string(sandbox.BestEffort) {
 		return fmt.Errorf("--search-sandbox must be require or best-effort, not %q", c.SearchSandbox)
 	}
 	if c.PublicURL != "" {
@@ -270,7 +270,7 @@ func (c Config) validateSettings() error {
 			return err
 		}
 	}
-	if _, ok := tools.ParseSandboxMode(c.SandboxMode); !ok {
+	if _, ok := tools.ParseFence(c.SandboxMode); !ok {
 		return fmt.Errorf("--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not %q", c.SandboxMode)
 	}
 	if c.ApproverToken != "" && c.ApproverToken == c.Token {

@@ -32,6 +32,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/metrics"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/sandbox"
 	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -137,7 +138,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: search.SandboxMode(cfg.SearchSandbox)})
+	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: sandbox.Requirement(cfg.SearchSandbox)})
 	s.logSearch()
 	s.metrics.WatchSearch(s.Searcher.Sandboxed)
 	var onMutation func(tools.Mutation)
@@ -156,8 +157,8 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
 		Profile:  render.Profile(cfg.Profile),
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
-		Cache:   tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
-		Sandbox: tools.SandboxMode(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
+		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
+		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
 		Checkpoints: s.ckpt,
 		Diagnostics: s.checkers,
 	})
@@ -176,7 +177,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.SandboxMode != string(tools.SandboxOff) && !cfg.NoApprovals && cfg.Token != "" && cfg.ApproverToken == "" {
+	if cfg.SandboxMode != string(tools.FenceOff) && !cfg.NoApprovals && cfg.Token != "" && cfg.ApproverToken == "" {
 		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
 	}
 
@@ -294,7 +295,7 @@ func (s *Server) newCheckers() (*diagnostics.Runner, error) {
 		var r *diagnostics.Runner
 		r, err = diagnostics.New(diagnostics.Config{
 			Root: s.Root, Checkers: checkers, Timeout: s.cfg.DiagnosticsTimeout,
-			Sandbox: diagnostics.SandboxMode(s.cfg.SearchSandbox), Logger: s.log,
+			Sandbox: sandbox.Requirement(s.cfg.SearchSandbox), Logger: s.log,
 		})
 		if err == nil {
 			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", s.cfg.DiagnosticsTimeout.String())

@@ -88,7 +88,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 // of docs/sandbox.md: the session, the root (the target resolved now), the
 // policy's intent, the fence under mode. The same code judges the call
 // before a person is asked and again once they approved.
-func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode SandboxMode) (fs.Target, *fs.WriteIntent, *fault.Error) {
+func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode Fence) (fs.Target, *fs.WriteIntent, *fault.Error) {
 	t, cwd, err := x.mutationTarget(ctx, c, "write", a.path)
 	if err != nil {
 		return fs.Target{}, nil, err
@@ -99,7 +99,7 @@ func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode San
 		return fs.Target{}, nil, x.mutationFailure(ToolWrite, ierr)
 	}
 	if !x.allows(mode, t, cwd) {
-		return fs.Target{}, nil, sandboxDenied(mode)
+		return fs.Target{}, nil, fenceDenied(mode)
 	}
 	return t, intent, nil
 }
@@ -228,7 +228,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 
 // checkEdit is checkWrite for an edit: the session, the root, the policy's
 // guard (what the session saw), the fence under mode.
-func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode SandboxMode) (fs.Target, *fs.Observed, *fault.Error) {
+func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode Fence) (fs.Target, *fs.Observed, *fault.Error) {
 	t, cwd, err := x.mutationTarget(ctx, c, "edit", a.path)
 	if err != nil {
 		return fs.Target{}, nil, err
@@ -239,7 +239,7 @@ func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode Sandb
 		return fs.Target{}, nil, x.mutationFailure(ToolEdit, gerr)
 	}
 	if !x.allows(mode, t, cwd) {
-		return fs.Target{}, nil, sandboxDenied(mode)
+		return fs.Target{}, nil, fenceDenied(mode)
 	}
 	return t, guard, nil
 }

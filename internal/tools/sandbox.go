@@ -13,27 +13,30 @@ import (
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
-// SandboxMode is the fence on writes and edits (docs/sandbox.md). The
-// workspace root stays the hard boundary in every mode; the mode is a
-// second fence inside it, for writes and edits only.
-type SandboxMode string
+// Fence is the mode of the fence on writes and edits: the API's sandbox
+// mode (--sandbox-mode, sandbox_permissions; docs/sandbox.md). The
+// workspace root stays the hard boundary in every mode (the provider's
+// Resolve); the fence is a second one inside it, for writes and edits
+// only. Not to be confused with internal/sandbox, rg's and the checkers'
+// Landlock confinement.
+type Fence string
 
-// The sandbox modes, narrowest fence first.
+// The fence's modes, narrowest first; their values are the API's.
 const (
-	// SandboxOff: no fence, and no escalation fields (the default).
-	SandboxOff SandboxMode = "off"
-	// SandboxReadOnly denies every write and edit.
-	SandboxReadOnly SandboxMode = "read-only"
-	// SandboxWorkspaceWrite allows writes and edits under the session's cwd.
-	SandboxWorkspaceWrite SandboxMode = render.ModeWorkspaceWrite
-	// SandboxDangerFullAccess allows writes and edits anywhere in the root.
-	SandboxDangerFullAccess SandboxMode = render.ModeDangerFullAccess
+	// FenceOff: no fence, and no escalation fields (the default).
+	FenceOff Fence = "off"
+	// FenceReadOnly denies every write and edit.
+	FenceReadOnly Fence = "read-only"
+	// FenceWorkspaceWrite allows writes and edits under the session's cwd.
+	FenceWorkspaceWrite Fence = render.ModeWorkspaceWrite
+	// FenceDangerFullAccess allows writes and edits anywhere in the root.
+	FenceDangerFullAccess Fence = render.ModeDangerFullAccess
 )
 
-// ParseSandboxMode accepts the four modes.
-func ParseSandboxMode(s string) (SandboxMode, bool) {
-	switch m := SandboxMode(s); m {
-	case SandboxOff, SandboxReadOnly, SandboxWorkspaceWrite, SandboxDangerFullAccess:
+// ParseFence accepts the four modes.
+func ParseFence(s string) (Fence, bool) {
+	switch m := Fence(s); m {
+	case FenceOff, FenceReadOnly, FenceWorkspaceWrite, FenceDangerFullAccess:
 		return m, true
 	}
 	return "", false
@@ -41,16 +44,16 @@ func ParseSandboxMode(s string) (SandboxMode, bool) {
 
 // Fenced reports whether m fences writes and edits (so the catalog
 // advertises sandbox_permissions and justification).
-func (m SandboxMode) Fenced() bool { return m != "" && m != SandboxOff }
+func (m Fence) Fenced() bool { return m != "" && m != FenceOff }
 
 // rank orders the fenced modes from narrowest to widest.
-func (m SandboxMode) rank() int {
+func (m Fence) rank() int {
 	switch m {
-	case SandboxReadOnly:
+	case FenceReadOnly:
 		return 1
-	case SandboxWorkspaceWrite:
+	case FenceWorkspaceWrite:
 		return 2
-	case SandboxDangerFullAccess:
+	case FenceDangerFullAccess:
 		return 3
 	}
 	return 0
@@ -72,26 +75,26 @@ const (
 	maxJustification = 1000
 )
 
-// sandboxDenied is the original tool-fs's denial: the marker and the hint.
-func sandboxDenied(mode SandboxMode) *fault.Error {
+// fenceDenied is the original tool-fs's denial: the marker and the hint.
+func fenceDenied(mode Fence) *fault.Error {
 	return fault.New(fault.CodeSandboxDenied, "[sandbox: file access denied under "+string(mode)+" mode]\n"+
 		"[sandbox: escalation available \u2014 retry this exact operation once with sandbox_permissions "+
 		"(the narrowest wider mode that suffices) + justification; the approval prompt asks the user]")
 }
 
-func notWider(requested, current SandboxMode) *fault.Error {
+func notWider(requested, current Fence) *fault.Error {
 	return argError("sandbox escalation to " + modeQ(requested) + " is not strictly wider than this call's current " + modeQ(current) + " mode")
 }
 
-func escalationRejected(mode SandboxMode) *fault.Error {
+func escalationRejected(mode Fence) *fault.Error {
 	return fault.New(fault.CodeEscalationDenied, "the user rejected escalating this operation to "+modeQ(mode))
 }
 
-func escalationCancelled(mode SandboxMode) *fault.Error {
+func escalationCancelled(mode Fence) *fault.Error {
 	return fault.New(fault.CodeEscalationDenied, "approval for escalating to "+modeQ(mode)+" was cancelled")
 }
 
-func escalationNoChannel(mode SandboxMode) *fault.Error {
+func escalationNoChannel(mode Fence) *fault.Error {
 	return fault.New(fault.CodeEscalationDenied, "sandbox escalation to "+modeQ(mode)+" requires approval, but no approval channel is available")
 }
 
@@ -100,7 +103,7 @@ func escalationNoChannel(mode SandboxMode) *fault.Error {
 type escalation struct {
 	present       bool // sandbox_permissions sent (not null)
 	modeOK        bool // ... and one of the two wider modes
-	mode          SandboxMode
+	mode          Fence
 	hasReason     bool // justification sent (not null)
 	reasonOK      bool // ... and a string
 	justification string
@@ -113,7 +116,7 @@ func escalationOf(vs *values) escalation {
 	perm, reason := vs.of("sandbox_permissions"), vs.of("justification")
 	e.present, e.hasReason = perm.present(), reason.present()
 	if mode, isString := unquote(perm.raw); isString && (mode == render.ModeWorkspaceWrite || mode == render.ModeDangerFullAccess) {
-		e.mode, e.modeOK = SandboxMode(mode), true
+		e.mode, e.modeOK = Fence(mode), true
 	}
 	e.justification, e.reasonOK = unquote(reason.raw)
 	return e
@@ -124,7 +127,7 @@ func escalationOf(vs *values) escalation {
 // refused and justification alone is an unknown argument, ignored as any
 // other.
 func (x *Executor) checkEscalation(e escalation) *fault.Error {
-	if !x.sandbox.Fenced() {
+	if !x.fence.Fenced() {
 		if e.present {
 			return argError(msgEscalationUnavailable)
 		}
@@ -143,8 +146,8 @@ func (x *Executor) checkEscalation(e escalation) *fault.Error {
 		return argError(msgJustificationEmpty)
 	case utf8.RuneCountInString(e.justification) > maxJustification:
 		return argError(msgJustificationLong)
-	case e.mode.rank() <= x.sandbox.rank():
-		return notWider(e.mode, x.sandbox)
+	case e.mode.rank() <= x.fence.rank():
+		return notWider(e.mode, x.fence)
 	}
 	return nil
 }
@@ -156,11 +159,11 @@ func (x *Executor) checkEscalation(e escalation) *fault.Error {
 // it judges where their files really are, so a symlink under the cwd to a
 // file elsewhere is judged by where it leads, and since a mutation happens
 // at its Target or fails, one swapped in after this check leads nowhere.
-func (x *Executor) allows(mode SandboxMode, t, cwd fs.Target) bool {
+func (x *Executor) allows(mode Fence, t, cwd fs.Target) bool {
 	switch mode {
-	case SandboxOff, SandboxDangerFullAccess:
+	case FenceOff, FenceDangerFullAccess:
 		return true
-	case SandboxWorkspaceWrite:
+	case FenceWorkspaceWrite:
 		return cwd == (fs.Target{}) || x.fs.Within(t, cwd)
 	}
 	return false
@@ -169,11 +172,11 @@ func (x *Executor) allows(mode SandboxMode, t, cwd fs.Target) bool {
 // fenceOf is the mode a write or edit is first checked under: the
 // server's, or with an escalation none, since a person decides; approved,
 // the call is checked again under the granted mode (docs/sandbox.md).
-func (x *Executor) fenceOf(e escalation) SandboxMode {
+func (x *Executor) fenceOf(e escalation) Fence {
 	if e.present {
-		return SandboxOff
+		return FenceOff
 	}
-	return x.sandbox
+	return x.fence
 }
 
 // ask opens a pending approval for the call, showing diff (its change as
@@ -203,4 +206,4 @@ func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e 
 }
 
 // modeQ quotes a mode as the original tool-fs's texts do.
-func modeQ(m SandboxMode) string { return `"` + string(m) + `"` }
+func modeQ(m Fence) string { return `"` + string(m) + `"` }

@@ -84,8 +84,8 @@ type Options struct {
 	// Cache sizes the read caches (docs/performance.md, "Caches"); the zero
 	// value turns them off.
 	Cache CacheConfig
-	// Sandbox fences writes and edits ("" = SandboxOff; docs/sandbox.md).
-	Sandbox SandboxMode
+	// Fence fences writes and edits ("" = FenceOff; --sandbox-mode, docs/sandbox.md).
+	Fence Fence
 	// Approvals holds the pending approvals: the executor opens one for an
 	// escalation and waits for a person's decision, which transports list
 	// and record through ListApprovals and DecideApproval. nil: an empty
@@ -115,7 +115,7 @@ type Executor struct {
 	mutated   func(Mutation)
 	mutating  func(fs.Target)
 	cache     *Cache // nil: off
-	sandbox   SandboxMode
+	fence     Fence
 	approvals *approval.Store
 	ckpt      *checkpoint.Store // nil: off
 	// asks is whether an escalation opens an approval (else it is denied).
@@ -126,7 +126,7 @@ type Executor struct {
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
-		mutated: opts.OnMutation, mutating: opts.BeforeMutation, sandbox: opts.Sandbox, approvals: opts.Approvals, ckpt: opts.Checkpoints,
+		mutated: opts.OnMutation, mutating: opts.BeforeMutation, fence: opts.Fence, approvals: opts.Approvals, ckpt: opts.Checkpoints,
 		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics}
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
@@ -137,8 +137,8 @@ func New(opts Options) *Executor {
 	if x.mutating == nil {
 		x.mutating = func(fs.Target) {}
 	}
-	if x.sandbox == "" {
-		x.sandbox = SandboxOff
+	if x.fence == "" {
+		x.fence = FenceOff
 	}
 	if x.gate == nil {
 		x.gate = policy.Off{}
