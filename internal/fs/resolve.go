@@ -155,7 +155,7 @@ func (l *Local) walkTarget(t Target, create bool) (walked, error) {
 // walkKey is walkTarget for a mutation: the walk must end at the very real
 // path t.Key names. A Key is a real path, so walking it meets no symlink
 // unless a name on the way was swapped for one since Resolve; following it
-// would mutate another file than the one judged (by the sandbox fence, by
+// would mutate another file than the one judged (by the fence, by
 // an approval: docs/sandbox.md) and locked. Such a walk is errMoved: a
 // mutation lands at its Key or nowhere. A swap that leaves the root is
 // refused by the walk itself, as before.
