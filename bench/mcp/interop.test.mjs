@@ -78,7 +78,10 @@ test("tools/list is the catalog", async () => {
     assert.equal(transport.protocolVersion, "2025-11-25");
     assert.ok(transport.sessionId, "a stateful MCP session");
     const catalog = await (await fetch(`${base}/tools`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
-    const { tools } = await client.listTools();
+    const { tools: listed } = await client.listTools();
+    // The checkpoint tools follow the catalog's over MCP (extended profile; docs/checkpoints.md).
+    assert.deepEqual(listed.map((t) => t.name).slice(catalog.tools.length), ["changes", "revert"]);
+    const tools = listed.slice(0, catalog.tools.length);
     assert.deepEqual(tools.map((t) => t.name), catalog.tools.map((t) => t.name));
     assert.deepEqual(tools.map((t) => t.name).slice(0, 3), ["read", "write", "edit"]);
     tools.forEach((t, i) => {

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -198,4 +203,70 @@ func TestCheckpointsOff(t *testing.T) {
 	assert.Equal(t, 400, a.status)
 	assert.Contains(t, a.body, "checkpoints are off on this server (--checkpoints=false)")
 	assert.NoDirExists(t, filepath.Join(root, ".toolfs-api", "checkpoints"))
+}
+
+// Over MCP, the extended profile offers changes and revert on the calling
+// session; the original profile's tools/list does not have them.
+func TestCheckpointsOverMCP(t *testing.T) {
+	root := t.TempDir()
+	base, stop := startRun(t, []string{"--addr", "127.0.0.1:0", "--root", root})
+	defer stop()
+	h := []string{"X-Session-ID", "mcp-1"}
+	_, isErr := mcpText(t, base, "", "write", map[string]any{"file_path": "m.txt", "content": "one\n"}, h...)
+	require.False(t, isErr)
+	_, isErr = mcpText(t, base, "", "edit", map[string]any{"file_path": "m.txt", "old_string": "one", "new_string": "two"}, h...)
+	require.False(t, isErr)
+	text, isErr := mcpText(t, base, "", "changes", map[string]any{}, h...)
+	require.False(t, isErr, text)
+	assert.Equal(t, "Changes of this session, newest first (revert with to = the seq to go back to; 0 undoes them all):\n2 edit m.txt +1 -1\n1 write m.txt +1 -0 (created)", text)
+	assert.Len(t, changesOf(t, base, "mcp-1"), 2, "the same history as REST's")
+
+	text, isErr = mcpText(t, base, "", "revert", map[string]any{"to": 1, "dry_run": true}, h...)
+	require.False(t, isErr, text)
+	assert.True(t, strings.HasPrefix(text, "Dry run: no changes were written. Reverting would undo 1 change(s) in 1 file(s): m.txt\n"), text)
+	assert.Equal(t, "two\n", readFile(t, filepath.Join(root, "m.txt")))
+	text, isErr = mcpText(t, base, "", "revert", map[string]any{"to": 1}, h...)
+	require.False(t, isErr, text)
+	assert.Equal(t, "Reverted 1 change(s) in 1 file(s): m.txt", text)
+	assert.Equal(t, "one\n", readFile(t, filepath.Join(root, "m.txt")))
+
+	// A person's edit in between refuses the revert, and nothing changes.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "m.txt"), []byte("person\n"), 0o644))
+	text, isErr = mcpText(t, base, "", "revert", map[string]any{"to": 0}, h...)
+	assert.True(t, isErr)
+	assert.True(t, strings.HasPrefix(text, "Error: cannot revert: these files changed since this session's last change to them: m.txt"), text)
+	assert.Equal(t, "person\n", readFile(t, filepath.Join(root, "m.txt")))
+	text, isErr = mcpText(t, base, "", "revert", map[string]any{"to": -1}, h...)
+	assert.True(t, isErr)
+	assert.Equal(t, "Error: "+"to must be a non-negative integer: the seq to go back to (0 undoes every change)", text)
+}
+
+func TestCheckpointToolsNotInTheOriginalProfile(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		want    bool
+	}{{"extended", true}, {"original", false}} {
+		base, stop := startRun(t, []string{"--addr", "127.0.0.1:0", "--root", t.TempDir(), "--profile", tc.profile})
+		names := mcpToolNames(t, base)
+		stop()
+		assert.Equal(t, tc.want, slices.Contains(names, "changes"), "%s: %v", tc.profile, names)
+		assert.Equal(t, tc.want, slices.Contains(names, "revert"), "%s: %v", tc.profile, names)
+	}
+}
+
+func mcpToolNames(t *testing.T, base string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx,
+		&mcpsdk.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
 }

@@ -232,7 +232,9 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 	})
 	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c}
 	order := map[string]int{}
-	for i, t := range cat.Tools {
+	// The checkpoint tools follow the catalog's (extended profile only;
+	// docs/checkpoints.md).
+	for i, t := range append(cat.Tools, x.HistoryCatalog()...) {
 		order[t.Name] = i
 		srv.AddTool(&sdk.Tool{
 			Name:        t.Name,

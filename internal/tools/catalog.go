@@ -49,7 +49,7 @@ type Annotations struct {
 // cautious default.
 func AnnotationsOf(name string) Annotations {
 	switch name {
-	case ToolRead, ToolGlob, ToolGrep:
+	case ToolRead, ToolGlob, ToolGrep, ToolChanges:
 		return Annotations{ReadOnlyHint: true}
 	}
 	return Annotations{DestructiveHint: true}

@@ -33,6 +33,11 @@ type ChangesResult struct {
 	Changes []checkpoint.Change `json:"changes"`
 }
 
+// changesMetadata is the changes tool's metadata (MCP's structured content).
+type changesMetadata struct {
+	Changes []checkpoint.Change `json:"changes"`
+}
+
 // Changes lists session's change history, newest first (docs/checkpoints.md).
 func (x *Executor) Changes(ctx context.Context, c Call, session string) (ChangesResult, *fault.Error) {
 	c = c.started()
@@ -45,6 +50,16 @@ func (x *Executor) Changes(ctx context.Context, c Call, session string) (Changes
 	}
 	x.done(c, ToolChanges, CodeOK)
 	return ChangesResult{Output: ChangesOutput(cs), Changes: cs}, nil
+}
+
+// HistoryCatalog is the checkpoint tools MCP offers besides the catalog
+// (render.HistoryTools): in the extended profile with checkpoints on, else
+// none, so the original profile's tools/list stays the original's.
+func (x *Executor) HistoryCatalog() []render.Tool {
+	if x.ckpt == nil || x.profile == render.ProfileOriginal {
+		return nil
+	}
+	return render.HistoryCatalog()
 }
 
 // ChangesOutput is the model text of a history: one line per change,
@@ -170,7 +185,7 @@ type revertArgs struct {
 }
 
 const (
-	msgTo     = "to must be a non-negative integer: the seq to go back to (0 undoes every change)"
+	msgTo     = render.MsgTo
 	msgToNeed = "to is required: the seq to go back to (0 undoes every change)"
 )
 

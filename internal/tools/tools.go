@@ -307,6 +307,15 @@ func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Re
 		return x.Glob(ctx, c, raw)
 	case ToolGrep:
 		return x.Grep(ctx, c, raw)
+	case ToolChanges:
+		if x.HistoryCatalog() != nil {
+			res, err := x.Changes(ctx, c, c.Session)
+			return Result{Output: res.Output, Metadata: changesMetadata{Changes: res.Changes}}, err
+		}
+	case ToolRevert:
+		if x.HistoryCatalog() != nil {
+			return x.Revert(ctx, c, c.Session, raw)
+		}
 	}
 	return Result{}, argError("unknown tool " + quote(tool))
 }

@@ -91,7 +91,8 @@ function configured(requests, { sessionHeader } = {}) {
   assert.deepEqual(summary(requests).sessionHeaders, sessionHeader ? [sessionHeader] : []);
 }
 
-const toolNames = ["read", "write", "edit", "glob", "grep"];
+// The catalog's tools, then the checkpoint tools (extended profile; docs/checkpoints.md).
+const toolNames = ["read", "write", "edit", "glob", "grep", "changes", "revert"];
 
 // docs/mcp.md, "Sessions": none of the stateful clients tried ends its MCP
 // session on close; the session idles out after --session-ttl.
