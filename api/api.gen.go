@@ -93,6 +93,30 @@ func (e EditRequestSandboxPermissions) Valid() bool {
 	}
 }
 
+// Defines values for FileEntryType.
+const (
+	Dir     FileEntryType = "dir"
+	File    FileEntryType = "file"
+	Other   FileEntryType = "other"
+	Symlink FileEntryType = "symlink"
+)
+
+// Valid indicates whether the value is a known member of the FileEntryType enum.
+func (e FileEntryType) Valid() bool {
+	switch e {
+	case Dir:
+		return true
+	case File:
+		return true
+	case Other:
+		return true
+	case Symlink:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -415,6 +439,41 @@ type EditResult struct {
 	Output   string       `json:"output"`
 }
 
+// FileEntry defines model for FileEntry.
+type FileEntry struct {
+	Mtime time.Time `json:"mtime"`
+
+	// Path Relative to the root, '/' separated.
+	Path string `json:"path"`
+
+	// Size The entry's own size (a symlink's is its target's length).
+	Size int64         `json:"size"`
+	Type FileEntryType `json:"type"`
+
+	// Version A regular file's version, its download's ETag; absent for anything else.
+	Version *string `json:"version,omitempty"`
+}
+
+// FileEntryType defines model for FileEntry.Type.
+type FileEntryType string
+
+// FileListing defines model for FileListing.
+type FileListing struct {
+	Entries []FileEntry `json:"entries"`
+
+	// Truncated Entries were left out past --list-max-entries.
+	Truncated bool `json:"truncated"`
+}
+
+// FileUpload defines model for FileUpload.
+type FileUpload struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+
+	// Version The new version, also the answer's ETag.
+	Version string `json:"version"`
+}
+
 // GlobRequest defines model for GlobRequest.
 type GlobRequest struct {
 	// Path Directory to search in. Defaults to the session workspace; a relative path resolves against it.
@@ -618,6 +677,9 @@ type WriteResult struct {
 	Output   string        `json:"output"`
 }
 
+// FilePath defines model for FilePath.
+type FilePath = string
+
 // HistoryID defines model for HistoryID.
 type HistoryID = string
 
@@ -628,6 +690,18 @@ type ListApprovalsParams struct {
 
 	// After The cursor of a previous answer; only approvals opened after it end the wait. Default 0 (any pending approval ends it).
 	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListFilesParams defines parameters for ListFiles.
+type ListFilesParams struct {
+	// Path The folder, relative to the root (a leading `/` is the root itself); absent = the root.
+	Path *string `form:"path,omitempty" json:"path,omitempty"`
+
+	// Depth Levels to list, 1 to 8 (else 400 INVALID_ARGUMENT). Default 1.
+	Depth *int `form:"depth,omitempty" json:"depth,omitempty"`
+
+	// Ignore `git` leaves out what the .gitignore files inside the root ignore, and `.git`.
+	Ignore *string `form:"ignore,omitempty" json:"ignore,omitempty"`
 }
 
 // ListToolsParams defines parameters for ListTools.
@@ -863,6 +937,18 @@ type ServerInterface interface {
 	// DecideApproval Approve or reject one pending sandbox escalation.
 	// (POST /approvals/{id})
 	DecideApproval(w http.ResponseWriter, r *http.Request, id string)
+	// ListFiles List a folder for a file tree (docs/files.md).
+	// (GET /files)
+	ListFiles(w http.ResponseWriter, r *http.Request, params ListFilesParams)
+	// DeleteFile Remove a file, never a folder (docs/files.md).
+	// (DELETE /files/{path})
+	DeleteFile(w http.ResponseWriter, r *http.Request, path FilePath)
+	// DownloadFile Download a regular file's bytes (docs/files.md).
+	// (GET /files/{path})
+	DownloadFile(w http.ResponseWriter, r *http.Request, path FilePath)
+	// UploadFile Store the body as a file's whole content (docs/files.md).
+	// (PUT /files/{path})
+	UploadFile(w http.ResponseWriter, r *http.Request, path FilePath)
 	// Healthz Liveness; needs no token.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
@@ -923,6 +1009,30 @@ func (_ Unimplemented) ListApprovals(w http.ResponseWriter, r *http.Request, par
 // DecideApproval Approve or reject one pending sandbox escalation.
 // (POST /approvals/{id})
 func (_ Unimplemented) DecideApproval(w http.ResponseWriter, r *http.Request, id string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListFiles List a folder for a file tree (docs/files.md).
+// (GET /files)
+func (_ Unimplemented) ListFiles(w http.ResponseWriter, r *http.Request, params ListFilesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteFile Remove a file, never a folder (docs/files.md).
+// (DELETE /files/{path})
+func (_ Unimplemented) DeleteFile(w http.ResponseWriter, r *http.Request, path FilePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DownloadFile Download a regular file's bytes (docs/files.md).
+// (GET /files/{path})
+func (_ Unimplemented) DownloadFile(w http.ResponseWriter, r *http.Request, path FilePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UploadFile Store the body as a file's whole content (docs/files.md).
+// (PUT /files/{path})
+func (_ Unimplemented) UploadFile(w http.ResponseWriter, r *http.Request, path FilePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1088,6 +1198,143 @@ func (siw *ServerInterfaceWrapper) DecideApproval(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DecideApproval(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListFiles operation middleware
+func (siw *ServerInterfaceWrapper) ListFiles(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListFilesParams
+
+	// ------------- Optional query parameter "path" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "path", r.URL.Query(), &params.Path, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "path"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "depth" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "depth", r.URL.Query(), &params.Depth, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "depth"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "depth", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ignore" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ignore", r.URL.Query(), &params.Ignore, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ignore"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ignore", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListFiles(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteFile operation middleware
+func (siw *ServerInterfaceWrapper) DeleteFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "path" -------------
+	var path FilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteFile(w, r, path)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DownloadFile operation middleware
+func (siw *ServerInterfaceWrapper) DownloadFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "path" -------------
+	var path FilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DownloadFile(w, r, path)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UploadFile operation middleware
+func (siw *ServerInterfaceWrapper) UploadFile(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "path" -------------
+	var path FilePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "path", chi.URLParam(r, "path"), &path, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "path", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UploadFile(w, r, path)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1482,6 +1729,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/approvals/{id}", wrapper.DecideApproval)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/files", wrapper.ListFiles)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/files/{path}", wrapper.DeleteFile)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/files/{path}", wrapper.DownloadFile)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/files/{path}", wrapper.UploadFile)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -1535,126 +1794,149 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17UxtH9uhXOTV3qywlIyHHTu4Gav8gNk7YssEFOKm9li9qzbSkDqPucXcPQuviu//qnO6ehzQSAsOW",
-	"f5X9D0kz/TjvN1+iRM1zJbm0Jtr/EuVMszm3XNOn34SxSi+PX+OHlJtEi9wKJaP96GLGwXBjhJKwmCnD",
-	"YeYeBjsTBoTpR3Ek8Mmc2VkUR5LNebQfiTSKI80/F0LzNNq3uuBxZJIZnzO3v7Vc42v//+Nh7/+x3r8H",
-	"vZ/7l/u9T1+ex89/+Pvt36I4sssclzJWCzmNbm9vcUWTK2k4HfudSnl2pLXS+ClR0nJp8U/Lb+xenjEh",
-	"DyCZMW24/UdhJ72/44/VIVrWX798rtU44/NnBkaqsHlhR9AZ0ab7MCwGgxfJnBvDppw+8FE3hoWwM7AI",
-	"OMtsYUBNQFgDiUp5H46uuV7ChIms0ByUhL05XmPvO2DSLLg2YFQMrLAzYDKFQl5JtZCgVWG5ASGTrEh5",
-	"2o9uY3f/C35jn/D6VqmsdvcY+A1LbLak++FG9AddAQznhg723sFs5VgszzORMFx8z0P1+z8N7lQ/1d80",
-	"n0T70f/Zqwh2z/1q9sK6LWc9lHD25hX8/PLH/xtQ1sDDOOMwQgyMCKzVoekO4Xr9CFf22+FpDqWdaZWL",
-	"5EKpjAhXq5xrKxwFNs6wBlFkjLywl9XlWJoKfJhl72vrOOZYh33CLMvUFMFf8euoX3GGGv/JExvF0U1v",
-	"qnr+SwRp/4wt3jmyxGM4nlzHeJ1DP7qnmudYucGn1Z1v4yaETLsAQSIywAyUD4M/nYER/Ui3EpbPzV00",
-	"0MTIbXkipjVb0oHyXKtr1oKtRHNm8a5foonSc2aj/ShllvesoJuvoS8Vk0n7jRKWIVskMyanHG/GoJBi",
-	"IngK+FLFJswQ76d6CbqQYGZqgd8Am1iuiQwnQhsLmZAcOqlKzB5PhTX9edrdh2HU6/W8mEH56mTMMIph",
-	"GH3//fctv5TUPSvklYlBuU2kshzsjFnkBZmiIIGJ0sDouIggyJieIqrgivO8D4cW5spY+OnHH1/8BOOl",
-	"5SaGpAgnZ6gNMk7nPsAtJFhdyAQBDMLgB94HhwuexnQIBBpCwYCS2RIWM5FxhMVCFVkKxoosgzm74jUZ",
-	"I0oYO9gYJtOxukHo9Nswxm9yoVt4M/qDThgOYazKDSyYsEJOodPrMU80RAqqvKWnGNprN5IRaasgQFnT",
-	"Tkn4S3UwZq4MIgY35LKYI18ulL4yOUt4b6GFJRZFiOjepMiyHksSbkyNNatNSSO3bvr6+Pz928N/AT6B",
-	"6omEOeLftkJVc+bldHOpYcRNwjJmOXjEIP14rahSrxKDnvyzMFZMvAYI9Nq2nbc3NnMeIi0YJZ1hNIxg",
-	"0UDvjKUgleTtNGK9KC/h66GKfNcKx5KwW8nKzrh2XLRgxnFIg2tqZxgrlXEm1yQvGUvh1v6AcTCoiHRK",
-	"HHihVD9UXAq2iv5bJbWn8dc8EQG+q+qs+iVAx3GGOwGttA6hlduUq2w7xFth7PoBAhvSh93UQZD2LZog",
-	"KbRxtuE6GUm+4MZC2BBUziVPwSiYMH0AhsuUxLSBEYmCEVI2CgwSmyRS+Y1tyAUh7U8vK2QLafmU6zXw",
-	"VHcsT9gGqFdO+a/DyAY9uxN8/DKblGUh2TUTGZpHLXAitU1C2HB9zTXMmIFxYSFhUipLGk2qBXSmmRqT",
-	"5plqnpPdhTJUixw/1y1iR8U7K/sP1fHab7ACWwebLeB8mBk3LUTKZMI3WzfPDJilsXzey7Wa5xbCK2Rf",
-	"toqhDUZZvOKb3c9k9Gf55/npCZDpBg6UDYOkabGDsPc2KXexHGvXqEGwFTek4VukQZq2ydy3QnID9OMB",
-	"yCLLnPTngiSxESknSYwESsa90vB8AO/EL/gXWTmkXvFNR/cOmKtsG0fE+O04n6DpQvrGWScZn9j6YRho",
-	"fs21Bc3naAB5IK/u2byvmbEffvyplSauuTbt1LmCivBgHFZrA/iYT5TmW27mHqhdsH632rW94tnpdqQM",
-	"G7b3JoEZPw0kYn+ENoi0m0pnStme5hmz4prHYJbzTMgrA5oblV2jF34PY+mP2bIOOuEo1JGJGGd8w2JE",
-	"Prja3fRarVWDTmlzoIXxef1Yb7Saw/ODkmKfGVAL6U9pwMwYhSk4GP4ZOvhHzjVRSXcn7RdHZCrv7HMF",
-	"66x5SrLRYkATDbnYHbUFYis0gDf2B1g1qzwPBC5vQC/2oqeC/2axZc64KbIWW8ZDcHdN7aRgi5J2wYl2",
-	"dg3ROGZq8YyYEEYuJSLLneRuaPl94vLobbd+LdhUKmNF0uplMRcQ6vXS6jlIZjy54ho9m0Kmpe8rDBBe",
-	"EaOI2aHs8BvLZcpTyLVCGjsAcvtqiznHGO+nCfBOJuFnv8tQzplNZjz13nXGY2CQCWPR6U2UnIhpockJ",
-	"AaVTJGalwSD2WXYAbGy4tENJy6ITAWE5pUGqsAvyb1iLp/0hyhkl+ekk2v+4Hc81AHrSuY13JJG2V1eo",
-	"5VMTRbVI3Ap1tnHZqox3N52ya043V1kxl7upTqS9mhCq/eKjpXfLb1oipoNWb91BkRUvNi92WpHHM+MD",
-	"rX2YaG5mIVhR3duHDxG/cw4TlI92xocywAOtXiUbgVCvaxxNu+VB81xpaw5gwjLjlh9KYSGhaAfKfv9g",
-	"p2aEg2FLA4vZMgYhrVZpkbh4Cp/ndtl1dLYqZ+hYrcqSbtiuDKrl2wVLCYW6zirfweM5AUMsFKPPS+Gi",
-	"54PBztZ9C522SL95q6nym1rAnMllHUzlkVFl5cw4UfR8MCDu5yl0cs2Ru138yc64rEcIGprUKfgt+5ab",
-	"+fBJIAFvOuERpkry9vW3ul2VoeDobZ1ghqTSUqgCVT8aFxRMhXvSWKbtMOreLfQD+QRiaVBGDRLtnNcW",
-	"H0VmmxXyynl9L4hMCEyUC7ixBy7sJAwJ50v6wNDFlKTRm9Qt+SJkONaoW2Vp+G2DRFqPhW0HhrcNwsJx",
-	"uX3b7Y9SYX8TslXcwJvzy6PXxxeXJ6cXl29OP5y8hjXd1o1LDfUMbcopkg8xkRFzkTENVoHK0kt32Di4",
-	"bk5NPzMwjN41nuY3dhh5cJuZWoCwqyHldQBzmb7dKKxprYYFs26vrbArUd6mFVfNs/LZuDxH2HQTxI9t",
-	"mzqTfOHB1OYvWlTtKJAzlvA5CgDyyuGD4cCkk63gXkeYpzzj1nk/pPtbLfMKMZt3dPkxFXbuw7vCWLdm",
-	"UB8brH56/pJlLUr6zP0IjKLlaJqYPrzmE1Zk1uBupG8OnD6jv+MaFcG8cGEvznSpwpRM+Ba9vilsWQNB",
-	"XMfAJtS945alzLKWAEzTqNxRaYQUze42Ngmsu4JIbslNlzjjnwtuWpj+yMUfaqBmMoUKLNAheVjDbTcO",
-	"lq85IKk9Vna2zqGpXl7qosWjfIWiG9BwXdoZ7cD0tED6NnGItqU9p5Bc7gBylYlkGTvCEXLapUNqbgvd",
-	"cOzXMlplUA/XcZdzm7bQXh8Ok4TnFBiQdKkg8swBsJTcLON+tFWaE8ZO7ZVi0mvPu4jSBe5bnJFzZ9I7",
-	"AANln92m3mThLJnhmR2kyJfwulyhBHVwi4nPyPT3MH7eQ4uCyK3bh3MKFEtjOUvx9bq8ruHeQbnE/ONC",
-	"aCfSL2UnmlTs5ti983wwiKO5kOHjRnCX8r3U2esAf4+a3CoCeFwGScKp6XYUI4UxS664bA+fNLJEbdLP",
-	"MaozLnzW6TLnei4ofWL2fbBCWi4TXkbrC8NR3lFVBCJkMfPpRZKBLuqFTOf8Qsl56pTtQqCH6JJsW6ix",
-	"Ftb9ryb6D2iiOGpBfbsj4zAY8pM+3eqNz1WU9+EUPYNrlonUyUAlec/MKFBn9RI5nMnaW1Rd4pdGyoWU",
-	"S8HTA/AKxUCDnl1JD5JiyAL5HQuJh+z1/Fo9OqYihWJnuONk0p4Bv2+S+A76XVGFFbNvVoft0a95Tdff",
-	"JZZKu6AR69oxVlVu1HbCXzM1rins5hHbhdhroXniCtwUGM50MgMhm3Rt60VxAfAuhOpixc7D8RLQAJsy",
-	"VBEbwuRtvoorjls9G14H/K94Dse/RMi4YbVRh/enfRhG3323913fet/Q6GTPfcGN7f9p0D2Ew3I9EqhS",
-	"wTDaG0aBn+mqY2a4ZHOOTj66vinP7SwGg89+50tOhpHbyCkzDzcSoFQmYjXnB6F6DRgYnjPNrCIfh8lk",
-	"5sU0LX230xog1IpzzfONOPcnaHdaKYs5EZn1McHFTHjwmhoxlLAtAftd/8ufJv7T3NwSSE/QU6eQwwFI",
-	"PnWM78P9pshzpa1LHezstK5E7ElwaUjXKfXbINMzPi0yEuq59ttX4EPAdnxmGMxSWnbT/TqE/8ZZ5uC0",
-	"kk6j6st6LYO6urt6wb/VtlHwaldcz2I+boTf6qmP9tDFavrUreAfb9v53av37ZlrysMThd0zWfzu1XtK",
-	"FkNtBeigw4D66DchbQwpN1YXCVKK+0LlXP6hdJbix+4DChF3qpc8/99eLukvEDewswWtoRZmS+Ekk4AY",
-	"c8WSeyhbRt5nWfcX71cgEkjr4aUVpzmXh8dvCpnYDVVF25H+JIUQj0QM9yx02Ayedvad1IC2DUkrIC5x",
-	"VYm2cqU7BRz9Gre90Hbmuyp63ZPwasYsvFLzPONOlNy3rLcGpZagYi2NtaJqVmu+U26ZyIyvOFoo5yyT",
-	"DppzFLNmnWGS1uLMc1c0zrVWmmr3YyDN/+b88vzi8O3R5e9HZ+fHpyfQeTn42YVyzo/O8ZvL84vTs6PL",
-	"DyeHvx8evz385e0RdH4cvIiBwUoee6L0lFtfCYvq+oynVG3ltKaxSvNQbDWmeE4yo6oXH4xYMJdCtVx2",
-	"+3DuHRFflOlE+qrTACxN4ej81eHbwws86+ujk+Oj13iJF90YLk5PL98dnvzr8vD9+7PT3w/fntPRuzGc",
-	"nF74L4/OwtPhoXqU++XgpQsqNX58f3Ty+vjkVwerVk/TIW5DjaxjxzIGhZAaRqEJI4Jc84m4aV125gP0",
-	"d/kgFMi/I9fuQgX1NHt1iPVOkGHUeiAy1FtTBmiXTQrD06oSY5XWYhftC+VHzPp4XQpGULFZZfE9M5Ax",
-	"Ex5AA0xY6Oh6RUu3wZ27RPa9PdVW42EzvmWV1eseZgu2NMDGqrD744zJqwPiMcrGVh0bIuUSvWdXsbWT",
-	"XHMnKU8bO+4uEdsm7c44SzfHpjPmAitrN1tPjmwjMjIe24o7JhPDbTtUdyzg7rCxUVmBgqUMuoW0dSlL",
-	"kkVaq2BypUfu2U1V0pZlb8MV70jkhLyZu0sATWORTYDf6KrtEGhEc/XBgcZMzEULo79jN2JezMEZ5aAm",
-	"PqFG29lCr4QCfhgMBn24INeVvi0bMBKWUxbYIUFfU+lBr0cxedq72VSgCld5NBcS998Wi/X+QoN4mpd4",
-	"3kOfPa33lmw4//OvPsW9QkYO418XMmqw6+4iuzdhCYVV2wtyHxRfOiNBvZGE78jcIKVQnpYiH2IyMQe+",
-	"IMrr97bWAWSq9QU/yFR53RAyOFWRleGfD2AAhUyVi+jMgWVZa/VeiffBnXXsVm0Fyd04bv6iOVk7aXto",
-	"hkurl2XlYRwSI65+KzSwUG0BwdGJv0WoRiN1OeNZSkX8+K2wMEWbiiVX0Pn4ab2CWDQLiIVZqyFuas/V",
-	"fObXZyXvWbOwOWu51a0rwd725jbOqswgNMEc1nnqDSHf3uNpsWO6iDBvI/mfECcd092v9bCZqr0thANd",
-	"29wz4xBBRj2l7XzRRD1D+Vg8fU5xql0IeHeP9IuZsZwjoNw9o9gFbOOqaS4GUpa3FCCbZmp8ANVbPhqL",
-	"75F224ePX3CBOMRp8QsU8ycklGMS+befbj9t3EDzfN0ZfvT4+2r/xnrwbJPvX1VR7xSF8Y+3neEPlKjf",
-	"aulBHJW5pLo37+rqozgq8hT/uNOpr1bZJgkIFBu1Va1VeyXgXGQZfLh40/u7Y0P/IAlTXLHdn/tv1cL2",
-	"BOYO9q2PFvxFM+n/zfD+RzO8cSkAtoiOr7Pcm6L4kbUNNbgkhRZ2SQF433XEmeb6sGht7wkcoKS3nblM",
-	"cyWkpSbHvRkllv4NHcTpq9Ozcwo0ZWI6s6Zb1Yv73khqbCde6vWsuuJUKU83J8anc1RsOrM2d3MshJyo",
-	"LSZWcFtcyIfCrs7tdaIRj0bRxE7wO1NhEkW3oaeHstGc2QX8DX67uHi/98/z05Nab6bj35aZHjGwoRyr",
-	"guQbbg4LIVO1iGlV1iKwDZtwu/Ryuz+UQ3lUnqicczL6MvSIdWnUgNthdDtClJiCaNptUo33GMoQ6x2r",
-	"dFk/vtUsBHnDrI+OCyQ5hRGmfAzl1gkucQ0alZXbxSP5sS10o0N3GzqE8C2XVFzODIxeOVbqXSzRgKtP",
-	"PvnTKDk6QIjWn3HBPPLP0O3ImTZenc15Khgg1eAuIULYeTkYdCnugJhxJ0g53jml8qHEZst9ENLJOdLd",
-	"iC0oZM6I5PGr5z+BKbRWU2b5UHKTsJx6Za74EqbiGsl7IRIOHWRlhm8lzPCekIZLI6y45tnSQRbR5jzO",
-	"oaRieJYVrga+fmAYHZ/8fvj2+PXl4dmvH94dnVyMun04RGnrzGgIlgC4HhyEJIqzESSqkNZlwqg/xzVC",
-	"ZCLh0vDKkIzeHV/UwpGUtJqYHstFVOscjAb95/2BN74k/rgfvegP+i+iWnh2r9GLPm2LshyhJ5JzmZJl",
-	"ETrJhQlx/lDdWQ6acBM3cq6Nks/MUIZO+RbBD38gXY/wTU+QvvgfvzHQ8f0WQ/nTwHShkFYgY631s7so",
-	"QGhhFyYcN3YjOzJhrCGUUUjgoBJq1OrOZWpCXYiz1SSnqnJ6z3vSZigDDGjNTq6MEeNsGV7q9uE9M8b3",
-	"1vBroYrQJPMMGZV64EcO21t67cmycmDxAhZPUtkX9NVQ+jfCSA+uvTB2HVpBrR+nVBxn7GGtG7+eb/zY",
-	"1viRKVeWV56NEUAC0JF3flWQhu4yUyTU2fBiYA5ggNTgiLeUgMy6grdq2Mqgmqf1ueB6WQ3Uwj2jeMv4",
-	"prh1WgYBl4yaVdgfuC6YksybJOOwX5JCaS/DADXNcp3siVaEqwpoO39os6wucL/g06eV4V8/DAZb5kvd",
-	"b65UYyjFpjlgKxc2VMvIjXVB1r7LYRGMNm1Xnr82yCqOTDGfM71c2cas5/Lihvxw5aGJSJ37xaamOVzi",
-	"E65dCbG9LyK9JctNtRUb+EE9+7WuNiLO+tAeZ8EiRUw1k+gnzSkr6qIyqN+H0hm01FPUhzMaGLJfm27j",
-	"6X4t/diHl4OXQ9mST6Qry3IMmqA2TDwXy9DsWHoYpAfwcvDzygoh6UhCTViomqaUdhPZWJahSCWeXLCl",
-	"Ey9DuSo8Qr8Ys07KwJyFjSkV2kyOeqE1lGzKpaWgP73VbZNBr2mVcorJmhC6/2i9VbnwyT3Mjf1FpctH",
-	"55lymsxt02jHY92u8ezLdku3VIRk4iRKE0aD8EF+IPqZon2k5GPwmid410yOZAqutX0T921jMn7txyri",
-	"B+801IyGJsJ/878/oTjzBXEbBJl3V4SBIu833KZo/+OnOozeog3IjTnwWlYqKB2bAIvycgEYc47mZ4CG",
-	"m21Ik5U2yh46FJuXE7Bg9P70/AL2XK0TvjuCzoyzlGsTh3ymiUNUaCj9lt3YCxjEYOjwbMSpa04F/lQO",
-	"NRzKyravtwDXhz6Wfkb1m0sxoxWORpDwBtHo16ML2POWZZ/MfXTuUe6JORV/atMmCdw0y5S0/FMwbL15",
-	"aSdeHdzNW9UEyvtwZG1uZ5Mp8YjUBnEjDHF9Lejo5pIsfQcD/pjVehvQjXC6ZWWyI9JBnV7pp0CqRJzo",
-	"Hj+UOPHdvw5x/oqQehrirBfqf6PE+UbI1BeDu0G4ruTe1eAzVzweaulDgXP3a+hS8/zBdKl5/heiS4TU",
-	"E9FlrZngG6XLc19Xj/LR39k77SxMYAO9VpH/FYSJdvdDCRPf/esQ5hlC6mkIs1469Y0SJh4R2JoOr6Xu",
-	"MiF5z9UR8TQQ71dQpkuMPJA06eW/Dm3+4ZNIT0GcjTzzN0qdryjFTkXYRZYFu5KvE+yD6NEjhXJzfQ+8",
-	"2vdtXy3ZPPNfBcorgzauD3jdmXxN35+Xk2O/OnjwoLn8n3Z180MtqqAZx1NlLZfQYZlRZYxmwUwI9nQf",
-	"w89/4yrsWa0sWo3JBU6JqxrRswB3j8QGGvZq89zaswGU4VrJyvnStHJYMZNLsJpJg+wZw9jX9cgw178b",
-	"V/WjfgKf/+8BribcQIeyTu5TN/ZzbIeSgpA+FldNsnNZQVccA36ime2WW7jKVs6S2VDSxDsvnGnmXd8P",
-	"milLslFy0hi1xqy5PhyG6w1lKLdg5Vy6GU3irEXuKTZISVbzD6q72IeXg8FQrqaGNgXs/dS9dWJvo47q",
-	"kb3qf1w8aSi5ORRwQwjGA+dR4lg1wvZVMH71QBu+CNilmGrQL2eo70L8jqQ2q9YPrra0UYG6Qvsur2D4",
-	"ZxhZNYLOAP4BbgjKCg0zQ7G4qgSDMta1xgchr6keJq5qAYcyFDI6fSyQaZBy3VT5leG3rS0SQ5nxCTW/",
-	"wvGE+pydSd1osOhU6Ts/5oK5mPdQ+kXxPj5ZRsFMdyok8p/XW4eq0DklixAEdD8YkXM5QuYqZ6+54ijX",
-	"zeEybysTRKEjrBnKUJ4VhuBe8dx2fSLW1Hqy3Yv78PKHH4byzTmFzM+Ofj86uzj+5e0RSDanS1jPur6g",
-	"q8QxT67wCHOWkrxziV9XfWtmaiGdJKvBwjcquWp5Px63Fu8FId0atZGWKzJQLWRD/sVhMGmXutEFDaYe",
-	"ynFYHkmERDGSSUkgDsYG8mKcCTNz9R9kSrlAbpvkcfWtGxXtPWXPU7gD9UL03U2uR918k8gri4M7a2W9",
-	"zox+FE1PJfBN7g7kE/5lheGf1+f53FMult21rUbAH14Bjlxyc1ROGaKx3GiDUVt1eCNen9Q9lNQW0DpM",
-	"PFQFlIuXetkVBpGMYHYoeaLcCs9ogm/e3NU0GunC4vswIlNUjIays6mfsxvDiIX/wDKCzuq/ccHf50mO",
-	"S2xuWfZmSq072pWBuOk34XYoyJpFHwcklV2K0VWYCAPtdSWbrAfX0tpuKK8krH16um4dl3MECE7U4O1B",
-	"EcXRPMnb6nS/1tjYbahs+G8Bt/GubbbmzmdX/rPPXY/Xm9lvP22wfHzVbFngX6NbDl4worJFmn2slDop",
-	"jHJjlzW2CmZkBStgzpits7zvda/4fS2D1aSso1QQZX1TmZtH3HqbLUvaFE0NBJH/x2RfibSvSANtReJq",
-	"pqeJxF8zNX5CJD4sw/EoWzc6WlrQ+M6X1buMxqN43Q/KlWxH3ko6ZAV5mudPibwHpQH+s8hzzvxUqyJ3",
-	"rQIUvHoEZD4wwbAVm9tzCM7Kce0Y+1D9O8NRvRCyHpbwkQpjNWdz7gr7hzKZFfKKpzCqrzBW6TKGSVaQ",
-	"5c+MhxuNjPZjj9Hr8jHaofRuK62MYB7zKZPAxkpbX3eomTQTrtvdBpY+IVk+LAnwiFt7oowf9V9O1irM",
-	"H4N8H5qG2Eq/a5mGJt4pAP6EiH9ggP0x997JJggu/yOgcfd4fRvimlVOzbaQj5/QSPevlJXktjR6/Rcu",
-	"vF/7onQMa99VpWG1L2s1Urefbv8nAAD//w==",
+	"7H3rchu30uCrdHG/KpM5Q4q+JJsjVX4otuzoK1vySnKyZ0OvCM6AJKIhMBlgRPOk9O5b3Q3MhRxSlC2n",
+	"spXzT+LMAI1G39A3/NGJzSIzWmpnO4d/dDKRi4V0Mqf/XqtUvhdujn8n0sa5ypwyunPYuZpLmKpURpDL",
+	"VDh1K8EZcHMJuTEOuk8OnoCVOJqTSQRSxHOwcraQ2kEm81hq15c6NolMQFjQUiYy6Q06UUfh8BlOGnW0",
+	"WMjqv1z+XqhcJp1Dlxcy6th4LhcCYXOrDN+zLld61rm7izo/KetMvjp91Q66ldYqo2E5N1bCnF8GN1cW",
+	"lN0ChUp2wpAJ52SOn/3fX4/7/0f0/z3s/3Nwfdj/+MfT6Omz7+/+qxNtAHqHI9rMaCsJ4e9MItOTPDc5",
+	"/hcb7aR2tEL5yR1kqVD6COK5yK10PxRu2v8eH25HxF3UsvgsN5NULp5YGJvCZYUbQ3dMkx7CqBgOn8cL",
+	"aa2YSfpHjnsRLJWb0+5aJ1xhwUxBOQu4fwM4uZX5CqZCpUUuwWg4WOAyDr4Boe1S5hasiUAUbg5CJ1Do",
+	"G22WGnJTOGlB6TgtEpkMOncRr/9KfnJfcfnOmLS29gjkJxG7dEXrw4noD1oCWCktAfaecbYGlsiyVMUC",
+	"Bz/wWP3HbxZnqkP1X7mcdg47/+OgYrUDfmoPwrgtsB5ruHj9Ev754tv/GbassQ+TVMIYd2BMaK2ApjWE",
+	"5Q2IHfx0CM2xdvPcZCq+MiYlws1NJnOnmAIbMGxgFBkjK9x1tTiRJApfFun72jjMHJu4j4UTqZkh+itJ",
+	"Mx5UnGEmv8nYdaLOp/7M9P2PiNLBhVi+Y7JEMJgn2zi/4tBf+a0mHGsr+Lg+813UxJBtFyBIRBYlV/ky",
+	"eOgsjOkhrUo5ubD30UBzR+5KiESeixUBlGW5uRUtuxXnEgUs/jk1+UK4zmEnEU72naKVb2xfoqbT9hXF",
+	"IkW2iOdCzySuTECh1VTJBPCjik2EJd5P8hXkhQY7N0v8BcTUyZzIcKpy6yBVWkI3MbE9kIlydrBIeocw",
+	"6vT7fS9mUL6yjBl1Ihh1/vGPf7Q8Kal7XugbG4HhSbRxEtxcOOQFnaAgganJQRC4uEGQinxGeulGymwA",
+	"xw4Wxjr47ttvn38Hk5WTNoK4CJAL1AapJLiPcAoNLi90jAgGZfEfOQDeC9RpziMNsWDB6HQFy7lKJeJi",
+	"aYo0AetUmsJC3MiajFEljhk3VuhkYj4hdgZtOyY/ZSpv4c3OLwRhAMI6k1lYCuWUnkG33xeeaIgUTLlK",
+	"TzE0134ko5JWQYCypp2S8EkFmLA3FjcGJ5S6WCBfLk1+YzMRy/4yV45YFDGS96dFmvZFHEtra6xZTZpt",
+	"NUZenV6+f3v8L8A3UD2RMMf9d61YzaXwcro51KgjbSxS4ST4jUH68VrRJF4lBj35W2GdmnoNEOi1bTpv",
+	"b2znPNy0YJR0R51RB5aN7Z2LBLTRsp1GnBflJX49VpHvWvFYEnYrWbm5zJmLlsIyhzS4pgbDxJhUCr0h",
+	"eclYCqv2AEbBoCLSKffAC6U6UFEp2Cr6b5XUnsZfyVgF/K6rs+pJwA5zBkNAI21iaG015Si7gHirrNsE",
+	"ILAh/bOfOgjSvkUTxEVu2TbcJCMtl9I6CBOCyaSWCVgDU5EfgZU6ITFtYUyiYIyUjQKDxCaJVPnJNeSC",
+	"0u67F9VmK+3kTOYb6KnWWELYhqiXrPw3ceSCnt0LP36Ybcqy0OJWqBTNoxY8kdomIWxlfitzmAsLk8JB",
+	"LLQ2jjSaNkvozlIzIc0zy2VGdhfK0Fxl+H/dImYq3lvZf6jAa1/BGm4ZNzvQ+Xlm3KxQidCx3G7dPLFg",
+	"V9bJRT/LzSJzED4h+7JVDG0xyqK1U+XDTEYPy39fnp8BmW7AqGwYJE2LHZR7sEm5j+VYW0YNg617Qxq+",
+	"RRokSZvMfau0tEAPj0AXacrSXyqSxFYlkiQxEigZ9yaHp0N4p37Ev8jKIfWKXzLdMzLX2TbqEONvP82z",
+	"vmHrJJVTVwdGQC5vZe4glws0gDyS1+dsrtfOxbNvv2uliVuZ23bqXNuK8GIURmtD+EROTS53rIxfqC2w",
+	"vrbasr3i2Wt1pAwbtvc2gRl9HUxEHoQ2jLSbShfGuH5w2URgV4tU6RsLubQmvcVT+AOMpV/mqzrqFFMo",
+	"k4mapHLLYEQ+ONr99FqNVcNOaXOghfH7Jlivc7OAp0clxT6xYJbaQ2nBzgW5KSRY+Tt08Y9M5kQlvb20",
+	"X9QhU3nvM1ewzppQko0WAZpoyMUMagvG1mgAV+wBWDerPA8ELm9gL/Kip8L/drFlL6Qt0hZbxmNwf03N",
+	"UrBFSbNzop1dgzdO2Jo/I6INoyMlbhZDcj+2/DxRCXrbql8pMdPGOhW3nrIEO4T6/aR6D+K5jG9kjieb",
+	"Qifl2VdZoH3FHcWdHemu/OSkTmQCWW6Qxo6Ajn21wfhgjOvLCfEsk/B/P8tIL4SL5zLxp+tURiAgVdbh",
+	"oTc2eqpmRU6HEDB5gsRscrC4+yI9AjGxUruRpmHxEAFhOJODNmEW5N8wlkwGI5QzRsvzaefw1937XEOg",
+	"J527aE8Saft0jVo+Nreo5olbo842LluX8bzSmbiVtHKTFgu9n+pE2qsJodoT7y29X37TEBEBWn11D0VW",
+	"vNhc2HlFHk+sd7QOYJpLOw/Oimrd3n2I+7uQMEX56OZypAM+0Oo1uuEI9bqGaZqHh1xmJnf2CKYitTz8",
+	"SCsHMXk7UPb7F7s1IxysWFlYzlcRKO1ykxQx+1PkInOrHtPZupwhsFqVJa2wXRlUw7cLlhILdZ1VfoPg",
+	"sYAhForwzEvuoqfD4d7WfQudtki/Raup8pNZwkLoVR1NJciosjJhWRQ9HQ6J+2UC3SyXyN3sf3Jzqese",
+	"goYmZQW/Y95yMu8+CSTgTScEYWa0bB9/57GrMhSY3jYJZkQqLYHKUfWtZadgovhN60TuRp3e/UI/kE8g",
+	"lgZl1DDRznlt/lFktnmhb/jU95zIhNBEsYBP7ojdTsqScL6mfwQeMTVp9CZ1a7kMEY4N6jZpEp5tkUib",
+	"vrDdyPC2QRg4KqdvW/1JotxPSreKG3h9eX3y6vTq+uz86vr1+YezV7Ch23pRqaGeoE05Q/IhJrJqoVKR",
+	"gzNg0uSagY3C0Y3V9BMLo867xtvykxt1PLrt3CxBuXWX8iaCpU7ebhXWNFbDgtm019bYlShv24jr5ln5",
+	"blTCESbdhvFT16bOtFx6NLWdFx2qdhTIqYglRVXpVA4frAShWbYCf444T2QqHZ9+SPe3WubVxmyfkeNj",
+	"Jsw8gHeFdTxmUB9brH56/1qkLUr6gh+CIG85miZ2AK/kVBSpszgb6Zsj1mf0d1SjIlgU7PaSIi9VmNGx",
+	"3KHXt7ktayiI6juwbeveSScS4USLA6ZpVO6pNEKIZn8bmwTWfU4kHnLbIi7k74W0LUx/wv6HGqqFTqBC",
+	"C3RJHtb2thcFy9cekdSeGDff5NAkX13nRcuJ8iWKbkDDdeXmNIPIZwXSt42Cty3ps0Li2AFkJlXxKmLC",
+	"UXrWIyBz6Yq8cbDfiGiVTj0chxfHk7bQ3gCO41hm5BjQtKgg8uwRiISOWZYfuirMCRNWe6WY9NrzPqJk",
+	"x33LYeSSTXpGMFD0mSf1JgulWYQ8DD5LeF1uUIIy3iLiMzL9PY6f9tGiIHLrDeCSHMXaOikS/Lwur2t7",
+	"z1gud/5xMbQX6ZeyE00q8emUv3k6HEadhdLh363oLuV7qbM3Ef4eNbkzhPCodJIEqGl15COFiYhvpG53",
+	"nzSiRG3SjxmVjQsfdbrOZL5QFD6xh95ZoZ3UsSy99YWVKO8oKwI3ZDn34UWSgez1Qqbjc6GWMmFlu1R4",
+	"QuQg2w5qrLl1/6OJ/gRNFHVatr79IMM7GOKTPtzqjc/1LR/AOZ4MbkWqEpaBRsu+nZOjzuUr5HCha19R",
+	"dokfGikXEqmVTI7AKxQLDXrmlB4kxRAF8jMWGoHs9/1YfQLTkEJxc5xxOm2PgD80SHwP/a6pworZt6vD",
+	"du/Xoqbr7xNLpV3Q8HXt6asqJ2qD8LVK5Yl2+aoFwIe5Jbc4iFvS+SJopPO1spVV/97ifpcIrffB4lvQ",
+	"FcHv/MTimQl1GYfqn1hIpZ65+d6OWPqlCu3i7lJAGU9/fhI8/SDZtQbCa773tewrPL4UeAjxpxn/ZsTJ",
+	"L2apUyOSJxZOrsQs+Ng4AcWbESDRcLj3tOoPaPSSR2Pkt3Lb/r9V1nnZuH7ycbl6gIO2IqaWY8+OHIET",
+	"ngeWMudAEZ3byT/R76fKuv5CfOp7aPbIFghw1yfdtvgPGSJ+c+1bjsMVZe5BTlupwcfXKyIQqWX+YAeG",
+	"p4O9d7sWyUHo2tb6JjWTmmXevtgmlK9ULmPOZDVgpcjjOSjdVGCunv0aJCzHSjzjk/fCmzoWxEygLbgl",
+	"HtYmVDgLdh02XA74pwgHK2rSWDhhNVFXDmYDGHW++ebgm4HzTiCbxwf8g7Ru8JsddXoDOC7HI8tJGxh1",
+	"DkadoLhpqRNhpRYLCcIhY0IiMzePwOK73/jcslGHJ2Kr1eONLCXKB3O5lEchTRVEkIOGnBlCx3Nvj9HQ",
+	"e1EAYah1z3OZbd1zD0G7d4rSFaYqdd75v5wrj15bI4YStyVivxn88ZuNfrOf7gilZ8b5yMIRaDljDe/j",
+	"erbIMpN7+b+3d2otNEcWSg7JJqX+Ncj0wgt9+SnL/fQV+hCxXZ8CAnalnfjU+7IN/0mKlPG0FjenNOu6",
+	"ZjM396cp+a/aJgruqzUfU7GYNPzsddXa7qNcz5PgEfzrbTO/e/m+PUWFEm6Iwh6YFfLu5XvKCoHaCNDN",
+	"pUjQ8PxJaRdBIq3LixgphX8wmdS/mDxN8N/eZ2Qc75UYffn/e160X0DU2J0d2xqS3nZkSAsNuGOcFX2A",
+	"smXsnRObjqGHZYIF0vr8HKrzTOrj09eFjt2W9MHdm/5VMp4eiRgemNG0HT3t7DutIW3XJq2huM1oD8/u",
+	"FXDeSG75oA3m+1L3+U14ORcOXppFlkoWJQ/N369hqcWMrsWr11TNenFHIp1QqfWphUvDXjHSQQuJYtZu",
+	"MkzcmoV9ydUhMs9NTkU6EZDmf315fXl1/Pbk+ueTi8vT8zPovhj+k322lyeX+Mv15dX5xcn1h7Pjn49P",
+	"3x7/+PYEut8On0cgYC1hZWrwxOZT3lFdX8iE0ipZa1pnchmyKifkuI3nlN7mvY5LwbkSTureAC69x8Fn",
+	"X7NIX/cOgEgSOLl8efz2+AphfXVydnryChfxvBfB1fn59bvjs39dH79/f3H+8/HbSwK9F8HZ+ZX/8eQi",
+	"vB1eqoezXgxfsPe48fD9ydmr07M3jKvWsy9v3JZkeGbH0tmMmBp1QrVVB7JcTtWn1mHnPhJ3n7OBInb3",
+	"JNWwT7CeT1MBsVnyNeoMtnkMbGtsEO2yaWFlUqVcrdNaxG79kGconHfMJ2AVZZVWFt8TCymeJb3n3hkK",
+	"++X11LVegzv3CeF5e6otmculcscoG56BdClWFsTEFO5wkgp9c0Q8RmkXVWmWSqR2aqo4NXMvucaQlNBG",
+	"zN3lxrZJuwspku1BqFSwl2BjZZtR0F1ERsZjWxbXdGqla8fqnpUaXTGxJi2crHnXQ35KKUviZVJLVeQc",
+	"Q353WzmEE+nbsMR7IrYhQM5rCahpDLIN8VuPantEFNBc/eyIQqoWqoXR34lPalEsgI1yMFMfOafpXJGv",
+	"uQKeDYfDAVzR0ZV+LSutYpFRugdvQn5LDo5+n4JvNHezesgUnGK4UBrn3xV08eeFBvE0F/G0j2f2pF5E",
+	"tgX+p18MxYN8w7zjX+YbbrDr/iK7PxUxxU/aM+8/y5F8QYJ6KwnfE6JFSqGEDPJ8qOnUHvnMR6/f27x+",
+	"yFSbA37QifG6IYRqq2xKK38/giEUOjHs0VmASNNW73C578N7C1ac2YmS+/e4+SSXZO0k7a4Z8n+XKcZR",
+	"iIByomaoVKMkIsIji79lSDsldTmXaULVOvircjBDm0rEN9D99eNmqYBqVgoou1Es0NSe64kLX55+8MDk",
+	"pO3pCTuPdSXa277cxVmVGYQmGO+6TLwh5Ov4PC12bQ83zNtI/hHuSdf2DmvFqraqYw3uQK6PfWJ5I8io",
+	"p/i8jyfUUxEei6cvyU+1DwHvfyL9w85FJhFRvM5OxA7bqKqOjYCU5R05yGapmRxB9ZX3xuJ3pN0O4dc/",
+	"cIAo+GnxBxTzZySUIxL5dx/vPm6dIJfZ5mH40QNt64Vam86zbWf/qlxiLy+Mf70Nhl9Qov5Vc4yiThk0",
+	"rp/muYCmE3WKLME/7j3UV6PskgSEiq3aqtaTYc3hXKQpfLh63f+e2dC/SMIUR2w/z/0nPWl3psIe9q33",
+	"FvxNU2b+k8rxp6ZyRKUA2CE6vsxyb4riR9Y2VMkWF7lyK3LA+/JCKXKZHxftaRqeA4z2trPUSWaUdlTN",
+	"fDCnwNK/oYt7+vL84pIcTamazZ3tVYUhvgiaOlgQL/X7ztxIKomhlRPjExwVm86dy7hhjdJTs8PECscW",
+	"dvmQ25WPvSwaETTyJnbDuTNRNja0Gnp7pBtV2D3AZ/DT1dX7g/++PD+rFWEz/7Y074lAjPTEFCTfcHJY",
+	"Kp2YZUSjihaBbcVUupWX24ORHumTEqKyodH4j5HfWA6jhr0dde7GuCW2IJrmSao+PiMdfL0Tk6zq4Ltc",
+	"BCdvaOrTZUcSK4zQzmekd7ZqimrYqKzcHoLk+zPRio55NQSE8rXVlL8iLIxfMiv1r1ZowNVbHP1mjR4f",
+	"IUbr77Azj85neOzIRG69OlvIRAlAqsFZgoew+2I47JHfAXeGIUgktwJDHopdujoEpVnOke7G3YJCZ4JI",
+	"Hn96+h3YIs/NTDg50tLGIqOiuBu5gpm6RfJeqlhCF1lZ4FexsLKvtJXaKqduZbpizOK28YlzpKnqRaQF",
+	"F7vUAYbx6dnPx29PX10fX7z58O7k7GrcG8AxSls2oyFYAsDFdohJFGdjiE2hHUfCKEmIK55SFUttZWVI",
+	"dt6dXtXckRS0mtq+yFQtX+SwMxw8HQy98aXx4WHn+WA4eN6puWcPGk0nZm1elhM8iWRSJ2RZhJYRygY/",
+	"f0jjLjvKcGudTObW6Cd2pENLjBbBD78gXY/xS0+QvsoHf7HQ9YVVI/3d0Pag0E4hY200rmAvQOhVoWwA",
+	"N+LePKmyztKWkUvgqBJq1NNC6sSGvBC21bSk8hH6zp+k7UgHHNCY3cxYqybpKnzUG8B7Ya0vopO3yhS2",
+	"SvkZc7OLMe/2jqYaZFkxWryARUgq+4J+Gmn/RejdI3MvjLkUM6j104SyYK07rrXdqMcbf22r8EoN59+W",
+	"sAlCSEA68s4bA0koI7VFTCVMz4f2CIZIDT7DLUhA4TizteqqNKwa5/1eyHxVdc7DOTs7+/W1tsUh5JJR",
+	"s477Iy53K8m8STK8+yUplPYyDFHTrDbJnmhFud42+EM9dbWAhzmfPq51+Xs2HO5oJPewBnKN7jPbGv6t",
+	"LdhS0rK0jp2sA45hEY62TVfCX+tYF3VssViIfLU2jd2M5UUN+cF54LFK+PglZrbZReYjjl0JsYM/VHJH",
+	"lptpSzbwHbkOa+WrRJz17lxswSJFzHKh8Zy0oKgoe2VQv480G7RUPDiAC+oMdFhrY+XpfiP8OIAXwxcj",
+	"3RJP5GTQst+honprhEukaHasPA6SI3gx/OfaCCHoSEJNOaiqI03OrRdFmqJIJZ5cihWLl5FeFx6hMFQ4",
+	"ljKwEGFiCoU2g6NeaI20mEntyOlPX/XaZNArGqVsV7QhhB7eQ3NdLnzkl6V1P5pk9eg8U7aNumsa7QjW",
+	"3QbPvmi3dEtFSCZObHLa0SB8kB+IfmZoHxn9GLzmCZ67RiCZAvew2MZ9u5hM3vrOr/gPHc63mww+6ddS",
+	"EiAe6DmC19YAtleWTyNFrmcEg9JUYdENcaenw+FweMQJxMrBuHT8jUlHUzE7nRbIEk/lrUy5WwElbZTN",
+	"XQQkUmaSmYwqMS0S7mWIHKJRx3XTEWgcC6YmTc0ybFgZ6spydSucxMcJ2oXjQWWNcbdN68RMJuDkIjO5",
+	"8GFt60flCpABHPsBiP1GujSR5Sdq3WBRcsDry0pkHIHgwxI+e/YsPHt1enHy8ur84l/bLIHXtHH3WAHU",
+	"Cofg2da0V0AqBRHR+GAcwtn0SDkr02mvzHP/oXy0TWd6vn+Azn+L20o+LdyjCJ7in99DV6ZWAprg6xZ4",
+	"r9LsT7eBQUm5bXDUQkPrgIxnyo0RFbfIsoWrgjGDmXJqppHWeL+VpohLhSd6yIfLMb493gYYv9m5V/p9",
+	"JbOhXkawxWpI+fFjSCycCUmbuYFNAXYK5DL0wSSEll0wvbhiicSiiv4+oNjBHUsn5P1NOXVGZvX4dNp/",
+	"J1w8H1fHbB95iYs8RyI+uRKzw9LNqhy8ePb9SL+/OHl5fvbqlFT8xcn/+nB6cfLKWwrCGwkvnj6rRsWT",
+	"60ivp7vUuL/JzBcnbz68Pb64fn369mQA74tJqiz1YtEj7cUxHcN5eeN2xYuPXnOtyxrPt21P9cpB2dG7",
+	"hbpe7GifRcqNGgc9Bj1c0FCeCIIsLuljD3qI2lXUsV4FD38EE6VRMIf+0hFYl0uBZlTXSp3QspZz6dMc",
+	"bmSuZTrSsdC9AYyRNkoR2KwAgq51udGz0ARw/FZY139nEvLdj49GGmnvzGgZCDDYjs+HL/CcZZWepRLG",
+	"F0LP5BieDb9DiLiyN6c2RYfsiuD6A8bRM3KaHJcS/PXp6/MIrIlvJNmEibxVcVAcRI7rxEZCSQUd5U9M",
+	"UzIiSOi3Upqvc3p0WtslyUzspOvzbjUlWnns4r1tb6jeTsFPbOj423BwjcFqNZ16sn42/K6dB3Ifo7lh",
+	"lNHLz+9jGG7/61VHIB5NFDhZQYNGHoOpwl6RV7NRukYL34+tWmPml4FxnAGxZvPARJYqkJy2T8AsdeBp",
+	"SlxQeqQXcmHyVQTBFTtZQZ9MwoLKufoBxKDP4Y36sTIIXzx9PtI/nr/61/XV+fn12+OLN0zNwbWjrG9X",
+	"yGNOTLLyI5Y2FxLYqheNtF3pWCb0eVYKX+HMQqGdvsKjX5ay31poNtVKHzZ5bJi/67qFzmM1pQLdoCj8",
+	"rh/uozF6R9x8kH1VQYdVNHII34y5bH+kMzxpaA7hH23CGXRagJPFwjblNoB3yqJQgkzkXMWIMobt5YVI",
+	"JCeJ+Wy8kZ5STM1M2VMY+hBYPk7iqo7PXv14/r/9+bi3S8nx7rcqOa7zewzBs88B8gtlzn1nx8c13HwJ",
+	"ZIu08/XrydGaBqvVLnpB9/RPgugl99O8D6AvlH2XLjT3pIgCRR+88GMlGuL+e9qaPnxWOws3ifMn//wr",
+	"brQvDdui0nzgTlkoskEjgNg5/PVj0/a+lVpae+SFijZQhvjC0svFhfUvpMs5q4T+o+s8qJn4Vi8cASUW",
+	"ZdN3GL8/v7yCA676wW/H0J1LgYIlCrLERiE/AjUETdmLvLmE8ig0NWtkbNXCa/iovMdjpKsoV73rXf2e",
+	"k1IEV8842RpFnLIjrXxoYPzm5AoOfIxlQIEvMNMpSkW1oDLI3LZJLb7AJSF/99dwXdX79ewveXazVHXp",
+	"ykMYsXZVTZMXEcSGSqql37DFsPJNO/BhWmvnMYBjbymvXWaCdFCnV3oUSJWIc5aayecSJ3779yHON4ip",
+	"r0Oc9ZL1vyhxvlY68b4bvvuJi8+5Gl1wGXWoKg+lvr0voctcZp9Nl7nM/kZ0iZj6SnRZK6v/i9Llpa8w",
+	"V5Wt4sPXIlw6UJ7qqtr0LyBMPPR/LmHit38fwrxATH0dwqwXEf1FCRNBBLGhw2tJrKnSss8VNTIJxPsF",
+	"lMkpgp9JmvTx34c2f/HplF+DOBsZ139R6uTTJZUjF2ka7Eq5SbCfRY9+UyhLdeCRV/u97aeVWKT+p0B5",
+	"ZfpCFbBoc+dflpclfXEY/bOuotw7HhCqMhVd6zUzzkkNXWqIFLIVlsKGtIfeYxzvX3OtuagVCJsJHYEp",
+	"EusaeSQB734TG9twULvCoD3ITRHmtfxUX6RV3s8l9ApcLrRF9oxg4itcdAg19KKqktJfOuEvzOTqaAtd",
+	"yr/k/3qRv7pppCkdx4cVqssbOD+Wy0TAN/F3vXIKrvGUIp6PNF3y4IUzR2t8b+WyOBklJ90c0LheYQDH",
+	"lX8veA9FeRXDnC6fqeWwUZYMpRvbH6gC4RBeDIcjvR6i3Raw9hdNPNizV13r+lWjo817MLa4YDxyHiWj",
+	"o0bYvh7Ejx5ow5fDsvuqhv11J9ZO4meS2q5aP3CKQqMWc432OcPOyt9h7MwYukP4Abjv7xoNC0tZGFUx",
+	"AuVu11oAKH1LlSFRVRU30qGkj/WxQqapIilr9z21NgsYaWpHp9wATqfU8YtN6kargW6VyOo7u3p//Uj7",
+	"QXE9VWwhQIVE/s/NJhpVEhmlTSIKaH0wpsPlGJmrvG6AcwW4rwHnoK5dmgNd5exIB4dluPfpRmau51OS",
+	"ba07GX94uBb1+/nk4ur0x7cnoMWCFuE86/rSpnKPZXyDICxEQvKO445ch2rnFMhZi7P4lh0cEvA3QtUy",
+	"nyjY45q3uKzJQLPUDfkXhbt4etSXTdFdbCM9CcMjiZAoRjIpCSQE2bJabAHIlOLwQpvk4UrPrYr2gbLn",
+	"axwH6iXZf3JgoVH83Bpa8GWy3Y0CVzajH0XTUzF4k7sD+YRbWq38fbOF9QPlYtlnqtUI+MUrwDHHfsZl",
+	"Y226iQ5tMGowFr6INi+nG2lKEmu9Py/kx5eDl3qZS2RIRgg30jI2PMITurQqa85qGy1lwuCHMCZTVI1H",
+	"uruts1EvgrEIlw6Pobt+czE+X8QZDrG9eVeZElP2CeOCCG74HFaHgqxZ/nBEUtmHR6nWghLh2iostlkP",
+	"3Nyp3VBeS7Py0bu6dVx21CM8Uaszj4pO1FnEWVvF6pcaG/vdoxQuyLyL9m04Ze99d+0y6/ter7d1u/u4",
+	"xfLx9aNlqXuNbiV4wYjKFmn2sZLLSWGUE3P+tDMwJyvYgGBjts7yvutbxe8bEawmZZ0kiijrLxW5ecSp",
+	"d9mynDUg2Bx6nByvLwgD7dzE9UhPcxPfpGbyFTfx8yIcjzJ1o7dDyza+8wXmHNF4lFP3Z8VKdm/eWjhk",
+	"bfNymX3NzfusMMCfu3l8mJ/lpsg4S4qcV4+RIfF5AYadu7k7hsBWDjcmOCTGPqDC+3G9JLDulvCeijJN",
+	"E02GkY7nhb6RCYzrI0xMsopgmhacvWU93uiWNH/TFyVLso92pP2xlUZGNE/kTGgQE5M7X4GXC22nMm8/",
+	"NojkK5Ll5wUBHnFqT5Tcw5cxfIRWd26l+6Fw0/73zRH3yrms1Vo/Tsbw54UhdtLvRqShue/kAP+KG/+Z",
+	"DvbHnHsvmyAc+R9hG/f317dtXDPLqdkg4dePaKT7T8qaalcavf4Hdu/XfigPhrXfqiKp2o+1HKnar5w0",
+	"dvfx7v8FAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

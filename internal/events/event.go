@@ -25,6 +25,10 @@ const (
 	// TypeRevert is one file a revert of a session's changes restored
 	// (docs/checkpoints.md): one event per file.
 	TypeRevert Type = "revert"
+	// TypeUpload and TypeDelete are a person's upload and delete through
+	// PUT and DELETE /files (docs/files.md): no diffs; a delete no version.
+	TypeUpload Type = "upload"
+	TypeDelete Type = "delete"
 	// TypeCreated, TypeModified, TypeRemoved and TypeRenamed are changes made
 	// outside the API. A rename is reported as TypeRenamed on the old path
 	// and TypeCreated on the new one when it stays under the root.
@@ -57,8 +61,26 @@ type Event struct {
 	Approval any
 }
 
-// isMutation reports whether the event came through a tool call.
+// isMutation reports whether the event came through a tool call (and so
+// carries diffs).
 func (t Type) isMutation() bool { return t == TypeWrite || t == TypeEdit || t == TypeRevert }
+
+// isOwn reports whether the event is a change made through the API, whose
+// inotify echo the watcher must not report again: a tool call's, an
+// upload's or a delete's. A delete's version is removedVersion.
+func (t Type) isOwn() bool { return t.isMutation() || t == TypeUpload || t == TypeDelete }
+
+// removedVersion stands for "no file" in the memory of own changes: a
+// delete's echo is a removal of a path whose file is gone.
+const removedVersion = "-"
+
+// ownVersion is the version an own change leaves its path at.
+func (e Event) ownVersion() string {
+	if e.Type == TypeDelete {
+		return removedVersion
+	}
+	return e.Version
+}
 
 // wire is the JSON form of an event. Diffs is a pointer so that a mutation
 // without hunks (a create) still says "diffs": [].

@@ -160,8 +160,8 @@ func (h *Hub) Publish(e Event) {
 	}
 	h.seq++
 	r := &record{id: h.id(h.seq), seq: h.seq, typ: e.Type, path: e.Path, session: e.Session, data: data}
-	if e.Type.isMutation() {
-		h.own.add(e.Path, e.Version, time.Now())
+	if e.Type.isOwn() {
+		h.own.add(e.Path, e.ownVersion(), time.Now())
 	}
 	h.keep(r)
 	h.fanOut(r)

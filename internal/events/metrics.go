@@ -62,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.published, m.subscribers, m.dropped, m.refused, m.watches, m.watchLimit, m.overflows, m.redisErrors, m.gaps, m.watching)
-	for _, t := range []Type{TypeWrite, TypeEdit, TypeCreated, TypeModified, TypeRemoved, TypeRenamed, TypeOverflow} {
+	for _, t := range []Type{TypeWrite, TypeEdit, TypeUpload, TypeDelete, TypeCreated, TypeModified, TypeRemoved, TypeRenamed, TypeOverflow} {
 		m.published.WithLabelValues(string(t))
 	}
 	return m

@@ -210,8 +210,8 @@ func (st *redisFeed) publish(e Event, data []byte) {
 	}
 	entries = append(entries, string(e.Type), e.Path, e.Session, data)
 	own, version := "", ""
-	if e.Type.isMutation() {
-		own, version = st.ownKey(e.Path), e.Version
+	if e.Type.isOwn() {
+		own, version = st.ownKey(e.Path), e.ownVersion()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()

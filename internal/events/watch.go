@@ -467,8 +467,18 @@ func (w *Watcher) publish(rel string, c *change) {
 	if c.kind == "" {
 		return
 	}
-	if (c.kind == TypeCreated || c.kind == TypeModified) && w.cfg.Version != nil {
-		own, echo, pending := w.hub.ownEcho(rel, func() (string, bool) { return w.cfg.Version(rel) })
+	if (c.kind == TypeCreated || c.kind == TypeModified || c.kind == TypeRemoved) && w.cfg.Version != nil {
+		version := func() (string, bool) { return w.cfg.Version(rel) }
+		if c.kind == TypeRemoved {
+			// A delete through the API left its path at removedVersion.
+			version = func() (string, bool) {
+				if _, there := w.cfg.Version(rel); there {
+					return "", false
+				}
+				return removedVersion, true
+			}
+		}
+		own, echo, pending := w.hub.ownEcho(rel, version)
 		if echo {
 			return
 		}

@@ -42,6 +42,11 @@ const (
 // (docs/checkpoints.md).
 const CodeNotRevertible Code = "FS_NOT_REVERTIBLE"
 
+// CodePreconditionRequired: an upload over an existing file, or a delete,
+// without If-Match: the files endpoints never overwrite or remove blindly
+// (docs/files.md).
+const CodePreconditionRequired Code = "PRECONDITION_REQUIRED"
+
 // Codes of glob and grep (docs/search.md).
 const (
 	CodeSearchInvalidPattern Code = "SEARCH_INVALID_PATTERN"

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"crypto/subtle"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -45,6 +46,17 @@ func (w *recorder) Flush() {
 }
 
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ReadFrom passes the server's own ReadFrom on, so a download of an
+// *os.File is sent with sendfile(2) (docs/files.md).
+func (w *recorder) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := io.Copy(w.ResponseWriter, r)
+	w.bytes += n
+	return n, err
+}
 
 func headerWritten(w http.ResponseWriter) bool {
 	for {

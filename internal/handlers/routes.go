@@ -17,6 +17,11 @@ import (
 // allowed by CORS; Mcp-Session-Id is also exposed (docs/mcp.md).
 var mcpHeaders = []string{"Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-ID"}
 
+// filesHeaders are the conditional request headers of the files routes,
+// allowed by CORS; ETag, Content-Range and Accept-Ranges are exposed
+// (docs/files.md).
+var filesHeaders = []string{"If-Match", "If-None-Match", "Range"}
+
 // routes is the whole HTTP surface: every route of api/openapi.yaml (the
 // generated binding parses their query and path parameters) and the raw
 // ones it documents, each behind the steps it needs, in this order:
@@ -39,9 +44,9 @@ func (s *rest) routes() http.Handler {
 	if len(cfg.CORSOrigins) > 0 {
 		r.Use(cors.New(cors.Options{
 			AllowedOrigins: cfg.CORSOrigins,
-			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-			AllowedHeaders: append(append([]string{"Authorization", "Content-Type", "Accept", tools.HeaderSessionID, tools.HeaderSessionCwd}, mcpHeaders...), cfg.Sessions.Aliases...),
-			ExposedHeaders: []string{"Mcp-Session-Id"},
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete},
+			AllowedHeaders: append(append([]string{"Authorization", "Content-Type", "Accept", tools.HeaderSessionID, tools.HeaderSessionCwd}, append(mcpHeaders, filesHeaders...)...), cfg.Sessions.Aliases...),
+			ExposedHeaders: []string{"Mcp-Session-Id", "ETag", "Content-Range", "Accept-Ranges"},
 			MaxAge:         300,
 		}).Handler)
 	}
@@ -83,6 +88,18 @@ func (s *rest) routes() http.Handler {
 		r.Get("/openapi.yaml", serveDocument("application/yaml", api.SpecYAML))
 		r.Get("/openapi-full.json", serveDocument("application/json", s.specJSON))
 		r.Get("/openapi.json", s.toolView)
+	})
+
+	// The files routes (docs/files.md): no body cap, since an upload is
+	// bounded by --max-upload-bytes as the provider streams it.
+	files := api.ServerInterfaceWrapper{Handler: s, ErrorHandlerFunc: filesParamError}
+	r.Group(func(r chi.Router) {
+		r.Use(guard(token)...)
+		r.Use(s.filesCall)
+		r.With(capped).Get("/files", files.ListFiles)
+		r.With(capped).Get("/files/*", filePath(files.DownloadFile))
+		r.With(capped).Delete("/files/*", filePath(files.DeleteFile))
+		r.Put("/files/*", filePath(files.UploadFile))
 	})
 
 	r.Group(func(r chi.Router) {

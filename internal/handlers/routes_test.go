@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ func TestEveryOperationIsRouted(t *testing.T) {
 	spec, err := openapi3.NewLoader().LoadFromData(api.SpecYAML)
 	require.NoError(t, err)
 	srv := servertest.Start(t, server.Config{Policy: true, Events: true, DefaultSession: "default"})
+	require.NoError(t, os.WriteFile(filepath.Join(srv.Root, "f.txt"), []byte("f"), 0o644))
 	do := func(method, path string) (int, string, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -45,7 +48,7 @@ func TestEveryOperationIsRouted(t *testing.T) {
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
 	operations := 0
 	for path, item := range spec.Paths.Map() {
-		url := strings.ReplaceAll(path, "{id}", "x")
+		url := strings.ReplaceAll(strings.ReplaceAll(path, "{id}", "x"), "{path}", "f.txt")
 		for _, m := range methods {
 			status, ctype, body := do(m, url)
 			if item.GetOperation(m) != nil {
@@ -62,7 +65,7 @@ func TestEveryOperationIsRouted(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 22, operations, "the contract's operations")
+	assert.Equal(t, 26, operations, "the contract's operations")
 	for _, path := range []string{"/", "/nope", "/tools/nope", "/tools/read/x", "/sessions/", "/approvals/", "/approvals/x/y", "/healthz/", "/mcp/", "/model"} {
 		status, ctype, body := do(http.MethodGet, path)
 		assert.Equal(t, http.StatusNotFound, status, "%s: %s", path, body)

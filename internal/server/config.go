@@ -44,7 +44,11 @@ type Config struct {
 	AllowNoToken  bool     // --allow-no-token
 	CORSOrigins   []string // --cors-origins
 	PublicURL     string   // --public-url ("" = the request's scheme and Host)
-	MaxBodyBytes  int64    // --max-body-bytes [32 MiB]
+	MaxBodyBytes  int64    // --max-body-bytes [32 MiB]; not for uploads
+
+	// The files endpoints (docs/files.md).
+	MaxUploadBytes int64 // --max-upload-bytes [1 GiB]
+	ListMaxEntries int   // --list-max-entries [10000]
 
 	// The tools' surface and the read window.
 	Profile           string // --profile [extended]
@@ -158,6 +162,8 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadMaxBytes, caps.MaxBytes)
 	def64(&c.ReadStreamMinSize, 10<<20)
 	def64(&c.MaxBodyBytes, 32<<20)
+	def64(&c.MaxUploadBytes, tools.DefaultMaxUploadBytes)
+	def(&c.ListMaxEntries, tools.DefaultListMaxEntries)
 	str(&c.Profile, string(render.ProfileExtended))
 	str(&c.SessionStore, "memory")
 	str(&c.SessionKeyPrefix, "toolfs:")
@@ -212,6 +218,8 @@ func (c Config) validateSettings() error {
 		{"max-sessions", int64(c.MaxSessions)},
 		{"max-paths-per-session", int64(c.MaxPathsPerSession)},
 		{"max-body-bytes", c.MaxBodyBytes},
+		{"max-upload-bytes", c.MaxUploadBytes},
+		{"list-max-entries", int64(c.ListMaxEntries)},
 		{"max-searches", int64(c.MaxSearches)},
 		{"session-ttl", int64(c.SessionTTL)},
 		{"search-timeout", int64(c.SearchTimeout)},

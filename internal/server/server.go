@@ -161,6 +161,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
 		Checkpoints: s.ckpt,
 		Diagnostics: s.checkers,
+		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
 	s.mcp = mcp.New(mcp.Config{
@@ -442,6 +443,10 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 			t = events.TypeEdit
 		case tools.ToolRevert:
 			t = events.TypeRevert
+		case tools.OpUpload:
+			t = events.TypeUpload
+		case tools.OpDelete:
+			t = events.TypeDelete
 		}
 		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Version: string(m.Version), Diffs: m.Diffs})
 	}, before, nil

@@ -100,6 +100,9 @@ type Options struct {
 	// Checkpoints records every write and edit of a session, so a person
 	// can undo them (docs/checkpoints.md); nil: none are (--checkpoints=false).
 	Checkpoints *checkpoint.Store
+	// Files bounds the files operations (docs/files.md); they are
+	// available when FS implements fs.Files.
+	Files FilesConfig
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -121,6 +124,9 @@ type Executor struct {
 	// asks is whether an escalation opens an approval (else it is denied).
 	asks        bool
 	diagnostics *diagnostics.Runner // nil: none
+	// filesFS serves the files operations (nil: none); filesCfg bounds them.
+	filesFS  fs.Files
+	filesCfg FilesConfig
 }
 
 // New returns an Executor over opts.
@@ -154,6 +160,14 @@ func New(opts Options) *Executor {
 		x.log = slog.New(slog.DiscardHandler)
 	}
 	x.fs = statCounter{FileSystem: opts.FS, count: x.obs.StatCall}
+	x.filesFS, _ = opts.FS.(fs.Files)
+	x.filesCfg = opts.Files
+	if x.filesCfg.ListMaxEntries <= 0 {
+		x.filesCfg.ListMaxEntries = DefaultListMaxEntries
+	}
+	if x.filesCfg.MaxUploadBytes <= 0 {
+		x.filesCfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
 	x.cache = newCache(opts.Cache, x.obs)
 	return x
 }

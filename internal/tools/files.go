@@ -1,0 +1,207 @@
+package tools
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/fs"
+)
+
+// The files operations (docs/files.md), as metrics label them and the
+// change feed names their events. They are REST only: the model keeps its
+// tools.
+const (
+	OpList     = "list"
+	OpDownload = "download"
+	OpUpload   = "upload"
+	OpDelete   = "delete"
+)
+
+// Listing bounds (docs/files.md).
+const (
+	DefaultListMaxEntries = 10000
+	DefaultMaxUploadBytes = 1 << 30
+)
+
+// FilesConfig bounds the files operations; zero values are the defaults.
+type FilesConfig struct {
+	ListMaxEntries int   // --list-max-entries
+	MaxUploadBytes int64 // --max-upload-bytes
+}
+
+// ListRequest is GET /files: a folder below the root ("" or "/" = the
+// root), a depth of 1..8, and whether .gitignore rules apply.
+type ListRequest struct {
+	Path      string
+	Depth     int
+	GitIgnore bool
+}
+
+// Precondition is what an upload or delete was sent with: If-Match's
+// version ("" = none) or If-None-Match: *.
+type Precondition struct {
+	IfMatch     string
+	IfNoneMatch bool
+}
+
+// Upload is a published upload.
+type Upload struct {
+	Created bool
+	Version fs.Version
+	Size    int64
+}
+
+// msgFilesUnavailable: the provider serves no files operations.
+const msgFilesUnavailable = "the files endpoints are not available with this filesystem"
+
+// files is the provider's files operations, or a refusal.
+func (x *Executor) files() (fs.Files, *fault.Error) {
+	if x.filesFS == nil {
+		return nil, fault.New(fault.CodeNoSuchEndpoint, msgFilesUnavailable)
+	}
+	return x.filesFS, nil
+}
+
+// filesTarget resolves a files path: relative to the root whatever the
+// session cwd (a leading "/" is the root itself, never the machine's "/";
+// docs/files.md), with every other rule of the tools' paths.
+func (x *Executor) filesTarget(ctx context.Context, op, path string) (fs.Target, *fault.Error) {
+	if strings.IndexByte(path, 0) >= 0 {
+		return fs.Target{}, argError("path must not contain a NUL byte")
+	}
+	rel := strings.TrimLeft(path, "/")
+	if rel == "" {
+		rel = "."
+	}
+	t, err := x.fs.Resolve(ctx, op, rel, "")
+	if err != nil {
+		return fs.Target{}, errorOf(err)
+	}
+	return t, nil
+}
+
+// List lists a folder (docs/files.md): depth 1..8, sorted by path, at most
+// the configured entries.
+func (x *Executor) List(ctx context.Context, c Call, req ListRequest) (fs.Listing, *fault.Error) {
+	c = c.started()
+	fsys, err := x.files()
+	if err != nil {
+		return fs.Listing{}, x.fail(c, OpList, err)
+	}
+	if req.Depth < 1 || req.Depth > fs.ListMaxDepth {
+		return fs.Listing{}, x.fail(c, OpList, argError("depth must be an integer from 1 to 8"))
+	}
+	t, err := x.filesTarget(ctx, "list", req.Path)
+	if err != nil {
+		return fs.Listing{}, x.fail(c, OpList, err)
+	}
+	out, lerr := fsys.List(ctx, t, fs.ListOptions{Depth: req.Depth, MaxEntries: x.filesCfg.ListMaxEntries, GitIgnore: req.GitIgnore})
+	if lerr != nil {
+		return fs.Listing{}, x.fail(c, OpList, errorOf(lerr))
+	}
+	x.done(c, OpList, CodeOK)
+	return out, nil
+}
+
+// Download opens a regular file for a download. The caller sends and
+// closes it. Nothing is recorded for the session: a person's download is
+// no read by the model.
+func (x *Executor) Download(ctx context.Context, c Call, path string) (*os.File, fs.Info, *fault.Error) {
+	c = c.started()
+	fsys, err := x.files()
+	if err != nil {
+		return nil, fs.Info{}, x.fail(c, OpDownload, err)
+	}
+	t, err := x.filesTarget(ctx, "download", path)
+	if err != nil {
+		return nil, fs.Info{}, x.fail(c, OpDownload, err)
+	}
+	f, info, oerr := fsys.OpenFile(ctx, t)
+	if oerr != nil {
+		return nil, fs.Info{}, x.fail(c, OpDownload, errorOf(oerr))
+	}
+	x.done(c, OpDownload, CodeOK)
+	return f, info, nil
+}
+
+// Upload stores body as a file's whole content under pre (docs/files.md):
+// the root, the sandbox fence of writes (docs/sandbox.md; a files call has
+// no escalation, so a fenced upload is refused) and the no-blind-overwrite
+// precondition. An upload is a change like any other: it is published on
+// the change feed, and records nothing for any session, so a session that
+// read the file before must read it again before it writes or edits.
+func (x *Executor) Upload(ctx context.Context, c Call, path string, body io.Reader, pre Precondition) (Upload, *fault.Error) {
+	c = c.started()
+	t, err := x.filesMutation(ctx, c, "upload", path)
+	if err != nil {
+		return Upload{}, x.fail(c, OpUpload, err)
+	}
+	// Identities, checkpoints and audit hook in here once they are wired
+	// (SPEC §19, §20): the caller's subject and a Keeper for the replaced
+	// content.
+	x.mutating(t)
+	out, perr := x.filesFS.PutFile(ctx, t, body, fs.PutOptions{IfMatch: fs.Version(pre.IfMatch), IfNoneMatch: pre.IfNoneMatch, MaxBytes: x.filesCfg.MaxUploadBytes})
+	if perr != nil {
+		e := errorOf(perr)
+		if e.Code == fault.CodeStaleVersion {
+			x.obs.StaleVersion(OpUpload)
+		}
+		return Upload{}, x.fail(c, OpUpload, e)
+	}
+	x.mutated(Mutation{Tool: OpUpload, Session: c.Session, Target: t, Version: out.Version})
+	x.done(c, OpUpload, CodeOK)
+	return Upload{Created: out.Created, Version: out.Version, Size: out.Size}, nil
+}
+
+// Delete removes a file (never a folder) at the version If-Match names,
+// under the same checks as an upload.
+func (x *Executor) Delete(ctx context.Context, c Call, path string, pre Precondition) *fault.Error {
+	c = c.started()
+	if pre.IfMatch == "" {
+		return x.fail(c, OpDelete, fault.New(fault.CodePreconditionRequired, "a delete needs If-Match with the file's ETag"))
+	}
+	t, err := x.filesMutation(ctx, c, "delete", path)
+	if err != nil {
+		return x.fail(c, OpDelete, err)
+	}
+	// Identities, checkpoints and audit hook in here too (see Upload).
+	x.mutating(t)
+	if derr := x.filesFS.DeleteFile(ctx, t, fs.Version(pre.IfMatch)); derr != nil {
+		e := errorOf(derr)
+		if e.Code == fault.CodeStaleVersion {
+			x.obs.StaleVersion(OpDelete)
+		}
+		return x.fail(c, OpDelete, e)
+	}
+	x.mutated(Mutation{Tool: OpDelete, Session: c.Session, Target: t})
+	x.done(c, OpDelete, CodeOK)
+	return nil
+}
+
+// filesMutation resolves an upload's or delete's target and applies the
+// sandbox fence of writes: read-only refuses it, workspace-write allows
+// it under the session cwd (X-Session-Cwd; the root without one).
+func (x *Executor) filesMutation(ctx context.Context, c Call, op, path string) (fs.Target, *fault.Error) {
+	if _, err := x.files(); err != nil {
+		return fs.Target{}, err
+	}
+	t, err := x.filesTarget(ctx, op, path)
+	if err != nil {
+		return fs.Target{}, err
+	}
+	cwd, err := x.cwdOf(ctx, c)
+	if err != nil {
+		return fs.Target{}, err
+	}
+	if !x.allows(x.sandbox, t, cwd) {
+		return fs.Target{}, sandboxDenied(x.sandbox)
+	}
+	return t, nil
+}
+
+// MaxUploadBytes is the bound of an upload's body (--max-upload-bytes), so
+// a transport can refuse a declared Content-Length before reading.
+func (x *Executor) MaxUploadBytes() int64 { return x.filesCfg.MaxUploadBytes }
