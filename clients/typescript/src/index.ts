@@ -55,6 +55,47 @@ export interface EventsOptions extends CallOptions {
   retryMs?: number;
 }
 
+/** FileListing is GET /files: a folder's entries sorted by path (docs/files.md). */
+export type FileListing = Schemas["FileListing"];
+/** FileEntry is one listed entry. */
+export type FileEntry = Schemas["FileEntry"];
+/** FileUpload is the answer of an upload. */
+export type FileUpload = Schemas["FileUpload"];
+
+/** ListOptions shape a listing. */
+export interface ListOptions extends CallOptions {
+  /** depth is 1..8 levels (default 1). */
+  depth?: number;
+  /** ignoreGit leaves out what the root's .gitignore files ignore. */
+  ignoreGit?: boolean;
+}
+
+/** Download is a downloaded file: its bytes as a Blob, or as a stream with `stream: true`. */
+export interface Download {
+  blob?: Blob;
+  stream?: ReadableStream<Uint8Array>;
+  /** etag is the file's version as sent (quotes included): pass it to upload or remove. */
+  etag: string;
+  contentType: string;
+  size: number;
+}
+
+/** DownloadOptions: `stream` returns the body unread; `ifNoneMatch` answers `notModified` when the file is still at that ETag. */
+export interface DownloadOptions extends CallOptions {
+  stream?: boolean;
+  ifNoneMatch?: string;
+}
+
+/** UploadOptions are an upload's precondition and progress. */
+export interface UploadOptions extends CallOptions {
+  /** ifMatch is the ETag of the file being replaced (required to replace one). */
+  ifMatch?: string;
+  /** createOnly sends If-None-Match: * (fails with 412 if the file exists). */
+  createOnly?: boolean;
+  /** onProgress hears the bytes sent so far and the total. */
+  onProgress?: (sent: number, total: number) => void;
+}
+
 /** ToolfsOptions configures createToolfsClient. */
 export interface ToolfsOptions {
   /** baseUrl is the server's origin, e.g. "http://127.0.0.1:8080". */
@@ -148,6 +189,37 @@ export interface ToolfsClient {
    * NOT_APPROVER (403).
    */
   decide(id: string, decision: Decision, opts?: CallOptions): Promise<void>;
+  /** list lists a folder (GET /files), relative to the root ("" = the root). */
+  list(path?: string, opts?: ListOptions): Promise<FileListing>;
+  /**
+   * download fetches a file's bytes (GET /files/<path>) as a Blob, or as a
+   * stream; with ifNoneMatch, a file still at that ETag resolves to
+   * `undefined` (304).
+   */
+  download(path: string, opts?: DownloadOptions): Promise<Download | undefined>;
+  /**
+   * upload stores data as the file's whole content (PUT /files/<path>).
+   * Replacing needs ifMatch (else 428 PRECONDITION_REQUIRED); a stale ETag
+   * throws ToolError 412 FS_STALE_VERSION. In a browser it reports
+   * progress through XMLHttpRequest's upload events.
+   */
+  upload(path: string, data: Blob | Uint8Array | string, opts?: UploadOptions): Promise<FileUpload & { etag: string }>;
+  /** remove deletes a file (DELETE /files/<path>) at the ETag given. */
+  remove(path: string, etag: string, opts?: CallOptions): Promise<void>;
+}
+
+/** filesUrl is /files/<path> with each segment percent-encoded. */
+function filesUrl(base: string, path: string): string {
+  const p = path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/");
+  return `${base.replace(/\/$/, "")}/files/${p}`;
+}
+
+/** problemOf reads a failed answer's body as a ToolError. */
+async function problemOf(response: Response): Promise<ToolError> {
+  const body = await response.text().catch(() => "");
+  let problem: unknown = body;
+  try { problem = JSON.parse(body); } catch { /* not JSON */ }
+  return toolError(problem, response);
 }
 
 /** createToolfsClient returns a client that sends the token and session headers on every call. */
@@ -182,6 +254,65 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
       if (r.response.status !== 204) throw toolError(r.error, r.response);
     },
     edit: async (body, opts) => unwrap(await api.POST("/tools/edit", { body, signal: opts?.signal })),
+    list: async (path = "", opts = {}) =>
+      unwrap(await api.GET("/files", {
+        params: { query: { path, depth: opts.depth, ignore: opts.ignoreGit ? "git" : undefined } },
+        signal: opts.signal,
+      })),
+    async download(path, opts = {}) {
+      const h: Record<string, string> = { ...headers };
+      if (opts.ifNoneMatch !== undefined) h["If-None-Match"] = opts.ifNoneMatch;
+      const response = await doFetch(filesUrl(o.baseUrl, path), { headers: h, signal: opts.signal });
+      if (response.status === 304) return undefined;
+      if (!response.ok || !response.body) throw await problemOf(response);
+      const d: Download = {
+        etag: response.headers.get("ETag") ?? "",
+        contentType: response.headers.get("Content-Type") ?? "",
+        size: Number(response.headers.get("Content-Length") ?? "-1"),
+      };
+      if (opts.stream) d.stream = response.body;
+      else d.blob = await response.blob();
+      return d;
+    },
+    async upload(path, data, opts = {}) {
+      const h: Record<string, string> = { ...headers, "Content-Type": "application/octet-stream" };
+      if (opts.ifMatch !== undefined) h["If-Match"] = opts.ifMatch;
+      if (opts.createOnly) h["If-None-Match"] = "*";
+      const blob = data instanceof Blob ? data : new Blob([data as BlobPart]);
+      const url = filesUrl(o.baseUrl, path);
+      const done = async (status: number, etag: string, text: string, response?: Response) => {
+        let body: unknown = text;
+        try { body = JSON.parse(text); } catch { /* not JSON */ }
+        if (status !== 200 && status !== 201) {
+          throw toolError(body, response ?? new Response(null, { status }));
+        }
+        return { ...(body as FileUpload), etag };
+      };
+      if (typeof XMLHttpRequest !== "undefined" && o.fetch === undefined) {
+        return new Promise((resolve, reject) => {
+          const x = new XMLHttpRequest();
+          x.open("PUT", url);
+          for (const [k, v] of Object.entries(h)) x.setRequestHeader(k, v);
+          x.upload.onprogress = (e) => opts.onProgress?.(e.loaded, e.lengthComputable ? e.total : blob.size);
+          x.onload = () => done(x.status, x.getResponseHeader("ETag") ?? "", x.responseText).then(resolve, reject);
+          x.onerror = () => reject(new ToolError("HTTP_ERROR", 0, "Error: the upload failed"));
+          x.onabort = () => reject(new DOMException("aborted", "AbortError"));
+          opts.signal?.addEventListener("abort", () => x.abort(), { once: true });
+          x.send(blob);
+        });
+      }
+      const response = await doFetch(url, { method: "PUT", headers: h, body: blob, signal: opts.signal });
+      opts.onProgress?.(blob.size, blob.size);
+      return done(response.status, response.headers.get("ETag") ?? "", await response.text(), response);
+    },
+    async remove(path, etag, opts) {
+      const response = await doFetch(filesUrl(o.baseUrl, path), {
+        method: "DELETE",
+        headers: { ...headers, "If-Match": etag },
+        signal: opts?.signal,
+      });
+      if (response.status !== 204) throw await problemOf(response);
+    },
     async *readLines(body, opts) {
       const r = await api.POST("/tools/read", {
         body,

@@ -357,6 +357,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a folder for a file tree (docs/files.md).
+         * @description Entries sorted by path (relative to the root), at most
+         *     --list-max-entries in all (default 10000; past it `truncated` is
+         *     true and every level is complete before a deeper one starts).
+         *     Symlinks are listed, never followed; the server's private folder
+         *     `.toolfs-api` and staged temporary files never appear. A folder that
+         *     does not exist is 404 FS_NOT_FOUND; a file is 422 FS_NOT_DIRECTORY.
+         */
+        get: operations["listFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a regular file's bytes (docs/files.md).
+         * @description Any content, binary included, streamed (sendfile where the kernel
+         *     can). `ETag` is the file's version (strong), with `Last-Modified`;
+         *     `If-None-Match` answers 304, a single `Range` 206 (several ranges:
+         *     the whole file, 200). A folder, FIFO, socket or device is 422
+         *     FS_NOT_REGULAR_FILE and is never opened for reading.
+         */
+        get: operations["downloadFile"];
+        /**
+         * Store the body as a file's whole content (docs/files.md).
+         * @description Streamed to a temporary file beside the tools' own, never held in
+         *     memory, bounded by --max-upload-bytes (default 1 GiB; past it 413
+         *     BODY_TOO_LARGE and nothing is left; --max-body-bytes does not apply),
+         *     synced and published atomically. Replacing an existing file needs
+         *     `If-Match` with its current ETag (another version: 412 with the code
+         *     FS_STALE_VERSION); creating needs `If-None-Match: *` or no
+         *     precondition; an existing file without If-Match is 428
+         *     PRECONDITION_REQUIRED. Missing parent folders are made. The session
+         *     fence of writes applies (403 FS_SANDBOX_DENIED). Published on
+         *     /events as `upload`.
+         */
+        put: operations["uploadFile"];
+        post?: never;
+        /**
+         * Remove a file, never a folder (docs/files.md).
+         * @description Needs `If-Match` with the file's current ETag: without it 428
+         *     PRECONDITION_REQUIRED, with another 412 with the code
+         *     FS_STALE_VERSION. A folder is 422 FS_NOT_REGULAR_FILE. Published on
+         *     /events as `delete`.
+         */
+        delete: operations["deleteFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -751,6 +820,33 @@ export interface components {
             /** @enum {string} */
             decision: "approve" | "reject";
         };
+        FileListing: {
+            entries: components["schemas"]["FileEntry"][];
+            /** @description Entries were left out past --list-max-entries. */
+            truncated: boolean;
+        };
+        FileEntry: {
+            /** @description Relative to the root, '/' separated. */
+            path: string;
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "other";
+            /**
+             * Format: int64
+             * @description The entry's own size (a symlink's is its target's length).
+             */
+            size: number;
+            /** Format: date-time */
+            mtime: string;
+            /** @description A regular file's version, its download's ETag; absent for anything else. */
+            version?: string;
+        };
+        FileUpload: {
+            path: string;
+            /** @description The new version, also the answer's ETag. */
+            version: string;
+            /** Format: int64 */
+            size: number;
+        };
         Health: {
             /** @enum {string} */
             status: "ok";
@@ -864,6 +960,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The file, relative to the root ('/' separated, each segment percent-encoded as needed). */
+        FilePath: string;
         /**
          * @description Names the session that owns observed state: 1-128 characters of
          *     A-Za-z0-9._:- . Optional on read (no observation is recorded
@@ -1430,6 +1528,139 @@ export interface operations {
         };
         responses: {
             /** @description The decision is recorded; the waiting call goes on. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    listFiles: {
+        parameters: {
+            query?: {
+                /** @description The folder, relative to the root (a leading `/` is the root itself); absent = the root. */
+                path?: string;
+                /** @description Levels to list, 1 to 8 (else 400 INVALID_ARGUMENT). Default 1. */
+                depth?: number;
+                /** @description `git` leaves out what the .gitignore files inside the root ignore, and `.git`. */
+                ignore?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The listing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileListing"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    downloadFile: {
+        parameters: {
+            query?: never;
+            header?: {
+                "If-None-Match"?: string;
+                Range?: string;
+            };
+            path: {
+                /** @description The file, relative to the root ('/' separated, each segment percent-encoded as needed). */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, `Content-Type` sniffed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description The range asked for. */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The file is still at the version named by If-None-Match. */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    uploadFile: {
+        parameters: {
+            query?: never;
+            header?: {
+                "If-Match"?: string;
+                "If-None-Match"?: string;
+            };
+            path: {
+                /** @description The file, relative to the root ('/' separated, each segment percent-encoded as needed). */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Replaced; `ETag` is the new version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileUpload"];
+                };
+            };
+            /** @description Created; `ETag` is the new version. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileUpload"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    deleteFile: {
+        parameters: {
+            query?: never;
+            header?: {
+                "If-Match"?: string;
+            };
+            path: {
+                /** @description The file, relative to the root ('/' separated, each segment percent-encoded as needed). */
+                path: components["parameters"]["FilePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file is removed. */
             204: {
                 headers: {
                     [name: string]: unknown;
