@@ -196,8 +196,8 @@ func (x *Executor) filesMutation(ctx context.Context, c Call, op, path string) (
 	if err != nil {
 		return fs.Target{}, err
 	}
-	if !x.allows(x.sandbox, t, cwd) {
-		return fs.Target{}, sandboxDenied(x.sandbox)
+	if !x.allows(x.fence, t, cwd) {
+		return fs.Target{}, fenceDenied(x.fence)
 	}
 	return t, nil
 }
