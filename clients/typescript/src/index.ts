@@ -27,6 +27,14 @@ export type Problem = Schemas["Problem"];
 export type Approval = Schemas["Approval"];
 /** ApprovalList is GET /approvals: the pending approvals, oldest first, and the cursor for the next long poll. */
 export type ApprovalList = Schemas["ApprovalList"];
+/** Change is one change of a session's history (docs/checkpoints.md). */
+export type Change = Schemas["Change"];
+/** ChangesResult is GET /sessions/{id}/changes: the history, newest first, and its model text. */
+export type ChangesResult = Schemas["ChangesResult"];
+/** RevertRequest is the body of POST /sessions/{id}/revert. */
+export type RevertRequest = Schemas["RevertRequest"];
+/** RevertResult is a revert's answer: the model text and each restored file's diffs. */
+export type RevertResult = Schemas["RevertResult"];
 /** Decision is a person's answer to an approval. */
 export type Decision = Schemas["ApprovalDecision"]["decision"];
 
@@ -189,6 +197,14 @@ export interface ToolfsClient {
    * NOT_APPROVER (403).
    */
   decide(id: string, decision: Decision, opts?: CallOptions): Promise<void>;
+  /** changes lists a session's change history, newest first (GET /sessions/{id}/changes). */
+  changes(sessionId: string, opts?: CallOptions): Promise<ChangesResult>;
+  /**
+   * revert undoes a session's changes after `to` (0: all), all or nothing
+   * (POST /sessions/{id}/revert). It throws ToolError: FS_STALE_VERSION
+   * (409) when a file changed since, FS_NOT_REVERTIBLE (422).
+   */
+  revert(sessionId: string, body: RevertRequest, opts?: CallOptions): Promise<RevertResult>;
   /** list lists a folder (GET /files), relative to the root ("" = the root). */
   list(path?: string, opts?: ListOptions): Promise<FileListing>;
   /**
@@ -313,6 +329,10 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
       });
       if (response.status !== 204) throw await problemOf(response);
     },
+    changes: async (id, opts) =>
+      unwrap(await api.GET("/sessions/{id}/changes", { params: { path: { id } }, signal: opts?.signal })),
+    revert: async (id, body, opts) =>
+      unwrap(await api.POST("/sessions/{id}/revert", { params: { path: { id } }, body, signal: opts?.signal })),
     async *readLines(body, opts) {
       const r = await api.POST("/tools/read", {
         body,
