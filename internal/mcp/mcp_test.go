@@ -612,7 +612,7 @@ func TestAuthOriginAndCORS(t *testing.T) {
 	require.Error(t, err)
 
 	// CORS: the preflight allows the MCP headers; answers expose
-	// Mcp-Session-Id.
+	// Mcp-Session-Id (and the files' ETag and range headers).
 	pre := h.raw(http.MethodOptions, "/mcp", "", "Origin", "https://app.example", "Access-Control-Request-Method", "POST",
 		"Access-Control-Request-Headers", "authorization,content-type,last-event-id,mcp-method,mcp-name,mcp-protocol-version,mcp-session-id,x-session-id") // sorted, as browsers send it
 	assert.Equal(t, http.StatusNoContent, pre.status, "%v %s", pre.header, pre.body)
@@ -621,7 +621,7 @@ func TestAuthOriginAndCORS(t *testing.T) {
 	answer := h.raw(http.MethodPost, "/mcp", initialize, append(mcpPost, "Origin", "https://app.example")...)
 	assert.Equal(t, http.StatusOK, answer.status)
 	assert.NotEmpty(t, answer.header.Get("Mcp-Session-Id"))
-	assert.Equal(t, "Mcp-Session-Id", answer.header.Get("Access-Control-Expose-Headers"))
+	assert.Equal(t, "Mcp-Session-Id, Etag, Content-Range, Accept-Ranges", answer.header.Get("Access-Control-Expose-Headers"), "and the files' headers (docs/files.md)")
 }
 
 // TestLoopbackHost: without a token the Host must be a loopback name, as on

@@ -225,6 +225,9 @@ func TestApprovalWithdrawnWhenCallEnds(t *testing.T) {
 				require.True(t, ok, "the approval %s is still pending after its call ended", open[0].ID)
 				r := h.raw(http.MethodPost, "/approvals/"+open[0].ID, `{"decision":"approve"}`, "Content-Type", "application/json")
 				assert.Equal(t, http.StatusConflict, r.status, r.body)
+				// The counter is told after the approval leaves the list.
+				_, ok = waitUntil(func() bool { return cancelled() >= before+1 })
+				assert.True(t, ok)
 				assert.Equal(t, before+1, cancelled())
 				assert.Equal(t, "old\n", h.contents("a.txt"))
 			})

@@ -139,9 +139,8 @@ func (x *Executor) Upload(ctx context.Context, c Call, path string, body io.Read
 	if err != nil {
 		return Upload{}, x.fail(c, OpUpload, err)
 	}
-	// Identities, checkpoints and audit hook in here once they are wired
-	// (SPEC §19, §20): the caller's subject and a Keeper for the replaced
-	// content.
+	// Not recorded in a session's history yet (docs/files.md): a Keeper for
+	// the replaced content, the caller's subject and its audit line go here.
 	x.mutating(t)
 	out, perr := x.filesFS.PutFile(ctx, t, body, fs.PutOptions{IfMatch: fs.Version(pre.IfMatch), IfNoneMatch: pre.IfNoneMatch, MaxBytes: x.filesCfg.MaxUploadBytes})
 	if perr != nil {
@@ -167,7 +166,7 @@ func (x *Executor) Delete(ctx context.Context, c Call, path string, pre Precondi
 	if err != nil {
 		return x.fail(c, OpDelete, err)
 	}
-	// Identities, checkpoints and audit hook in here too (see Upload).
+	// The Keeper, subject and audit line go here too (see Upload).
 	x.mutating(t)
 	if derr := x.filesFS.DeleteFile(ctx, t, fs.Version(pre.IfMatch)); derr != nil {
 		e := errorOf(derr)
