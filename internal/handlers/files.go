@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -19,17 +18,7 @@ import (
 // --default-session is for the model's calls) and cwd (the fence of
 // uploads and deletes) into a tools.Call, as toolCall does for a tool.
 func (s *rest) filesCall(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		session, cwd, err := s.sessions.resolve(r, s.sessions.named)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		c, end := s.x.Use(tools.Call{Session: session, Cwd: cwd, Transport: "rest", Start: start})
-		defer end()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
-	})
+	return s.callWith(s.sessions.named, next)
 }
 
 // filePath hands the generated binding the path after /files/ as chi

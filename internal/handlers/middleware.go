@@ -290,9 +290,15 @@ func (h sessionHeaders) resolve(r *http.Request, sessions tools.Sessions) (sessi
 // decision or record carries the use when the store can (docs/performance.md
 // §7).
 func (s *rest) toolCall(next http.Handler) http.Handler {
+	return s.callWith(s.sessions.tool, next)
+}
+
+// callWith resolves a request's session and cwd by sessions into the
+// tools.Call its route runs (callOf): toolCall's and filesCall's one step.
+func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		session, cwd, err := s.sessions.resolve(r, s.sessions.tool)
+		session, cwd, err := s.sessions.resolve(r, sessions)
 		if err != nil {
 			writeError(w, err)
 			return
