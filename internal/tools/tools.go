@@ -53,6 +53,11 @@ type Call struct {
 	// Start is when the transport received the call (zero: when the
 	// executor did); durations are measured from it.
 	Start time.Time
+	// Subject is who the call speaks for (docs/identity.md): a verified
+	// token's subject; "" when no token was verified (the static --token
+	// or no auth). With identities it scopes the session, the approvals,
+	// the events and the checkpoints of the call.
+	Subject string
 
 	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }
