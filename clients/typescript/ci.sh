@@ -32,5 +32,11 @@ timeout 300 npx --no-install tsc --noEmit -p .
 echo "== build"
 timeout 120 npm run -s build
 
+echo "== the server, built once for every test"
+bin_dir=$(mktemp -d)
+trap 'rm -rf "$bin_dir"' EXIT
+(cd ../.. && GOFLAGS="${GOFLAGS:-} -buildvcs=false" timeout 300 go build -o "$bin_dir/toolfs-api" ./cmd/toolfs-api)
+export TOOLFS_BIN="$bin_dir/toolfs-api"
+
 echo "== tests (unit + e2e in headless Chromium)"
 timeout -k 15 900 node --test --test-timeout=180000 test/

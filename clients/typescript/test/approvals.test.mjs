@@ -6,65 +6,26 @@
 // answer and the file's new content; then a rejection.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
 import { createToolfsClient, ToolError } from "../dist/toolfs-client.js";
+import { serverBinary, startServer, tempDir } from "../testing/harness.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, "../../..");
 const AGENT = "agent-token-5d1e";
 const PERSON = "approver-token-88a0";
 let tmp, root, server, base;
 
-async function freePort() {
-  const s = net.createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
-process.on("exit", () => { if (server && server.exitCode === null) server.kill("SIGKILL"); });
-
 before(async () => {
-  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-approvals-")));
+  tmp = tempDir("toolfs-approvals-");
   root = path.join(tmp, "root");
   fs.mkdirSync(path.join(root, "ws"), { recursive: true });
-  let bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
-      cwd: repo,
-      timeout: 300_000,
-      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
-    });
-  }
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  const log = fs.openSync(path.join(tmp, "server.log"), "a");
-  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", AGENT, "--approver-token", PERSON,
-    "--sandbox-mode", "read-only", "--approval-timeout", "30s"], { stdio: ["ignore", log, log] });
-  const until = Date.now() + 15_000;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return;
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server not healthy:\n${fs.readFileSync(path.join(tmp, "server.log"), "utf8").slice(-2000)}`);
+  server = await startServer(await serverBinary(tmp), { dir: tmp, args: ["--root", root, "--token", AGENT, "--approver-token", PERSON,
+    "--sandbox-mode", "read-only", "--approval-timeout", "30s"] });
+  base = server.origin;
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    server.kill("SIGTERM");
-    await once(server, "exit");
-  }
+  await server?.stop();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 

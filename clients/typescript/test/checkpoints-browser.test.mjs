@@ -7,24 +7,12 @@
 // run build` first. Artifacts: artifacts/checkpoints.png.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs";
-import http from "node:http";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { artifacts, launchChromium, pageRoutes, serveStatic, serverBinary, startServer, tempDir } from "../testing/harness.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const pkg = path.resolve(here, "..");
-const repo = path.resolve(pkg, "../..");
-const artifacts = path.join(pkg, "artifacts");
 const TOKEN = "token-5e21";
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-let tmp, root, server, statics, ctx, page, apiOrigin, pageOrigin;
+let tmp, root, server, statics, ctx, page;
 
 const html = `<!doctype html><meta charset="utf-8"><title>checkpoints</title>
 <h1>What the agent changed</h1><ul id="changes"></ul><div id="diff"></div><button id="revert">Revert all</button><pre id="result"></pre>
@@ -64,70 +52,21 @@ window.show = async (session) => {
 window.ready = true;
 </script>`;
 
-async function freePort() {
-  const s = net.createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
-process.on("exit", () => { if (server && server.exitCode === null) server.kill("SIGKILL"); });
-
 before(async () => {
   fs.mkdirSync(artifacts, { recursive: true });
-  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-checkpoints-browser-")));
+  tmp = tempDir("toolfs-checkpoints-browser-");
   root = path.join(tmp, "root");
   fs.mkdirSync(root, { recursive: true });
-  let bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
-      cwd: repo,
-      timeout: 300_000,
-      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
-    });
-  }
-  statics = http.createServer((req, res) => {
-    const p = new URL(req.url, "http://x").pathname;
-    if (p === "/") { res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" }); return res.end(html); }
-    if (p === "/toolfs-client.js") {
-      res.writeHead(200, { "Content-Type": "text/javascript; charset=utf-8" });
-      return fs.createReadStream(path.join(pkg, "dist/toolfs-client.js")).pipe(res);
-    }
-    res.writeHead(404).end();
-  }).listen(0, "127.0.0.1");
-  await once(statics, "listening");
-  pageOrigin = `http://127.0.0.1:${statics.address().port}`;
-  const port = await freePort();
-  apiOrigin = `http://127.0.0.1:${port}`;
-  const log = fs.openSync(path.join(tmp, "server.log"), "a");
-  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", TOKEN, "--cors-origins", pageOrigin], { stdio: ["ignore", log, log] });
-  const until = Date.now() + 15_000;
-  for (;;) {
-    try { if ((await fetch(`${apiOrigin}/healthz`)).ok) break; } catch { /* not up yet */ }
-    if (Date.now() > until) throw new Error("server not healthy: " + fs.readFileSync(path.join(tmp, "server.log"), "utf8").slice(-2000));
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  ctx = await chromium.launchPersistentContext(path.join(tmp, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 900, height: 500 },
-    timeout: 60_000,
-  });
-  page = ctx.pages()[0] ?? (await ctx.newPage());
-  await page.goto(`${pageOrigin}/?api=${encodeURIComponent(apiOrigin)}&token=${TOKEN}`);
+  statics = await serveStatic(pageRoutes(html));
+  server = await startServer(await serverBinary(tmp), { dir: tmp, args: ["--root", root, "--token", TOKEN, "--cors-origins", statics.origin] });
+  ({ ctx, page } = await launchChromium(tmp, { width: 900, height: 500 }));
+  await page.goto(`${statics.origin}/?api=${encodeURIComponent(server.origin)}&token=${TOKEN}`);
   await page.waitForFunction(() => window.ready === true, null, { timeout: 10_000 });
 }, { timeout: 600_000 });
 
 after(async () => {
   await ctx?.close().catch(() => {});
-  if (server && server.exitCode === null) {
-    server.kill("SIGTERM");
-    await once(server, "exit");
-  }
+  await server?.stop();
   statics?.close();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 }, { timeout: 30_000 });

@@ -6,128 +6,41 @@
 // Needs `npm run build` first. Artifacts: artifacts/e2e.png, artifacts/server.log.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs";
-import http from "node:http";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { artifacts, launchChromium, serveStatic, serverBinary, startServer, tempDir } from "../testing/harness.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const pkg = path.resolve(here, "..");
-const repo = path.resolve(pkg, "../..");
-const artifacts = path.join(pkg, "artifacts");
 const TOKEN = "e2e-token-7f3a";
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
-let tmp, root, server, serverExit, apiOrigin, pageOrigin, thirdOrigin, ctx, page;
+let tmp, root, server, apiOrigin, pageOrigin, thirdOrigin, ctx, page;
 const statics = [];
 const pageErrors = [];
 
-// freePort asks the kernel for an unused loopback port.
-async function freePort() {
-  const s = net.createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const { port } = s.address();
-  await new Promise((r) => s.close(r));
-  return port;
-}
+// The e2e page, served on its own origin (twice: a configured origin and
+// a third one).
+const pageFiles = {
+  "/": { file: "e2e/index.html", type: "text/html; charset=utf-8" },
+  "/page.js": { file: "dist/page.js", type: "text/javascript; charset=utf-8" },
+  "/page.js.map": { file: "dist/page.js.map", type: "application/json" },
+};
 
-// serveStatic serves the e2e page on its own origin.
-async function serveStatic() {
-  const files = {
-    "/": ["e2e/index.html", "text/html; charset=utf-8"],
-    "/page.js": ["dist/page.js", "text/javascript; charset=utf-8"],
-    "/page.js.map": ["dist/page.js.map", "application/json"],
-  };
-  const s = http.createServer((req, res) => {
-    const f = files[new URL(req.url, "http://x").pathname];
-    if (!f) { res.writeHead(404).end(); return; }
-    res.writeHead(200, { "Content-Type": f[1], "Cache-Control": "no-store" });
-    fs.createReadStream(path.join(pkg, f[0])).pipe(res);
-  }).listen(0, "127.0.0.1");
-  await once(s, "listening");
-  statics.push(s);
-  return `http://127.0.0.1:${s.address().port}`;
-}
-
-async function waitHealthy(url, ms) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (serverExit) throw new Error(`server exited (${serverExit}) before it was healthy:\n${serverLog()}`);
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) return;
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server not healthy after ${ms} ms:\n${serverLog()}`);
-}
-
-const serverLog = () => (tmp ? fs.readFileSync(path.join(tmp, "server.log"), "utf8").slice(-4000) : "");
 const write = (name, text) => fs.writeFileSync(path.join(root, name), text);
 const read = (name) => fs.readFileSync(path.join(root, name), "utf8");
 const call = (fn, ...args) => page.evaluate(([f, a]) => window.toolfs[f](...a), [fn, args]);
 const text = (sel) => page.locator(sel).innerText();
 const textContent = (sel) => page.locator(sel).evaluate((e) => e.textContent);
 
-function killServer() {
-  if (server && server.exitCode === null && server.signalCode === null) server.kill("SIGKILL");
-}
-process.on("exit", killServer);
-// A runner killed by a timeout still takes the server and browser with it.
-for (const sig of ["SIGINT", "SIGTERM"]) {
-  process.once(sig, () => {
-    killServer();
-    setTimeout(() => process.exit(1), 5_000).unref();
-    (ctx ? ctx.close() : Promise.resolve()).catch(() => {}).finally(() => {
-      if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-      process.exit(1);
-    });
-  });
-}
-
 before(async () => {
   fs.mkdirSync(artifacts, { recursive: true });
-  // realpath: the server shows paths as given, and /tmp may be a link.
-  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-e2e-")));
+  tmp = tempDir("toolfs-e2e-");
   root = path.join(tmp, "root");
   fs.mkdirSync(root);
-  fs.writeFileSync(path.join(tmp, "server.log"), "");
+  statics.push(await serveStatic(pageFiles), await serveStatic(pageFiles));
+  [pageOrigin, thirdOrigin] = statics.map((st) => st.origin);
+  server = await startServer(await serverBinary(tmp), { dir: tmp, args: ["--root", root, "--token", TOKEN, "--cors-origins", pageOrigin] });
+  apiOrigin = server.origin;
 
-  let bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
-      cwd: repo,
-      timeout: 300_000,
-      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
-    });
-  }
-
-  pageOrigin = await serveStatic();
-  thirdOrigin = await serveStatic();
-  const port = await freePort();
-  apiOrigin = `http://127.0.0.1:${port}`;
-  const log = fs.openSync(path.join(tmp, "server.log"), "a");
-  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", TOKEN, "--cors-origins", pageOrigin], {
-    stdio: ["ignore", log, log],
-  });
-  server.on("exit", (code, sig) => { serverExit = sig ?? `code ${code}`; });
-  await waitHealthy(apiOrigin, 15_000);
-
-  ctx = await chromium.launchPersistentContext(path.join(tmp, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 900, height: 1000 },
-    timeout: 60_000,
-  });
-  page = ctx.pages()[0] ?? (await ctx.newPage());
+  ({ ctx, page } = await launchChromium(tmp, { width: 900, height: 1000 }));
   page.on("pageerror", (e) => pageErrors.push(String(e)));
   await page.goto(`${pageOrigin}/?api=${encodeURIComponent(apiOrigin)}&token=${TOKEN}`);
   await page.waitForFunction(() => window.toolfs !== undefined, null, { timeout: 10_000 });
@@ -138,13 +51,8 @@ after(async () => {
     if (page) await page.screenshot({ path: path.join(artifacts, "e2e.png"), fullPage: true });
   } finally {
     await ctx?.close().catch(() => {});
-    if (server && !serverExit) {
-      server.kill("SIGTERM");
-      const t = setTimeout(killServer, 5_000);
-      await once(server, "exit").catch(() => {});
-      clearTimeout(t);
-    }
-    for (const s of statics) { s.closeAllConnections(); s.close(); }
+    await server?.stop();
+    for (const st of statics) st.close();
     if (tmp) {
       fs.copyFileSync(path.join(tmp, "server.log"), path.join(artifacts, "server.log"));
       fs.rmSync(tmp, { recursive: true, force: true });

@@ -5,64 +5,24 @@
 // itself when the server goes away (a new process answers with a reset).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
 import { createToolfsClient, ToolError } from "../dist/toolfs-client.js";
+import * as harness from "../testing/harness.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, "../../..");
 const TOKEN = "events-token-19c2";
 let tmp, root, bin, port, base, server;
 
-async function freePort() {
-  const s = net.createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
-async function startServer() {
-  const log = fs.openSync(path.join(tmp, "server.log"), "a");
-  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", TOKEN], { stdio: ["ignore", log, log] });
-  const until = Date.now() + 15_000;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return;
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server not healthy:\n${fs.readFileSync(path.join(tmp, "server.log"), "utf8").slice(-2000)}`);
-}
-
-async function stopServer() {
-  if (server.exitCode !== null || server.signalCode !== null) return;
-  server.kill("SIGTERM");
-  await once(server, "exit");
-}
-
-process.on("exit", () => { if (server && server.exitCode === null) server.kill("SIGKILL"); });
+// The server restarts on the same port in the second test.
+const startServer = async () => { server = await harness.startServer(bin, { dir: tmp, port, args: ["--root", root, "--token", TOKEN] }); };
+const stopServer = () => server?.stop();
 
 before(async () => {
-  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-events-")));
+  tmp = harness.tempDir("toolfs-events-");
   root = path.join(tmp, "root");
   fs.mkdirSync(root);
-  bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
-      cwd: repo,
-      timeout: 300_000,
-      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
-    });
-  }
-  port = await freePort();
+  bin = await harness.serverBinary(tmp);
+  port = await harness.freePort();
   base = `http://127.0.0.1:${port}`;
   await startServer();
 });

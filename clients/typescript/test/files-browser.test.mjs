@@ -6,26 +6,14 @@
 // Needs `npm run build` first. Artifacts: artifacts/files.png.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs";
-import http from "node:http";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import zlib from "node:zlib";
-import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { createToolfsClient, ToolError } from "../dist/toolfs-client.js";
+import { artifacts, launchChromium, pageRoutes, serveStatic, serverBinary, startServer, tempDir } from "../testing/harness.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const pkg = path.resolve(here, "..");
-const repo = path.resolve(pkg, "../..");
-const artifacts = path.join(pkg, "artifacts");
 const TOKEN = "files-token-5e21";
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-let tmp, root, server, statics, ctx, page, apiOrigin, pageOrigin;
+let tmp, root, server, statics, ctx, page, apiOrigin;
 
 // png is a w×h PNG of one colour, made here so the test needs no fixture.
 function png(w, h, [r, g, b]) {
@@ -99,64 +87,23 @@ window.uploadOver = async (p, etag, text) => {
 window.ready = true;
 </script>`;
 
-async function freePort() {
-  const s = net.createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
-
-process.on("exit", () => { if (server && server.exitCode === null) server.kill("SIGKILL"); });
-
 before(async () => {
   fs.mkdirSync(artifacts, { recursive: true });
-  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-files-browser-")));
+  tmp = tempDir("toolfs-files-browser-");
   root = path.join(tmp, "root");
   fs.mkdirSync(path.join(root, "src"), { recursive: true });
   fs.mkdirSync(path.join(root, "assets"), { recursive: true });
   fs.writeFileSync(path.join(root, "src", "main.go"), "package main\n");
   fs.writeFileSync(path.join(root, "README.md"), "# demo\n");
   fs.writeFileSync(path.join(root, "assets", "logo.png"), png(12, 8, [220, 40, 40]));
-  let bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
-      cwd: repo,
-      timeout: 300_000,
-      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
-    });
-  }
-  statics = http.createServer((req, res) => {
-    const p = new URL(req.url, "http://x").pathname;
-    if (p === "/") { res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" }); return res.end(html); }
-    if (p === "/toolfs-client.js") {
-      res.writeHead(200, { "Content-Type": "text/javascript; charset=utf-8" });
-      return fs.createReadStream(path.join(pkg, "dist/toolfs-client.js")).pipe(res);
-    }
-    res.writeHead(404).end();
-  }).listen(0, "127.0.0.1");
-  await once(statics, "listening");
-  pageOrigin = `http://127.0.0.1:${statics.address().port}`;
-  const port = await freePort();
-  apiOrigin = `http://127.0.0.1:${port}`;
-  const log = fs.openSync(path.join(tmp, "server.log"), "a");
-  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", TOKEN, "--cors-origins", pageOrigin],
-    { stdio: ["ignore", log, log] });
-  const until = Date.now() + 15_000;
-  for (;;) {
-    try { if ((await fetch(`${apiOrigin}/healthz`)).ok) break; } catch { /* not up yet */ }
-    if (Date.now() > until) throw new Error("server not healthy: " + fs.readFileSync(path.join(tmp, "server.log"), "utf8").slice(-2000));
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  statics = await serveStatic(pageRoutes(html));
+  server = await startServer(await serverBinary(tmp), { dir: tmp, args: ["--root", root, "--token", TOKEN, "--cors-origins", statics.origin] });
+  apiOrigin = server.origin;
 }, { timeout: 600_000 });
 
 after(async () => {
   await ctx?.close().catch(() => {});
-  if (server && server.exitCode === null) {
-    server.kill("SIGTERM");
-    await once(server, "exit");
-  }
+  await server?.stop();
   statics?.close();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 }, { timeout: 30_000 });
@@ -190,16 +137,8 @@ test("list, download, upload and remove from Node", async () => {
 });
 
 test("a page on another origin: the tree, a PNG, an upload with progress, the 412 after the agent's edit", async () => {
-  ctx = await chromium.launchPersistentContext(path.join(tmp, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 900, height: 700 },
-    timeout: 60_000,
-  });
-  page = ctx.pages()[0] ?? (await ctx.newPage());
-  await page.goto(`${pageOrigin}/?api=${encodeURIComponent(apiOrigin)}&token=${TOKEN}`);
+  ({ ctx, page } = await launchChromium(tmp, { width: 900, height: 700 }));
+  await page.goto(`${statics.origin}/?api=${encodeURIComponent(apiOrigin)}&token=${TOKEN}`);
   await page.waitForFunction(() => window.ready === true, null, { timeout: 10_000 });
 
   const tree = await page.evaluate(() => window.showTree());

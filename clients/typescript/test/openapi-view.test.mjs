@@ -6,58 +6,26 @@
 // and runs read → edit → a refused edit with nothing but the token.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { once } from "node:events";
 import fs from "node:fs";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
 import SwaggerParser from "@apidevtools/swagger-parser";
+import { freePort, serverBinary, startServer, tempDir } from "../testing/harness.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, "../../..");
 const TOKEN = "view-token-91c2";
 let tmp, root, server, base;
 
-async function freePort() {
-  const s = net.createServer().listen(0, "127.0.0.1");
-  await once(s, "listening");
-  const { port } = s.address();
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 before(async () => {
-  tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-view-")));
+  tmp = tempDir("toolfs-view-");
   root = path.join(tmp, "root");
   fs.mkdirSync(root);
-  let bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], {
-      cwd: repo,
-      timeout: 300_000,
-      env: { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -buildvcs=false`.trim() },
-    });
-  }
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  server = spawn(bin, ["--root", root, "--addr", `127.0.0.1:${port}`, "--token", TOKEN,
-    "--default-session", "frontend", "--public-url", `${base}/`], { stdio: "ignore" });
-  const until = Date.now() + 15_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) break;
-    } catch { /* not up yet */ }
-    if (Date.now() > until) throw new Error("server not healthy");
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  server = await startServer(await serverBinary(tmp), { dir: tmp, port, args: ["--root", root, "--token", TOKEN,
+    "--default-session", "frontend", "--public-url", `${base}/`] });
 });
 
-after(() => {
-  if (server && server.exitCode === null) server.kill("SIGKILL");
+after(async () => {
+  await server?.stop();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
