@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -29,25 +27,7 @@ var (
 	prefixes    atomic.Int64
 )
 
-func TestMain(m *testing.M) {
-	if bin, err := exec.LookPath("redis-server"); err == nil {
-		dir, err := os.MkdirTemp("", "toolfs-redis-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if sharedRedis, err = redistest.StartIn(bin, dir, 0); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if sharedRedis != nil {
-		sharedRedis.Stop()
-		os.RemoveAll(sharedRedis.Dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &sharedRedis) }
 
 // replicas returns a function that makes replicas' hubs: one Redis, one
 // fresh prefix, a client each (as separate processes have), closed at

@@ -120,3 +120,28 @@ func (s *Server) Stop() {
 
 // URL is the server's redis:// URL for database db.
 func (s *Server) URL(db int) string { return fmt.Sprintf("redis://%s/%d", s.Addr, db) }
+
+// Main runs a package's tests with one redis-server shared by all of them,
+// stored in *shared (left nil when the binary is absent: the Redis cases
+// skip, saying MissingReason), and exits with their status. A package's
+// TestMain is just this call; its tests share the server through key
+// prefixes of their own.
+func Main(m *testing.M, shared **Server) {
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		dir, err := os.MkdirTemp("", "toolfs-redis-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if *shared, err = StartIn(bin, dir, 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if s := *shared; s != nil {
+		s.Stop()
+		os.RemoveAll(s.Dir)
+	}
+	os.Exit(code)
+}
