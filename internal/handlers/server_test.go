@@ -652,6 +652,10 @@ func TestSearchWithAndWithoutRipgrep(t *testing.T) {
 	assert.Equal(t, 500, r.Status)
 	assert.Equal(t, "SEARCH_FAILED", r.Code)
 	assert.Equal(t, "Error: glob could not start its search command (ripgrep launch failed)", r.Output)
+	// Arguments are checked first, rg or not.
+	r = h.tool("glob", "", obj{"pattern": "*", "path": "a\x00b"})
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Equal(t, "Error: path must not contain a NUL byte", r.Output)
 	assert.Equal(t, `{"tools":[`, h.do(http.MethodGet, "/tools", "").Raw[:10])
 	require.NoError(t, json.Unmarshal([]byte(h.do(http.MethodGet, "/tools", "").Raw), &cat))
 	assert.Len(t, cat.Tools, 3)

@@ -28,7 +28,9 @@ func (x *Executor) searchCall(ctx context.Context, c Call, tool string, raw []by
 	if err != nil {
 		return Result{}, x.fail(c, tool, err)
 	}
-	if !x.searchable() {
+	// Without rg the searcher still checks the arguments first (400 before
+	// 500, docs/sandbox.md's order of checks), then refuses.
+	if x.search == nil {
 		return Result{}, x.fail(c, tool, fault.New(fault.CodeSearchFailed, tool+" could not start its search command (ripgrep launch failed)"))
 	}
 	cwd, err := x.cwd(ctx, c)
