@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +144,124 @@ func (p plain) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header[k] = v
 	}
 	return http.DefaultTransport.RoundTrip(req)
+}
+
+// BenchmarkWire is BenchmarkCall with the client's own work taken out: each
+// call is one POST of bytes encoded once up front, its answer read and
+// checked for the tool's success marker but not decoded, so the figures
+// are the server's (and loopback HTTP's) for REST and for /mcp alike.
+// docs/performance.md, "MCP at the speed of REST", has them.
+//
+//	go test -run '^$' -bench BenchmarkWire -benchtime 300x ./internal/mcp
+func BenchmarkWire(b *testing.B) {
+	srv := servertest.Start(b, server.Config{
+		Policy:       true,
+		SessionTTL:   time.Hour,
+		MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second,
+	})
+	content := benchFile()
+	require.NoError(b, os.WriteFile(filepath.Join(srv.Root, "src.go"), []byte(content), 0o644))
+	h := &harness{t: b, srv: srv}
+	client := &http.Client{}
+	post := func(b *testing.B, path string, body []byte, headers []string, ok string) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		answer, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(answer, []byte(ok)) || bytes.Contains(answer, []byte(`"isError":true`)) {
+			b.Fatalf("%d %v %.300s", resp.StatusCode, err, answer)
+		}
+	}
+	session := []string{"X-Session-ID", "bench", "Content-Type", "application/json"}
+	mcpHeaders := append(append([]string{}, mcpPost...), "X-Session-ID", "bench")
+	stateful := append(h.open(b, "2025-11-25"), "X-Session-ID", "bench")
+	type wire struct {
+		name string
+		call func(b *testing.B, tool string, args map[string]any) func(b *testing.B)
+	}
+	encode := func(v any) []byte { out, _ := json.Marshal(v); return out }
+	rpc := func(tool string, args map[string]any, meta bool) []byte {
+		params := map[string]any{"name": tool, "arguments": args}
+		if meta {
+			params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+		}
+		return encode(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	}
+	wires := []wire{
+		{"rest", func(b *testing.B, tool string, args map[string]any) func(b *testing.B) {
+			body := encode(args)
+			return func(b *testing.B) { post(b, "/tools/"+tool, body, session, `"output"`) }
+		}},
+		{"mcp-2026-07-28", func(b *testing.B, tool string, args map[string]any) func(b *testing.B) {
+			body := rpc(tool, args, true)
+			headers := append(append([]string{}, mcpHeaders...), "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool)
+			return func(b *testing.B) { post(b, "/mcp", body, headers, `"content"`) }
+		}},
+		{"mcp-2025-11-25", func(b *testing.B, tool string, args map[string]any) func(b *testing.B) {
+			body := rpc(tool, args, false)
+			return func(b *testing.B) { post(b, "/mcp", body, stateful, `"content"`) }
+		}},
+	}
+	for _, w := range wires {
+		w.call(b, "read", map[string]any{"file_path": "src.go"})(b)
+		b.Run(w.name+"/read", func(b *testing.B) {
+			call := w.call(b, "read", map[string]any{"file_path": "src.go"})
+			reportCPU(b)
+			for b.Loop() {
+				call(b)
+			}
+		})
+		b.Run(w.name+"/write", func(b *testing.B) {
+			call := w.call(b, "write", map[string]any{"file_path": "src.go", "content": content})
+			reportCPU(b)
+			for b.Loop() {
+				call(b)
+			}
+		})
+		b.Run(w.name+"/edit", func(b *testing.B) {
+			there := w.call(b, "edit", map[string]any{"file_path": "src.go", "old_string": "v1000 :=", "new_string": "w1000 :="})
+			back := w.call(b, "edit", map[string]any{"file_path": "src.go", "old_string": "w1000 :=", "new_string": "v1000 :="})
+			i := 0
+			reportCPU(b)
+			for b.Loop() {
+				if i%2 == 0 {
+					there(b)
+				} else {
+					back(b)
+				}
+				i++
+			}
+			if i%2 == 1 {
+				back(b)
+			}
+		})
+	}
+}
+
+// reportCPU reports the process CPU time (user + system, every thread: the
+// server's and the client's) per iteration as "cpu-ns/op": on a machine
+// shared with other work it stays close to the cost while wall time grows
+// with the load. Call it right before the loop.
+func reportCPU(b *testing.B) {
+	start := cpuNow()
+	b.Cleanup(func() {
+		if n := b.N; n > 0 {
+			b.ReportMetric(float64(cpuNow()-start)/float64(n), "cpu-ns/op")
+		}
+	})
+}
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

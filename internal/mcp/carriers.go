@@ -36,19 +36,21 @@ type carriers struct {
 type carrier struct {
 	ctx     context.Context
 	answers *budget
+	args    []byte // of its one tools/call, when lifted out of its body
 }
 
 func newCarriers() *carriers { return &carriers{open: map[string]carrier{}} }
 
-// carry registers r as a carrier with its budget, names it in r's headers,
-// and returns the function that forgets it once r is served.
-func (c *carriers) carry(r *http.Request, answers *budget) (forget func()) {
+// carry registers r as a carrier with its budget and the arguments lifted
+// out of its body (nil: none), names it in r's headers, and returns the
+// function that forgets it once r is served.
+func (c *carriers) carry(r *http.Request, answers *budget, args []byte) (forget func()) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	answers.cancel = cancel
 	c.mu.Lock()
 	c.next++
 	ref := strconv.FormatUint(c.next, 10)
-	c.open[ref] = carrier{ctx: ctx, answers: answers}
+	c.open[ref] = carrier{ctx: ctx, answers: answers, args: args}
 	c.mu.Unlock()
 	r.Header.Set(headerCarrier, ref)
 	return func() {
@@ -60,12 +62,13 @@ func (c *carriers) carry(r *http.Request, answers *budget) (forget func()) {
 }
 
 // bind returns ctx, cancelled also when the request named in header ends or
-// passes its budget (at once when it already has), and that request's
-// budget. Without a name ctx is returned as it is, with no budget.
-func (c *carriers) bind(ctx context.Context, header http.Header) (context.Context, *budget, context.CancelFunc) {
+// passes its budget (at once when it already has), that request's budget
+// and its lifted arguments. Without a name ctx is returned as it is, with
+// no budget.
+func (c *carriers) bind(ctx context.Context, header http.Header) (context.Context, *budget, []byte, context.CancelFunc) {
 	ref := header.Get(headerCarrier)
 	if ref == "" {
-		return ctx, nil, func() {}
+		return ctx, nil, nil, func() {}
 	}
 	c.mu.Lock()
 	e, ok := c.open[ref]
@@ -73,7 +76,7 @@ func (c *carriers) bind(ctx context.Context, header http.Header) (context.Contex
 	ctx, cancel := context.WithCancelCause(ctx)
 	if !ok {
 		cancel(errCarrierGone)
-		return ctx, nil, func() {}
+		return ctx, nil, nil, func() {}
 	}
 	stop := context.AfterFunc(e.ctx, func() {
 		if cause := context.Cause(e.ctx); errors.Is(cause, errOverBudget) {
@@ -82,5 +85,5 @@ func (c *carriers) bind(ctx context.Context, header http.Header) (context.Contex
 			cancel(errCarrierGone)
 		}
 	})
-	return ctx, e.answers, func() { stop(); cancel(nil) }
+	return ctx, e.answers, e.args, func() { stop(); cancel(nil) }
 }

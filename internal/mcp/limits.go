@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -172,39 +171,34 @@ func rawLen(b []byte) int64 {
 	return n
 }
 
-// checkBatch looks at r's body before the SDK does: when it is a JSON array
-// (a batch), it is read whole (it is capped by --max-body-bytes) and its
-// elements counted; more than MaxBatch is refused, n the count. Any other
-// body is handed on unread but for its leading white space.
-func checkBatch(r *http.Request) (n int, ok bool) {
+// readRequest reads r's body before the SDK does (it is capped by
+// --max-body-bytes, and the SDK reads it whole anyway) and hands the SDK
+// what it is to see. A JSON array (a batch) has its elements counted: more
+// than MaxBatch is refused, n the count. A single tools/call has its
+// arguments lifted out (liftArgs), returned as args. A body that cannot be
+// read is handed on as far as it was read, then its error, which the SDK
+// answers as it would have (413 past the cap).
+func readRequest(r *http.Request) (n int, ok bool, args []byte) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return 0, true
+		return 0, true, nil
 	}
 	body := r.Body
-	br := bufio.NewReaderSize(body, 512)
-	r.Body = readCloser{br, body}
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return 0, true // the SDK answers an empty or unreadable body
-		}
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
-			continue
-		}
-		br.UnreadByte()
-		if c != '[' {
-			return 0, true
-		}
-		break
-	}
-	buf, err := io.ReadAll(br)
-	if err != nil { // the SDK answers it as it would have (413 past the cap)
+	buf, err := io.ReadAll(body)
+	if err != nil {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), failing{err}), body}
-		return 0, true
+		return 0, true, nil
+	}
+	if i := skipWS(buf, 0); i < len(buf) && buf[i] == '[' {
+		r.Body = readCloser{bytes.NewReader(buf), body}
+		n = batchLen(buf)
+		return n, n <= MaxBatch, nil
+	}
+	if spliced, lifted, ok := liftArgs(buf); ok {
+		buf, args = spliced, lifted
+		r.ContentLength = int64(len(buf))
 	}
 	r.Body = readCloser{bytes.NewReader(buf), body}
-	n = batchLen(buf)
-	return n, n <= MaxBatch
+	return 0, true, args
 }
 
 type readCloser struct {

@@ -29,7 +29,7 @@ var batchRevisions = []string{"2025-03-26", "2024-11-05"}
 
 // open starts an MCP session on version by hand (initialize, then
 // initialized) and returns the headers of a request in it.
-func (h *harness) open(t *testing.T, version string) []string {
+func (h *harness) open(t testing.TB, version string) []string {
 	t.Helper()
 	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
 	r := h.raw(http.MethodPost, "/mcp", init, mcpPost...)

@@ -173,12 +173,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody) // also when served without the REST middleware
-	if n, ok := checkBatch(r); !ok {
+	n, ok, args := readRequest(r)
+	if !ok {
 		refuse(w, batchMessage(n))
 		return
 	}
 	answers := &budget{limit: h.budget}
-	defer h.carriers.carry(r, answers)()
+	defer h.carriers.carry(r, answers, args)()
 	aw := &answerWriter{ResponseWriter: w, b: answers}
 	serve(aw, r)
 	aw.finish()
@@ -291,12 +292,15 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		if req.Extra != nil {
 			header = req.Extra.Header
 		}
-		ctx, answers, stop := a.carriers.bind(ctx, header)
+		ctx, answers, args, stop := a.carriers.bind(ctx, header)
 		defer stop()
 		if answers.spent() { // another answer of the request passed the budget
 			return nil, errOverBudget
 		}
-		res := a.call(ctx, tool, header, req)
+		if args == nil {
+			args = req.Params.Arguments
+		}
+		res := a.call(ctx, tool, header, req, args)
 		if !answers.charge(res) { // the SDK holds no answer past the budget
 			return nil, errOverBudget
 		}
@@ -305,7 +309,9 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 }
 
 // call runs the tool for req and gives its result, a failure included.
-func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest) *sdk.CallToolResult {
+// The arguments are the request's own, or those readRequest lifted out of
+// its body.
+func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte) *sdk.CallToolResult {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
@@ -315,7 +321,6 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	c.Session, c.Cwd = session, cwd
 	c, end := a.x.Use(c)
 	defer end()
-	raw := []byte(req.Params.Arguments)
 	if len(raw) == 0 {
 		raw = []byte("{}") // a call without arguments
 	}

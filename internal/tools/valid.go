@@ -229,3 +229,11 @@ func literal(b []byte, i int) int {
 	}
 	return -1
 }
+
+// ValidJSON reports whether b is one JSON value, as json.Valid does, in the
+// one fast pass the executor uses: the MCP transport checks a body with it
+// before taking a tools/call's arguments out (internal/mcp).
+func ValidJSON(b []byte) bool {
+	valid, _ := checkJSON(b)
+	return valid
+}
