@@ -67,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.IntVar(&c.EventsMaxSubscribers, "events-max-subscribers", d.EventsMaxSubscribers, "GET /events streams open at once (more get 503 TOO_MANY_SUBSCRIBERS)")
 	fl.IntVar(&c.EventsMaxWatches, "events-max-watches", d.EventsMaxWatches, "folders watched for external changes (0 = report no external changes)")
 	fl.DurationVar(&c.EventsHeartbeat, "events-heartbeat", d.EventsHeartbeat, "comment sent on an idle GET /events stream")
+	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
 
 	if err := fl.Parse(args); err != nil {
 		return c, err

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/server"
@@ -55,11 +58,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	select {
-	case err := <-served:
-		srv.Shutdown(context.Background())
-		return err
-	case <-ctx.Done():
+	// SIGHUP reopens the audit log after a rotation (docs/audit.md);
+	// without --audit-log it keeps its default action.
+	var hup chan os.Signal
+	if cfg.AuditLog != "" {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+wait:
+	for {
+		select {
+		case err := <-served:
+			srv.Shutdown(context.Background())
+			return err
+		case <-hup:
+			if err := srv.ReopenAuditLog(); err != nil {
+				log.Error("SIGHUP: cannot reopen the audit log; still writing to the old file", "err", err)
+			} else {
+				log.Info("SIGHUP: audit log reopened", "path", cfg.AuditLog)
+			}
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	log.Info("shutting down: draining in-flight requests", "grace", cfg.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)

@@ -93,6 +93,16 @@ func (r *Recording) Keep(ctx context.Context, rep fs.Replaced) error {
 	return nil
 }
 
+// BeforeSHA256 is the SHA-256 (hex) Keep computed of the replaced
+// content, "" before Keep, for a create, or when it could not be read: an
+// audit record reuses it instead of reading the file again.
+func (r *Recording) BeforeSHA256() string {
+	if r.before == nil {
+		return ""
+	}
+	return r.before.SHA256
+}
+
 // Prepare appends the change, synced, with the new content's SHA-256. An
 // older pending change of the same file in this session is settled first:
 // the target's lock is ours, so its writer is gone.

@@ -42,13 +42,15 @@ type Restored struct {
 }
 
 // RevertedFile is what a revert did to one file: its new version and hash
-// ("" when it removed it).
+// ("" when it removed it), and its state before and after (nil: absent),
+// after's version being the new one.
 type RevertedFile struct {
-	Path    string
-	Target  fs.Target
-	Version fs.Version
-	Hash    fs.Hash
-	Diffs   []render.Diff
+	Path          string
+	Target        fs.Target
+	Version       fs.Version
+	Hash          fs.Hash
+	Diffs         []render.Diff
+	Before, After *State
 }
 
 // RevertedOutput is the model text of a revert: the changes undone (a
@@ -350,7 +352,11 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 	res := &Result{Output: RevertedOutput(len(sel), paths), Metadata: metadataOf(files), Seq: seq}
 	for i, f := range files {
 		outcome[i] = entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version), Added: f.added, Removed: f.removed}
-		res.Files = append(res.Files, RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs})
+		rf := RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs, Before: f.cur.state}
+		if f.restore != nil {
+			rf.After = &State{Version: string(f.version), SHA256: f.restore.SHA256, Bytes: f.restore.Bytes}
+		}
+		res.Files = append(res.Files, rf)
 	}
 	if err := lg.append(false, outcome...); err != nil {
 		s.log.Warn("checkpoints: cannot note a revert done", "err", err) // settled on the next look

@@ -52,7 +52,7 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display, kp, sum); err != nil {
 			return EditOutcome{}, err
 		}
-		out.Hash = HashBytes(after)
+		out.Hash, out.Size = HashBytes(after), int64(len(after))
 	}
 	if int64(len(text)) < l.diffMax && int64(len(after)) < l.diffMax {
 		rb, ra := string(text), string(after)

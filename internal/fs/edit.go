@@ -105,7 +105,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 		if out.Version, err = l.publishEdit(ctx, tmp, o, version, t.Display, kp, sum); err != nil {
 			return EditOutcome{}, err
 		}
-		out.Hash = hashOf(sc.hash)
+		out.Hash, out.Size = hashOf(sc.hash), tmp.size
 	}
 	if sc.keepBasis {
 		rb, ra := sc.before.String(), sc.after.String()

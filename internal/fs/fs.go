@@ -241,8 +241,11 @@ type EditOutcome struct {
 	Version      Version
 	Hash         Hash // of the new content ("" for a dry run)
 	Replacements int
-	Before       *string
-	After        *string
-	BeforeRaw    *string
-	AfterRaw     *string
+	// Size is the new content's byte count (0 for a dry run), so an audit
+	// record need not stat the file again.
+	Size      int64
+	Before    *string
+	After     *string
+	BeforeRaw *string
+	AfterRaw  *string
 }

@@ -431,6 +431,7 @@ type staged struct {
 	tmp, name string
 	beside    bool
 	published bool
+	size      int64 // the staged file's size, once commit fstat'd it
 	mode      uint32
 	owner     *unix.Stat_t
 	fill      func(io.Writer) error
@@ -611,6 +612,7 @@ func (s *staged) commit() (Version, error) {
 	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
 		return "", err
 	}
+	s.size = st.Size
 	if err := syncDir(s.dir); err != nil {
 		return "", err
 	}

@@ -91,7 +91,10 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 		writeError(w, terr)
 		return
 	}
-	switch err := s.x.DecideApproval(id, d); {
+	var fe *fault.Error
+	switch err := s.x.Decide(r.Context(), tools.Call{Transport: "rest"}, id, d); {
+	case errors.As(err, &fe): // the audit log's AUDIT_UNAVAILABLE
+		writeError(w, fe)
 	case errors.Is(err, tools.ErrApprovalsUnavailable):
 		writeProblem(w, fault.CodeSessionStoreUnavailable, "cannot decide approval "+quote(id)+": the session store is unavailable; retry shortly")
 	case errors.Is(err, tools.ErrApprovalNotPending):

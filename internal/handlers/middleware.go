@@ -76,11 +76,21 @@ func headerWritten(w http.ResponseWriter) bool {
 const AccessLogMessage = "request"
 
 // accessLog writes one structured line per request: never a file's content,
-// never a token.
+// never a token. It gives the request its id first: the client's
+// X-Request-Id when valid (1-128 characters of A-Za-z0-9._:-), else a new
+// one; the answer, the access log line and the audit records (docs/audit.md)
+// carry it, and /mcp reads it from the request's header.
 func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
+			id := r.Header.Get(tools.RequestIDHeader)
+			if !tools.ValidRequestID(id) {
+				id = tools.NewRequestID()
+				r.Header.Set(tools.RequestIDHeader, id)
+			}
+			w.Header().Set(tools.RequestIDHeader, id)
+			r = r.WithContext(tools.WithRequestID(r.Context(), id))
 			rec := &recorder{ResponseWriter: w}
 			defer func() {
 				log.LogAttrs(r.Context(), slog.LevelInfo, AccessLogMessage,
@@ -89,6 +99,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 					slog.Int("status", rec.status),
 					slog.Int64("bytes", rec.bytes),
 					slog.Duration("duration", time.Since(start)),
+					slog.String("request_id", id),
 				)
 			}()
 			next.ServeHTTP(rec, r)

@@ -313,6 +313,9 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 // its body.
 func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte) *sdk.CallToolResult {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
+	if tools.RequestIDOf(ctx) == "" { // the audit records' request id (docs/audit.md)
+		ctx = tools.WithRequestID(ctx, header.Get(tools.RequestIDHeader))
+	}
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
 		a.x.Refuse(c, tool, err)

@@ -34,6 +34,7 @@ type Metrics struct {
 	cacheMisses   *prometheus.CounterVec
 	approvals     *prometheus.CounterVec
 	reverts       *prometheus.CounterVec
+	auditErrors   prometheus.Counter
 
 	// The series of each label set once looked up, so a call does not
 	// hash its labels again (WithLabelValues on every call was a
@@ -99,10 +100,14 @@ func New() *Metrics {
 			Name: "toolfs_reverts_total",
 			Help: "Reverts of a session's changes (docs/checkpoints.md) by outcome: reverted, dry_run, stale (a file changed since, FS_STALE_VERSION), not_revertible, error.",
 		}, []string{"outcome"}),
+		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfs_audit_write_errors_total",
+			Help: "Audit log failures (--audit-log, docs/audit.md): a refused reservation (the mutation failed with AUDIT_UNAVAILABLE, nothing changed) or a record a failed write lost.",
+		}),
 	}
 	m.registry.MustRegister(
 		m.statCalls, m.staleVersions, m.readFooters, m.toolCalls, m.toolDuration, m.storeErrors,
-		m.cacheHits, m.cacheMisses, m.approvals, m.reverts,
+		m.cacheHits, m.cacheMisses, m.approvals, m.reverts, m.auditErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -203,6 +208,9 @@ func (m *Metrics) WatchSearch(sandboxed func() bool) {
 
 // Revert counts one revert by its outcome (tools.Observer).
 func (m *Metrics) Revert(outcome string) { m.reverts.WithLabelValues(outcome).Inc() }
+
+// AuditWriteError counts one failure of the audit log (audit.Options.OnError).
+func (m *Metrics) AuditWriteError(error) { m.auditErrors.Inc() }
 
 // Approval counts an approval by how it ended (approval.Outcome).
 func (m *Metrics) Approval(outcome string) { m.approvals.WithLabelValues(outcome).Inc() }

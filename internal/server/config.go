@@ -98,6 +98,11 @@ type Config struct {
 
 	MCPStructured bool // --mcp-structured
 
+	// AuditLog is the file of one JSON line per mutation and approval
+	// decision, fsynced before the call is answered (--audit-log,
+	// docs/audit.md); "" = none.
+	AuditLog string
+
 	// Checkers after each write and edit (docs/diagnostics.md); they run
 	// confined as rg does, under SearchSandbox's mode.
 	Diagnostics        string        // --diagnostics FILE ("" = none)

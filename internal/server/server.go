@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/audit"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/events"
@@ -74,6 +75,7 @@ type Server struct {
 	approvals *approval.Store
 	ckpt      *checkpoint.Store   // nil: --checkpoints=false
 	checkers  *diagnostics.Runner // nil: no --diagnostics
+	audit     *audit.Log          // nil: no --audit-log
 
 	http       *http.Server
 	listener   net.Listener
@@ -152,6 +154,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.approvals = s.newApprovals()
+	if cfg.AuditLog != "" {
+		if s.audit, err = audit.Open(cfg.AuditLog, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
+			return nil, fmt.Errorf("--audit-log %s: %w", cfg.AuditLog, err)
+		}
+		log.Info("audit log", "path", cfg.AuditLog)
+	}
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
 		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
@@ -162,6 +170,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Checkpoints: s.ckpt,
 		Diagnostics: s.checkers,
 		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
+		Audit:       s.audit, AuditToken: cfg.Token != "",
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
 	s.mcp = mcp.New(mcp.Config{
@@ -264,8 +273,27 @@ func (s *Server) drain(ctx context.Context) error {
 	return err
 }
 
+// ReopenAuditLog opens --audit-log's path anew (SIGHUP, after a rotation
+// renamed the file: docs/audit.md); without the flag it does nothing. On
+// error the log keeps writing to its old file.
+func (s *Server) ReopenAuditLog() error {
+	if s.audit == nil {
+		return nil
+	}
+	return s.audit.Reopen()
+}
+
+// AuditStats are the audit log's counts (zero without --audit-log).
+func (s *Server) AuditStats() audit.Stats {
+	if s.audit == nil {
+		return audit.Stats{}
+	}
+	return s.audit.Stats()
+}
+
 // release frees what New acquired besides the streams: the watcher, the
-// checkers' private folders, the provider, the Redis client.
+// checkers' private folders, the provider, the Redis client, and last the
+// audit log (after the drain, so every request in flight got its record).
 func (s *Server) release() {
 	if s.watcher != nil {
 		s.watcher.Close()
@@ -281,6 +309,11 @@ func (s *Server) release() {
 	}
 	if s.redis != nil {
 		s.redis.Close()
+	}
+	if s.audit != nil {
+		if err := s.audit.Close(); err != nil {
+			s.log.Error("audit log: close", "err", err)
+		}
 	}
 }
 

@@ -50,3 +50,42 @@ func (x *Executor) NextApprovals(ctx context.Context, cursor uint64, wait time.D
 // without Redis, another error when there is no such pending approval
 // (unknown, or decided already).
 func (x *Executor) DecideApproval(id string, d Decision) error { return x.approvals.Decide(id, d) }
+
+// Decide is DecideApproval for a transport's call c, recorded in the
+// audit log (docs/audit.md): the record is reserved first (its failure is
+// a *fault.Error of fault.CodeAuditUnavailable and nothing is decided) and
+// committed once the decision is taken, before the caller answers. The
+// record names the decided call's session, tool and path.
+func (x *Executor) Decide(ctx context.Context, c Call, id string, d Decision) error {
+	au, ferr := x.reserveAudit(ctx, c, "", 1)
+	if ferr != nil {
+		return ferr
+	}
+	defer au.cancel()
+	var a Approval
+	if au != nil {
+		if list, _, err := x.approvals.List(); err == nil {
+			for _, p := range list {
+				if p.ID == id {
+					a = p
+				}
+			}
+		}
+	}
+	if err := x.approvals.Decide(id, d); err != nil {
+		return err
+	}
+	if au == nil {
+		return nil
+	}
+	au.base.Session, au.base.Tool, au.base.Approval, au.base.Decision = a.Session, a.Tool, id, string(d)
+	rel := ""
+	if t, err := x.fs.Resolve(ctx, "read", a.Path, ""); a.Path != "" && err == nil {
+		rel, _ = x.fs.Rel(t)
+	}
+	if err := au.commit(rel, nil, nil); err != nil {
+		x.log.Error("audit record lost: the decision was taken", "approval", id, "decision", string(d), "err", err.Err)
+		return err
+	}
+	return nil
+}

@@ -107,8 +107,17 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 	if err := x.checkpointsCall(session); err != nil {
 		return Result{}, x.fail(c, ToolRevert, err)
 	}
+	var au *auditing
 	if !a.dryRun {
-		x.expectReverted(ctx, session, a.to)
+		n := x.expectReverted(ctx, session, a.to)
+		rc := c
+		rc.Session = session
+		var aerr *fault.Error
+		if au, aerr = x.reserveAudit(ctx, rc, ToolRevert, n); aerr != nil {
+			x.obs.Revert("error")
+			return Result{}, x.fail(c, ToolRevert, aerr)
+		}
+		defer au.cancel()
 	}
 	res, err := x.ckpt.Revert(ctx, session, a.to, a.dryRun)
 	if err != nil {
@@ -127,8 +136,15 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 		x.obs.Revert("dry_run")
 	} else {
 		x.obs.Revert("reverted")
+		var lost *fault.Error
 		for _, f := range res.Files {
+			if err := au.commit(f.Path, stateOfCheckpoint(f.Before), stateOfCheckpoint(f.After)); err != nil && lost == nil {
+				lost = x.auditLost(c, ToolRevert, f.Path, err)
+			}
 			x.mutated(Mutation{Tool: ToolRevert, Session: session, Target: f.Target, Version: f.Version, Diffs: f.Diffs})
+		}
+		if lost != nil {
+			return Result{}, x.fail(c, ToolRevert, lost)
 		}
 	}
 	x.done(c, ToolRevert, CodeOK)
@@ -138,11 +154,12 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 // expectReverted announces the files a revert of session after to may
 // publish, so the change feed takes their inotify echoes for the revert's
 // own (BeforeMutation). A file it misses is reported as an external
-// change at worst.
-func (x *Executor) expectReverted(ctx context.Context, session string, to int64) {
+// change at worst. It returns how many files it announced: the audit
+// records the revert reserves.
+func (x *Executor) expectReverted(ctx context.Context, session string, to int64) int {
 	cs, err := x.ckpt.Changes(ctx, session)
 	if err != nil {
-		return
+		return 0
 	}
 	seen := map[string]bool{}
 	for _, ch := range cs {
@@ -154,6 +171,7 @@ func (x *Executor) expectReverted(ctx context.Context, session string, to int64)
 			x.mutating(t)
 		}
 	}
+	return len(seen)
 }
 
 // checkpointsCall checks what changes and revert need: checkpoints on and

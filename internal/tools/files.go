@@ -2,10 +2,12 @@ package tools
 
 import (
 	"context"
+	"crypto/sha256"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/toolfs/toolfs-api/internal/audit"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
@@ -140,7 +142,26 @@ func (x *Executor) Upload(ctx context.Context, c Call, path string, body io.Read
 		return Upload{}, x.fail(c, OpUpload, err)
 	}
 	// Not recorded in a session's history yet (docs/files.md): a Keeper for
-	// the replaced content, the caller's subject and its audit line go here.
+	// the replaced content goes here.
+	au, err := x.reserveAudit(ctx, c, OpUpload, 1)
+	if err != nil {
+		return Upload{}, x.fail(c, OpUpload, err)
+	}
+	defer au.cancel()
+	var before *audit.State
+	var hashed *hashingReader
+	if au != nil {
+		// The replaced file is hashed now (it is at If-Match's version, or
+		// the upload is refused), the new one as it streams in.
+		if pre.IfMatch != "" {
+			var serr error
+			if before, serr = x.stateOf(ctx, t, fs.Version(pre.IfMatch)); serr != nil {
+				return Upload{}, x.fail(c, OpUpload, errorOf(serr))
+			}
+		}
+		hashed = &hashingReader{r: body, h: sha256.New()}
+		body = hashed
+	}
 	x.mutating(t)
 	out, perr := x.filesFS.PutFile(ctx, t, body, fs.PutOptions{IfMatch: fs.Version(pre.IfMatch), IfNoneMatch: pre.IfNoneMatch, MaxBytes: x.filesCfg.MaxUploadBytes})
 	if perr != nil {
@@ -150,7 +171,15 @@ func (x *Executor) Upload(ctx context.Context, c Call, path string, body io.Read
 		}
 		return Upload{}, x.fail(c, OpUpload, e)
 	}
+	var lost *fault.Error
+	if au != nil {
+		rel, _ := x.fs.Rel(t)
+		lost = au.commit(rel, before, &audit.State{Version: string(out.Version), SHA256: hashed.sum(), Bytes: out.Size})
+	}
 	x.mutated(Mutation{Tool: OpUpload, Session: c.Session, Target: t, Version: out.Version})
+	if lost != nil {
+		return Upload{}, x.fail(c, OpUpload, x.auditLost(c, OpUpload, t.Display, lost))
+	}
 	x.done(c, OpUpload, CodeOK)
 	return Upload{Created: out.Created, Version: out.Version, Size: out.Size}, nil
 }
@@ -166,7 +195,19 @@ func (x *Executor) Delete(ctx context.Context, c Call, path string, pre Precondi
 	if err != nil {
 		return x.fail(c, OpDelete, err)
 	}
-	// The Keeper, subject and audit line go here too (see Upload).
+	// The Keeper goes here too (see Upload).
+	au, err := x.reserveAudit(ctx, c, OpDelete, 1)
+	if err != nil {
+		return x.fail(c, OpDelete, err)
+	}
+	defer au.cancel()
+	var before *audit.State
+	if au != nil {
+		var serr error
+		if before, serr = x.stateOf(ctx, t, fs.Version(pre.IfMatch)); serr != nil {
+			return x.fail(c, OpDelete, errorOf(serr))
+		}
+	}
 	x.mutating(t)
 	if derr := x.filesFS.DeleteFile(ctx, t, fs.Version(pre.IfMatch)); derr != nil {
 		e := errorOf(derr)
@@ -175,7 +216,15 @@ func (x *Executor) Delete(ctx context.Context, c Call, path string, pre Precondi
 		}
 		return x.fail(c, OpDelete, e)
 	}
+	var lost *fault.Error
+	if au != nil {
+		rel, _ := x.fs.Rel(t)
+		lost = au.commit(rel, before, nil)
+	}
 	x.mutated(Mutation{Tool: OpDelete, Session: c.Session, Target: t})
+	if lost != nil {
+		return x.fail(c, OpDelete, x.auditLost(c, OpDelete, t.Display, lost))
+	}
 	x.done(c, OpDelete, CodeOK)
 	return nil
 }

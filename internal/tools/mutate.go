@@ -60,10 +60,16 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
+	var au *auditing
 	if a.dryRun {
 		intent = dryRun(intent)
 	} else {
-		intent = x.kept(c, ToolWrite, intent)
+		// The record is reserved before anything changes (docs/audit.md).
+		if au, err = x.reserveAudit(ctx, c, ToolWrite, 1); err != nil {
+			return Result{}, x.fail(c, ToolWrite, err)
+		}
+		defer au.cancel()
+		intent = x.kept(c, ToolWrite, intent, au)
 		x.mutating(t)
 	}
 	out, werr := x.fs.WriteText(ctx, t, a.content, intent)
@@ -76,8 +82,12 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 		x.done(c, ToolWrite, CodeOK)
 		return Result{Output: render.DryRunOutput(t.Display, writeDiff(t, a.content, out)), Metadata: meta}, nil
 	}
+	lost := au.commitKept(x, t, out.Version, int64(len(a.content)))
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
+	if lost != nil {
+		return Result{}, x.fail(c, ToolWrite, x.auditLost(c, ToolWrite, t.Display, lost))
+	}
 	found, diag := x.diagnose(ctx, t, out.Operation == fs.OpCreate, out.BeforeRaw, &a.content)
 	meta.Diagnostics = diag
 	x.done(c, ToolWrite, CodeOK)
@@ -144,8 +154,8 @@ func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.T
 
 // kept is intent with the Keeper that records the write in c's session's
 // history (docs/checkpoints.md); a nil intent stays unconditional.
-func (x *Executor) kept(c Call, tool string, intent *fs.WriteIntent) *fs.WriteIntent {
-	k := x.keeper(c, tool, false)
+func (x *Executor) kept(c Call, tool string, intent *fs.WriteIntent, au *auditing) *fs.WriteIntent {
+	k := au.keeper(x.keeper(c, tool, false))
 	if k == nil {
 		return intent
 	}
@@ -202,7 +212,13 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	if guard != nil {
 		expected = &guard.Version
 	}
+	var au *auditing
 	if !a.dryRun {
+		if au, err = x.reserveAudit(ctx, c, ToolEdit, 1); err != nil {
+			return Result{}, x.fail(c, ToolEdit, err)
+		}
+		defer au.cancel()
+		req.Keeper = au.keeper(req.Keeper)
 		x.mutating(t)
 	}
 	out, eerr := x.fs.EditText(ctx, t, req, expected)
@@ -214,8 +230,12 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 		x.done(c, ToolEdit, CodeOK) // nothing recorded (docs/edits.md)
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
+	lost := au.commitKept(x, t, out.Version, out.Size)
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
 	x.mutated(Mutation{Tool: ToolEdit, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
+	if lost != nil {
+		return Result{}, x.fail(c, ToolEdit, x.auditLost(c, ToolEdit, t.Display, lost))
+	}
 	found, diag := x.diagnose(ctx, t, false, out.BeforeRaw, out.AfterRaw)
 	meta.Diagnostics = diag
 	x.done(c, ToolEdit, CodeOK)

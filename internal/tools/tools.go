@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/audit"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fault"
@@ -108,6 +109,14 @@ type Options struct {
 	// Files bounds the files operations (docs/files.md); they are
 	// available when FS implements fs.Files.
 	Files FilesConfig
+	// Audit records every mutation and approval decision (--audit-log,
+	// docs/audit.md); nil: none. The executor reserves a record before a
+	// mutation and commits it before the call returns.
+	Audit *audit.Log
+	// AuditToken says the server has a static --token: a call without a
+	// verified subject is recorded as audit.SubjectToken, else as
+	// audit.SubjectNone.
+	AuditToken bool
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -132,13 +141,17 @@ type Executor struct {
 	// filesFS serves the files operations (nil: none); filesCfg bounds them.
 	filesFS  fs.Files
 	filesCfg FilesConfig
+	// audit is the audit log (nil: none); auditToken as Options.AuditToken.
+	audit      *audit.Log
+	auditToken bool
 }
 
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
 		mutated: opts.OnMutation, mutating: opts.BeforeMutation, fence: opts.Fence, approvals: opts.Approvals, ckpt: opts.Checkpoints,
-		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics}
+		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics,
+		audit: opts.Audit, auditToken: opts.AuditToken}
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
 	}
