@@ -16,7 +16,7 @@ import (
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (server.Config, error) {
 	d := server.DefaultConfig()
 	var c server.Config
-	var corsOrigins, sessionHeaders string
+	var corsOrigins, sessionHeaders, oauthAudiences string
 	var requireSession, approvals bool
 	fl := flag.NewFlagSet("toolfs-api", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -67,6 +67,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.IntVar(&c.EventsMaxSubscribers, "events-max-subscribers", d.EventsMaxSubscribers, "GET /events streams open at once (more get 503 TOO_MANY_SUBSCRIBERS)")
 	fl.IntVar(&c.EventsMaxWatches, "events-max-watches", d.EventsMaxWatches, "folders watched for external changes (0 = report no external changes)")
 	fl.DurationVar(&c.EventsHeartbeat, "events-heartbeat", d.EventsHeartbeat, "comment sent on an idle GET /events stream")
+	fl.StringVar(&c.OAuthIssuer, "oauth-issuer", d.OAuthIssuer, "URL of the OAuth 2.1 authorization server whose JWT access tokens this server accepts (needs --public-url; --token still works beside it); sessions, approvals, events and changes then belong to each token's subject (docs/identity.md)")
+	fl.StringVar(&oauthAudiences, "oauth-audience", "", "comma-separated aud values that name this server in an access token (default: --public-url and --public-url/mcp)")
 	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
 
 	if err := fl.Parse(args); err != nil {
@@ -92,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 		return c, err
 	}
 	c.CORSOrigins, c.SessionHeaders, c.NoApprovals = commaList(corsOrigins), commaList(sessionHeaders), !approvals
+	c.OAuthAudiences = commaList(oauthAudiences)
 	// With --require-session a request that names no session has none
 	// (docs/api.md, "Sessions"): the two flags must not both be given.
 	switch {

@@ -37,6 +37,10 @@ import (
 type Approval struct {
 	ID      string `json:"id"`
 	Session string `json:"session"`
+	// Subject is the verified subject of the call that asks
+	// (docs/identity.md); absent without identities. Only that subject,
+	// or an admin, lists and decides it.
+	Subject string `json:"subject,omitempty"`
 	Tool    string `json:"tool"`
 	Path    string `json:"path"`
 	Mode    string `json:"mode"`
@@ -58,8 +62,8 @@ const MaxDiffBytes = 64 << 10
 // Request is what a call asks; the store adds the id and the times, and
 // cuts Diff to MaxDiffBytes.
 type Request struct {
-	Session, Tool, Path, Mode, Reason string
-	Diff                              string
+	Session, Subject, Tool, Path, Mode, Reason string
+	Diff                                       string
 }
 
 // Decision is a person's answer.
@@ -195,7 +199,7 @@ func (s *Store) Open(r Request) (*Pending, error) {
 	diff, truncated := cut(r.Diff)
 	now := time.Now()
 	a := Approval{
-		ID: newID(), Session: r.Session, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
+		ID: newID(), Session: r.Session, Subject: r.Subject, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
 		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
 	}
 	var seq uint64

@@ -54,6 +54,11 @@ type Event struct {
 	Type    Type
 	Path    string
 	Session string
+	// Subject is the verified subject of the call that made the change or
+	// asks the approval ("" without one, and for external changes): only
+	// that subject's subscribers, and admins, receive it
+	// (docs/identity.md). It is not part of the event's JSON.
+	Subject string
 	Version string
 	Diffs   []render.Diff
 	// Approval is the pending approval of a TypeApproval event, as GET

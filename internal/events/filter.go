@@ -1,6 +1,8 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"path"
 	"slices"
@@ -18,6 +20,13 @@ type Filter struct {
 	// files, by whole path segments: "src" keeps "src" and "src/a.go", not
 	// "srcx".
 	Paths []string
+	// Subject is the subscriber's verified subject, All whether it sees
+	// every subject's events (docs/identity.md): without All, events that
+	// carry a call's content (mutations with diffs, approvals) pass only
+	// when their subject is the subscriber's. Without identities both are
+	// zero and every event's subject is "", so everything passes.
+	Subject string
+	All     bool
 }
 
 // Limits on a filter, so one subscription costs a bounded amount per event.
@@ -68,6 +77,9 @@ func (f Filter) matches(r *record) bool {
 	if r.typ == TypeOverflow || r.typ == TypeReset {
 		return true
 	}
+	if !f.All && r.owner != ownerOf(f.Subject) && (r.owner != "" || r.typ.isMutation() || r.typ == TypeApproval) {
+		return false
+	}
 	if len(f.Sessions) > 0 && !slices.Contains(f.Sessions, r.session) {
 		return false
 	}
@@ -97,4 +109,15 @@ func validSession(s string) bool {
 		}
 	}
 	return true
+}
+
+// ownerOf is what an event keeps of its subject, in memory and in the
+// Redis stream: a fixed-size digest, whatever the subject's length; "" for
+// none.
+func ownerOf(subject string) string {
+	if subject == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return hex.EncodeToString(sum[:12])
 }

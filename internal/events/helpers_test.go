@@ -45,7 +45,7 @@ type sse struct {
 
 // serve mounts the hub on a real loopback server.
 func serve(t *testing.T, h *Hub) *httptest.Server {
-	srv := httptest.NewServer(h.Handler(minimalProblem))
+	srv := httptest.NewServer(h.Handler(minimalProblem, nil))
 	t.Cleanup(func() { h.Close(); srv.Close() })
 	return srv
 }

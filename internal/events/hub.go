@@ -82,6 +82,7 @@ type record struct {
 	typ     Type
 	path    string
 	session string
+	owner   string // ownerOf the event's subject
 	data    []byte
 }
 
@@ -159,7 +160,7 @@ func (h *Hub) Publish(e Event) {
 		return
 	}
 	h.seq++
-	r := &record{id: h.id(h.seq), seq: h.seq, typ: e.Type, path: e.Path, session: e.Session, data: data}
+	r := &record{id: h.id(h.seq), seq: h.seq, typ: e.Type, path: e.Path, session: e.Session, owner: ownerOf(e.Subject), data: data}
 	if e.Type.isOwn() {
 		h.own.add(e.Path, e.ownVersion(), time.Now())
 	}

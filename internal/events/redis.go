@@ -163,13 +163,13 @@ func (st *redisFeed) dropConn() {
 // more than the stream's length behind, or a Redis that restarted empty,
 // shows as a gap. KEYS: the stream, its byte count, its counter. ARGV: max
 // entries, max bytes, the own-echo key ("" for none), version and TTL in
-// ms, then per entry its type, path, session and JSON.
+// ms, then per entry its type, path, session, owner and JSON.
 var publishScript = redis.NewScript(`
 local key, bytesKey, numKey = KEYS[1], KEYS[2], KEYS[3]
 local maxlen, maxbytes = tonumber(ARGV[1]), tonumber(ARGV[2])
-local n = (#ARGV - 5) / 4
+local n = (#ARGV - 5) / 5
 local add = 0
-for i = 0, n - 1 do add = add + #ARGV[9 + 4 * i] end
+for i = 0, n - 1 do add = add + #ARGV[10 + 5 * i] end
 local len = redis.call('XLEN', key)
 local total = 0
 if len == 0 then redis.call('DEL', bytesKey) else total = tonumber(redis.call('GET', bytesKey) or '0') end
@@ -190,8 +190,8 @@ if over() then
   redis.call('SET', bytesKey, math.max(total, 0))
 end
 for i = 0, n - 1 do
-  local b = 6 + 4 * i
-  redis.call('XADD', key, '*', 't', ARGV[b], 'p', ARGV[b + 1], 's', ARGV[b + 2], 'd', ARGV[b + 3], 'n', redis.call('INCR', numKey))
+  local b = 6 + 5 * i
+  redis.call('XADD', key, '*', 't', ARGV[b], 'p', ARGV[b + 1], 's', ARGV[b + 2], 'o', ARGV[b + 3], 'd', ARGV[b + 4], 'n', redis.call('INCR', numKey))
 end
 redis.call('INCRBY', bytesKey, add)
 if ARGV[3] ~= '' then redis.call('SET', ARGV[3], ARGV[4], 'PX', ARGV[5]) end
@@ -206,9 +206,9 @@ func (st *redisFeed) publish(e Event, data []byte) {
 	lost := st.lost.Load()
 	var entries []any
 	if lost {
-		entries = append(entries, string(TypeReset), "", "", resetData)
+		entries = append(entries, string(TypeReset), "", "", "", resetData)
 	}
-	entries = append(entries, string(e.Type), e.Path, e.Session, data)
+	entries = append(entries, string(e.Type), e.Path, e.Session, ownerOf(e.Subject), data)
 	own, version := "", ""
 	if e.Type.isOwn() {
 		own, version = st.ownKey(e.Path), e.ownVersion()
@@ -237,7 +237,7 @@ func (st *redisFeed) repair() {
 	}
 	ctx, cancel := context.WithTimeout(st.ctx, publishTimeout)
 	defer cancel()
-	if err := st.append(ctx, "", "", []any{string(TypeReset), "", "", resetData}); err == nil {
+	if err := st.append(ctx, "", "", []any{string(TypeReset), "", "", "", resetData}); err == nil {
 		st.lost.CompareAndSwap(true, false)
 	}
 }
@@ -517,7 +517,7 @@ func recordOf(m redis.XMessage) (*record, bool) {
 	if d == "" {
 		return nil, false
 	}
-	return &record{id: m.ID, pos: pos, typ: Type(redisString(m.Values["t"])), path: redisString(m.Values["p"]), session: redisString(m.Values["s"]), data: []byte(d)}, true
+	return &record{id: m.ID, pos: pos, typ: Type(redisString(m.Values["t"])), path: redisString(m.Values["p"]), session: redisString(m.Values["s"]), owner: redisString(m.Values["o"]), data: []byte(d)}, true
 }
 
 // recordOfRaw turns an entry as a script returns it ({id, {field, value,

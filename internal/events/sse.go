@@ -22,17 +22,23 @@ type ProblemWriter func(w http.ResponseWriter, code fault.Code, message string)
 // flushed as it is written (X-Accel-Buffering: no keeps nginx from holding
 // it). The stream ends when the client goes away, a write stalls past
 // Config.WriteTimeout, or the hub closes. Refusals are written by problem
-// (the REST router's one problem writer).
-func (h *Hub) Handler(problem ProblemWriter) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, problem) })
+// (the REST router's one problem writer). viewer tells who subscribes: the
+// request's verified subject and whether it sees every subject's events
+// (Filter.Subject, Filter.All); nil: nobody in particular, as without
+// identities.
+func (h *Hub) Handler(problem ProblemWriter, viewer func(*http.Request) (subject string, all bool)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, problem, viewer) })
 }
 
-func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWriter) {
+func (h *Hub) serve(w http.ResponseWriter, r *http.Request, problem ProblemWriter, viewer func(*http.Request) (string, bool)) {
 	q := r.URL.Query()
 	f, err := NewFilter(q["session"], q["path"])
 	if err != nil {
 		problem(w, fault.CodeInvalidArgument, err.Error())
 		return
+	}
+	if viewer != nil {
+		f.Subject, f.All = viewer(r)
 	}
 	sub, err := h.Subscribe(f, r.Header.Get("Last-Event-ID"))
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 // ListChanges serves GET /sessions/{id}/changes: the session's change
 // history, newest first (docs/checkpoints.md).
 func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
-	res, err := s.x.Changes(r.Context(), tools.Call{Transport: "rest"}, id)
+	c := caller(r)
+	c.Transport = "rest"
+	res, err := s.x.Changes(r.Context(), c, id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -20,7 +22,8 @@ func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
 // RevertSession serves POST /sessions/{id}/revert {"to", "dry_run"?}: the
 // session's changes after to undone, all or nothing (docs/checkpoints.md).
 func (s *rest) RevertSession(w http.ResponseWriter, r *http.Request, id string) {
-	c := tools.Call{Transport: "rest"}
+	c := caller(r)
+	c.Transport = "rest"
 	raw, terr := s.body(r)
 	if terr != nil {
 		s.x.Refuse(c, tools.ToolRevert, terr)

@@ -314,7 +314,9 @@ func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler
 			writeError(w, err)
 			return
 		}
-		c, end := s.x.Use(tools.Call{Session: session, Cwd: cwd, Transport: "rest", Start: start})
+		c := caller(r)
+		c.Session, c.Cwd, c.Transport, c.Start = session, cwd, "rest", start
+		c, end := s.x.Use(c)
 		defer end()
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 	})
@@ -329,7 +331,9 @@ func (s *rest) touch(next http.Handler) http.Handler {
 			writeError(w, err)
 			return
 		}
-		s.x.Touch(session)
+		c := caller(r)
+		c.Session = session
+		s.x.Touch(c)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/api"
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -58,8 +59,11 @@ func (s *rest) routes() http.Handler {
 		}
 		return append(m, auth)
 	}
-	token := bearerAuth(cfg.Token)
-	approver := bearerAuth(cfg.Token, cfg.ApproverToken)
+	// token is the agent's auth with the scope a route needs; approver
+	// also takes the approver token (docs/identity.md, "Scopes").
+	token := func(scope scopeRule) func(http.Handler) http.Handler { return s.authn(scope, cfg.Token) }
+	approver := s.authn(decidesOnPost, cfg.Token, cfg.ApproverToken)
+	read := token(needs(identity.ScopeRead))
 	capped := bodyCap(cfg.MaxBodyBytes, nil)
 
 	// The generated binding, one per kind of parameter error.
@@ -71,30 +75,48 @@ func (s *rest) routes() http.Handler {
 		r.Use(guard(open)...)
 		r.Use(capped, s.touch)
 		r.HandleFunc("/healthz", only(http.MethodGet, g.Healthz))
+		if cfg.OAuth != nil {
+			// RFC 9728 metadata: public, like /healthz (docs/identity.md).
+			for _, path := range []string{identity.MetadataPath, identity.MCPMetadataPath} {
+				r.Handle(path, cfg.OAuth.Resource.MetadataHandler(path))
+			}
+		}
 	})
 
 	r.Group(func(r chi.Router) {
-		r.Use(guard(token)...)
+		r.Use(guard(token(needs("")))...)
 		r.Use(capped, s.touch)
 		// Unknown paths and methods outside /model/ and /approvals/.
 		r.NotFound(noSuchEndpoint)
 		r.MethodNotAllowed(methodNotAllowed)
-		r.Get("/tools", catalog.ListTools)
 		r.Delete("/sessions/{id}", g.DeleteSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(guard(read)...)
+		r.Use(capped, s.touch)
+		r.Get("/tools", catalog.ListTools)
 		r.Get("/sessions/{id}/changes", g.ListChanges)
-		r.Post("/sessions/{id}/revert", g.RevertSession)
-		r.Get("/metrics", s.deps.Metrics.ServeHTTP)
 		r.Get("/events", s.events())
 		r.Get("/openapi.yaml", serveDocument("application/yaml", api.SpecYAML))
 		r.Get("/openapi-full.json", serveDocument("application/json", s.specJSON))
 		r.Get("/openapi.json", s.toolView)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(guard(token(needs(identity.ScopeWrite)))...)
+		r.Use(capped, s.touch)
+		r.Post("/sessions/{id}/revert", g.RevertSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(guard(token(needs(identity.ScopeAdmin)))...)
+		r.Use(capped, s.touch)
+		r.Get("/metrics", s.deps.Metrics.ServeHTTP)
 	})
 
 	// The files routes (docs/files.md): no body cap, since an upload is
 	// bounded by --max-upload-bytes as the provider streams it.
 	files := api.ServerInterfaceWrapper{Handler: s, ErrorHandlerFunc: filesParamError}
 	r.Group(func(r chi.Router) {
-		r.Use(guard(token)...)
+		r.Use(guard(token(writesOnChange))...)
 		r.Use(s.filesCall)
 		r.With(capped).Get("/files", files.ListFiles)
 		r.With(capped).Get("/files/*", filePath(files.DownloadFile))
@@ -102,23 +124,20 @@ func (s *rest) routes() http.Handler {
 		r.Put("/files/*", filePath(files.UploadFile))
 	})
 
-	r.Group(func(r chi.Router) {
-		r.Use(guard(token)...)
-		for _, t := range s.toolRoutes(g) {
-			r.With(s.toolCap(t.name), s.toolCall).Post("/tools/"+t.name, t.json)
-		}
-	})
+	for _, t := range s.toolRoutes(g) {
+		r.With(append(guard(token(toolScope(t.name))), s.toolCap(t.name), s.toolCall)...).Post("/tools/"+t.name, t.json)
+	}
 
 	model := chi.NewRouter()
 	model.Use(modelText)
-	model.Use(guard(token)...)
 	model.Group(func(r chi.Router) {
+		r.Use(guard(token(needs("")))...)
 		r.Use(capped, s.touch)
 		r.NotFound(noSuchEndpoint)
 		r.MethodNotAllowed(methodNotAllowed)
 	})
 	for _, t := range s.toolRoutes(g) {
-		model.With(s.toolCap(t.name), s.toolCall).Post("/"+t.name, t.model)
+		model.With(append(guard(token(toolScope(t.name))), s.toolCap(t.name), s.toolCall)...).Post("/"+t.name, t.model)
 	}
 	r.Mount(modelPrefix, model)
 
@@ -136,12 +155,13 @@ func (s *rest) routes() http.Handler {
 	if s.deps.MCP != nil {
 		// The SDK serves the methods chi knows; any other is refused as
 		// chi refuses it everywhere else.
-		r.With(append(guard(token), capped)...).HandleFunc(mcpPath, func(w http.ResponseWriter, r *http.Request) {
+		mcp := s.mcpAuth(s.deps.MCP)
+		r.With(append(guard(read), capped)...).HandleFunc(mcpPath, func(w http.ResponseWriter, r *http.Request) {
 			if !chiMethods[r.Method] {
 				methodNotAllowed(w, r)
 				return
 			}
-			s.deps.MCP.ServeHTTP(w, r)
+			mcp.ServeHTTP(w, r)
 		})
 	}
 	return r
@@ -211,7 +231,7 @@ func (s *rest) events() http.HandlerFunc {
 			writeProblem(w, fault.CodeNoSuchEndpoint, "no such endpoint: GET /events (the change feed is off: --events=false)")
 		}
 	}
-	return s.deps.Events.Handler(writeProblem).ServeHTTP
+	return s.deps.Events.Handler(writeProblem, viewer).ServeHTTP
 }
 
 // serveDocument serves a fixed document.

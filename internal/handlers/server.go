@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/api"
 	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -36,6 +37,11 @@ type Config struct {
 	// approvals (POST /approvals/{id}); it also lists them, and reaches
 	// nothing else (docs/sandbox.md).
 	ApproverToken string
+	// OAuth, when set, makes the server an OAuth 2.1 resource server
+	// (docs/identity.md): every route but /healthz and the metadata takes
+	// an access token its verifier accepts (Token, and ApproverToken on
+	// the approvals routes, still pass), with the scope the route needs.
+	OAuth *identity.Guard
 }
 
 // Deps are what the REST layer calls.

@@ -194,7 +194,9 @@ func SDKVerifier(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo,
 }
 
 // SDKOptions are the auth.RequireBearerToken options that match Verifier:
-// the same leeway on exp, and the metadata URL of 401s.
+// the same leeway on exp, and the metadata URL of 401s. A principal
+// without an expiry (a static token's, which the transport let through)
+// passes: the middleware in front checked every access token's exp.
 func (r Resource) SDKOptions() *auth.RequireBearerTokenOptions {
-	return &auth.RequireBearerTokenOptions{ResourceMetadataURL: r.MetadataURL(), ClockSkew: DefaultLeeway}
+	return &auth.RequireBearerTokenOptions{ResourceMetadataURL: r.MetadataURL(), ClockSkew: DefaultLeeway, AllowMissingExpiration: true}
 }

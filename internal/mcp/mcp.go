@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -313,6 +314,18 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 // its body.
 func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte) *sdk.CallToolResult {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		// A verified caller (docs/identity.md): its subject scopes the
+		// session; the HTTP layer refused a write without the write scope
+		// already, this holds whatever reaches a tool another way.
+		ti := req.Extra.TokenInfo
+		c.Subject, c.Admin = ti.UserID, slices.Contains(ti.Scopes, identity.ScopeAdmin)
+		if tools.Writes(tool) && !slices.Contains(ti.Scopes, identity.ScopeWrite) {
+			err := fault.New(fault.CodeInsufficientScope, "the access token lacks the scope "+identity.ScopeWrite)
+			a.x.Refuse(c, tool, err)
+			return failure(err)
+		}
+	}
 	if tools.RequestIDOf(ctx) == "" { // the audit records' request id (docs/audit.md)
 		ctx = tools.WithRequestID(ctx, header.Get(tools.RequestIDHeader))
 	}

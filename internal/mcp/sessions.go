@@ -9,8 +9,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
+
+// subjectOf is the verified subject of a request, as the go-sdk's
+// auth.RequireBearerToken put it in the context (docs/identity.md); ""
+// without identities.
+func subjectOf(ctx context.Context) string {
+	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
 
 // sessionTable is this process's MCP sessions of the revisions that have
 // them: each public Mcp-Session-Id (the one its client holds) with the id
@@ -31,7 +44,10 @@ type sessionTable struct {
 
 type tableEntry struct {
 	public, local string
-	used          time.Time
+	// subject is the verified subject that opened the session ("" without
+	// identities): its policy session is that subject's (docs/identity.md).
+	subject string
+	used    time.Time
 }
 
 func newSessionTable(max int, idle time.Duration) *sessionTable {
@@ -40,7 +56,7 @@ func newSessionTable(max int, idle time.Duration) *sessionTable {
 
 // add records a session and returns the entries to close: the least
 // recently used past the bound.
-func (t *sessionTable) add(public, local string) (evicted []tableEntry) {
+func (t *sessionTable) add(public, local, subject string) (evicted []tableEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.at[public]; ok {
@@ -48,11 +64,11 @@ func (t *sessionTable) add(public, local string) (evicted []tableEntry) {
 		if en.local != local {
 			evicted = append(evicted, *en)
 		}
-		en.local, en.used = local, t.now()
+		en.local, en.subject, en.used = local, subject, t.now()
 		t.order.MoveToFront(e)
 		return evicted
 	}
-	t.at[public] = t.order.PushFront(&tableEntry{public: public, local: local, used: t.now()})
+	t.at[public] = t.order.PushFront(&tableEntry{public: public, local: local, subject: subject, used: t.now()})
 	for t.order.Len() > t.max {
 		last := t.order.Back()
 		en := last.Value.(*tableEntry)
@@ -129,7 +145,7 @@ func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		h.stateful.ServeHTTP(w, r)
 		if created := w.Header().Get(headerSessionID); created != "" {
-			h.closeLocal(h.table.add(created, created)...)
+			h.closeLocal(h.table.add(created, created, subjectOf(r.Context()))...)
 		}
 		return
 	}
@@ -158,7 +174,7 @@ func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 		if h.shared != nil {
 			h.shared.end(r.Context(), id)
 		}
-		h.x.ForgetSession(derive(id))
+		h.x.ForgetSession(tools.Call{Session: derive(id), Subject: subjectOf(r.Context())})
 		return
 	}
 	h.table.touch(id)
@@ -227,7 +243,7 @@ func (h *Handler) closeLocal(entries ...tableEntry) {
 	for _, e := range entries {
 		locals[e.local] = true
 		if h.shared == nil {
-			h.x.ForgetSession(derive(e.public))
+			h.x.ForgetSession(tools.Call{Session: derive(e.public), Subject: e.subject})
 		}
 	}
 	for s := range h.srv.Sessions() {

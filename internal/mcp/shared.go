@@ -179,7 +179,7 @@ func (h *Handler) adopt(ctx context.Context, id string, params []byte) (string, 
 	if rec.status/100 != 2 {
 		return "", fmt.Errorf("the SDK answered the adopting notifications/initialized with %d", rec.status)
 	}
-	h.closeLocal(h.table.add(id, local)...)
+	h.closeLocal(h.table.add(id, local, subjectOf(ctx))...)
 	return local, nil
 }
 

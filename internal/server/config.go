@@ -44,7 +44,12 @@ type Config struct {
 	AllowNoToken  bool     // --allow-no-token
 	CORSOrigins   []string // --cors-origins
 	PublicURL     string   // --public-url ("" = the request's scheme and Host)
-	MaxBodyBytes  int64    // --max-body-bytes [32 MiB]; not for uploads
+	// Identities (docs/identity.md): an OAuth 2.1 resource server trusting
+	// one authorization server. OAuthAudiences "" = the defaults of
+	// PublicURL, which --oauth-issuer then needs.
+	OAuthIssuer    string   // --oauth-issuer ("" = off)
+	OAuthAudiences []string // --oauth-audience
+	MaxBodyBytes   int64    // --max-body-bytes [32 MiB]; not for uploads
 
 	// The files endpoints (docs/files.md).
 	MaxUploadBytes int64 // --max-upload-bytes [1 GiB]
@@ -118,6 +123,8 @@ type Config struct {
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this [30s]
 	EventsQuiet       time.Duration // changes to one path within this are one event [100ms]
 	MCPAnswerBudget   int64         // bytes of the answers of one /mcp request [docs/mcp.md, "Limits"]
+	OAuthLeeway       time.Duration // clock skew allowed on a token's exp and nbf [60s]
+	OAuthMinRefresh   time.Duration // least time between two fetches of the issuer's keys [10s]
 }
 
 // DefaultConfig is the flags' defaults: serve "." on 127.0.0.1:8080 with
@@ -203,8 +210,8 @@ func (c Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("--addr %q: %v", c.Addr, err)
 	}
-	if !isLoopback(host) && c.Token == "" && !c.AllowNoToken {
-		return fmt.Errorf("--addr %q is not a loopback address: set --token (or --allow-no-token to serve without auth)", c.Addr)
+	if !isLoopback(host) && c.Token == "" && c.OAuthIssuer == "" && !c.AllowNoToken {
+		return fmt.Errorf("--addr %q is not a loopback address: set --token or --oauth-issuer (or --allow-no-token to serve without auth)", c.Addr)
 	}
 	return nil
 }
@@ -281,6 +288,17 @@ func (c Config) validateSettings() error {
 	if c.PublicURL != "" {
 		if err := checkPublicURL(c.PublicURL); err != nil {
 			return err
+		}
+	}
+	if c.OAuthIssuer != "" && c.PublicURL == "" {
+		return errors.New("--oauth-issuer needs --public-url: the URL clients reach this server at names it in every 401 and in its metadata, and is the default --oauth-audience")
+	}
+	if c.OAuthIssuer == "" && len(c.OAuthAudiences) > 0 {
+		return errors.New("--oauth-audience needs --oauth-issuer")
+	}
+	for _, a := range c.OAuthAudiences {
+		if strings.TrimSpace(a) == "" {
+			return errors.New("--oauth-audience: an audience must not be empty")
 		}
 	}
 	if _, ok := tools.ParseFence(c.SandboxMode); !ok {

@@ -26,9 +26,9 @@ const module = "github.com/toolfs/toolfs-api"
 var ours = map[string][]string{
 	"api":                        nil,
 	"cmd/toolfs-api":             {"internal/server"},
-	"internal/server":            {"internal/approval", "internal/audit", "internal/sandbox", "internal/checkpoint", "internal/diagnostics", "internal/events", "internal/fs", "internal/handlers", "internal/mcp", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/tools"},
-	"internal/handlers":          {"api", "internal/events", "internal/render", "internal/tools"},
-	"internal/mcp":               {"internal/render", "internal/tools"},
+	"internal/server":            {"internal/approval", "internal/audit", "internal/sandbox", "internal/checkpoint", "internal/diagnostics", "internal/events", "internal/fs", "internal/handlers", "internal/identity", "internal/mcp", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/tools"},
+	"internal/handlers":          {"api", "internal/events", "internal/identity", "internal/render", "internal/tools"},
+	"internal/mcp":               {"internal/identity", "internal/render", "internal/tools"},
 	"internal/metrics":           {"internal/tools"},
 	"internal/tools":             {"internal/approval", "internal/audit", "internal/checkpoint", "internal/diagnostics", "internal/fs", "internal/policy", "internal/render", "internal/search"},
 	"internal/events":            {"internal/fs", "internal/render"},

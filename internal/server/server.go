@@ -29,6 +29,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/metrics"
 	"github.com/toolfs/toolfs-api/internal/policy"
@@ -154,6 +155,10 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.approvals = s.newApprovals()
+	guard, err := s.identities()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.AuditLog != "" {
 		if s.audit, err = audit.Open(cfg.AuditLog, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
 			return nil, fmt.Errorf("--audit-log %s: %w", cfg.AuditLog, err)
@@ -170,7 +175,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Checkpoints: s.ckpt,
 		Diagnostics: s.checkers,
 		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
-		Audit:       s.audit, AuditToken: cfg.Token != "",
+		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
 	s.mcp = mcp.New(mcp.Config{
@@ -181,8 +186,9 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.Handler, err = handlers.NewServer(handlers.Config{
 		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
-		LoopbackHosts: cfg.Token == "" && cfg.loopback(),
+		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),
 		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
+		OAuth: guard,
 	}, handlers.Deps{Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub})
 	if err != nil {
 		return nil, err
@@ -235,7 +241,7 @@ func (s *Server) Listen(attrs ...any) (net.Addr, error) {
 	}
 	s.listener = ln
 	s.log.Info("listening", append([]any{"addr", ln.Addr().String(), "root", s.Root, "policy", s.cfg.Policy, "sandbox-mode", s.cfg.SandboxMode,
-		"auth", s.cfg.Token != "", "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
+		"auth", s.cfg.Token != "", "oauth-issuer", s.cfg.OAuthIssuer, "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
 	return ln.Addr(), nil
 }
 
@@ -315,6 +321,40 @@ func (s *Server) release() {
 			s.log.Error("audit log: close", "err", err)
 		}
 	}
+}
+
+// identities builds the verifier of --oauth-issuer's tokens (nil without
+// the flag): it discovers the issuer's metadata and fetches its keys now,
+// so a wrong issuer stops start-up rather than refusing every request
+// later (docs/identity.md).
+func (s *Server) identities() (*identity.Guard, error) {
+	cfg := s.cfg
+	if cfg.OAuthIssuer == "" {
+		return nil, nil
+	}
+	public := strings.TrimRight(cfg.PublicURL, "/")
+	audiences := cfg.OAuthAudiences
+	if len(audiences) == 0 {
+		audiences = identity.DefaultAudiences(public)
+	}
+	log := s.log
+	ctx, cancel := context.WithTimeout(context.Background(), 2*identity.DefaultFetchTimeout)
+	defer cancel()
+	v, err := identity.NewVerifier(ctx, identity.Options{
+		Issuer: cfg.OAuthIssuer, Audiences: audiences, Leeway: cfg.OAuthLeeway, MinRefresh: cfg.OAuthMinRefresh,
+		OnKeyFetch: func(f identity.KeyFetch) {
+			if f.Err != nil {
+				log.Warn("oauth: cannot fetch the issuer's keys; keeping the ones held", "reason", f.Reason, "err", f.Err)
+				return
+			}
+			log.Info("oauth: fetched the issuer's keys", "reason", f.Reason, "keys", f.Keys)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.OAuthIssuer, err)
+	}
+	log.Info("oauth: a resource server for the issuer", "issuer", v.Issuer(), "audiences", audiences, "metadata", public+identity.MetadataPath)
+	return &identity.Guard{Resource: identity.Resource{PublicURL: public, Issuer: v.Issuer()}, Verifier: v}, nil
 }
 
 // newCheckers reads --diagnostics and prepares its checkers (nil without
@@ -481,7 +521,7 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 		case tools.OpDelete:
 			t = events.TypeDelete
 		}
-		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Version: string(m.Version), Diffs: m.Diffs})
+		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Subject: m.Subject, Version: string(m.Version), Diffs: m.Diffs})
 	}, before, nil
 }
 
@@ -532,5 +572,5 @@ func (s *Server) publishApproval(a approval.Approval) {
 	if !ok {
 		rel = "" // not spelled under the root: no path rather than an absolute one
 	}
-	s.hub.Publish(events.Event{Type: events.TypeApproval, Path: rel, Session: a.Session, Approval: a})
+	s.hub.Publish(events.Event{Type: events.TypeApproval, Path: rel, Session: a.Session, Subject: a.Subject, Approval: a})
 }

@@ -33,26 +33,57 @@ var ErrApprovalNotPending = approval.ErrNotPending
 // cannot be reached (docs/deployment.md).
 var ErrApprovalsUnavailable = approval.ErrUnavailable
 
-// ListApprovals returns the pending approvals, oldest first (with Redis,
+// ListApprovals returns the pending approvals c sees (its subject's, or
+// every one for an admin: docs/identity.md), oldest first (with Redis,
 // every replica's), and the cursor of the newest one opened so far (for
 // NextApprovals).
-func (x *Executor) ListApprovals() ([]Approval, uint64, error) { return x.approvals.List() }
-
-// NextApprovals waits up to wait (bounded by ctx) until an approval opened
-// after cursor is pending, then lists them as ListApprovals does; when the
-// wait ends with nothing new, it lists what is pending then.
-func (x *Executor) NextApprovals(ctx context.Context, cursor uint64, wait time.Duration) ([]Approval, uint64, error) {
-	return x.approvals.Next(ctx, cursor, wait)
+func (x *Executor) ListApprovals(c Call) ([]Approval, uint64, error) {
+	list, cursor, err := x.approvals.List()
+	return visible(c, list), cursor, err
 }
 
-// DecideApproval records a person's decision on the pending approval id:
-// ErrApprovalNotPending when it ended without one, ErrApprovalsUnavailable
-// without Redis, another error when there is no such pending approval
-// (unknown, or decided already).
-func (x *Executor) DecideApproval(id string, d Decision) error { return x.approvals.Decide(id, d) }
+// NextApprovals waits up to wait (bounded by ctx) until an approval that c
+// sees was opened after cursor, then lists them as ListApprovals does;
+// when the wait ends with nothing new, it lists what is pending then.
+// Another subject's approvals move the cursor without ending the wait.
+func (x *Executor) NextApprovals(ctx context.Context, c Call, cursor uint64, wait time.Duration) ([]Approval, uint64, error) {
+	deadline := time.Now().Add(wait)
+	first := cursor == 0 // any pending approval answers at once
+	for {
+		list, next, err := x.approvals.Next(ctx, cursor, time.Until(deadline))
+		if err != nil {
+			return nil, next, err
+		}
+		mine := visible(c, list)
+		newestMine := len(list) > 0 && c.Sees(list[len(list)-1].Subject)
+		if next == cursor || newestMine || first && len(mine) > 0 || time.Until(deadline) <= 0 || ctx.Err() != nil {
+			return mine, next, nil
+		}
+		cursor = next
+	}
+}
 
-// Decide is DecideApproval for a transport's call c, recorded in the
-// audit log (docs/audit.md): the record is reserved first (its failure is
+// visible keeps the approvals c sees.
+func visible(c Call, list []Approval) []Approval {
+	if c.Admin {
+		return list
+	}
+	out := list[:0:0]
+	for _, a := range list {
+		if c.Sees(a.Subject) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Decide records a person's decision, given through a transport's call c,
+// on the pending approval id: ErrApprovalNotPending when it ended without
+// one, ErrApprovalsUnavailable without Redis, another error when there is
+// no such pending approval (unknown, decided already, or another
+// subject's: a subject decides only its own sessions' approvals unless it
+// is an admin, docs/identity.md). With --audit-log the decision is
+// recorded (docs/audit.md): the record is reserved first (its failure is
 // a *fault.Error of fault.CodeAuditUnavailable and nothing is decided) and
 // committed once the decision is taken, before the caller answers. The
 // record names the decided call's session, tool and path.
@@ -63,13 +94,19 @@ func (x *Executor) Decide(ctx context.Context, c Call, id string, d Decision) er
 	}
 	defer au.cancel()
 	var a Approval
-	if au != nil {
-		if list, _, err := x.approvals.List(); err == nil {
-			for _, p := range list {
-				if p.ID == id {
-					a = p
-				}
+	if au != nil || !c.Admin {
+		list, _, err := x.approvals.List()
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, p := range list {
+			if p.ID == id {
+				a, found = p, true
 			}
+		}
+		if found && !c.Sees(a.Subject) {
+			return approval.ErrUnknown
 		}
 	}
 	if err := x.approvals.Decide(id, d); err != nil {

@@ -44,7 +44,7 @@ func (x *Executor) Changes(ctx context.Context, c Call, session string) (Changes
 	if err := x.checkpointsCall(session); err != nil {
 		return ChangesResult{}, x.fail(c, ToolChanges, err)
 	}
-	cs, err := x.ckpt.Changes(ctx, session)
+	cs, err := x.ckpt.Changes(ctx, SessionKey(c.Subject, session))
 	if err != nil {
 		return ChangesResult{}, x.fail(c, ToolChanges, checkpointError(err))
 	}
@@ -107,9 +107,10 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 	if err := x.checkpointsCall(session); err != nil {
 		return Result{}, x.fail(c, ToolRevert, err)
 	}
+	key := SessionKey(c.Subject, session)
 	var au *auditing
 	if !a.dryRun {
-		n := x.expectReverted(ctx, session, a.to)
+		n := x.expectReverted(ctx, key, a.to)
 		rc := c
 		rc.Session = session
 		var aerr *fault.Error
@@ -119,7 +120,7 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 		}
 		defer au.cancel()
 	}
-	res, err := x.ckpt.Revert(ctx, session, a.to, a.dryRun)
+	res, err := x.ckpt.Revert(ctx, key, a.to, a.dryRun)
 	if err != nil {
 		e := checkpointError(err)
 		switch e.Code {
@@ -141,7 +142,7 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 			if err := au.commit(f.Path, stateOfCheckpoint(f.Before), stateOfCheckpoint(f.After)); err != nil && lost == nil {
 				lost = x.auditLost(c, ToolRevert, f.Path, err)
 			}
-			x.mutated(Mutation{Tool: ToolRevert, Session: session, Target: f.Target, Version: f.Version, Diffs: f.Diffs})
+			x.mutated(Mutation{Tool: ToolRevert, Session: session, Subject: c.Subject, Target: f.Target, Version: f.Version, Diffs: f.Diffs})
 		}
 		if lost != nil {
 			return Result{}, x.fail(c, ToolRevert, lost)

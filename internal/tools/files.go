@@ -176,7 +176,7 @@ func (x *Executor) Upload(ctx context.Context, c Call, path string, body io.Read
 		rel, _ := x.fs.Rel(t)
 		lost = au.commit(rel, before, &audit.State{Version: string(out.Version), SHA256: hashed.sum(), Bytes: out.Size})
 	}
-	x.mutated(Mutation{Tool: OpUpload, Session: c.Session, Target: t, Version: out.Version})
+	x.mutated(Mutation{Tool: OpUpload, Session: c.Session, Subject: c.Subject, Target: t, Version: out.Version})
 	if lost != nil {
 		return Upload{}, x.fail(c, OpUpload, x.auditLost(c, OpUpload, t.Display, lost))
 	}
@@ -221,7 +221,7 @@ func (x *Executor) Delete(ctx context.Context, c Call, path string, pre Precondi
 		rel, _ := x.fs.Rel(t)
 		lost = au.commit(rel, before, nil)
 	}
-	x.mutated(Mutation{Tool: OpDelete, Session: c.Session, Target: t})
+	x.mutated(Mutation{Tool: OpDelete, Session: c.Session, Subject: c.Subject, Target: t})
 	if lost != nil {
 		return x.fail(c, OpDelete, x.auditLost(c, OpDelete, t.Display, lost))
 	}

@@ -16,6 +16,9 @@ import (
 type Mutation struct {
 	Tool    string
 	Session string
+	// Subject is the call's verified subject ("" without one): who may
+	// see the change on the feed (docs/identity.md).
+	Subject string
 	Target  fs.Target
 	Version fs.Version
 	Diffs   []render.Diff
@@ -83,8 +86,8 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 		return Result{Output: render.DryRunOutput(t.Display, writeDiff(t, a.content, out)), Metadata: meta}, nil
 	}
 	lost := au.commitKept(x, t, out.Version, int64(len(a.content)))
-	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
-	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
+	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), t.Key, out.Version, out.Hash))
+	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Subject: c.Subject, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	if lost != nil {
 		return Result{}, x.fail(c, ToolWrite, x.auditLost(c, ToolWrite, t.Display, lost))
 	}
@@ -103,7 +106,7 @@ func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode Fen
 	if err != nil {
 		return fs.Target{}, nil, err
 	}
-	intent, ierr := x.gateOf(c).WriteIntent(c.Session, t)
+	intent, ierr := x.gateOf(c).WriteIntent(c.key(), t)
 	if ierr != nil {
 		x.storeFailed("decide", ierr)
 		return fs.Target{}, nil, x.mutationFailure(ToolWrite, ierr)
@@ -231,8 +234,8 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
 	lost := au.commitKept(x, t, out.Version, out.Size)
-	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.Session, t.Key, out.Version, out.Hash))
-	x.mutated(Mutation{Tool: ToolEdit, Session: c.Session, Target: t, Version: out.Version, Diffs: meta.Diffs})
+	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), t.Key, out.Version, out.Hash))
+	x.mutated(Mutation{Tool: ToolEdit, Session: c.Session, Subject: c.Subject, Target: t, Version: out.Version, Diffs: meta.Diffs})
 	if lost != nil {
 		return Result{}, x.fail(c, ToolEdit, x.auditLost(c, ToolEdit, t.Display, lost))
 	}
@@ -253,7 +256,7 @@ func (x *Executor) checkEdit(ctx context.Context, c Call, a editArgs, mode Fence
 	if err != nil {
 		return fs.Target{}, nil, err
 	}
-	guard, gerr := x.gateOf(c).EditGuard(c.Session, t)
+	guard, gerr := x.gateOf(c).EditGuard(c.key(), t)
 	if gerr != nil {
 		x.storeFailed("decide", gerr)
 		return fs.Target{}, nil, x.mutationFailure(ToolEdit, gerr)

@@ -115,7 +115,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *fau
 	switch info.Type {
 	case fs.TypeFile:
 	case fs.TypeMissing:
-		x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.Session, t.Key))
+		x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.key(), t.Key))
 		return nil, x.fail(c, ToolRead, fault.New(fault.CodeNotFound, render.MsgReadNotFound(t.Display)))
 	default:
 		return nil, x.fail(c, ToolRead, fault.New(fault.CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
@@ -128,7 +128,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *fau
 	f, opened, oerr := x.fs.OpenText(ctx, t)
 	if oerr != nil {
 		if fault.CodeOf(oerr) == fault.CodeNotFound {
-			x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.Session, t.Key)) // deleted since the Stat
+			x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.key(), t.Key)) // deleted since the Stat
 		}
 		return nil, x.fail(c, ToolRead, errorOf(oerr))
 	}
@@ -321,7 +321,7 @@ func (r *Reading) abort(err error) *fault.Error {
 func (r *Reading) succeeded(w render.Window) {
 	h := r.contentHash()
 	r.store(w, h)
-	r.x.storeFailed("observe", r.x.gateOf(r.c).ObservePresent(r.c.Session, r.target.Key, r.info.Version, h))
+	r.x.storeFailed("observe", r.x.gateOf(r.c).ObservePresent(r.c.key(), r.target.Key, r.info.Version, h))
 	r.x.obs.ReadFooter(w.Footer.String())
 	r.x.done(r.c, ToolRead, CodeOK)
 }

@@ -184,7 +184,7 @@ func (x *Executor) fenceOf(e escalation) Fence {
 // without a person's decision. The caller checked x.asks.
 func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *fault.Error {
 	p, err := x.approvals.Open(approval.Request{
-		Session: c.Session, Tool: tool, Path: t.Display, Mode: string(e.mode),
+		Session: c.Session, Subject: c.Subject, Tool: tool, Path: t.Display, Mode: string(e.mode),
 		Reason: "escalate sandbox to " + string(e.mode) + ": " + e.justification,
 		Diff:   diff,
 	})

@@ -59,6 +59,9 @@ type Call struct {
 	// or no auth). With identities it scopes the session, the approvals,
 	// the events and the checkpoints of the call.
 	Subject string
+	// Admin is a caller who sees every subject's approvals and events
+	// (the toolfs:admin scope, or the static --token beside identities).
+	Admin bool
 
 	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }
@@ -201,10 +204,13 @@ func (x *Executor) CacheBytes() int64 {
 	return x.cache.Bytes()
 }
 
-// Touch counts a request carrying session as use of it (session TTL and
-// least-recently-used order). A lost touch only shortens the session's
-// life: it fails closed, and is logged and counted.
-func (x *Executor) Touch(session string) {
+// Touch counts a request carrying c's session as use of it (session TTL
+// and least-recently-used order); a call without a session touches
+// nothing. A lost touch only shortens the session's life: it fails closed,
+// and is logged and counted.
+func (x *Executor) Touch(c Call) { x.touch(c.key()) }
+
+func (x *Executor) touch(session string) {
 	if session != "" {
 		x.storeFailed("touch", x.gate.Touch(session))
 		x.touchHistory(session)
@@ -224,7 +230,7 @@ func (x *Executor) keeper(c Call, tool string, dryRun bool) fs.Keeper {
 	if x.ckpt == nil || c.Session == "" || dryRun {
 		return nil
 	}
-	return x.ckpt.Recording(c.Session, tool)
+	return x.ckpt.Recording(c.key(), tool)
 }
 
 // Use counts the request of a tool call c as use of c.Session, as Touch
@@ -236,11 +242,11 @@ func (x *Executor) keeper(c Call, tool string, dryRun bool) fs.Keeper {
 func (x *Executor) Use(c Call) (Call, func()) {
 	uc, ok := x.gate.(policy.UseCarrier)
 	if !ok || c.Session == "" {
-		x.Touch(c.Session)
+		x.touch(c.key())
 		return c, func() {}
 	}
-	g, end := uc.Using(c.Session)
-	x.touchHistory(c.Session)
+	g, end := uc.Using(c.key())
+	x.touchHistory(c.key())
 	c.gate = g
 	return c, func() { x.storeFailed("touch", end()) }
 }
@@ -253,17 +259,19 @@ func (x *Executor) gateOf(c Call) policy.Gate {
 	return x.gate
 }
 
-// ForgetSession drops a session's observed state and its change history;
-// forgetting an unknown session is not an error. It fails only when the
-// session store cannot be reached, or the history cannot be removed.
-func (x *Executor) ForgetSession(session string) *fault.Error {
+// ForgetSession drops the observed state and the change history of c's
+// session (its subject's: docs/identity.md); forgetting an unknown session
+// is not an error. It fails only when the session store cannot be
+// reached, or the history cannot be removed.
+func (x *Executor) ForgetSession(c Call) *fault.Error {
+	session := c.key()
 	if _, err := x.gate.Forget(session); err != nil {
 		x.storeFailed("forget", err)
 		return fault.New(fault.CodeSessionStoreUnavailable, "cannot forget the session: the session store is unavailable; retry shortly")
 	}
 	if x.ckpt != nil {
 		if err := x.ckpt.Forget(context.Background(), session); err != nil {
-			x.log.Error("cannot forget a session's change history", "session", session, "err", err)
+			x.log.Error("cannot forget a session's change history", "session", c.Session, "err", err)
 			return &fault.Error{Code: fault.CodeIO, Message: "cannot forget the session: its change history cannot be removed", Err: err}
 		}
 	}

@@ -30,12 +30,21 @@ func Start(tb testing.TB, cfg server.Config, opts ...server.Option) *Server {
 		}
 		cfg.Root = root
 	}
+	// The port is known before the server is built, so that identities
+	// can name it: with OAuthIssuer and no PublicURL, the URL is public.
+	hs := httptest.NewUnstartedServer(nil)
+	url := "http://" + hs.Listener.Addr().String()
+	if cfg.OAuthIssuer != "" && cfg.PublicURL == "" {
+		cfg.PublicURL = url
+	}
 	s, err := server.New(cfg, nil, opts...)
 	if err != nil {
+		hs.Listener.Close()
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Shutdown(context.Background()) })
-	hs := httptest.NewServer(s.Handler)
+	hs.Config.Handler = s.Handler
+	hs.Start()
 	tb.Cleanup(hs.Close)
-	return &Server{Server: s, URL: hs.URL}
+	return &Server{Server: s, URL: url}
 }

@@ -1,0 +1,186 @@
+package handlers
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/tools"
+)
+
+// scopeRule is the scope a request of a route needs with identities
+// (docs/identity.md, "Scopes"); "" needs only a valid token.
+type scopeRule func(*http.Request) string
+
+// needs is a route's fixed scope.
+func needs(scope string) scopeRule { return func(*http.Request) string { return scope } }
+
+// writesOnChange needs the write scope for PUT and DELETE (uploads and
+// deletes of /files), the read scope for anything else.
+func writesOnChange(r *http.Request) string {
+	if r.Method == http.MethodPut || r.Method == http.MethodDelete {
+		return identity.ScopeWrite
+	}
+	return identity.ScopeRead
+}
+
+// decidesOnPost needs the approve scope to decide (POST /approvals/{id}),
+// the read scope to list.
+func decidesOnPost(r *http.Request) string {
+	if r.Method == http.MethodPost {
+		return identity.ScopeApprove
+	}
+	return identity.ScopeRead
+}
+
+// toolScope is the scope of a tool's routes.
+func toolScope(tool string) scopeRule {
+	if tools.Writes(tool) {
+		return needs(identity.ScopeWrite)
+	}
+	return needs(identity.ScopeRead)
+}
+
+// staticPrincipal is who the static --token (or --approver-token) speaks
+// for beside identities: no subject (its sessions are the unscoped ones of
+// a server without identities) and every scope, admin included: it is the
+// operator's credential for scripts (docs/identity.md).
+var staticPrincipal = identity.Principal{Subject: "", Scopes: identity.Scopes}
+
+// authn is a route group's authentication: the static tokens (tokens:
+// --token, and on the approvals routes --approver-token) and, with
+// identities, a verified access token holding scope(r). Without identities
+// it is bearerAuth. A refused token is 401 with the challenge that names
+// the metadata; a token without the scope 403 INSUFFICIENT_SCOPE with its
+// challenge. The verified Principal goes on in the request's context.
+func (s *rest) authn(scope scopeRule, tokens ...string) func(http.Handler) http.Handler {
+	if s.cfg.OAuth == nil {
+		return bearerAuth(tokens[0], tokens[1:]...)
+	}
+	var want [][]byte
+	for _, t := range tokens {
+		if t != "" {
+			want = append(want, []byte("Bearer "+t))
+		}
+	}
+	verified := s.cfg.OAuth.Middleware(scope, s.deny)
+	return func(next http.Handler) http.Handler {
+		oauth := verified(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isPreflight(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if len(want) > 0 && r.URL.Query().Get("access_token") == "" {
+				got := []byte(r.Header.Get("Authorization"))
+				ok := false
+				for _, t := range want {
+					ok = subtle.ConstantTimeCompare(got, t) == 1 || ok
+				}
+				if ok {
+					next.ServeHTTP(w, r.WithContext(identity.WithPrincipal(r.Context(), staticPrincipal)))
+					return
+				}
+			}
+			oauth.ServeHTTP(w, r)
+		})
+	}
+}
+
+// deny answers a refused request through the one problem writer, with its
+// challenge; the reason goes to the log, never the token.
+func (s *rest) deny(w http.ResponseWriter, r *http.Request, d *identity.Denial) {
+	reason := "insufficient scope"
+	if rs := identity.Reason(d.Err); rs != nil {
+		reason = rs.Error()
+	}
+	s.deps.Logger.Info("access refused", "path", r.URL.Path, "status", d.Status, "reason", reason, "request_id", r.Header.Get(tools.RequestIDHeader))
+	d.SetChallenge(w)
+	writeProblem(w, d.Code, d.Message)
+}
+
+// caller is the tools.Call fields of a request's verified principal: its
+// subject, and whether it sees every subject's (the admin scope). Without
+// identities, zero.
+func caller(r *http.Request) tools.Call {
+	p, ok := identity.FromContext(r.Context())
+	if !ok {
+		return tools.Call{}
+	}
+	return tools.Call{Subject: p.Subject, Admin: p.Has(identity.ScopeAdmin)}
+}
+
+// viewer is caller for the change feed.
+func viewer(r *http.Request) (string, bool) {
+	c := caller(r)
+	return c.Subject, c.Admin
+}
+
+// mcpAuth is what /mcp adds to authn with identities: a tools/call of a
+// tool that writes needs the write scope, refused as on REST (403 and the
+// challenge, before the SDK runs anything, as the MCP authorization
+// specification's scope challenge asks), and the go-sdk's
+// auth.RequireBearerToken, which binds each MCP session to the subject
+// that opened it and hands the subject and scopes to the tool handlers
+// (it verifies nothing again: identity.SDKVerifier hands on the
+// principal authn verified).
+func (s *rest) mcpAuth(next http.Handler) http.Handler {
+	if s.cfg.OAuth == nil {
+		return next
+	}
+	sdk := auth.RequireBearerToken(identity.SDKVerifier, s.cfg.OAuth.Resource.SDKOptions())(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := identity.FromContext(r.Context())
+		if r.Method == http.MethodPost && !p.Has(identity.ScopeWrite) {
+			raw, err := io.ReadAll(r.Body)
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				writeProblem(w, fault.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
+				return
+			case err != nil:
+				writeError(w, tools.BodyIncomplete())
+				return
+			}
+			if callsWritingTool(raw) {
+				s.deny(w, r, identity.Require(p, identity.ScopeWrite))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(raw))
+		}
+		sdk.ServeHTTP(w, r)
+	})
+}
+
+// callsWritingTool reports whether a JSON-RPC body (one message or a
+// batch) calls a tool that writes. A body it cannot parse is the SDK's to
+// refuse.
+func callsWritingTool(body []byte) bool {
+	type message struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	var msgs []message
+	if err := json.Unmarshal(body, &msgs); err != nil {
+		var m message
+		if json.Unmarshal(body, &m) != nil {
+			return false
+		}
+		msgs = []message{m}
+	}
+	for _, m := range msgs {
+		if m.Method == "tools/call" && tools.Writes(m.Params.Name) {
+			return true
+		}
+	}
+	return false
+}

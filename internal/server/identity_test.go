@@ -1,0 +1,525 @@
+package server_test
+
+// Identities through the whole server (docs/identity.md): a real Ory Hydra
+// issues client-credentials JWTs (internal/hydratest), the server verifies
+// them on every route, and each token's subject scopes its sessions,
+// approvals, events and changes.
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/hydratest"
+	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
+)
+
+const staticToken = "ops-static-token-for-scripts"
+
+// idFixture is a server trusting one Hydra, and Hydra clients: alice and
+// bob (two subjects, each allowed every scope but admin; their tokens ask
+// for fewer), and admin.
+type idFixture struct {
+	t     *testing.T
+	hydra *hydratest.Server
+	srv   *servertest.Server
+	alice hydratest.Credentials
+	bob   hydratest.Credentials
+	admin hydratest.Credentials
+}
+
+func newIDFixture(t *testing.T, cfg server.Config) *idFixture {
+	t.Helper()
+	h := hydratest.Start(t)
+	cfg.OAuthIssuer = h.Issuer
+	if cfg.Token == "" {
+		cfg.Token = staticToken
+	}
+	cfg.OAuthMinRefresh = 100 * time.Millisecond
+	cfg.Policy, cfg.Events, cfg.Checkpoints, cfg.DefaultSession = true, true, true, "default"
+	f := &idFixture{t: t, hydra: h, srv: servertest.Start(t, cfg)}
+	aud := []string{f.srv.URL, f.srv.URL + "/mcp"}
+	person := []string{"toolfs:read", "toolfs:write", "toolfs:approve"}
+	f.alice = h.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})
+	f.bob = h.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})
+	f.admin = h.CreateClient(t, hydratest.Client{Scopes: []string{"toolfs:read", "toolfs:write", "toolfs:approve", "toolfs:admin"}, Audience: aud})
+	return f
+}
+
+// token is a fresh access token of c for this server with scopes.
+func (f *idFixture) token(c hydratest.Credentials, scopes ...string) string {
+	return f.hydra.Token(f.t, c, scopes, []string{f.srv.URL})
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (a answer) code() string {
+	var p struct {
+		Code string `json:"code"`
+	}
+	json.Unmarshal([]byte(a.body), &p)
+	return p.Code
+}
+
+// do sends one request with token ("" = none) and headers as name, value
+// pairs.
+func (f *idFixture) do(method, path, token, body string, headers ...string) answer {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	require.NoError(f.t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(f.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(f.t, err)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func jsonBody(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// reforge rebuilds a token with header fields replaced and a signature
+// made by sign (nil: none), keeping its claims.
+func reforge(t *testing.T, raw string, header map[string]any, sign func(input string) []byte) string {
+	t.Helper()
+	parts := strings.Split(raw, ".")
+	require.Len(t, parts, 3)
+	var h map[string]any
+	hb, err := base64.RawURLEncoding.DecodeString(parts[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(hb, &h))
+	for k, v := range header {
+		h[k] = v
+	}
+	nb, err := json.Marshal(h)
+	require.NoError(t, err)
+	input := base64.RawURLEncoding.EncodeToString(nb) + "." + parts[1]
+	if sign == nil {
+		return input + "."
+	}
+	return input + "." + base64.RawURLEncoding.EncodeToString(sign(input))
+}
+
+func TestIdentityRefusals(t *testing.T) {
+	f := newIDFixture(t, server.Config{OAuthLeeway: time.Second})
+	os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("hello\n"), 0o644)
+	unauthorized := `Bearer resource_metadata="` + f.srv.URL + `/.well-known/oauth-protected-resource"`
+	read := jsonBody(map[string]any{"file_path": "a.txt"})
+
+	good := f.token(f.alice, "toolfs:read")
+	require.Equal(t, 200, f.do("POST", "/tools/read", good, read).status)
+
+	otherAud := f.hydra.CreateClient(t, hydratest.Client{Scopes: []string{"toolfs:read"}, Audience: []string{"https://other.example"}})
+	other := hydratest.Start(t)
+	foreign := other.CreateClient(t, hydratest.Client{Scopes: []string{"toolfs:read"}, Audience: []string{f.srv.URL}})
+	shortLived := f.hydra.CreateClient(t, hydratest.Client{Scopes: []string{"toolfs:read"}, Audience: []string{f.srv.URL}, Lifespan: "1s"})
+	expired := f.hydra.Token(t, shortLived, []string{"toolfs:read"}, []string{f.srv.URL})
+	var kid string
+	{
+		hb, _ := base64.RawURLEncoding.DecodeString(strings.Split(good, ".")[0])
+		var h map[string]any
+		json.Unmarshal(hb, &h)
+		kid, _ = h["kid"].(string)
+	}
+	time.Sleep(3 * time.Second) // past exp + the 1 s leeway of this server
+
+	refused := map[string]struct {
+		token   string
+		headers []string
+		path    string
+	}{
+		"no token":             {"", nil, "/tools/read"},
+		"not a JWT":            {"not-a-jwt", nil, "/tools/read"},
+		"wrong audience":       {f.hydra.Token(t, otherAud, []string{"toolfs:read"}, []string{"https://other.example"}), nil, "/tools/read"},
+		"another issuer":       {other.Token(t, foreign, []string{"toolfs:read"}, []string{f.srv.URL}), nil, "/tools/read"},
+		"expired":              {expired, nil, "/tools/read"},
+		"alg none":             {reforge(t, good, map[string]any{"alg": "none"}, nil), nil, "/tools/read"},
+		"HS256 with the kid":   {reforge(t, good, map[string]any{"alg": "HS256"}, func(in string) []byte { m := hmac.New(sha256.New, []byte(kid)); m.Write([]byte(in)); return m.Sum(nil) }), nil, "/tools/read"},
+		"token in the query":   {"", nil, "/tools/read?access_token=" + good},
+		"good one beside it":   {good, nil, "/tools/read?access_token=" + good},
+		"wrong static token":   {"ops-static-token-for-scriptz", nil, "/tools/read"},
+		"no token on /mcp":     {"", nil, "/mcp"},
+		"no token on /events":  {"", nil, "/events"},
+		"no token on /files":   {"", nil, "/files"},
+		"no token on /metrics": {"", nil, "/metrics"},
+	}
+	for name, c := range refused {
+		t.Run(name, func(t *testing.T) {
+			method, body := "POST", read
+			if c.path == "/events" || c.path == "/files" || c.path == "/metrics" {
+				method, body = "GET", ""
+			}
+			a := f.do(method, c.path, c.token, body)
+			assert.Equal(t, 401, a.status, a.body)
+			assert.Equal(t, unauthorized, a.header.Get("WWW-Authenticate"))
+			assert.Equal(t, "UNAUTHORIZED", a.code())
+			assert.NotContains(t, a.body, good)
+		})
+	}
+
+	t.Run("scopes", func(t *testing.T) {
+		reader := f.token(f.alice, "toolfs:read")
+		writer := f.token(f.alice, "toolfs:write")
+		insufficient := map[string]struct {
+			method, path, token, body, scope string
+		}{
+			"write with read":    {"POST", "/tools/write", reader, jsonBody(map[string]any{"file_path": "n.txt", "content": "x"}), "toolfs:write"},
+			"edit with read":     {"POST", "/tools/edit", reader, jsonBody(map[string]any{"file_path": "a.txt", "old_string": "hello", "new_string": "bye"}), "toolfs:write"},
+			"upload with read":   {"PUT", "/files/up.txt", reader, "", "toolfs:write"},
+			"revert with read":   {"POST", "/sessions/s/revert", reader, `{"to":0}`, "toolfs:write"},
+			"read with write":    {"POST", "/tools/read", writer, read, "toolfs:read"},
+			"events with write":  {"GET", "/events", writer, "", "toolfs:read"},
+			"metrics with read":  {"GET", "/metrics", reader, "", "toolfs:admin"},
+			"decide with read":   {"POST", "/approvals/x", reader, `{"decision":"approve"}`, "toolfs:approve"},
+			"catalog with write": {"GET", "/tools", writer, "", "toolfs:read"},
+		}
+		for name, c := range insufficient {
+			t.Run(name, func(t *testing.T) {
+				a := f.do(c.method, c.path, c.token, c.body)
+				assert.Equal(t, 403, a.status, a.body)
+				assert.Equal(t, `Bearer error="insufficient_scope", scope="`+c.scope+`"`, a.header.Get("WWW-Authenticate"))
+				assert.Equal(t, "INSUFFICIENT_SCOPE", a.code())
+			})
+		}
+		a := f.do("POST", "/model/edit", reader, jsonBody(map[string]any{"file_path": "a.txt", "old_string": "hello", "new_string": "bye"}))
+		assert.Equal(t, 403, a.status)
+		assert.Equal(t, "Error: the access token lacks the scope toolfs:write", a.body, "the model view answers the text alone")
+		_, err := os.Stat(filepath.Join(f.srv.Root, "n.txt"))
+		assert.True(t, os.IsNotExist(err), "a refused write wrote nothing")
+		b, _ := os.ReadFile(filepath.Join(f.srv.Root, "a.txt"))
+		assert.Equal(t, "hello\n", string(b))
+	})
+
+	t.Run("static token beside identities", func(t *testing.T) {
+		for _, p := range []string{"/tools", "/metrics", "/approvals"} {
+			assert.Equal(t, 200, f.do("GET", p, staticToken, "").status, p)
+		}
+	})
+
+	t.Run("metadata", func(t *testing.T) {
+		for path, resource := range map[string]string{
+			"/.well-known/oauth-protected-resource":     f.srv.URL,
+			"/.well-known/oauth-protected-resource/mcp": f.srv.URL + "/mcp",
+		} {
+			a := f.do("GET", path, "", "")
+			require.Equal(t, 200, a.status, path)
+			assert.JSONEq(t, `{"resource":"`+resource+`","authorization_servers":["`+f.hydra.Issuer+`"],"scopes_supported":["toolfs:read","toolfs:write","toolfs:approve","toolfs:admin"],"bearer_methods_supported":["header"]}`, a.body)
+			assert.Equal(t, "*", a.header.Get("Access-Control-Allow-Origin"))
+		}
+		assert.Equal(t, 200, f.do("GET", "/healthz", "", "").status)
+	})
+
+	t.Run("key rotation", func(t *testing.T) {
+		time.Sleep(200 * time.Millisecond) // past this server's 100 ms refetch floor
+		f.hydra.RotateKeys(t, "rotated-es256", "ES256")
+		tok := f.token(f.alice, "toolfs:read")
+		hb, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
+		require.Contains(t, string(hb), `"kid":"rotated-es256"`, "Hydra signs with the new key")
+		assert.Equal(t, 200, f.do("POST", "/tools/read", tok, read).status)
+		assert.Equal(t, 200, f.do("POST", "/tools/read", good, read).status, "a token of the old key still verifies")
+	})
+}
+
+// sse reads server-sent events' data lines into a channel until the
+// response ends.
+func sse(t *testing.T, f *idFixture, token string) <-chan map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	ch := make(chan map[string]any, 64)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var e map[string]any
+				if json.Unmarshal([]byte(d), &e) == nil {
+					ch <- e
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// nextMutation is the next event of ch with diffs (a tool's change).
+func nextMutation(t *testing.T, ch <-chan map[string]any) map[string]any {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e, ok := <-ch:
+			require.True(t, ok, "the stream ended")
+			if _, ok := e["diffs"]; ok || e["type"] == "approval" {
+				return e
+			}
+		case <-timeout:
+			t.Fatal("no event within 10s")
+		}
+	}
+}
+
+func TestIdentitySubjectsAreApart(t *testing.T) {
+	f := newIDFixture(t, server.Config{})
+	for _, name := range []string{"a.txt", "b.txt", "c.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, name), []byte("one\n"), 0o644))
+	}
+	alice := f.token(f.alice, "toolfs:read", "toolfs:write")
+	bob := f.token(f.bob, "toolfs:read", "toolfs:write")
+	admin := f.token(f.admin, "toolfs:read", "toolfs:admin")
+	aliceFeed, bobFeed, adminFeed := sse(t, f, alice), sse(t, f, bob), sse(t, f, admin)
+	edit := func(path, from, to string) string {
+		return jsonBody(map[string]any{"file_path": path, "old_string": from, "new_string": to})
+	}
+	read := func(path string) string { return jsonBody(map[string]any{"file_path": path}) }
+
+	// The same session id, and the default session, are two sessions.
+	require.Equal(t, 200, f.do("POST", "/tools/read", alice, read("a.txt"), "X-Session-ID", "shared").status)
+	a := f.do("POST", "/tools/edit", bob, edit("a.txt", "one", "bob"), "X-Session-ID", "shared")
+	assert.Equal(t, 409, a.status, a.body)
+	assert.Equal(t, "FS_NOT_OBSERVED", a.code())
+	require.Equal(t, 200, f.do("POST", "/tools/read", alice, read("b.txt")).status)
+	a = f.do("POST", "/tools/edit", bob, edit("b.txt", "one", "bob"))
+	assert.Equal(t, 409, a.status, "bob's default session is not alice's: %s", a.body)
+	require.Equal(t, 200, f.do("POST", "/tools/edit", alice, edit("a.txt", "one", "alice"), "X-Session-ID", "shared").status)
+
+	// The change feed: alice sees her edit, bob does not; the admin does.
+	e := nextMutation(t, aliceFeed)
+	assert.Equal(t, "a.txt", e["path"])
+	assert.Equal(t, "shared", e["session"])
+	assert.NotContains(t, e, "subject")
+	assert.Equal(t, "a.txt", nextMutation(t, adminFeed)["path"])
+	require.Equal(t, 200, f.do("POST", "/tools/read", bob, read("c.txt")).status)
+	require.Equal(t, 200, f.do("POST", "/tools/edit", bob, edit("c.txt", "one", "bob")).status)
+	assert.Equal(t, "c.txt", nextMutation(t, bobFeed)["path"], "bob's first change event is his own")
+	assert.Equal(t, "c.txt", nextMutation(t, adminFeed)["path"])
+	select {
+	case e := <-aliceFeed:
+		if _, ok := e["diffs"]; ok {
+			t.Fatalf("alice saw bob's change: %v", e)
+		}
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// Changes: each subject lists its own session's only.
+	var changes struct {
+		Changes []struct {
+			Path string `json:"path"`
+		} `json:"changes"`
+	}
+	a = f.do("GET", "/sessions/shared/changes", alice, "")
+	require.Equal(t, 200, a.status, a.body)
+	require.NoError(t, json.Unmarshal([]byte(a.body), &changes))
+	require.Len(t, changes.Changes, 1)
+	assert.Equal(t, "a.txt", changes.Changes[0].Path)
+	a = f.do("GET", "/sessions/shared/changes", bob, "")
+	require.NoError(t, json.Unmarshal([]byte(a.body), &changes))
+	assert.Empty(t, changes.Changes, "bob's session shared has no changes")
+	a = f.do("POST", "/sessions/shared/revert", bob, `{"to":0}`)
+	require.Equal(t, 200, a.status, a.body)
+	body, _ := os.ReadFile(filepath.Join(f.srv.Root, "a.txt"))
+	assert.Equal(t, "alice\n", string(body), "bob's revert of his own empty session undid nothing of alice's")
+
+	// bob forgetting his session leaves alice's: she edits again unread.
+	require.Equal(t, 204, f.do("DELETE", "/sessions/shared", bob, "").status)
+	require.Equal(t, 200, f.do("POST", "/tools/edit", alice, edit("a.txt", "alice", "alice2"), "X-Session-ID", "shared").status)
+	require.Equal(t, 204, f.do("DELETE", "/sessions/shared", alice, "").status)
+	a = f.do("POST", "/tools/edit", alice, edit("a.txt", "alice2", "alice3"), "X-Session-ID", "shared")
+	assert.Equal(t, "FS_NOT_OBSERVED", a.code(), "her own delete forgot it")
+}
+
+func TestIdentityApprovals(t *testing.T) {
+	f := newIDFixture(t, server.Config{SandboxMode: "workspace-write"})
+	require.NoError(t, os.Mkdir(filepath.Join(f.srv.Root, "sub"), 0o755))
+	agent := f.token(f.alice, "toolfs:read", "toolfs:write")
+	person := f.token(f.alice, "toolfs:read", "toolfs:approve")
+	bob := f.token(f.bob, "toolfs:read", "toolfs:approve")
+	admin := f.token(f.admin, "toolfs:read", "toolfs:approve", "toolfs:admin")
+
+	done := make(chan answer, 1)
+	go func() {
+		done <- f.do("POST", "/tools/write", agent, jsonBody(map[string]any{
+			"file_path": "../out.txt", "content": "escalated\n",
+			"sandbox_permissions": "danger-full-access", "justification": "write beside the folder",
+		}), "X-Session-Cwd", "sub")
+	}()
+	type list struct {
+		Approvals []struct {
+			ID      string `json:"id"`
+			Subject string `json:"subject"`
+		} `json:"approvals"`
+	}
+	var mine list
+	deadline := time.Now().Add(10 * time.Second)
+	for len(mine.Approvals) == 0 && time.Now().Before(deadline) {
+		a := f.do("GET", "/approvals", person, "")
+		require.Equal(t, 200, a.status, a.body)
+		require.NoError(t, json.Unmarshal([]byte(a.body), &mine))
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Len(t, mine.Approvals, 1)
+	id := mine.Approvals[0].ID
+	assert.Equal(t, f.alice.ID, mine.Approvals[0].Subject)
+
+	var theirs list
+	require.NoError(t, json.Unmarshal([]byte(f.do("GET", "/approvals", bob, "").body), &theirs))
+	assert.Empty(t, theirs.Approvals, "bob does not see alice's approval")
+	a := f.do("GET", "/approvals?wait=300ms", bob, "")
+	require.NoError(t, json.Unmarshal([]byte(a.body), &theirs))
+	assert.Empty(t, theirs.Approvals)
+
+	approve := `{"decision":"approve"}`
+	a = f.do("POST", "/approvals/"+id, agent, approve)
+	assert.Equal(t, 403, a.status, "the agent's token cannot approve its own escalation: %s", a.body)
+	assert.Equal(t, `Bearer error="insufficient_scope", scope="toolfs:approve"`, a.header.Get("WWW-Authenticate"))
+	a = f.do("POST", "/approvals/"+id, bob, approve)
+	assert.Equal(t, 404, a.status, "bob cannot decide alice's approval: %s", a.body)
+	var all list
+	require.NoError(t, json.Unmarshal([]byte(f.do("GET", "/approvals", admin, "").body), &all))
+	require.Len(t, all.Approvals, 1, "the admin sees every subject's")
+	select {
+	case a := <-done:
+		t.Fatalf("the call ran before any decision: %d %s", a.status, a.body)
+	default:
+	}
+	a = f.do("POST", "/approvals/"+id, person, approve)
+	require.Equal(t, 204, a.status, a.body)
+	a = <-done
+	require.Equal(t, 200, a.status, a.body)
+	b, _ := os.ReadFile(filepath.Join(f.srv.Root, "out.txt"))
+	assert.Equal(t, "escalated\n", string(b))
+}
+
+// bearer adds a token to every request of an MCP client.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpClient(t *testing.T, f *idFixture, token, version string) (*sdk.ClientSession, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "identity-test", Version: "v0"}, nil)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{
+		Endpoint: f.srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+	}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+func mcpText(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any) (string, bool, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", false, err
+	}
+	require.Len(t, res.Content, 1)
+	return res.Content[0].(*sdk.TextContent).Text, res.IsError, nil
+}
+
+func TestIdentityMCP(t *testing.T) {
+	f := newIDFixture(t, server.Config{})
+	require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			alice := f.token(f.alice, "toolfs:read", "toolfs:write")
+			bob := f.token(f.bob, "toolfs:read", "toolfs:write")
+			ca, err := mcpClient(t, f, alice, version)
+			require.NoError(t, err)
+			cb, err := mcpClient(t, f, bob, version)
+			require.NoError(t, err)
+			_, isErr, err := mcpText(t, ca, "read", map[string]any{"file_path": "a.txt"})
+			require.NoError(t, err)
+			require.False(t, isErr)
+			text, isErr, err := mcpText(t, cb, "edit", map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "bob"})
+			require.NoError(t, err)
+			assert.True(t, isErr)
+			assert.Equal(t, `Error: edit requires reading "`+f.srv.Root+`/a.txt" first — read the file, then retry`, text)
+			text, isErr, err = mcpText(t, ca, "edit", map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "two"})
+			require.NoError(t, err)
+			require.False(t, isErr, text)
+			_, _, err = mcpText(t, ca, "edit", map[string]any{"file_path": "a.txt", "old_string": "two", "new_string": "one"})
+			require.NoError(t, err)
+		})
+	}
+
+	t.Run("a read-only token cannot write", func(t *testing.T) {
+		reader := f.token(f.alice, "toolfs:read")
+		cs, err := mcpClient(t, f, reader, "2025-11-25")
+		require.NoError(t, err)
+		_, isErr, err := mcpText(t, cs, "read", map[string]any{"file_path": "a.txt"})
+		require.NoError(t, err)
+		assert.False(t, isErr)
+		_, _, err = mcpText(t, cs, "write", map[string]any{"file_path": "n.txt", "content": "x"})
+		require.Error(t, err, "the HTTP 403 reaches the client")
+		_, serr := os.Stat(filepath.Join(f.srv.Root, "n.txt"))
+		assert.True(t, os.IsNotExist(serr))
+		a := f.do("POST", "/mcp", reader, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write","arguments":{"file_path":"n.txt","content":"x"}}}`,
+			"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "2026-07-28")
+		assert.Equal(t, 403, a.status, a.body)
+		assert.Equal(t, `Bearer error="insufficient_scope", scope="toolfs:write"`, a.header.Get("WWW-Authenticate"))
+	})
+
+	t.Run("an MCP session is its subject's", func(t *testing.T) {
+		alice := f.token(f.alice, "toolfs:read", "toolfs:write")
+		bob := f.token(f.bob, "toolfs:read", "toolfs:write")
+		ca, err := mcpClient(t, f, alice, "2025-11-25")
+		require.NoError(t, err)
+		a := f.do("POST", "/mcp", bob, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`,
+			"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "2025-11-25", "Mcp-Session-Id", ca.ID())
+		assert.Equal(t, 403, a.status, "bob cannot speak in alice's MCP session: %s", a.body)
+	})
+
+	t.Run("no token", func(t *testing.T) {
+		_, err := mcpClient(t, f, "", "2025-11-25")
+		require.Error(t, err)
+		a := f.do("POST", "/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		assert.Equal(t, 401, a.status)
+		assert.Equal(t, fmt.Sprintf(`Bearer resource_metadata="%s/.well-known/oauth-protected-resource"`, f.srv.URL), a.header.Get("WWW-Authenticate"))
+	})
+}

@@ -1,0 +1,37 @@
+package tools
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// SessionKey is the key a session's state lives under (docs/identity.md,
+// "Sessions belong to their subject"): the id itself when no subject was
+// verified, else a digest of the subject joined to the id, so the same id
+// named by two subjects is two sessions (their observations, checkpoints
+// and default session apart). "~" never occurs in an id, so the two kinds
+// of key never meet; the digest keeps a key's length bounded whatever the
+// subject's.
+func SessionKey(subject, id string) string {
+	if subject == "" || id == "" {
+		return id
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return "~" + hex.EncodeToString(sum[:12]) + "~" + id
+}
+
+// key is the key of c's session.
+func (c Call) key() string { return SessionKey(c.Subject, c.Session) }
+
+// Sees reports whether c may see and act on what owner's calls left (a
+// pending approval, an event with diffs): its own subject's, or every
+// subject's with Admin. Without identities every owner is "" and every
+// call sees everything.
+func (c Call) Sees(owner string) bool { return c.Admin || owner == c.Subject }
+
+// Writes reports whether tool changes files (write, edit, revert): with
+// identities it needs the write scope, every other tool the read scope
+// (docs/identity.md, "Scopes").
+func Writes(tool string) bool {
+	return tool == ToolWrite || tool == ToolEdit || tool == ToolRevert
+}
