@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/hydratest"
+	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -297,7 +298,8 @@ func nextMutation(t *testing.T, ch <-chan map[string]any) map[string]any {
 }
 
 func TestIdentitySubjectsAreApart(t *testing.T) {
-	f := newIDFixture(t, server.Config{})
+	auditLog := filepath.Join(t.TempDir(), "audit.log")
+	f := newIDFixture(t, server.Config{AuditLog: auditLog})
 	for _, name := range []string{"a.txt", "b.txt", "c.txt"} {
 		require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, name), []byte("one\n"), 0o644))
 	}
@@ -363,6 +365,13 @@ func TestIdentitySubjectsAreApart(t *testing.T) {
 	require.Equal(t, 204, f.do("DELETE", "/sessions/shared", alice, "").status)
 	a = f.do("POST", "/tools/edit", alice, edit("a.txt", "alice2", "alice3"), "X-Session-ID", "shared")
 	assert.Equal(t, "FS_NOT_OBSERVED", a.code(), "her own delete forgot it")
+
+	// The audit log names each change's subject (docs/audit.md).
+	lines := auditLines(t, auditLog)
+	require.Len(t, lines, 3)
+	assert.Contains(t, lines[0], `"subject":"`+f.alice.ID+`","session":"shared","transport":"rest","tool":"edit","path":"a.txt"`)
+	assert.Contains(t, lines[1], `"subject":"`+f.bob.ID+`","session":"default","transport":"rest","tool":"edit","path":"c.txt"`)
+	assert.Contains(t, lines[2], `"subject":"`+f.alice.ID+`","session":"shared"`)
 }
 
 func TestIdentityApprovals(t *testing.T) {
@@ -522,4 +531,70 @@ func TestIdentityMCP(t *testing.T) {
 		assert.Equal(t, 401, a.status)
 		assert.Equal(t, fmt.Sprintf(`Bearer resource_metadata="%s/.well-known/oauth-protected-resource"`, f.srv.URL), a.header.Get("WWW-Authenticate"))
 	})
+}
+
+// TestIdentityAcrossReplicas: two servers on one Redis (docs/deployment.md)
+// keep subjects apart as one server does: an approval opened on one is
+// listed by its subject on the other and by nobody else's, and an edit's
+// event reaches its subject's and the admin's subscribers on the other
+// replica, not another subject's.
+func TestIdentityAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
+	store := "redis://" + rs.Addr + "/0"
+	f := newIDFixture(t, server.Config{Root: root, SessionStore: store, SandboxMode: "workspace-write"})
+	cfg2 := server.Config{Root: root, SessionStore: store, SandboxMode: "workspace-write", OAuthIssuer: f.hydra.Issuer, Token: staticToken,
+		Policy: true, Events: true, Checkpoints: true, DefaultSession: "default"}
+	two := &idFixture{t: t, hydra: f.hydra, srv: servertest.Start(t, cfg2), alice: f.alice, bob: f.bob, admin: f.admin}
+	// Clients whose tokens may name either replica as their audience.
+	aud := []string{f.srv.URL, two.srv.URL}
+	person := []string{"toolfs:read", "toolfs:write", "toolfs:approve"}
+	alice := f.hydra.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})
+	bob := f.hydra.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})
+	admin := f.hydra.CreateClient(t, hydratest.Client{Scopes: append(person, "toolfs:admin"), Audience: aud})
+	on := func(fx *idFixture, c hydratest.Credentials, scopes ...string) string {
+		return f.hydra.Token(t, c, scopes, []string{fx.srv.URL})
+	}
+
+	bobFeed := sse(t, two, on(two, bob, "toolfs:read"))
+	adminFeed := sse(t, two, on(two, admin, "toolfs:read", "toolfs:admin"))
+	aliceFeed := sse(t, two, on(two, alice, "toolfs:read"))
+	agent := on(f, alice, "toolfs:read", "toolfs:write")
+	require.Equal(t, 200, f.do("POST", "/tools/read", agent, jsonBody(map[string]any{"file_path": "a.txt"})).status)
+	require.Equal(t, 200, f.do("POST", "/tools/edit", agent, jsonBody(map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "two"})).status)
+	assert.Equal(t, "a.txt", nextMutation(t, aliceFeed)["path"])
+	assert.Equal(t, "a.txt", nextMutation(t, adminFeed)["path"])
+	select {
+	case e := <-bobFeed:
+		if _, ok := e["diffs"]; ok {
+			t.Fatalf("bob saw alice's change on the other replica: %v", e)
+		}
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	done := make(chan answer, 1)
+	go func() {
+		done <- f.do("POST", "/tools/write", agent, jsonBody(map[string]any{
+			"file_path": "../out.txt", "content": "x\n", "sandbox_permissions": "danger-full-access", "justification": "test",
+		}), "X-Session-Cwd", "sub")
+	}()
+	type list struct {
+		Approvals []struct{ ID string } `json:"approvals"`
+	}
+	var mine list
+	require.Eventually(t, func() bool {
+		a := two.do("GET", "/approvals", on(two, alice, "toolfs:read", "toolfs:approve"), "")
+		return json.Unmarshal([]byte(a.body), &mine) == nil && len(mine.Approvals) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	var theirs list
+	require.NoError(t, json.Unmarshal([]byte(two.do("GET", "/approvals", on(two, bob, "toolfs:read"), "").body), &theirs))
+	assert.Empty(t, theirs.Approvals)
+	a := two.do("POST", "/approvals/"+mine.Approvals[0].ID, on(two, bob, "toolfs:approve"), `{"decision":"approve"}`)
+	assert.Equal(t, 404, a.status, a.body)
+	a = two.do("POST", "/approvals/"+mine.Approvals[0].ID, on(two, alice, "toolfs:approve"), `{"decision":"reject"}`)
+	require.Equal(t, 204, a.status, a.body)
+	assert.Equal(t, 403, (<-done).status)
 }
