@@ -47,10 +47,10 @@ before(async () => {
   const port = await freePort();
   pub = `http://127.0.0.1:${port}`;
   h = await start(["--oauth-issuer", hydra.issuer, "--public-url", pub], { port });
-  // Registered with the audiences the server accepts by default. The SDK
-  // authenticates with client_secret_basic (Hydra lists it first of its
-  // methods the SDK knows), and Hydra holds a client to the method it was
-  // registered with.
+  // Registered with the audiences the server accepts by default, and for
+  // client_secret_basic: the SDK's first choice when the authorization server
+  // lists it, as Hydra does, and Hydra refuses (invalid_client) any method
+  // but the one a client was registered with.
   const audience = [pub, `${pub}/mcp`];
   rw = await hydra.createClient({ scope: "toolfs:read toolfs:write", audience });
   ro = await hydra.createClient({ scope: "toolfs:read", audience });
