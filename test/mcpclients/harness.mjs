@@ -19,7 +19,7 @@ import { fileURLToPath } from "node:url";
 export const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TOKEN = "mcpclients-token-7e3a";
 
-async function freePort() {
+export async function freePort() {
   const s = net.createServer().listen(0, "127.0.0.1");
   await once(s, "listening");
   const { port } = s.address();
@@ -37,8 +37,10 @@ async function healthy(base) {
 }
 
 // start builds the binary (unless TOOLFS_BIN names one) and serves a fresh
-// root. extraArgs go to the server after --addr, --root and --token.
-export async function start(extraArgs = []) {
+// root. extraArgs go to the server after --addr, --root and --token; port is
+// the loopback port to listen on (a free one unless given: a test that must
+// name the server's URL in its flags, as --public-url, picks it first).
+export async function start(extraArgs = [], { port } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-mcpclients-"));
   const root = fs.realpathSync(fs.mkdtempSync(path.join(tmp, "root-")));
   let bin = process.env.TOOLFS_BIN;
@@ -46,13 +48,15 @@ export async function start(extraArgs = []) {
     bin = path.join(tmp, "toolfs-api");
     await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], { cwd: repo, timeout: 300000 });
   }
-  const upstream = `127.0.0.1:${await freePort()}`;
+  const upstream = `127.0.0.1:${port ?? (await freePort())}`;
   const server = spawn(bin, ["--addr", upstream, "--root", root, "--token", TOKEN, ...extraArgs], { stdio: "ignore" });
   await healthy(`http://${upstream}`);
 
   const recorders = [];
   return {
     root,
+    // base is the server's own URL, without a recorder in between.
+    base: `http://${upstream}`,
     // recorder gives a client its own way in, so the requests it records are
     // that client's alone (a client may still be closing a stream when the
     // next one starts).
