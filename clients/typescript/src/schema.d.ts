@@ -793,6 +793,8 @@ export interface components {
             id: string;
             /** @description The calling session ("" when the call had none). */
             session: string;
+            /** @description With identities (--oauth-issuer), the verified subject of the calling access token; only that subject (or a holder of toolfs:admin) lists and decides the approval (docs/identity.md). Absent without one. */
+            subject?: string;
             /** @enum {string} */
             tool: "write" | "edit";
             /** @description The DISPLAY path of the target. */
