@@ -263,6 +263,7 @@ func batchLen(b []byte) int {
 type answerWriter struct {
 	http.ResponseWriter
 	b     *budget
+	texts *held // spliced into what the SDK writes
 	mu    sync.Mutex
 	state answerState
 }
@@ -297,7 +298,9 @@ func (w *answerWriter) WriteHeader(code int) {
 
 func (w *answerWriter) Write(p []byte) (int, error) {
 	if w.pass() {
-		return w.ResponseWriter.Write(p)
+		if _, err := w.ResponseWriter.Write(w.texts.splice(p)); err != nil {
+			return 0, err
+		}
 	}
 	return len(p), nil
 }

@@ -7,7 +7,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -178,9 +177,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, batchMessage(n))
 		return
 	}
-	answers := &budget{limit: h.budget}
-	defer h.carriers.carry(r, answers, args)()
-	aw := &answerWriter{ResponseWriter: w, b: answers}
+	answers, texts := &budget{limit: h.budget}, &held{}
+	defer h.carriers.carry(r, answers, args, texts)()
+	aw := &answerWriter{ResponseWriter: w, b: answers, texts: texts}
 	serve(aw, r)
 	aw.finish()
 }
@@ -292,19 +291,20 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		if req.Extra != nil {
 			header = req.Extra.Header
 		}
-		ctx, answers, args, stop := a.carriers.bind(ctx, header)
+		ctx, carried, stop := a.carriers.bind(ctx, header)
 		defer stop()
-		if answers.spent() { // another answer of the request passed the budget
+		if carried.answers.spent() { // another answer of the request passed the budget
 			return nil, errOverBudget
 		}
+		args := carried.args
 		if args == nil {
 			args = req.Params.Arguments
 		}
 		res := a.call(ctx, tool, header, req, args)
-		if !answers.charge(res) { // the SDK holds no answer past the budget
+		if !carried.answers.charge(res) { // the SDK holds no answer past the budget
 			return nil, errOverBudget
 		}
-		return res, nil
+		return carried.texts.lower(res), nil
 	}
 }
 
@@ -333,15 +333,15 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	}
 	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
 	if a.structured {
-		// Encoded here, once, as the SDK would (no HTML escaping), so that
-		// the budget counts its bytes; the SDK copies them as they are.
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(out.Metadata); err != nil {
+		// Encoded here, once, byte for byte as the SDK sends it (compact,
+		// HTML characters escaped, as its json.Marshal of the result leaves
+		// a RawMessage), so that the budget counts its bytes and held can
+		// carry it past the SDK's encoders.
+		b, err := json.Marshal(out.Metadata)
+		if err != nil {
 			return failure(fault.New(fault.CodeInternal, "cannot encode the metadata: "+err.Error()))
 		}
-		res.StructuredContent = json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+		res.StructuredContent = json.RawMessage(b)
 	}
 	return res
 }
