@@ -32,8 +32,9 @@ type held struct {
 // encodes it (json.Marshal: HTML characters escaped, as TextContent's own
 // encoder leaves them); structured content is held as it is, so it must be
 // what the SDK would send, compact with HTML characters escaped (call
-// encodes it so). With no held, res is returned as it is.
-func (h *held) lower(res *sdk.CallToolResult) *sdk.CallToolResult {
+// encodes it so). text, when not nil, is the first content's text already
+// encoded (adapter.call). With no held, res is returned as it is.
+func (h *held) lower(res *sdk.CallToolResult, text []byte) *sdk.CallToolResult {
 	if h == nil {
 		return res
 	}
@@ -45,9 +46,12 @@ func (h *held) lower(res *sdk.CallToolResult) *sdk.CallToolResult {
 		if !ok || t.Meta != nil || t.Annotations != nil {
 			continue
 		}
-		b, err := json.Marshal(t.Text)
-		if err != nil {
-			continue
+		b := text
+		if i > 0 || b == nil {
+			var err error
+			if b, err = json.Marshal(t.Text); err != nil {
+				continue
+			}
 		}
 		out.Content[i] = &sdk.TextContent{Text: h.hold(b)}
 	}

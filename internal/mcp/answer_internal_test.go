@@ -55,12 +55,17 @@ func TestHeldAnswersAreTheSDKsBytes(t *testing.T) {
 			res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: json.RawMessage(meta)}
 			failed := &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "Error: " + text}}}
 			h := &held{}
-			lowered, lowFailed := h.lower(res), h.lower(failed)
+			lowered, lowFailed := h.lower(res, nil), h.lower(failed, nil)
 			require.Contains(t, string(sdkBytes(t, lowered)), `"`+placeholderPrefix, "the SDK sees placeholders")
 			assert.Equal(t, string(sdkBytes(t, res)), string(h.splice(sdkBytes(t, lowered))))
 			assert.Equal(t, string(sdkBytes(t, failed)), string(h.splice(sdkBytes(t, lowFailed))))
 			assert.Equal(t, string(sdkBytes(t, res, failed)), string(h.splice(sdkBytes(t, lowered, lowFailed))))
 			assert.Equal(t, text, res.Content[0].(*sdk.TextContent).Text, "the result itself is left as it was")
+			// A text encoded beforehand (a read's, readText) in an empty slot.
+			encoded, err := json.Marshal(text)
+			require.NoError(t, err)
+			slot := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{}}, StructuredContent: json.RawMessage(meta)}
+			assert.Equal(t, string(sdkBytes(t, res)), string(h.splice(sdkBytes(t, h.lower(slot, encoded)))))
 		})
 	}
 }
@@ -85,5 +90,5 @@ func TestSpliceLeavesTheRest(t *testing.T) {
 	var none *held
 	assert.Equal(t, `"`+p+`"`, string(none.splice([]byte(`"`+p+`"`))))
 	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "t"}}}
-	assert.Same(t, res, none.lower(res))
+	assert.Same(t, res, none.lower(res, nil))
 }

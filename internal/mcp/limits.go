@@ -101,12 +101,13 @@ type budget struct {
 // its calls that have not started do not run.
 func (b *budget) spent() bool { return b != nil && b.over.Load() }
 
-// charge counts res and reports whether the answers still fit.
-func (b *budget) charge(res *sdk.CallToolResult) bool {
+// charge counts res, and text, its first content's text already encoded
+// (nil: none), and reports whether the answers still fit.
+func (b *budget) charge(res *sdk.CallToolResult, text []byte) bool {
 	if b == nil {
 		return true
 	}
-	n := int64(answerFraming)
+	n := int64(answerFraming) + rawLen(text)
 	for _, c := range res.Content {
 		if t, ok := c.(*sdk.TextContent); ok {
 			n += encodedLen(t.Text)

@@ -300,18 +300,19 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		if args == nil {
 			args = req.Params.Arguments
 		}
-		res := a.call(ctx, tool, header, req, args)
-		if !carried.answers.charge(res) { // the SDK holds no answer past the budget
+		res, text := a.call(ctx, tool, header, req, args, carried.texts != nil)
+		if !carried.answers.charge(res, text) { // the SDK holds no answer past the budget
 			return nil, errOverBudget
 		}
-		return carried.texts.lower(res), nil
+		return carried.texts.lower(res, text), nil
 	}
 }
 
 // call runs the tool for req and gives its result, a failure included.
 // The arguments are the request's own, or those readRequest lifted out of
-// its body.
-func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte) *sdk.CallToolResult {
+// its body. With encoded, a read's text comes already encoded as JSON
+// (readText), in text, and the result's first content is its empty slot.
+func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte, encoded bool) (_ *sdk.CallToolResult, text []byte) {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
 	if tools.RequestIDOf(ctx) == "" { // the audit records' request id (docs/audit.md)
 		ctx = tools.WithRequestID(ctx, header.Get(tools.RequestIDHeader))
@@ -319,7 +320,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
 		a.x.Refuse(c, tool, err)
-		return failure(err)
+		return failure(err), nil
 	}
 	c.Session, c.Cwd = session, cwd
 	c, end := a.x.Use(c)
@@ -327,9 +328,19 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	if len(raw) == 0 {
 		raw = []byte("{}") // a call without arguments
 	}
-	out, err := a.x.Run(ctx, c, tool, raw)
-	if err != nil {
-		return failure(err)
+	var out tools.Result
+	if encoded && tool == tools.ToolRead { // Executor.Run's read, its text encoded from the window
+		rd, err := a.x.Read(ctx, c, raw)
+		if err != nil {
+			return failure(err), nil
+		}
+		r, err := rd.Window(ctx)
+		if err != nil {
+			return failure(err), nil
+		}
+		text, out.Metadata = readText(r), r.Meta
+	} else if out, err = a.x.Run(ctx, c, tool, raw); err != nil {
+		return failure(err), nil
 	}
 	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
 	if a.structured {
@@ -339,11 +350,11 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		// carry it past the SDK's encoders.
 		b, err := json.Marshal(out.Metadata)
 		if err != nil {
-			return failure(fault.New(fault.CodeInternal, "cannot encode the metadata: "+err.Error()))
+			return failure(fault.New(fault.CodeInternal, "cannot encode the metadata: "+err.Error())), nil
 		}
 		res.StructuredContent = json.RawMessage(b)
 	}
-	return res
+	return res, text
 }
 
 // failure is a tool's failure as MCP gives it to the model: isError and the
