@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +21,9 @@ import (
 // request) and in one 2025-11-25 session; beside it the floor, a handler
 // that decodes the same body with encoding/json and writes the same
 // answer with one json.Marshal. "read" is a small call answered with a
-// 51 KB window's text, "write" a 60 KiB content answered with one line.
+// 51 KB window's text, "write" a 60 KiB content answered with one line,
+// "small" a small call answered with one line: the SDK's cost per call
+// that no payload explains.
 // docs/performance.md, "MCP at the speed of REST", has the figures.
 //
 //	go test -run '^$' -bench BenchmarkSDK -benchmem ./internal/mcp
@@ -32,6 +35,7 @@ func BenchmarkSDK(b *testing.B) {
 	}{
 		"read":  {map[string]any{"file_path": "src.go"}, window},
 		"write": {map[string]any{"file_path": "src.go", "content": benchFile()}, "<path>/r/src.go</path>\n<type>file</type>\n<content>\nUpdated file\n</content>"},
+		"small": {map[string]any{"file_path": "src.go"}, "The file /r/src.go has been updated successfully."},
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "bench", Version: "v0"}, nil)
 	for name, c := range calls {
@@ -86,7 +90,7 @@ func BenchmarkSDK(b *testing.B) {
 		w.Write(out)
 	})
 
-	for _, name := range []string{"read", "write"} {
+	for _, name := range []string{"small", "read", "write"} {
 		args := calls[name].args
 		meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
 		sessionless := rpc("tools/call", 1, map[string]any{"name": name, "arguments": args, "_meta": meta})
@@ -110,4 +114,41 @@ func BenchmarkSDK(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSDKDecode is the SDK's one decode of a tools/call's params, as
+// its internal/json.Unmarshal makes it (a segmentio Decoder over a
+// bytes.Reader, whose first read allocates a 32 KiB buffer whatever the
+// size of the input), beside the same decode by segmentio's Parse over the
+// bytes, with the same flag. The SDK makes about twelve such decodes per
+// sessionless tools/call and about six in a session, whatever the size of
+// the call (docs/performance.md, "What the SDK costs").
+//
+//	go test -run '^$' -bench BenchmarkSDKDecode -benchmem ./internal/mcp
+func BenchmarkSDKDecode(b *testing.B) {
+	body := []byte(`{"name":"read","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	type params struct {
+		Meta      map[string]any  `json:"_meta,omitempty"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+	}
+	b.Run("decoder", func(b *testing.B) {
+		for b.Loop() {
+			var p params
+			d := segjson.NewDecoder(bytes.NewReader(body))
+			d.DontMatchCaseInsensitiveStructFields()
+			if err := d.Decode(&p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		for b.Loop() {
+			var p params
+			rest, err := segjson.Parse(body, &p, segjson.DontMatchCaseInsensitiveStructFields)
+			if err != nil || len(bytes.TrimSpace(rest)) != 0 {
+				b.Fatal(err, rest)
+			}
+		}
+	})
 }
