@@ -182,24 +182,17 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 	defer mc.close()
 	client := newClient(1)
 	const session = "mcp"
-	// toolfs-api's own /mcp, with the official Go SDK client on its default
-	// (newest) revision; the header puts it in the REST calls' session.
-	over, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "toolfs-bench", Version: "0"}, nil).Connect(ctx,
-		&mcpsdk.StreamableClientTransport{Endpoint: ts.url + "/mcp", HTTPClient: &http.Client{Transport: withSession{session}}}, nil)
-	if err != nil {
-		return fmt.Errorf("toolfs-api /mcp: %w", err)
-	}
-	defer over.Close()
-	overCall := func(name string, args map[string]any) (string, error) {
-		res, err := over.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+	// toolfs-api's own /mcp, with the official Go SDK client on the
+	// sessionless revision (its default) and on the newest with sessions;
+	// the header puts both in the REST calls' session.
+	over := map[string]sdkCaller{}
+	for _, version := range mcpRevisions {
+		c, err := connectSDK(ctx, ts.url, version, &http.Client{Transport: withSession{id: session}})
 		if err != nil {
-			return "", err
+			return fmt.Errorf("toolfs-api /mcp %s: %w", version, err)
 		}
-		text := res.Content[0].(*mcpsdk.TextContent).Text
-		if res.IsError {
-			return "", fmt.Errorf("toolfs-api /mcp %s: %.300s", name, text)
-		}
-		return text, nil
+		defer c.close()
+		over[version] = c
 	}
 
 	editArgs := func(i int) (string, string) {
@@ -255,28 +248,31 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 			return err
 		},
 	}
-	overMCP := side{
-		read: func(int) error {
-			text, err := overCall("read", map[string]any{"file_path": path})
-			if err == nil && !strings.Contains(text, "\n1: package fixture\n") {
-				err = fmt.Errorf("toolfs /mcp read: unexpected output %.200q", text)
-			}
-			return err
-		},
-		write: func(i int) error {
-			c := src
-			if i%2 == 0 {
-				c = alt
-			}
-			_, err := overCall("write", map[string]any{"file_path": path, "content": c})
-			return err
-		},
-		edit: func(i int) error {
-			old, new := editArgs(i)
-			_, err := overCall("edit", map[string]any{"file_path": path, "old_string": old, "new_string": new})
-			return err
-		},
+	overMCP := func(c sdkCaller) side {
+		return side{
+			read: func(int) error {
+				text, err := c.call(ctx, "read", map[string]any{"file_path": path})
+				if err == nil && !strings.Contains(text, "\n1: package fixture\n") {
+					err = fmt.Errorf("toolfs /mcp read: unexpected output %.200q", text)
+				}
+				return err
+			},
+			write: func(i int) error {
+				c2 := src
+				if i%2 == 0 {
+					c2 = alt
+				}
+				_, err := c.call(ctx, "write", map[string]any{"file_path": path, "content": c2})
+				return err
+			},
+			edit: func(i int) error {
+				old, new := editArgs(i)
+				_, err := c.call(ctx, "edit", map[string]any{"file_path": path, "old_string": old, "new_string": new})
+				return err
+			},
+		}
 	}
+	over26, over25 := overMCP(over[mcpRevisions[0]]), overMCP(over[mcpRevisions[1]])
 	warm := max(o.mcpCalls/10, 20)
 	warm += warm % 2 // even: see interleaved
 	floorPath := filepath.Join(root, "floor.go")
@@ -294,22 +290,22 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 		if err := toolfs.read(0); err != nil {
 			return err
 		}
-		fs := []func(int) error{toolfs.read, peer.read, overMCP.read}
+		fs := []func(int) error{toolfs.read, peer.read, over26.read, over25.read}
 		if op == "write" {
-			fs = []func(int) error{toolfs.write, peer.write, overMCP.write, floor}
+			fs = []func(int) error{toolfs.write, peer.write, over26.write, over25.write, floor}
 		} else if op == "edit" {
-			fs = []func(int) error{toolfs.edit, peer.edit, overMCP.edit, floor}
+			fs = []func(int) error{toolfs.edit, peer.edit, over26.edit, over25.edit, floor}
 		}
-		pids := []int{ts.pid, mc.cmd.Process.Pid, ts.pid, 0}
+		pids := []int{ts.pid, mc.cmd.Process.Pid, ts.pid, ts.pid, 0}
 		if ts.pid == os.Getpid() {
-			pids[0], pids[2] = 0, 0 // in-process (-cpuprofile): the client's CPU too
+			pids[0], pids[2], pids[3] = 0, 0, 0 // in-process (-cpuprofile): the client's CPU too
 		}
 		ls, cpu, err := interleaved(warm, o.mcpCalls, fs, pids)
 		if err != nil {
 			return err
 		}
 		if op != "read" {
-			if err := checkFinal(path, src, alt, op, 2*(warm+o.mcpCalls)); err != nil { // REST and /mcp
+			if err := checkFinal(path, src, alt, op, 3*(warm+o.mcpCalls)); err != nil { // REST and two /mcp revisions
 				return fmt.Errorf("toolfs-api: %w", err)
 			}
 			if err := checkFinal(peerPath, src, alt, op, warm+o.mcpCalls); err != nil {
@@ -318,7 +314,7 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 		}
 		floorMean := ""
 		if op != "read" {
-			floorMean = ms(ls[3].mean())
+			floorMean = ms(ls[4].mean())
 		}
 		r := float64(ls[0].mean()) / float64(ls[1].mean())
 		perCall := func(k int) string {
@@ -331,20 +327,62 @@ func benchMCP(ctx context.Context, o options, rep *report) error {
 			ms(ls[0].mean()), ms(ls[0].quantile(0.5)), ms(ls[0].quantile(0.99)),
 			ms(ls[1].mean()), ms(ls[1].quantile(0.5)), ms(ls[1].quantile(0.99)),
 			floorMean, perCall(0) + " / " + perCall(1), fmt.Sprintf("%.2fx", r), verdict(r < 1)})
-		toREST, toPeer := float64(ls[2].mean())/float64(ls[0].mean()), float64(ls[2].mean())/float64(ls[1].mean())
-		overRows = append(overRows, []string{op,
-			ms(ls[2].mean()), ms(ls[2].quantile(0.5)), ms(ls[2].quantile(0.99)),
-			fmt.Sprintf("%.2fx", toREST), fmt.Sprintf("%.2fx", toPeer), verdict(toPeer < 1)})
+		for k, version := range mcpRevisions {
+			l := ls[2+k]
+			toREST, toPeer := float64(l.mean())/float64(ls[0].mean()), float64(l.mean())/float64(ls[1].mean())
+			overRows = append(overRows, []string{op, version,
+				ms(l.mean()), ms(l.quantile(0.5)), ms(l.quantile(0.99)), perCall(2+k) + " / " + perCall(0),
+				fmt.Sprintf("%.2fx", toREST), verdict(toREST <= 1.25), fmt.Sprintf("%.2fx", toPeer), verdict(toPeer <= 0.5)})
+		}
 	}
 	rep.table("toolfs-api vs @modelcontextprotocol/server-filesystem (sequential, one call at a time)", []string{
 		"tool", "toolfs mean ms", "toolfs p50", "toolfs p99", "MCP mean ms", "MCP p50", "MCP p99", "durable floor mean ms", "server CPU µs/call, toolfs / MCP", "toolfs / MCP (mean)", "goal < 1x"}, rows,
 		fmt.Sprintf("Same %d-byte, 2,000-line file; %d warm-up then %d timed calls per tool and server, the servers (and the floor) taking turns in blocks of %d calls. MCP tools: read_text_file, write_file, edit_file; its start-up and initialize took %v (not counted). toolfs-api answers with a capped window (51,200 bytes) plus its lines as metadata; the MCP server returns the whole file. toolfs-api fsyncs every mutation (file and folder); the MCP server does not (temp file and rename). The durable floor is this process writing the same bytes durably itself (temp file, fsync, rename, folder fsync), no HTTP, no checks. Server CPU is each server process's user and system time over its timed blocks (/proc/<pid>/stat, 10 ms ticks).",
 			len(src), warm, o.mcpCalls, mcpBlock, initTime.Round(time.Millisecond)))
 	rep.table("toolfs-api over its own /mcp (Go SDK client, sequential)", []string{
-		"tool", "/mcp mean ms", "/mcp p50", "/mcp p99", "/mcp / REST (mean)", "/mcp / reference MCP (mean)", "goal < 1x vs reference"}, overRows,
-		"The same calls through toolfs-api's /mcp with the official Go SDK client on its default revision (2026-07-28: one POST per call, JSON answers), in the REST calls' session (X-Session-ID). The REST and reference columns are the table above.")
-	return nil
+		"tool", "revision", "/mcp mean ms", "/mcp p50", "/mcp p99", "server CPU µs/call, /mcp / REST", "/mcp / REST (mean)", "goal <= 1.25x REST", "/mcp / reference MCP (mean)", "goal <= 0.5x reference"}, overRows,
+		"The same calls, in the same turns, through toolfs-api's /mcp with the official Go SDK client on the sessionless revision (2026-07-28: one POST per call) and on the newest with MCP sessions (2025-11-25), JSON answers, in the REST calls' session (X-Session-ID). The REST and reference means are the table above's.")
+	return benchMCPConcurrent(ctx, o, ts, root, src, rep)
 }
+
+// mcpRevisions are the protocol revisions /mcp is measured on: the
+// sessionless one, and the newest with MCP sessions.
+var mcpRevisions = []string{"2026-07-28", "2025-11-25"}
+
+// sdkCaller is one MCP client session of the official Go SDK.
+type sdkCaller struct{ cs *mcpsdk.ClientSession }
+
+// connectSDK connects the Go SDK client to toolfs-api's /mcp on version
+// through hc. No standalone stream: nothing is sent on it, and 32 clients
+// would hold 32 more connections open.
+func connectSDK(ctx context.Context, base, version string, hc *http.Client) (sdkCaller, error) {
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "toolfs-bench", Version: "0"}, nil).Connect(ctx,
+		&mcpsdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true},
+		&mcpsdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		return sdkCaller{}, err
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		cs.Close()
+		return sdkCaller{}, fmt.Errorf("asked for protocol revision %s, negotiated %s", version, got)
+	}
+	return sdkCaller{cs}, nil
+}
+
+// call calls a tool and returns its text; isError is an error.
+func (c sdkCaller) call(ctx context.Context, name string, args map[string]any) (string, error) {
+	res, err := c.cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	text := res.Content[0].(*mcpsdk.TextContent).Text
+	if res.IsError {
+		return "", fmt.Errorf("toolfs-api /mcp %s: %.300s", name, text)
+	}
+	return text, nil
+}
+
+func (c sdkCaller) close() error { return c.cs.Close() }
 
 // mcpBlock is how many calls a side makes before the next side's turn.
 const mcpBlock = 50
@@ -391,13 +429,20 @@ func interleaved(warm, n int, sides []func(i int) error, pids []int) ([]latencie
 	return ls, cpu, nil
 }
 
-// withSession adds X-Session-ID to every request of the /mcp client.
-type withSession struct{ id string }
+// withSession adds X-Session-ID to every request of an /mcp client, sent
+// through base (nil: http.DefaultTransport).
+type withSession struct {
+	id   string
+	base http.RoundTripper
+}
 
 func (s withSession) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("X-Session-ID", s.id)
-	return http.DefaultTransport.RoundTrip(r)
+	if s.base == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	return s.base.RoundTrip(r)
 }
 
 // checkFinal checks the file after n alternating writes or edits.

@@ -37,20 +37,21 @@ type carrier struct {
 	ctx     context.Context
 	answers *budget
 	args    []byte // of its one tools/call, when lifted out of its body
+	texts   *held  // its answers' texts, encoded once (held)
 }
 
 func newCarriers() *carriers { return &carriers{open: map[string]carrier{}} }
 
-// carry registers r as a carrier with its budget and the arguments lifted
-// out of its body (nil: none), names it in r's headers, and returns the
-// function that forgets it once r is served.
-func (c *carriers) carry(r *http.Request, answers *budget, args []byte) (forget func()) {
+// carry registers r as a carrier with its budget, the arguments lifted out
+// of its body (nil: none) and the texts its answers hold, names it in r's
+// headers, and returns the function that forgets it once r is served.
+func (c *carriers) carry(r *http.Request, answers *budget, args []byte, texts *held) (forget func()) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	answers.cancel = cancel
 	c.mu.Lock()
 	c.next++
 	ref := strconv.FormatUint(c.next, 10)
-	c.open[ref] = carrier{ctx: ctx, answers: answers, args: args}
+	c.open[ref] = carrier{ctx: ctx, answers: answers, args: args, texts: texts}
 	c.mu.Unlock()
 	r.Header.Set(headerCarrier, ref)
 	return func() {
@@ -62,13 +63,13 @@ func (c *carriers) carry(r *http.Request, answers *budget, args []byte) (forget 
 }
 
 // bind returns ctx, cancelled also when the request named in header ends or
-// passes its budget (at once when it already has), that request's budget
-// and its lifted arguments. Without a name ctx is returned as it is, with
-// no budget.
-func (c *carriers) bind(ctx context.Context, header http.Header) (context.Context, *budget, []byte, context.CancelFunc) {
+// passes its budget (at once when it already has), and that request's
+// carrier: its budget, lifted arguments and held texts. Without a name ctx
+// is returned as it is, with an empty carrier (no budget, nothing held).
+func (c *carriers) bind(ctx context.Context, header http.Header) (context.Context, carrier, context.CancelFunc) {
 	ref := header.Get(headerCarrier)
 	if ref == "" {
-		return ctx, nil, nil, func() {}
+		return ctx, carrier{}, func() {}
 	}
 	c.mu.Lock()
 	e, ok := c.open[ref]
@@ -76,7 +77,7 @@ func (c *carriers) bind(ctx context.Context, header http.Header) (context.Contex
 	ctx, cancel := context.WithCancelCause(ctx)
 	if !ok {
 		cancel(errCarrierGone)
-		return ctx, nil, nil, func() {}
+		return ctx, carrier{}, func() {}
 	}
 	stop := context.AfterFunc(e.ctx, func() {
 		if cause := context.Cause(e.ctx); errors.Is(cause, errOverBudget) {
@@ -85,5 +86,5 @@ func (c *carriers) bind(ctx context.Context, header http.Header) (context.Contex
 			cancel(errCarrierGone)
 		}
 	})
-	return ctx, e.answers, e.args, func() { stop(); cancel(nil) }
+	return ctx, e, func() { stop(); cancel(nil) }
 }

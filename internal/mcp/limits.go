@@ -101,12 +101,13 @@ type budget struct {
 // its calls that have not started do not run.
 func (b *budget) spent() bool { return b != nil && b.over.Load() }
 
-// charge counts res and reports whether the answers still fit.
-func (b *budget) charge(res *sdk.CallToolResult) bool {
+// charge counts res, and text, its first content's text already encoded
+// (nil: none), and reports whether the answers still fit.
+func (b *budget) charge(res *sdk.CallToolResult, text []byte) bool {
 	if b == nil {
 		return true
 	}
-	n := int64(answerFraming)
+	n := int64(answerFraming) + rawLen(text)
 	for _, c := range res.Content {
 		if t, ok := c.(*sdk.TextContent); ok {
 			n += encodedLen(t.Text)
@@ -183,7 +184,7 @@ func readRequest(r *http.Request) (n int, ok bool, args []byte) {
 		return 0, true, nil
 	}
 	body := r.Body
-	buf, err := io.ReadAll(body)
+	buf, err := readBody(body, r.ContentLength)
 	if err != nil {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), failing{err}), body}
 		return 0, true, nil
@@ -199,6 +200,31 @@ func readRequest(r *http.Request) (n int, ok bool, args []byte) {
 	}
 	r.Body = readCloser{bytes.NewReader(buf), body}
 	return 0, true, args
+}
+
+// readBody reads body whole. A declared length (the MaxBytesReader around
+// body still caps it) sizes the buffer once: io.ReadAll's doubling left
+// about twice a 60 KiB write's bytes as garbage per call
+// (docs/performance.md, "MCP at the speed of REST").
+func readBody(body io.Reader, length int64) ([]byte, error) {
+	const most = 64 << 20 // a larger declared length grows as it arrives
+	if length <= 0 || length > most {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, 0, length+1) // +1: the read that sees EOF
+	for {
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) { // longer than declared: net/http refuses it, but do not rely on it
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 type readCloser struct {
@@ -263,6 +289,7 @@ func batchLen(b []byte) int {
 type answerWriter struct {
 	http.ResponseWriter
 	b     *budget
+	texts *held // spliced into what the SDK writes
 	mu    sync.Mutex
 	state answerState
 }
@@ -297,7 +324,9 @@ func (w *answerWriter) WriteHeader(code int) {
 
 func (w *answerWriter) Write(p []byte) (int, error) {
 	if w.pass() {
-		return w.ResponseWriter.Write(p)
+		if _, err := w.ResponseWriter.Write(w.texts.splice(p)); err != nil {
+			return 0, err
+		}
 	}
 	return len(p), nil
 }

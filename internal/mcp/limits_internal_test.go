@@ -3,8 +3,10 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +62,18 @@ func TestDefaultBudgetFigure(t *testing.T) {
 	assert.Equal(t, int64(380_800), readAnswerBound(render.DefaultCaps(), false))
 	assert.Equal(t, int64(10_287_104), defaultBudget(render.DefaultCaps(), false))
 	assert.Equal(t, int64(17_131_520), defaultBudget(render.DefaultCaps(), true))
+}
+
+// TestReadBody: the body whole whatever its declared length, and the error
+// that cut it short with what came before.
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("0123456789", 1000)
+	for _, length := range []int64{-1, 0, 1, 9999, 10000, 10001, 1 << 40} {
+		got, err := readBody(iotest.HalfReader(strings.NewReader(body)), length)
+		require.NoError(t, err, length)
+		assert.Equal(t, body, string(got), length)
+	}
+	got, err := readBody(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(io.ErrUnexpectedEOF)), 10)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Equal(t, "abc", string(got))
 }

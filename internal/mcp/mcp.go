@@ -7,7 +7,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -179,9 +178,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, batchMessage(n))
 		return
 	}
-	answers := &budget{limit: h.budget}
-	defer h.carriers.carry(r, answers, args)()
-	aw := &answerWriter{ResponseWriter: w, b: answers}
+	answers, texts := &budget{limit: h.budget}, &held{}
+	defer h.carriers.carry(r, answers, args, texts)()
+	aw := &answerWriter{ResponseWriter: w, b: answers, texts: texts}
 	serve(aw, r)
 	aw.finish()
 }
@@ -293,26 +292,28 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		if req.Extra != nil {
 			header = req.Extra.Header
 		}
-		ctx, answers, args, stop := a.carriers.bind(ctx, header)
+		ctx, carried, stop := a.carriers.bind(ctx, header)
 		defer stop()
-		if answers.spent() { // another answer of the request passed the budget
+		if carried.answers.spent() { // another answer of the request passed the budget
 			return nil, errOverBudget
 		}
+		args := carried.args
 		if args == nil {
 			args = req.Params.Arguments
 		}
-		res := a.call(ctx, tool, header, req, args)
-		if !answers.charge(res) { // the SDK holds no answer past the budget
+		res, text := a.call(ctx, tool, header, req, args, carried.texts != nil)
+		if !carried.answers.charge(res, text) { // the SDK holds no answer past the budget
 			return nil, errOverBudget
 		}
-		return res, nil
+		return carried.texts.lower(res, text), nil
 	}
 }
 
 // call runs the tool for req and gives its result, a failure included.
 // The arguments are the request's own, or those readRequest lifted out of
-// its body.
-func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte) *sdk.CallToolResult {
+// its body. With encoded, a read's text comes already encoded as JSON
+// (readText), in text, and the result's first content is its empty slot.
+func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte, encoded bool) (_ *sdk.CallToolResult, text []byte) {
 	c := tools.Call{Transport: Transport, Start: time.Now()}
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// A verified caller (docs/identity.md): its subject scopes the
@@ -323,7 +324,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		if tools.Writes(tool) && !slices.Contains(ti.Scopes, identity.ScopeWrite) {
 			err := fault.New(fault.CodeInsufficientScope, "the access token lacks the scope "+identity.ScopeWrite)
 			a.x.Refuse(c, tool, err)
-			return failure(err)
+			return failure(err), nil
 		}
 	}
 	if tools.RequestIDOf(ctx) == "" { // the audit records' request id (docs/audit.md)
@@ -332,7 +333,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
 		a.x.Refuse(c, tool, err)
-		return failure(err)
+		return failure(err), nil
 	}
 	c.Session, c.Cwd = session, cwd
 	c, end := a.x.Use(c)
@@ -340,23 +341,33 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	if len(raw) == 0 {
 		raw = []byte("{}") // a call without arguments
 	}
-	out, err := a.x.Run(ctx, c, tool, raw)
-	if err != nil {
-		return failure(err)
+	var out tools.Result
+	if encoded && tool == tools.ToolRead { // Executor.Run's read, its text encoded from the window
+		rd, err := a.x.Read(ctx, c, raw)
+		if err != nil {
+			return failure(err), nil
+		}
+		r, err := rd.Window(ctx)
+		if err != nil {
+			return failure(err), nil
+		}
+		text, out.Metadata = readText(r), r.Meta
+	} else if out, err = a.x.Run(ctx, c, tool, raw); err != nil {
+		return failure(err), nil
 	}
 	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
 	if a.structured {
-		// Encoded here, once, as the SDK would (no HTML escaping), so that
-		// the budget counts its bytes; the SDK copies them as they are.
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(out.Metadata); err != nil {
-			return failure(fault.New(fault.CodeInternal, "cannot encode the metadata: "+err.Error()))
+		// Encoded here, once, byte for byte as the SDK sends it (compact,
+		// HTML characters escaped, as its json.Marshal of the result leaves
+		// a RawMessage), so that the budget counts its bytes and held can
+		// carry it past the SDK's encoders.
+		b, err := json.Marshal(out.Metadata)
+		if err != nil {
+			return failure(fault.New(fault.CodeInternal, "cannot encode the metadata: "+err.Error())), nil
 		}
-		res.StructuredContent = json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+		res.StructuredContent = json.RawMessage(b)
 	}
-	return res
+	return res, text
 }
 
 // failure is a tool's failure as MCP gives it to the model: isError and the

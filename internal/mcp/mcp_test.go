@@ -45,6 +45,7 @@ type options struct {
 	idle       time.Duration
 	maxBody    int64 // --max-body-bytes (0: 1 MiB)
 	budget     int64 // mcp.Config.AnswerBudget (0: the default)
+	cached     bool  // read caches on, any file at once (no racy window)
 }
 
 // harness is a real server on a loopback port over a real temporary root.
@@ -65,6 +66,9 @@ func start(t *testing.T, o options) *harness {
 		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
 		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
 		MCPStructured: o.structured, MCPAnswerBudget: o.budget,
+	}
+	if o.cached {
+		cfg.CacheBytes, cfg.CacheRacyWindow = 8<<20, time.Nanosecond
 	}
 	// The MCP sessions' bounds are the policy's (--max-sessions,
 	// --session-ttl).
