@@ -31,13 +31,15 @@ func writesOnChange(r *http.Request) string {
 	return identity.ScopeRead
 }
 
-// decidesOnPost needs the approve scope to decide (POST /approvals/{id}),
-// the read scope to list.
+// decidesOnPost needs the approve scope to decide (POST /approvals/{id});
+// listing needs a valid token only, since a subject lists its own
+// approvals alone (an agent's token with read and write, a person's with
+// approve alike; docs/identity.md).
 func decidesOnPost(r *http.Request) string {
 	if r.Method == http.MethodPost {
 		return identity.ScopeApprove
 	}
-	return identity.ScopeRead
+	return ""
 }
 
 // toolScope is the scope of a tool's routes.

@@ -378,7 +378,7 @@ func TestIdentityApprovals(t *testing.T) {
 	f := newIDFixture(t, server.Config{SandboxMode: "workspace-write"})
 	require.NoError(t, os.Mkdir(filepath.Join(f.srv.Root, "sub"), 0o755))
 	agent := f.token(f.alice, "toolfs:read", "toolfs:write")
-	person := f.token(f.alice, "toolfs:read", "toolfs:approve")
+	person := f.token(f.alice, "toolfs:approve") // listing needs no scope, deciding this one
 	bob := f.token(f.bob, "toolfs:read", "toolfs:approve")
 	admin := f.token(f.admin, "toolfs:read", "toolfs:approve", "toolfs:admin")
 
