@@ -379,13 +379,23 @@ func (s *Server) newCheckers() (*diagnostics.Runner, error) {
 	return nil, fmt.Errorf("--diagnostics %s: %w", s.cfg.Diagnostics, err)
 }
 
+// checkpointStartup bounds the start-up's recovery of the change
+// histories and its first enforcement of their bounds.
+const checkpointStartup = 10 * time.Second
+
 // openCheckpoints opens the change histories of the root, completing what
 // a crash interrupted (a revert is finished or undone as a whole;
 // docs/checkpoints.md, "Crashes"). A history lives as long as its session
 // (--session-ttl, counted from its last use).
 func (s *Server) openCheckpoints() error {
 	cfg := s.cfg
-	st, err := checkpoint.Open(context.Background(), checkpoint.Options{
+	// A lock another live process on the root holds (a replica mid-write)
+	// delays start-up by this much at most: what it guards is that
+	// process's to finish, and the bounds are enforced again later
+	// (docs/checkpoints.md, "Crashes").
+	ctx, cancel := context.WithTimeout(context.Background(), checkpointStartup)
+	defer cancel()
+	st, err := checkpoint.Open(ctx, checkpoint.Options{
 		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
 	})
 	if err != nil {
