@@ -245,7 +245,7 @@ func serveDocument(contentType string, doc []byte) http.HandlerFunc {
 // toolView serves GET /openapi.json, built from the catalog on each request
 // (docs/frontends.md).
 func (s *rest) toolView(w http.ResponseWriter, r *http.Request) {
-	view := newToolView(s.x.Catalog(), s.version, serverURL(s.cfg.PublicURL, r), s.cfg.Token != "")
+	view := newToolView(s.x.Catalog(), s.version, serverURL(s.cfg.PublicURL, r), s.cfg.Token != "" || s.cfg.OAuth != nil)
 	writeJSON(w, http.StatusOK, "application/json", view)
 }
 

@@ -33,6 +33,9 @@ import (
 
 const staticToken = "ops-static-token-for-scripts"
 
+// noStaticToken, as a fixture's Token, serves access tokens alone.
+const noStaticToken = "-"
+
 // idFixture is a server trusting one Hydra, and Hydra clients: alice and
 // bob (two subjects, each allowed every scope but admin; their tokens ask
 // for fewer), and admin.
@@ -49,8 +52,11 @@ func newIDFixture(t *testing.T, cfg server.Config) *idFixture {
 	t.Helper()
 	h := hydratest.Start(t)
 	cfg.OAuthIssuer = h.Issuer
-	if cfg.Token == "" {
+	switch cfg.Token {
+	case "":
 		cfg.Token = staticToken
+	case noStaticToken:
+		cfg.Token = ""
 	}
 	cfg.OAuthMinRefresh = 100 * time.Millisecond
 	cfg.Policy, cfg.Events, cfg.Checkpoints, cfg.DefaultSession = true, true, true, "default"
@@ -472,7 +478,7 @@ func mcpText(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]a
 }
 
 func TestIdentityMCP(t *testing.T) {
-	f := newIDFixture(t, server.Config{})
+	f := newIDFixture(t, server.Config{Token: noStaticToken})
 	require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
@@ -522,6 +528,13 @@ func TestIdentityMCP(t *testing.T) {
 		a := f.do("POST", "/mcp", bob, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`,
 			"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "2025-11-25", "Mcp-Session-Id", ca.ID())
 		assert.Equal(t, 403, a.status, "bob cannot speak in alice's MCP session: %s", a.body)
+	})
+
+	t.Run("the tool view asks importers for a bearer token", func(t *testing.T) {
+		a := f.do("GET", "/openapi.json", f.token(f.alice, "toolfs:read"), "")
+		require.Equal(t, 200, a.status, a.body)
+		assert.Contains(t, a.body, `"security":[{"bearerAuth":[]}]`)
+		assert.Contains(t, a.body, `"securitySchemes":{"bearerAuth":{"type":"http","scheme":"bearer"}}`)
 	})
 
 	t.Run("no token", func(t *testing.T) {
