@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -80,16 +79,9 @@ func (s *rest) authn(scope scopeRule, tokens ...string) func(http.Handler) http.
 				next.ServeHTTP(w, r)
 				return
 			}
-			if len(want) > 0 && r.URL.Query().Get("access_token") == "" {
-				got := []byte(r.Header.Get("Authorization"))
-				ok := false
-				for _, t := range want {
-					ok = subtle.ConstantTimeCompare(got, t) == 1 || ok
-				}
-				if ok {
-					next.ServeHTTP(w, r.WithContext(identity.WithPrincipal(r.Context(), staticPrincipal)))
-					return
-				}
+			if len(want) > 0 && !r.URL.Query().Has("access_token") && authorizedBy(r, want) {
+				next.ServeHTTP(w, r.WithContext(identity.WithPrincipal(r.Context(), staticPrincipal)))
+				return
 			}
 			oauth.ServeHTTP(w, r)
 		})
