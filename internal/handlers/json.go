@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -141,71 +140,6 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(appendEscaped(append(b, '"'), s), '"')
 }
 
-// appendEscaped appends the inside of appendJSONString(s), without quotes.
-// Escaping is per character, so escaping parts and joining them equals
-// escaping the joined text.
-func appendEscaped(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	start := 0
-	for i := 0; i < len(s); {
-		// Skip plain ASCII eight bytes at a time (a SWAR test on one 64-bit
-		// word): no byte >= 0x80, < 0x20, '"' or '\\'.
-		for ; i+8 <= len(s); i += 8 {
-			w := s[i : i+8]
-			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-			q, bs := x^(lo*'"'), x^(lo*'\\')
-			if (x|(x-lo*0x20)&^x|(q-lo)&^q|(bs-lo)&^bs)&hi != 0 {
-				break
-			}
-		}
-		if i >= len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
-}
+// appendEscaped appends the inside of appendJSONString(s), without quotes
+// (render.AppendJSONEscaped without HTML escaping).
+func appendEscaped(b []byte, s string) []byte { return render.AppendJSONEscaped(b, s, false) }

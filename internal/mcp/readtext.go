@@ -3,7 +3,6 @@ package mcp
 import (
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -32,71 +31,14 @@ func appendReadText(b []byte, display string, w render.Window) []byte {
 	}
 	b = slices.Grow(b, size)
 	b = append(b, '"')
-	b = appendHTMLEscaped(b, render.ReadHeader(display))
+	b = render.AppendJSONEscaped(b, render.ReadHeader(display), true)
 	for _, l := range w.Lines {
 		b = strconv.AppendInt(b, int64(l.Number), 10)
 		b = append(b, ": "...)
-		b = appendHTMLEscaped(b, l.Text)
+		b = render.AppendJSONEscaped(b, l.Text, true)
 		b = append(b, `\n`...)
 	}
-	b = appendHTMLEscaped(b, render.ReadTail(w))
+	b = render.AppendJSONEscaped(b, render.ReadTail(w), true)
 	return append(b, '"')
 }
 
-// htmlSafe are the ASCII bytes encoding/json writes as they are with HTML
-// escaping on: printable, but not ", \, <, > or &.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := byte(0x20); c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendHTMLEscaped appends the inside of json.Marshal(s): \" \\ \b \f \n
-// \r \t, other control bytes and <, >, & as \u00XX, U+2028 and U+2029
-// escaped, invalid UTF-8 as \ufffd.
-func appendHTMLEscaped(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(b, s[start:]...)
-}
