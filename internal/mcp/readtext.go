@@ -41,4 +41,3 @@ func appendReadText(b []byte, display string, w render.Window) []byte {
 	b = render.AppendJSONEscaped(b, render.ReadTail(w), true)
 	return append(b, '"')
 }
-
