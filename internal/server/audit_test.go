@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,25 +31,12 @@ type auditClient struct {
 
 func (c auditClient) send(method, path, body, requestID string, headers ...string) (int, http.Header, string) {
 	c.t.Helper()
-	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
-	require.NoError(c.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Session-ID", "s1")
+	first := []string{"Content-Type", "application/json", "X-Session-ID", "s1"}
 	if requestID != "" {
-		req.Header.Set("X-Request-Id", requestID)
+		first = append(first, "X-Request-Id", requestID)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(c.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(c.t, err)
-	return resp.StatusCode, resp.Header, string(b)
+	a := send(c.t, method, c.base+path, c.token, body, append(first, headers...)...)
+	return a.status, a.header, a.body
 }
 
 func sha(s string) string {

@@ -89,14 +89,21 @@ func (a answer) code() string {
 }
 
 // do sends one request with token ("" = none) and headers as name, value
-// pairs.
+// pairs; a body is JSON.
 func (f *idFixture) do(method, path, token, body string, headers ...string) answer {
 	f.t.Helper()
-	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
-	require.NoError(f.t, err)
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		headers = append([]string{"Content-Type", "application/json"}, headers...)
 	}
+	return send(f.t, method, f.srv.URL+path, token, body, headers...)
+}
+
+// send sends one request to url with token ("" = none) and headers as
+// name, value pairs, and reads the whole answer.
+func send(t testing.TB, method, url, token, body string, headers ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -104,10 +111,10 @@ func (f *idFixture) do(method, path, token, body string, headers ...string) answ
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(f.t, err)
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(f.t, err)
+	require.NoError(t, err)
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }
 
