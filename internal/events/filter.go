@@ -27,6 +27,8 @@ type Filter struct {
 	// zero and every event's subject is "", so everything passes.
 	Subject string
 	All     bool
+
+	owner string // ownerOf(Subject), worked out once by Subscribe
 }
 
 // Limits on a filter, so one subscription costs a bounded amount per event.
@@ -77,7 +79,7 @@ func (f Filter) matches(r *record) bool {
 	if r.typ == TypeOverflow || r.typ == TypeReset {
 		return true
 	}
-	if !f.All && r.owner != ownerOf(f.Subject) && (r.owner != "" || r.typ.isMutation() || r.typ == TypeApproval) {
+	if !f.All && r.owner != f.owner && (r.owner != "" || r.typ.isMutation() || r.typ == TypeApproval) {
 		return false
 	}
 	if len(f.Sessions) > 0 && !slices.Contains(f.Sessions, r.session) {

@@ -299,6 +299,7 @@ func (h *Hub) parseID(id string) (uint64, bool) {
 // backlog comes from the stream; a resume from before its first entry
 // (trimmed) gets the reset.
 func (h *Hub) Subscribe(f Filter, lastEventID string) (*Subscription, error) {
+	f.owner = ownerOf(f.Subject)
 	h.mu.Lock()
 	if h.closed || len(h.subs) >= h.cfg.MaxSubscribers {
 		h.mu.Unlock()
