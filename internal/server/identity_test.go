@@ -568,7 +568,7 @@ func TestIdentityAcrossReplicas(t *testing.T) {
 	f := newIDFixture(t, server.Config{Root: root, SessionStore: store, SandboxMode: "workspace-write"})
 	cfg2 := server.Config{Root: root, SessionStore: store, SandboxMode: "workspace-write", OAuthIssuer: f.hydra.Issuer, Token: staticToken,
 		Policy: true, Events: true, Checkpoints: true, DefaultSession: "default"}
-	two := &idFixture{t: t, hydra: f.hydra, srv: servertest.Start(t, cfg2), alice: f.alice, bob: f.bob, admin: f.admin}
+	two := &idFixture{t: t, hydra: f.hydra, srv: servertest.Start(t, cfg2)}
 	// Clients whose tokens may name either replica as their audience.
 	aud := []string{f.srv.URL, two.srv.URL}
 	person := []string{"toolfs:read", "toolfs:write", "toolfs:approve"}
