@@ -37,8 +37,11 @@ type RevertMetadata struct {
 // from what it held to what the revert put back (none when either side is
 // not text or is at or above the diff limit).
 type Restored struct {
-	Path  string        `json:"path"`
-	Diffs []render.Diff `json:"diffs"`
+	Path string `json:"path"`
+	// PathBytes is the name's exact bytes when Path cannot say them, as
+	// in the history (Change.PathBytes).
+	PathBytes []byte        `json:"path_bytes,omitempty"`
+	Diffs     []render.Diff `json:"diffs"`
 }
 
 // RevertedFile is what a revert did to one file: its new version and hash
@@ -94,7 +97,7 @@ func StaleMessage(paths []string) string {
 }
 
 func notRevertible(c *change) *fault.Error {
-	return refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.why),
+	return refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.reason()),
 		&Refusal{Seq: c.seq, Path: c.path})
 }
 
@@ -582,7 +585,7 @@ func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t 
 func metadataOf(files []*filePlan) RevertMetadata {
 	m := RevertMetadata{Restored: make([]Restored, len(files))}
 	for i, f := range files {
-		m.Restored[i] = Restored{Path: f.path, Diffs: f.diffs}
+		m.Restored[i] = Restored{Path: f.path, PathBytes: exactBytes(f.path), Diffs: f.diffs}
 	}
 	return m
 }
