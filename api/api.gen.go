@@ -41,14 +41,17 @@ func (e ApprovalMode) Valid() bool {
 
 // Defines values for ApprovalTool.
 const (
-	Edit  ApprovalTool = "edit"
-	Write ApprovalTool = "write"
+	Edit   ApprovalTool = "edit"
+	Revert ApprovalTool = "revert"
+	Write  ApprovalTool = "write"
 )
 
 // Valid indicates whether the value is a known member of the ApprovalTool enum.
 func (e ApprovalTool) Valid() bool {
 	switch e {
 	case Edit:
+		return true
+	case Revert:
 		return true
 	case Write:
 		return true
@@ -147,6 +150,24 @@ func (e OpenAIToolType) Valid() bool {
 	}
 }
 
+// Defines values for RevertRequestSandboxPermissions.
+const (
+	RevertRequestSandboxPermissionsDangerFullAccess RevertRequestSandboxPermissions = "danger-full-access"
+	RevertRequestSandboxPermissionsWorkspaceWrite   RevertRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the RevertRequestSandboxPermissions enum.
+func (e RevertRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case RevertRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case RevertRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WriteMetadataOperation.
 const (
 	Create WriteMetadataOperation = "create"
@@ -230,8 +251,14 @@ type Approval struct {
 	// Mode The mode the call asks for.
 	Mode ApprovalMode `json:"mode"`
 
-	// Path The DISPLAY path of the target.
+	// Path The DISPLAY path of the target; of a revert, its first file.
 	Path string `json:"path"`
+
+	// Paths A revert's files, every one of them (DISPLAY paths, path the first), in the order of its text; absent for a write or edit. At most 65536 bytes of names, whole ones; then paths_truncated is true.
+	Paths *[]string `json:"paths,omitempty"`
+
+	// PathsTruncated Whether paths was cut at 65536 bytes of names; absent when it was not.
+	PathsTruncated *bool `json:"paths_truncated,omitempty"`
 
 	// Reason "escalate sandbox to <mode>: <justification>"
 	Reason string `json:"reason"`
@@ -611,9 +638,18 @@ type RevertRequest struct {
 	// DryRun Check and show the diffs; write nothing.
 	DryRun *bool `json:"dry_run,omitempty"`
 
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *RevertRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+
 	// To Undo every change after this seq; 0 undoes them all.
 	To int64 `json:"to"`
 }
+
+// RevertRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type RevertRequestSandboxPermissions string
 
 // RevertResult defines model for RevertResult.
 type RevertResult struct {
@@ -1805,157 +1841,162 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9tG8uBX6eL9qkxmQYp+JJeVKn8otuToV7bkk+T17YU+cQgMyYnAGQQzEM1N6btfdfcMHiRI0ba8",
-	"lavsfxIBzKOn36/5oxObRWa01M52Dv/oZCIXC+lkTv+dqlS+E26OfyfSxrnKnDK6c9i5nkuYqlRGkMtU",
-	"OHUnwRlwcwm5MQ66Tw6egJU4mpNJBFLEc7BytpDaQSbzWGrXlzo2iUxAWNBSJjLpDTpRR+HwGU4adbRY",
-	"yOq/XP5eqFwmnUOXFzLq2HguFwLX5lYZvmddrvSsc38fdX5R1pl8dfaqfelWWquMhuXcWAlzfhncXFlQ",
-	"dssqVLJzDZlwTub42f/99bj/f0T/X8P+3wc3h/2PfzyNnj778f6/OtHGQu9xRJsZbSUB/K1JZHqS5ybH",
-	"/2KjndSOdig/uYMsFUofQTwXuZXup8JN+z/iw+2AuI9aNp/lZpLKxRMLY1O4rHBj6I5p0kMYFcPh83gh",
-	"rRUzSf/IcS+CpXJzOl3rhCssmCkoZwHPbwAndzJfwVSotMglGA0HC9zGwXcgtF3K3II1EYjCzUHoBAp9",
-	"q81SQ24KJy0oHadFIpNB5z7i/V/LT+4bbt8Zk9b2HoH8JGKXrmh/OBH9QVsAK6Wlhb1jmK0tS2RZqmKB",
-	"gx94qP7tN4sz1Vf1X7mcdg47/+OgIrUDfmoPwrgtaz3WcHn6Ev7+4vv/GY6scQ6TVMIYT2BMYK0WTXsI",
-	"2xsQOfjpcDXH2s1zk6n42piUEDc3mcydYgxsrGEDokgYWeFuqs2JJFH4skjf1cZh4tiEfSycSM0MwV9x",
-	"mvGgogwz+U3GrhN1PvVnpu9/RJAOLsXyLaMlLoNpso3yKwr9ld9qrmNtBx/XZ76PmhCy7QwEkcgi5ypf",
-	"Br86C2N6SLtSTi7sQzjQPJH7ckUiz8WKFpRlubkTLacV5xIZLP45NflCuM5hJxFO9p2inW8cX6Km0/Yd",
-	"xSJFsojnQs8k7kxAodVUyQTwo4pMhCXaT/IV5IUGOzdL/AXE1Mmc0HCqcusgVVpCNzGxPZCJcnawSHqH",
-	"MOr0+33PZpC/Mo8ZdSIYdf72t7+1PCmxe17oWxuB4Um0cRLcXDikBZ0gI4GpyUHQcvGAIBX5jOTSrZTZ",
-	"AI4dLIx18MP33z//ASYrJ20EcRFWLlAapJLWfYRTaHB5oWMEMCiL/8gB8FmgTHMeaAgFC0anK1jOVSoR",
-	"FktTpAlYp9IUFuJW1niMKmHMsLFCJxPzCaEzaDsx+SlTeQttdj7QCsMirDOZhaVQTukZdPt94ZGGUMGU",
-	"u/QYQ3PthzIqaWUEyGvaMQmfVAsT9tbiweCEUhcLpMulyW9tJmLZX+bKEYkiRPL+tEjTvohjaW2NNKtJ",
-	"s63KyKuzq3dvjv8J+AaKJ2LmeP6uFaq5FJ5PN4cadaSNRSqcBH8wiD9eKprEi8QgJ38rrFNTLwECvrZN",
-	"5/WN7ZSHhxaUku6oM+rAsnG8c5GANlq244gtmHlt4gjKC5VI7RSyDMQLg4K4r6wtZN5jLL6TORO6HyfA",
-	"LyyMDwScuZX6iDGdCc+/3iWym5s0kTl9a0w6tYciWSjdg1RZZ4mIExmrRFoaO6CnpwK/xhWRARxPLCqK",
-	"KO0Qc42Wrdt2XoKVaOWRCdlNK/qU9NxKTW4uc2YeS2GZMTSYRW0NE2NSKfSGwCEdMRy2X2AU9EiimBL1",
-	"PC+uLyoq+XlF9q0CysPulYxVQKt1KV49CdBhiPMKaKRNCK3tphxl1yLeKOs2FxCOl/7ZTwoGIdciAOMi",
-	"t6wSb1KPlktpXYVPJpMaUdnAVORHYKVOSDpZGBMHHCNBI58kaUGSRH5yDXaotPvhRXXYSjs5k/kGeKo9",
-	"litsA9RL1nk2YeSCerEXfPww23SEQos7oVLUClvgRNoKyR4r8zuZw1xYmBQOYqG1cSTItVlCd5aaCdHq",
-	"LJdZSYC5yvD/uiHAWLy3jvO+Wl77DtZgy7DZAc4v015nhUqEjuV2pe6JBbuyTi76WW4WmYPwCanVrWxo",
-	"iy4arRnTn6cp+7X899XFOZDGCgzKhh7WNFRAuc/WpPdRmGvbqEGw9WxIsWnhBknSxnPfKC0t0MMj0EWa",
-	"stCTijixVYkkTowISjaNyeHpEN6qn/EvUu5Iq8AvGe8ZmOtkG3WI8Lc7MVjYsVKWyqmrL0ZALu9k7iCX",
-	"C9T7PJDX52zu187Fs+9/aMWJO5nbduxcO4rwYhRGawP4RE5NLnfsjF+obbC+t9q2veDZa3ckDBsmxzaG",
-	"GX0bSER+CW0QadcQL41x/eCpisCuFqnStxZyaU1K2rywkEmTpcTZSGJ0BYl9VnUUo+H769P+j97kERbe",
-	"/+309PRVu06GC7kpQdUit8RCPrFMzaxfoAUzEVb+8CKCLJekAnmzQmpWbD27toK8FYtDll9iIcMC70Sq",
-	"El4mWUqolIV1otkm0+kArpeGsMOCRtwGOxe5JEyPTZ4cBYwXsUO7Buew0i+RtbV4LuPbzChNVh2abudi",
-	"QYqdcIBjlbAadZqWBo7yOfr4h/mqjqZ+l7xANUnlFuWeSBVHe5g3VGPVMLHU71Cb+31zWae5WcDTo5I7",
-	"PLFgltqv0nqAGi3Byt+hi39kMieY9/bSNKIOWWN7m/VBE26ukvThCFAdRlzgpbZAbI3ecMd+AesqrOc3",
-	"gaM2oBd5Nl/Bf7uIsJfSFmmL3ughuL9WxBKnRSFi/1c77QWHr7A1l1lEB0ZeCzwsXsnD0PLzROXS23b9",
-	"SomZNtapuNWQF+xz7PeT6j0gIpM5Gs+FTkr3irJA54oniic70l35yUmdyASy3CCOHQFRaW0w9r3g/nIC",
-	"PLMU/N/PMtIL4eK5TLwDJ5URCDLdkCvFRk/VrMjJzgWTo52H2rPF0xfpEQgy2EaahkU7FcJwJgdtwixI",
-	"v2EsmQxGyNONlhfTzuGvu8+5BkCPOvfRnijS9ukatnxsHlHN2buGnW1Uti5PeaczcSdp5yYtFno/NQVx",
-	"r8aEak+8Q/5hWUlDRLTQ6qsHMLKixebGLir0eGK9L38A01zaefCHVfv2Hmo834WEKfJHN5cjHeCBFobR",
-	"DV+7l+uM0zw85DIzubNHMBWp5eFHWjmIyaGGvN+/2K0ZPCgPLSznqwiUdrlJiphddnKRuVWP8Wydz9Cy",
-	"WhUT2mG7MKiGb2csJRTqMqv8BpfHDIZIKALhPZJPh8O9LakWPG3hfotWtfAXs4SF0Ks6mMolo8jKhGVW",
-	"9HQ4JOqXCXQbuoibS11XeBqSlJWpHfOWk3kPU0ABr6biEmZNb09t/J0mbqUoML5tIsyIRFoClS/0e8t+",
-	"50Txm9aJ3HmNZTeZBfQJyNLAjBok2imvzQWPxDYv9C1b2M8JTQhMFG765I5YAVSWmPMN/SPQnNck0ZvY",
-	"reUyBNE2sNukSXi2hSNtult3A8PrBmHgqJy+bfcniXK/KN3KbuD06ubk1dn1zfnF9c3pxfvzV7Ah27zL",
-	"Ev98gvr7DNGHiMiqhUpFDs6ASZMbXmwUzGQW008sjDpvG2/LT27U8eBGxZ5U/2bUYhPAUidvtjJrGquh",
-	"wWzqa2vkSpi3bcR19ax8NyrXESbdBvEz1ybOtFx6MLXZ5g5FOzLkVMSSAvfkAYH3VoLQzFuBP0eYJzKV",
-	"ji1Nkv2tmnl1MNtn5BCsCTMP4G1hHY8ZxMcWrZ/evxFpi5C+5IcgKCCDqokdwCs5FUXqLM5G8uaI5Rn9",
-	"HdWwCBYFuxilyEsRZnQsd8j1bS7iGgii+glsO7q30olEONHi7GoqlXsKjRAF3F/HJob1kMOOh9y2iUv5",
-	"eyFtC9GfsK+nBmqhE6jAAl3ih7Wz7UVB87VHxLUnxs03KTTJVzd50WJRvkTWDai4rtycZhD5rED8tlHw",
-	"bCZ9FkgcnoLMpCpeRYw4Ss96tMhcuiJvOFE2gqalAxXH4c3xpC24N4DjOJYZOWE0bSqwPHsEIiEzy/JD",
-	"V0XSYcJir2STXno+hJQcJGkxRq5YpWcAAyU48KReZaFMnpDqw7aEl+UGOSjDLSI6I9Xfw/hpHzUKQrfe",
-	"AK7IKa+tkyLBz+v8unb2DOXy5B8XQnuhfsk7UaUSn874m6fDYdRZKB3+3Qrukr+XMnsT4O9QkjtDAI9K",
-	"h1RYNe2O/NEwEfGt1Ekr72sEItu4HxMqKxc+sHmTyXyhKFRlD72zQjupY1lGRgorkd9R4g0eyHLuI9js",
-	"tSIPIxId24VayoSF7VKhhchhwx3YWHOh/0cS/RskUdRpOfp2Q4ZPMITAfUTfK5/rRz6AC7QM2PVIPNBo",
-	"2bdzctS5fIUULnTtK0pg8kMj5kIitZLkeCQ8tdDAZ84aQ1QMETc/Y6Fxkf2+H6tPyzQkUNwcZ5xO25Ms",
-	"PjcP4QH8XROFFbFvF4ft3q9FTdY/xJZKvaDh69rTV1VO1LbCU5XKE+3yVcsCP88tucUZ35IxGkEjY7Q9",
-	"y0H9a0uoQ+JqvQ8W34KuCD7+JxZtJpRlnA3yxEIq9czN93bE0i9VGB1Pl4L3aP35SdD6QbRrTTqoxTnW",
-	"EvzQfCnQCPHWjH8z4vwqs9SpEckTCyfXYhZ8bJzj5NUIkKg4PGitegONXvJgjPxRbjv/N8o6zxvXLR+X",
-	"q89w0FbI1GL27MjHOOF5YClzDsqR3U7+iX4/Vdb1F+JT369mj8yMsO76pNs2/z5DwG/ufYs5XGHmHui0",
-	"FRt8LkOFBCK1TB/swPB4sPdp16JmuLq2vb5OzaSmmbdvtrnKVyqXMSdLG7BS5PEclG4KMFdPsA4clmMl",
-	"nvDJe+FVHQtiJlAX3BJ7bGMqnGi9vjbcDvinuA4W1CSxcMJqoq4czAYw6nz33cF3A+edQDaPD/gHad3g",
-	"Nzvq9AZwXI5HmpM2MOocjDpBcNNWJ8JKCsEJh4QJiczcPAKL737n0xdHHZ6ItVYPN9KUKOXQ5VIehUxo",
-	"EIEPGnJmCB3PvT5GQ++FAQSh1jPPZbb1zP0K2r1TlBoyVanzzv/lXHnw2hoylLAtAfvd4I/fbPSb/XRP",
-	"ID03zkcWjkDLGUt4H9ezRZaZ3PP/vb1Ta6E50lBySDYx9c+Bppee6ctPWe6nr8CHgO36dBuwK+3Ep97X",
-	"HfgvUqQMp7UcBcrkr0s2c/twSpj/qm2i4L5a8zEVi0nDz14Xre0+yvWcFB7Bv94289uX79rTgShaThj2",
-	"mRk4b1++owwcqI0A3VyKBBXPX5R2ESTSuryIEVP4B5NJ/cHkaYL/9r4gqX2v3Pur/99T7/0Gosbp7DjW",
-	"kGC4IwlfaMAT48T7A+QtY++c2HQMfV7WXUCtL89Xu8ikPj47LXTstqRq7j70b5Jd9kjI8JnZY9vB006+",
-	"0xrQdh3SGojblPbw7EEG55Xklg/a1vxQdQi/CS/nwsFLs8hSyazkc0tEalBqUaNr8eo1UbNeP5RIJ1Rq",
-	"fRrn0rBXjGTQQiKbtZsEE7cm+l9xAZLMc5NTHVgEJPlPr26uro/fnNz84+Ty6uziHLovhn9nn+3VyRX+",
-	"cnN1fXF5cvP+/Pgfx2dvjn9+cwLd74fPIxCwlrAyNWix+aoKFNeXMqEUVpaa1plchpSoCTlu4zmlEnqv",
-	"41JwroSTujeAK+9x8An+zNLXvQMgkgROrl4evzm+xrW+Ojk/O3mFm3jei+D64uLm7fH5P2+O3727vPjH",
-	"8ZsrWnovgvOLa//jyWV4O7xUD2e9GL5g73Hj4buT81dn568ZVq22Lx/clnoLJsfS2YyQGnVCQV8HslxO",
-	"1afWYec+EveQs4Eidg8k1bBPsJ5PUy1is6pw1NmaNWdbY4Ool00LK5Mq5Wod1yJ264ecTuG8Yz4BqyiD",
-	"t9L4nlhI0Zb0nntnKOyX19MEew3q3CeE5/WptmQul8odo2x4BtKlWFkQE1O4w0kq9O0R0RilXVTVf1w0",
-	"MVWcBrsXX+OVlKuNmLrLg23jdpdSJNuDUKlgL8HGzjajoLuQjJTHtiyu6dRK1w7VPYuBumJiTVo4WfOu",
-	"h/yUkpfEy6SWFso5hvxub0vpiRPpm7DFByK2IUDOewmgaQyyDfBbTbU9Igqorn5xRCFVC9VC6G/FJ7Uo",
-	"FsBKOZipj5zTdK7I11wBz4bD4QCuyXSlX8tivlhklO7Bh5DfkYOj36fgG83dLFAzBacYLpTG+XcFXby9",
-	"0ECe5iae9tFmT+p1ilvW//SrV/FZvmE+8a/zDTfIdX+W3Z+KmOIn7VUOX+RIviRGvRWFHwjRIqZQQgZ5",
-	"PtR0ao985qOX721ePySqzQHf68R42RBCtVU2pZW/H8EQCp0Y9ugsQKRpq3e4PPfhg8VBzuwEycNn3HyS",
-	"S9J2knbXDPm/yxTjKERAOVEzFENSEhHBkdnfMqSdkricyzShyijKdncwQ51KxLfQ/fXjZlmGalZlKLtR",
-	"mNGUnuuJC1+ffrBnpv+fLK1/dzo/dLel8CNlNpL4e7Q1f84+nXmPRPt2wbQ9d2OnzVviZNuXu9hOpSOi",
-	"fsokIROvJfo6Wk+oXdvDXXoF0j9ChO3a3mGtWNxWdeTBV8r16U8sYylZPJS84IMt9TyNx2J4V+TE24e6",
-	"9zfX/7BzkUkEFO+zE7E3O6qq0yMgTeKevIez1EyOoPrKu6rxOxL9h/DrHzhAFJzY+APKwHOSWBHJw/uP",
-	"9x+3TpDLbNNT8OhRyPWKwU3P4jbHSFVLspeLyr/etoYPKG7+rAlYUaeMqNddHVzJ1Yk6RZbgHw96PKpR",
-	"dnECAsVWUV7ribLmjS/S1LNXIkP/IkkaHLHd2P1P7tbuNI49lH/vSvmL5hP9J8/l35rnEpUMYAfr+Dqz",
-	"psmKH1naUJlfXOTKrSg64etcpchlfly057B4CjDaGxZSJ1QRSWX1B3OKuv2LudIFjgFhfujiOb+8uLwi",
-	"z1yqZnNne1Ulja/Qp64yRF/9PnXeQMWm2b5jAB/4ef1HVvbpA4U4+t8frhsNPNgeIN2XXmfaLDsDPLEg",
-	"ikQh2Ual6slZOoVDvcnGJpPQ9T0+2Mfg//E8J7T/4H4TUbMdyCEIIJLUM65JZJ9eueAXw6e86/GHDx/6",
-	"CDipHRKIPISf6UCIpxV5LG8CRH8adbwmWExSFfeLPGV18GCwlGnap35jBwykLDdOxk4m/TDMqDOOQPgV",
-	"1H2ovNMXw+dwdn71/vT07OXZyfn1zdXLi3cnD62R/OI/jTpK22I6VbGS2t3QgKiI0R/lqvlnr7+O2xqi",
-	"dHwHLxIDNEHFtOfOZdw+TOmp2aFwBwufvaMUoeDTY0GJSEmO925w0STKxoZwm94e6UZziB7gM/jl+vrd",
-	"wX9fXZzXekMwN29ppRaBGOmJKUjakUG2VDoxy4hGFS3i24qpdCsvxQcjPdIn5YrK9nLjP0aezDnjIODF",
-	"qHM/RgK1BeM/TVJ1VRvpEBaZmGRVX77LRYiHhBZrXfa5svoQmquN9M7GeVENGpXN08Ml+W55tKNj3g0t",
-	"QvmWD5TqJSyMXzJj7V+vUJ2vN5z7zRo9PkKI1t9h2iZXBhqTmcitV24WMlECEGtwlkB43RfDYY9cdHgy",
-	"vIJEcmNG5KixS1eHoHTDKhUaCp0JYoD409MfwBZ5bmbCyZGWNhYZ1Y/eyhXM1B0ytqWKJXSRsQv8KhZW",
-	"9pW2UluFlnq6YsgSgyTnzEhTgZhIC64Lqy8Yxmfn/zh+c/bq5vjy9fu3J+fX494AjlH2slEFQS8ErktF",
-	"SKJwG0NsCu04aEz5dFwcmKpYaisrs6Lz9uy65rnvMA/ri0zVUqsOO8PB08HQq+IaHx52ng+Gg+edWiTj",
-	"oNELZ9bmkDxBuzSTmpht2cmG2Hej1rfs78WNzjKZW6Of2JEOnXpa1ACWEWP80iOkL4jDXyx0fQ3iSP8w",
-	"tD0otFNIWBv9dNhhFlroKBuWG3GnNGryREdG3rOjSpxRqx2pExtSqFhz15Iqrbg5FDud7EgHGNCY3cxY",
-	"qybpKnzUG8A7Ya2vN5V3yhS2yo4bcw+eMZ/2jl4/pGcH0ekFj6tpm/TTSPsvQic1mfO7vmo5KHlnCSWM",
-	"W3dc6wZUD83/2lYMmRpOVS/XJgggAehIO68NJKHi2hYxVfs9H9ojGCI2+GTQwAGF4yTwqsfdsGpj+nsh",
-	"81XVxxTn7OzsntrapIyASyruOux9S7ASzZsow6dfokJpPcEQJc1qE+0JV5TrbVt/aD1QbeDz/LQf13qu",
-	"PhsOd7T1/Lx2no2mWNvar65t2FJ+v7SO4xEDDvcSjLZNV66/1j806thisRD5am0auxn2jhr8g0smYpWw",
-	"MS5mttnc6iOOXTGxgz9Uck96vGnLy/H9EQ9rld6EnPVeiWzPIEbMcqHRal5QAgH76FC+jzSbN1RnO4BL",
-	"alh2WGsq6PF+I1I/gBfDFyPdEnrnvOmy+6yi1gS4LpGi2rHyMEiO4MXw72sjhPg8MTXloCokNjk3whVp",
-	"iiyVaHIpVsxeRnqdedSa5/H/CxEmpqyBZh6BZ1ojLWZSO4qP0Ve9Nh70ikYpu6htMKHP72i8zhc+8svS",
-	"up9Nsnp0mim72d03TThc1v0Gzb5o13RLQUgqTmxyOtHAfJAeCH9mqB8Z/Ri05hGejRnunqh3Ud8uIpN3",
-	"vg83/kOumu0qg8+Pt5QvC5OVD3a3tePulZ0GECPXk+dBaSpG6oYQ7dPhcDg84lx75WBcuoHHJKOp7wNZ",
-	"C6SJp/JOptzYg/Kbyp5TAhIpM8lERkXLFhH3KgTZUanjFgOR70M0NWlqluHASns0y9WdcBIfJ6gXjgeV",
-	"Nsa9j60TMzQi5SIzufAZIKG7ERdLDeDYD0DkN9Kliiw/UZcTND1fwOlVxTKOQLCxhM+ePQvPXp1dnry8",
-	"vrj85zZN4JQO7gEtgDp00Xq2tVAXkEpBSDQ+GIfMD3rkQ0BlSchP5aNtMtPT/WfI/Dd4rOThxDOK4Cn+",
-	"+SN0ZWrRJh7CugbeqyT7023LoPz1tnXUoqjrCxnPlBsjKO6QZAtXxS0HM+XUTCOu8XkrTcHJCk70kI3L",
-	"Mb493rYwfrPzIPf7RmpDveJmi9aQ8uPH4Fg4E6I2UwOrAuwUyGXoSkwALXsSe3bFHIlZFf19QJGke+ZO",
-	"SPubfOqc1Orx2bT/Vrh4Pq7MbB+Hi4s8RyQ+uRazw9L/ohy8ePbjSL+7PHl5cf7qjET85cn/en92efLK",
-	"awrCKwkvnj6rRkXLdaTXM8Nq1N8k5suT1+/fHF/enJ69ORnAu2KSKktti/RIe3ZMZjhvb9wuePHRKZeF",
-	"rdF82/FUrxyU9yu0YNeLHV39SLhRj63HwIdLGsojQeDFJX7sgQ9Ru4g61qsQ74lgojQy5tDtPwLrcilQ",
-	"jepaqRPa1nIufUbQrcy1TEc6Fro3gDHiRskCm8Vy0LUuN3oWepOO3wjr+m9NQpGc8dFII+6dGy0DAgbd",
-	"8fnwBdpZVulZKmF8KfRMjuHZ8AdcERfB59TR65BdEVyqwzB6Rk6T45KDn56dXkRgTXwrSSdM5J2Kg+Ag",
-	"dFxHNmJKKsgobzFNSYkgpt+Kab4k8NFxbRcnM7GTrs+n1eRoVa4BnW379RbtGPzEhv7rDQfXGKxW06lH",
-	"62fDH9ppIPcRu1sGGb38/CGC4WbsXnQE5NGEgZMVNHDkMYgqnBV5NRtVnvVGig+QVWsGxVUgHGdArOk8",
-	"MJGlCCSn7RMwSx1omnJ8lB7phVyYfBVBcMVOVtAnlbCgysd+WGKQ5/Ba/VwphC+ePh/pny9e/fPm+uLi",
-	"5s3x5WvG5uDaUdZ3UeUxJyZZ+RFLnQsRbNWLRtqudCwT+jwrma9wZqFQT1+h6Zel7LcWmlW10odNHhum",
-	"77psIXusJlSgGwSFP/XDfSRG74h7orKvKsiwCkcO4bsxd7gY6QwtDc0JHUeb6wwyLayT2cI24TaAtz48",
-	"komcC36Rx7C+vBCJ5HxKn7g60lOKsJopewpDyw7L5iTu6vj81c8X/9vbx71dQo5Pv1XIcUnsYzCefQzI",
-	"r+Q5D9mOj6u4+WrhFm7nWz0kR2sSrFbm6xnd03/Til5ym9+HFvSVvO/KhZ7DFFGg6INnfixEQxbInrqm",
-	"D6bWbOEmcv7in3/Dg/ZVlFtEmg/ZKgtFNmiEkzuHv35s6t53UktrjzxT0YYdQfWtl5sL+19Il3OOEf1H",
-	"lyvRHQdbvXC0KLEor+CA8buLq2s44AI5/HYM3bkUyFiiwEtsFLJlUELQlL3Iq0sUrvX9/xr5e7XwGj4q",
-	"b1Ua6SrKVW8QWb91qmTB1TOuS0AWp+xIKx8aGL8+uYYDH2MZUOALzHSKXFEtqGI4t21ci6/TSsjf/S1c",
-	"V/XWVvtznt0kVV2B9TmEWLs4rEmLuMSGSKolY7HGsPL9bfBhWut8M4BjrymvXS2FeFDHV3oUUJWQc5aa",
-	"yZciJ37710HO1wipb4Oc9e4Of1LkPFU68b4bvomP+zRw4wbBHQdCA4ZQFd/7GrzMZfbFeJnL7C+Elwip",
-	"b4SXtQ4Uf1K8vPLNGFSlq/jwtQh3oZRWXdXG4SsQE43+L0VM/Pavg5iXCKlvg5j1ers/KWLiEkFsyPBa",
-	"SnOqtOxz8ZlMAvJ+BWZywugXoiZ9/NfBzQ8+ufZbIGcj//5Pip1sXVLlfpGmQa+Umwj7RfjoD4Vylgce",
-	"eLXf235aiUXqfwqYV6YvVAGLNnf+VXmH21eH0b/oYuC94wGhgFnRJYsz45zU0KXeYSFbYSlsSHvoPYZ5",
-	"f8ptGUStlt5MyASmSKxr5JEEuPtDbBzDQe22j/YgN0WY1/JTfT1jeVui0CtwudAWyTOCia930iHU0Iuq",
-	"omN/P4u/vpgbCVhOZvb/9SJ/o9xIUzqODytU95xwfiwXDYG/78L1yim4HFqKeD7SdB+KZ84crfFtyMs6",
-	"fuScdMlG4yaSARxX/r3gPRTlrSVzuhOrlsNWu47nJ6pHOYQXw+FIr4dotwWs/Z0sn+3Zqy7Z/qbR0eaV",
-	"MVtcMGUN5CNkdNQQ21cH+dEDbvjK8bbLkHp7Iz+j1HbR+p5TFBply2u4zxl2Vv4OY2fG0B3CT8Atstdw",
-	"WFjKwqhKUyh3u9YtQ+k7fxFWWSM50qHAk+WxQqKpIilr19C19tUYaercqNwAzqbUHI9V6kZXjm6VyOqb",
-	"IHt//Uj7QXE/VWwhrAqR/O+b/WaqJDJKm0QQ0P5gTMblGImrvJmDcwW4BUitHrhO7crZkQ4Oy3Ad3a3M",
-	"XM+nJNtaIz/+8HAt6vePk8vrs5/fnIAWC9qE86TrC93KM5bxLS5hIRLidxx35JJtO6dAzlqcxXe34ZCA",
-	"v7arlvlEwR7XvPBojQeapW7wvyhcW9WjFoaKrogc6UkYnu5KQ1aMaFIiSAiyZbXYApAqxeGFNs7Ddb9b",
-	"Be1n8p5vYQ7Uuxf8mwMLjT4BraEFXzTd3Sh3ZjX6USQ99U1oUndAn3BntpW/b3Z7/0y+WLZka1UCPngB",
-	"OObYz7jsQU8XZKIORr34whfR5p2ZI01JYq3Xeob8+HLwUi5ziQzxCOFGWsaGR3hC97tlzVlto3IoDH4I",
-	"Y1JF1Xiku9uagPUiGItwBfwYuuv3yOPzRZzhENv73JUpMWVLPS6I4N7oYXfIyJrlD0fElX14lGotKBGu",
-	"rcJim/bAfdDaFeW1NCsfvatrx2XzSYITdQX0oOhEnUWctdUvf62ysd+VY+He3vto395s9sF3G1f9P/x6",
-	"vQPi/cctmo+vJi4bH9TwVoJnjChsEWcfK7mcBEY5MedPOwNz0oINCFZm6yTvGyRW9L4RwWpi1kmiCLP+",
-	"VJGbR5x6ly7LWQOC1aHHyfH6ijDQzkNcj/Q0D/F1aibf8BC/LMLxKFM3On20HONb326AIxqPYnV/Uaxk",
-	"9+GthUPWDi+X2bc8vC8KA/x7D4+N+VluioyzpMh59RgZEl8WYNh5mrtjCKzlcJuKQyLsA2rDMK6XBNbd",
-	"Et5TUaZposow0vG80LcygXF9hIlJVhFM04Kzt6yHG10o6C/Fo2RJ9tGOtDdbaWQE80TOhAYxMbnzFXi5",
-	"0HYq83azQSTfEC2/LAjwiFN7pOR21wzhI9S6cyvdT4Wb9n9sjrhXzmWt1vpxMoa/LAyxE383Ig3NcycH",
-	"+Dc8+C90sD/m3HvpBMHkf4Rj3N9f33ZwzSynZruMXz+iku4/KWuqXan0+h/YvV/7oTQMa79VRVK1H2s5",
-	"UrVfOWns/uP9/wsAAP//",
+	"7H1rc9u2tuhfweieGUvdlKwkbm9rTz+4iZ16T2Ln2k5z9i1zLYiEJNQUwBKgFe2O//udtRbAhwTJcuJ0",
+	"eqb7my2SeCys9wt/dBI9z7USyprO4R+dnBd8Lqwo8L9TmYl33M7g71SYpJC5lVp1DjvXM8EmMhMRK0TG",
+	"rbwTzGpmZ4IVWlvW3dvfY0bAaFakERM8mTEjpnOhLMtFkQhl+0IlOhUp44YpIVKR9gadqCNh+BwmjTqK",
+	"z0X9XyF+L2Uh0s6hLUoRdUwyE3MOa7PLHN4ztpBq2rm/jzo/S2N1sTx7FV66EcZIrdhipo1gM3qZ2Zk0",
+	"TJoNq5Dp1jXk3FpRwGf/79fj/v/l/X8P+z8Mbg77H/94Fj17/v39f3WitYXew4gm18oIBPhbnYrspCh0",
+	"Af8lWlmhLO5QfLL7ecalOmLJjBdG2B9LO+l/Dw83A+I+Cmw+L/Q4E/M9w0a6tHlpR6w7wkkPWVwOhy+S",
+	"uTCGTwX+I0a9iC2kneHpGsttaZieMGkNg/MbsJM7USzZhMusLATTiu3PYRv73zCuzEIUhhkdMV7aGeMq",
+	"ZaW6VXqhWKFLKwyTKsnKVKSDzn1E+78Wn+xX3L7VOmvsPWLiE09stsT9wUT4B26BGSEMLuwdwWxlWTzP",
+	"M5lwGHzfQfUfvxmYqbmq/yrEpHPY+V/7Nant01Oz78cNrPVYscvTl+yHg2//tz+y1jmMM8FGcAIjBGu9",
+	"aNyD394AycFNB6s5VnZW6Fwm11pniLiFzkVhJWFgaw1rEAXCyEt7U2+Op6mEl3n2rjEOEcc67BNueaan",
+	"AP6a04wGNWXo8W8isZ2o86k/1X33I4B0cMkXbwktYRlEkyHKryn0V3qrvY6VHXxcnfk+akPIhBkIIJEB",
+	"zlW9zNzqDBvhQ9yVtGJuHsKB9oncVyviRcGXuKA8L/QdD5xWUghgsPDnRBdzbjuHnZRb0bcSd752fKmc",
+	"TMI7SngGZJHMuJoK2BlnpZITKVIGH9Vkwg3SflosWVEqZmZ6Ab8wPrGiQDScyMJYlkklWDfVidkXqbRm",
+	"ME97hyzu9Pt9x2aAvxKPiTsRizv/+Mc/Ak8q7J6V6tZETNMkSlvB7IxboAWVAiNhE10wjsuFA2IZL6Yo",
+	"l26FyAfs2LK5NpZ99+23L75j46UVJmJJ6VfOQRpkAtd9BFMoZotSJQBgJg38IwaMzgJkmnVAAygYplW2",
+	"ZIuZzATAYqHLLGXGyixjc34rGjxGVjAm2Biu0rH+BNAZhE5MfMplEaDNzgdcoV+EsTo3bMGllWrKuv0+",
+	"d0iDqKCrXTqMwbl2QxmZBhkB8JowJsGTemHc3Bo4GJhQqHIOdLnQxa3JeSL6i0JaJFGASNGflFnW50ki",
+	"jGmQZj1pvlEZeXV29e7N8b8YvAHiCZk5nL89gn85K8SdKGyEuEsICvpLEOQwRgDgx26MPYOfmogJlHxa",
+	"CTfjnHWb6zARLaeiiV4EWAr/6iIVhRejwLCPGB8b0I4IhxEugOpAOkHUhY+Bv5nI4a1Wwji8xclv1rG3",
+	"yZHWdr3KdVYGCSKgnYmCZmMLboiYwqus9reABQKJgNqnbeMAxlpngqsOMnHuxGh7yrgjTMIzbgVzdAPk",
+	"7ZQWnTqNxasxv5XGyokT0J6dhA7cqYObGSPQlNcZu3En7tA2KiSf8ZQprUSYhE1JsmUdgiDOZSqUlcDR",
+	"gWw16El9aUwpih4xmTtREB9243j09gsjemFW3wp1RIyI+KJ7vYsYNdOZQzkQTxNzyNO5VD2WSWMN8thU",
+	"JDIVBsf23MMxKbfGJXIpduxOUtoZMBatwmRknYJRUb2jdUBpVKWBmIJkvgPSIZMP41wIpVYUA9Tl/am7",
+	"lUZe30fOVuGgk5nNRUWV3K3Zc1CRcEB8JRLp8WtV26qfeDAR6GkFONI6hFZ2U42ybRFvpLHrC/DnjP/s",
+	"pq14ZSTAMpKyMGS6rJOREgthbI1YOhcKcFqzCS+OmBEqRS3CsBFKqhFQNsgz5Igo8cUn2xJbUtnvDurD",
+	"lsqKqSjWwFPvsVphCFAvSTddh5H1auBO8HHDbNLlSsXvuMxAew/ACbVK1BGMKO5EwWbcsHFpWcKV0hYV",
+	"LqUXrDvN9BiJdlqIvKLEQubwf9NgIyzeWRd9Xy8vvIMV2BJstoDz86yMaSlTrhKxWfneM8wsjRXzfl7o",
+	"eW6Z/wSlaZAfbbAZohWnx+MsGreWf15dnDO0LBiBsqUvtw1KJu2jLZ5dDJvGNhoQDJ4NKqABbpCmIZ77",
+	"RiphGD48YqrMMpJ+QiInNjIVXpqT7akL9mzI3sqf4C9UwlH7gy8J7wmYq2QbdZDwNzubSOqR8pyJiW0u",
+	"xit4rBBz0M8dkFfnbO/XzPjzb78L4sSdKEwYO1eOwr8Y+dFCAB+LiS7Elp3RC40NNvfW2LYTPDvtDoVh",
+	"yzTcxDCjrwOJyC0hBJGwJn+pte17j2LEzHKeSXVrWCGMztDq4oblQucZcjaUGF2OYp90Hklo+P76tP+9",
+	"M025Ye//cXp6+qq3Udm/qUAVkFt8LvYMUbPTaaViY27EdwcRywuBupAz/5zu7dm14ehVmh+S/OJz4Rd4",
+	"xzOZ0jLRogXtzK8TbAKRTQbseqHJ0mAKcJuZGS8EYnqii/TIYzxPLNifMIcRbomktiUzkdzmWiq0vsHE",
+	"PgddnEAFY1WwijttixBGCUFrk2L+YbZsoqnbJS1QjjfYWY5UYbSHeUM9VgMTGyaDEb+vL+u00HP27Kji",
+	"DnuG6YVyqzQOoGC/GfE768IfuSgQ5r2dNI2og1bzzu4XrxK3V4mKcYSmHuACLTUAsRV6gx27BayqsI7f",
+	"eI7agl7k2HwN/80iwlwKU2YBvdFBcHetiCROQCEiP2WY9rxjnpuGazPCA0PvEhwWreRhaLl5omrpoV2/",
+	"knyqtLEyCTpcOPmG+/20fo8hkYnCsIkuVVq5waRpG/Gx6opPVqhUpCwvNODYEUMqbQxGPjLYX4GAJ5YC",
+	"/7tZYjXnNpmJ1DkVMhExjjYccKVEq4mclgUavM7HANqzgdPnmbfBY4XDgsHK/HC6YEr7WYB+/VgiHcTA",
+	"07USF5PO4a/bz7kBQIc699GOKBL6dAVbPraPqOGUX8HOEJWtylPa6ZTfCdy5zsq52k1NAdxrMKHGExc4",
+	"eVhW4hARLrT+6gGMrGmxvbGLGj32jIu5DNikEGbmPT/1vl0kAc53LtgE+KOdiVh5eICFoVUrJuLkOuE0",
+	"Dc8KkevCmiM24Zmh4WMlLUvQ8Qm8373YbRg8IA8NW8yWEZPKFjotE3JOiXlulz3Cs1U+g8sKKia4w7Aw",
+	"qIcPM5YKCk2ZVX2DXjpkMEhCEePO/fZsONzZkgrgaYD7zYNq4c96weZcLZtgqpYMIivnhljRs+EQqV+k",
+	"rNvSRexMqKbC05KkpExtmbeazLmaPAo4NRWWMG27fRrjbzVxa0WB8G0dYWIUaSmrfdbfGooPpJLeNJYX",
+	"1mks28nMo49HlhZmNCARprxQqASIbVaqW7KwXyCaIJgwLPjJHpECKMlHfIP/cDDnFUr0NnYrsfDBzjXs",
+	"1lnqn23gSOtu8e3AcLqBHziqpg/t/iSV9mepguyGnV7dnLw6u745v7i+Ob14f/6Krck257uEP/dAf58C",
+	"+iARGTmXGS+Y1Uxn6Q0tNvJmMonpPcPiztvW2+KTjTsO3KDYo+rfji6tA1io9M1GZo1jtTSYB33iiHmb",
+	"RlxVz6p3o2odftJNED+zIXGmxMKBKWSbWxDtwJAznghMsEAPCHtvBOOKeCujzwHmqciEJUsTZX9QM68P",
+	"ZvOMFCrXfuYBe1saS2N68bFB68f3b3gWENKX9JBxDJyBamIG7JWY8DKzBmZDeXNE8gz/jhpYxOYluRgF",
+	"LyoRplUitsj1TS7iBgii5glsOrq3wvKUWx5wdrWVyh2Fho/W7q5jI8N6yGFHQ27axKX4vRQmQPQn5Otp",
+	"gJqrlNVgYV3kh42z7UVe8zVHyLXH2s7WKTQtljdFGbAoXwLrpgibneEMvJiWgN8m8p7NtE8CicKILNeZ",
+	"TJYRIY5U0x4ushC2LFpOlLXgduVAhXFoczRpAPcG7DhJRI5OGIWb8izPHDGeopll6KGtMx7YmMRexSad",
+	"9HwIKSlaEjBGrkilJwAzTEShSZ3KghlXPiWLbAknyzVwUIJbhHSGqr+D8bM+aBSIbr0Bu0KnvDJW8BQ+",
+	"b/LrxtkTlKuTf1oI7YT6Fe8ElYp/OqNvng2HUWculf93I7gr/l7J7HWAv8NIrkaAR5VDyq8ad4f+aDbm",
+	"ya1QaZD3tSKSIe5HhErKhYtw3uSimEsMVZlD56xQVqhEVJGR0gjgd5ggBQeymLlMA/JaoYcRiI7sQiVE",
+	"SsJ2IcFCpPjhFmxsuND/I4n+BEkUdQJHHzZk6AR9LNxlXjjlc/XIB+wCLANyPSIP1Er0zQwddbZYYp6E",
+	"anyFiWZuaMBclgolBToeEU8Na+EzZfcBKvqIm5uxVLDIft+N1cdlahQodgYzTibhZJjH5os8gL8rorAm",
+	"9s3iMOz9mjdk/UNsqdILWr6uHX1V1UShFZ7KTJwoWywDC3ycW3KDMz6Q2RuxVmZvON1B/ntDqEPAap0P",
+	"Ft5iXe59/HsGbCbMhsGsnT3DMqGmdrazIxZ/qcPocLoYvAfrz00C1g+gXTDpoBHnWM/7mZZghDhrxr1J",
+	"uUSpXqhM83TPsJNrPm3n8Tg1gglQHB60Vp2Bhi85MEbuKDed/xtprOONq5aPLeQjHLQ1MgXMni35GCc0",
+	"D1uIgoJyaLejf6Lfz6Sx/Tn/1Her2SEzw6+7Oemmzb/PAfDre99gDteYuQM6bcQGl8tQIwHPDNEHOTAc",
+	"Hux82o2oGawutNfXmR43NPPwZturfCULkVBSu2ZG8CKZManaAsw2E+E9h6VYiSN89F44VccwPuWgC26I",
+	"PYaYCiXEr64NtsPcU1gHCWqUWJRK5ifqisF0wOLON9/sfzOwzglkimSffhDGDn4zcac3YMfVeKg5Kc3i",
+	"zn7c8YIbtzrmRmAIjlsgTJaK3M4iZuDdb1yaadyhiUhrdXBDTQlT7GwhxJHPWGfc80GNzgyukpnTx3Do",
+	"nTAAIRQ880LkG8/crSDsncLUkInMrHP+L2bSgdc0kKGCbQXYbwZ//Gai38ynewTpubYusnDElJiShHdx",
+	"PVPmuS4c/9/ZO7USmkMNpWDpOqb+NdD00jF98Skv3PQ1+ACwXZduw8xSWf6p92UH/rPgGcFpJUcBKy6a",
+	"kk3fPpwS5r4KTeTdVys+pnI+bvnZm6I17KNczUmhEdzroZnfvnwXTgfCaDli2CMzcN6+fIcZOKwxAusW",
+	"gqegeP4slY1YKowtygQwhX7QuVAfdJGl8G/vM4oPdqqRuPqfXiLhNhC1TmfLsfoEwy3FElwxODEqkNgH",
+	"3jJyzol1x9Djsu48an1+vtpFLtTx2WmpErshVXP7oX+V7LInQoZHZo9tBk+YfCcNoG07pBUQh5R2/+xB",
+	"BueU5MAHoTU/VMVDb7KXM27ZSz3PM0Gs5LGlPA0oBdToRrx6RdSs1nmlwnKZGZfGudDkFUMZNBfAZs06",
+	"wSTBgowrKhQTRaELrNeLGEr+06ubq+vjNyc3v5xcXp1dnLPuwfAH8tlenVzBLzdX1xeXJzfvz49/OT57",
+	"c/zTmxPW/Xb4IvLVCXXCykSDxeaqX0BcX4oUU1hJahqrC+FTosbouE1mmErovI4LTrkSVqjegF05j4PL",
+	"9CeWvuodYDxN2cnVy+M3x9ew1lcn52cnr2ATL3oRu764uHl7fP6vm+N37y4vfjl+c4VL70Xs/OLa/Xhy",
+	"6d/2LzXDWQfDA/Ietx6+Ozl/dXb+mmAVtH3p4DbUxRA5Vs5mgFTc8YWXHZYXYiI/BYeduUjcQ84GjNg9",
+	"kFRDPsFmPk29iPXqz7jzmBKZC0rEnJRGpHXK1Squ+cIZl9PJrXPMp8xIzOCtNb49wzKwJZ3n3moM+xXN",
+	"NMHe48paan0qlMxlM7FllDXPQLbgS8P4WJf2cJxxdXuENIZpF3WVJlVPTCSlwe7E12gl1Wojou7qYEPc",
+	"7lLwdHMQKuPkJVjb2XoUdBuSofIYyuKaTIywYajuWLTV5WOjs9KKhnfd56dUvCRZpI20UMoxpHd7G2pQ",
+	"LM/e+C0+ELH1AXLaiwdNa5BNgN9oqu0QUQB19bMjCpmcywChv+Wf5LycM1LKmZ64yDlOZ8tixRXwfDgc",
+	"Dtg1mq74a1V0mfAc0z3oEIo7dHD0+xh8w7nbhYS6pBTDuVQw/7agi7MXWsjT3sSzPtjsabOedMP6n33x",
+	"Kh7lG6YT/zLfcItcd2fZ/QlPMH4SrnL4LEfyJTLqjSj8QIgWMAUTMtDzIScTc+QyH518D5f4/U8Phf0n",
+	"RPM1QjTAbNfB+F6l2ukMPoRfZ9ka8fsRG8IONHn65oxnWTBqUPGD4YNFY1ZvJZWHab/9pBCoBadhlx3G",
+	"RarU8/UiYd+Z4ojoi8TiwqcjIyLNRJZixRxWQVg2BV2bJ7es++vH9XId2a7WkWatYKetVa0mtHx5WsqO",
+	"FSB/sXKP7WUerLuptAM4Uau4o4dbc+fs0tx3KMAIKyybc3q2+kIqnAx9uU0c1bYD2C1EEiJ11oMrtHaE",
+	"2jU92KUzLNwjQNiu6R02mj2Yug+E96FTf4k9Ko8nMYBJLS4I18zfeSpBeIXO3V2oe3c3zh9mxnMBgKJ9",
+	"diLfG6AKcEUMNcx7FGLTTI+PWP2VC2HAd6gSHrJf/4ABIh/cgB9ANzpHTSZCPen+4/3HjRMUIl/3ID15",
+	"dHq1knTd47zJYVbXGO3kunSvh9bwAUTRXzUxL+pUYrzpAqMKv07UKfMU/njQE1aPso0TICg2qniNnkYr",
+	"UZoyyxx7RTJ0L6KkgRHDTpD/5PRtT+/ZwSh0Lra/aZ7Zf5TrPzX/KaoYwBbW8WXmbpsVP7G0wfLPpCyk",
+	"XWLUytU/C16I4rgM5zY5CtDKGRZCpVgpi+0W9mcYjf03caULGIP5+VkXzvnlxeUVemwzOZ1Z06srrFzn",
+	"BuwKhfTV72NrFlBs2v1dBuwDPW/+SMo+fiABR//54brV4YXsAdR98XWizapjxJ5hvEwlkG1UqZ6UvVVa",
+	"0JtMonPBuq4JDPme3D+O5/j+MNSHJGr3izlknCFJqinVqpKvt1rwwfAZ7Xr04cOHPgBOKAsEIg7ZT3gg",
+	"yNPKIhE3HqI/xh2nCZbjTCb9sshIHdwfLESW9bFf4D4BKS+0FYkVad8PE3dGEeNuBU3fOu30YPiCnZ1f",
+	"vT89PXt5dnJ+fXP18uLdyUNrxHjJj3FHKlNOJjKRQtkbHBAUMfyjWjX97PTXUahjTsd14EMxgBPUTHtm",
+	"bU7t/6Sa6C0Kt/f8kNccI1d0eiQoASkxINP1rrtUmkQjbuPbsWo1DekxeMZ+vr5+t//Pq4vzRs8Q4uaB",
+	"VogR47Ea6xKlHRpkC6lSvYhwVB4Q34ZPhF06KT6IVaxOqhVV7SFHf8SOzCkTxeNF3LkfAYGakvAfJ6m7",
+	"IsbKh8vGOl02l28L7uNkvkVil3zxpD745oix2tr4MmpAo7Z5erAk1+0Sd3RMu8FFSNcKBFMAuWGjl8RY",
+	"+9dLUOebDSN/M1qNjgCizXeIttGVAcZkzgvjlJu5SCVngDUwiye87sFw2EPXLZwMrSAV1FgVOGpis+Uh",
+	"k6pllXLFSpVzZIDw07PvmCmLQk+5FbESJuE51hXfiiWbyjtgbAuZCNYFxs7hq4Qb0ZfKCGUkWOrZkiCL",
+	"DBKdM7HCwkGelVQv2FwwG52d/3L85uzVzfHl6/dvT86vR70BOwbZS0YV83oho3plgCQItxFLdKksJRNg",
+	"niUVjWYyEcqI2qzovD27bkR0OsTD+jyXjZS7w85w8GwwdKq4goeHnReD4eBFpxHh2m/1SJqGHNUnYJfm",
+	"QiGzrTocIfsO1vZXffqo2VsuCqPVnomV7+QUUAdIVozgS4eYrmASfjGs62pUY/Xd0PRYqawEAlvrt0SO",
+	"M99iSRq/7Ig6x2E3MDw69KId1WINWzEJlRqfYkcavBJYiUddxMj5ZGLlYYFjdnNtjBxnS/9Rb8DecWNc",
+	"PbK4k7o0dfbkiHo0jejUt/SCQn3bi1AngGxD68SfYuW+8B0RRUHvuqp2r+ydpVhQYOxxo1tUM3Xj11Cx",
+	"bKaplKFaG0eAeKADDb3WLPUV+aZMsBr0xdAcsSHgg0sW9pyQWyoSqBv+Det2xL+XoljW/Yhhzs7WLsjB",
+	"bnYIXGqJuAJ71zuuQvc2ytDpV6hQWVFsCBJnuY7+iCvS9jat37emqDfwOH/tx5Xeyc+Hwy3teR/XlrfV",
+	"NG1TG+WVDRus/xDYWLIwdkDpAAijTdNV62/0AY46ppzPebFcmcasp0VELf5BJTWJTMko51PTbn72Ecau",
+	"mdn+HzK9R31eh/K2XJ/Tw0YnAETOZs9TsmsAI6YFV2A9zzHBhHx1IOdjRWYO1mEP2CU2tDtsNAd1eL+W",
+	"yTFgB8ODWAVSMyivvuoiLbF1BayLZ6B+LB0M0iN2MPxhZQSfv+F7UNaF5rqghtY8y4ClIk0u+JLYS6xW",
+	"mUejyyL9P+d+YswqaeeZOKYVKz4VymL8FL/qhXjQKxyl6rK3xoQe35l8lS98pJeFsT/pdPnkNFN1O7xv",
+	"m3KwrPs1mj0Ia7yVIERVJ9EFnqhnPkAPiD9T0JO0egpacwhPQprabKpt1LeNyMSd66cP/6DLZrPq4Oon",
+	"DOZTs/HSJUOE2ur3qk4UgJGrxRVMKixW6/oQ/rPhcDg8oloMadmocgePUEZjXxC0GlAjz8SdyKjxC+a/",
+	"VT3JOEuFyAURGRa1G0DcK5+EAcodtaCIXJ+qic4yvfAHVtmleSHvuBXwOAX9cDSotTLqYW4sn4IxKea5",
+	"LrjLEPLdr6iYbsCO3QBIfrGqVGXxCbvggAl6wE6vapZxxDgZTfDs+XP/7NXZ5cnL64vLf23SBE7x4B7Q",
+	"ArCDG65n01UInGWCIxKN9kc+MwgfuVBQVTL0Y/Vok8x0dP8Imf8GjhU9nXBGEXsGf37PuiIzYBsP2aom",
+	"3qsl+7NNy8D6htA6GtHU1YWMptKOABR3QLKlreOXg6m0cqoA1+i8pcIgZQ0nfEhG5gjeHm1aGL3ZeZD7",
+	"fSW1oVmRtUFryOjxU3AsmAlQm6iBVAFyDhTCdxdHgFa9xR27Io5ErAr/3seI0j1xJ6D9dT51jmr16GzS",
+	"f8ttMhvV5raLxyVlUQASn1zz6WHlh5GWHTz/PlbvLk9eXpy/OkMRf3nyf96fXZ68cpoCd0rCwbPn9ahg",
+	"wcZqNXOwQf1tYr48ef3+zfHlzenZm5MBe1eOM2mwrZWKlWPHaI7T9kZhwQuPTqlscIXmQ8dTv7Jf3ZMS",
+	"wK6DLV0fUbhhD7anwIdLHMohgefFFX7sgA9RWEQdq6WP+0RsLBUwZn9rR8SMLQQHNaprhEpxW4uZcBlj",
+	"t6JQIotVwlVvwEaAGxULbBdTsq6xhVZT37t29IYb23+rU4zojI5iBbh3rpXwCOh1xxfDA7CzjFTTTLDR",
+	"JVdTMWLPh9/BiqhJQoEd3w7JJUGlXASj5+g8Oa44+OnZ6UXEjE5uBeqEqbiTiRcciI6ryIZMSXoZ5Sym",
+	"CSoRyPSDmOZKRp8c17ZxMp1YYft0Wm2OVucc4NmGr6kJY/Ce8fcotBxdI2aUnEwcWj8ffhemgcJF7m4J",
+	"ZPjyi4cIhi5VcKLDI49CDBwvWQtHnoKo/Fmhd7NVBdxstPkAWQUzKa484VjN+IrOw8aiEoHovN1jeqE8",
+	"TWOuj1Sxmou5LpYR8y7Z8ZL1USUssTK275fo5Tl7LX+qFcKDZy9i9dPFq3/dXF9c3Lw5vnxN2OxdO9K4",
+	"Lrs05linSzdipXMBgi17UazMUiUixc/zivlyq+cS9PQlmH55Rv5rrkhVq3zZ6LEh+m7KFrTHGkKFdb2g",
+	"cKd+uIvE6B1Rz1zyVXkZVuPIIftmRB1QYpWDpaEoseNofZ1epvl1ElvYJNwG7K0Lk+S8oIJw4DGkL895",
+	"Kijf1iU2x2qCkVY9IY+hb+liyJyEXR2fv/rp4r+dfdzbJuTo9INCjkqmn4Lx7GJAfiHPech2fFrFzVWT",
+	"B7idawWSHq1IsEYZuGN0z/6kFb2kNtAPLegLed+V9T2pMbKAUQjH/EiI+myQHXVNF1Rt2MJt5PzZPf+K",
+	"B+2qbDeINBe6lYaV+aAVVu4c/vqxrXvfCSWMOXJMRWlyBDW3Xm3O738ubEG5RvgfXpKGl2Fs9MLhovi8",
+	"ukqHjd5dXF2zfSqghG9HrDsTHBhL5HmJiXzWDEgInLIXOXUJw7auP2Qrj68RZoNH1e1osaqjXc0Gos3b",
+	"4yoWXD+juhVgcdLESrrQwOj1yTXbd7GWAQbAmJ5MgCvKOVaUFybEtehaPH9tyNO7rpqtz3bnPNtJqr7K",
+	"7jGE2LgAsE2LsMSWSGokZZHGsHT9j+Bh1uiMNGDHTlNeuSIO8KCJr/jIoyoi5zTT489FTvj274OcrwFS",
+	"Xwc5m90//qLIeSpV6nw3dKMm9fGgxh6cOlL4Bh2+a0LvS/CyEPln42Uh8r8RXgKkvhJeNjqU/EXx8so1",
+	"65C1ruLC19zflVNZdXWbjy9ATDD6Pxcx4du/D2JeAqS+DmI26zH/oogJS2R8TYY3UpszqUSfihNF6pH3",
+	"CzCTEkc/EzXx478Pbn5wSbZfAzlbefh/Uewk6xI7O5RZ5vVKsY6wn4WP7lAwd3nggNf4PfTTks8z95PH",
+	"vCp9oQ5YhNz5V9Udf18cRv+sC753jgf4AneJl6VOtbVCsS72lmvemOnSHnpPYd6fUtsO3ui1oMdoAmMk",
+	"1rbySDzc3SG2jmG/cRtMOMiNEeaVPFVX11hdq8nVktmCKwPkGbGxq3tSPtTQi+qidHd/j7s/lZLqDCU1",
+	"u/96kbtxMFaYjuPCCvU9OJQnS8VDzN2HYnvVFFQuL3gyixXel+OYM0VrXJv6qs8DcE68hKV1U82AHdf+",
+	"Pe895NWtNjO8M62Rw9a4rulHrEs5ZAfDYaxWQ7SbAtbuzp5He/bqy/K/anS0faXQBhdMVQv5BBkdDcR2",
+	"VUJudI8brrNA6LKs3s7I7+4x3Sha31OKQqt8eQX3KcPOiN/ZyOoR6w7Zj4xaqK/gMDd023BVooI53I1u",
+	"KlLduYvSqlrJWPlCT5LHEoimjqSsXFMY7LsSK+zsKe2AnU2weSKp1K2uLd06kdU1yXb++li5QWE/dWzB",
+	"rwqQ/If1fkR1EhmmTQIIcH9shMblCIirurmFcgWoRUyjLrhJ7dKaWHmHpb+u8FbktudSk02j0SN9eLgS",
+	"9fvl5PL67Kc3J0zxOW7COtJ1BW/VGYvkFpYw5ynyO4o7Uum2mWEgZyXO4rofUUjA5Qg3Mp8w2GPbF2Kt",
+	"8EC9UC3+F/lrzXrY4lLiFaKxGvvh8S49YMWAJhWC+CBb3ogtMFSlKLwwiNX7UDFThWz15eduTBRogoJD",
+	"hvFYuUuxPBJis74+IOahA5/bPp6jG8Q7no9itVIKdejcDrq0dc4IaVd7hv1338n//stF2gNEe0ERolYs",
+	"pVE5UGV3uc5IVYcqOp8ITjpWmPzoxdIgVD9HQ65Uh5lbUyVrxspnMlddkpxL3d0N30zdpvU1zxbvx1ft",
+	"q8wj3z01y/x15NFKJTWiIN3MotyVT6ZZjomtMzekdZL8q666d5dG4WIRp49c2hzdJZZwlYgsI+p+sZ7f",
+	"Gav1DPeAVKPa8o1K3CPl2tcwNZudU/7koFWrF0UwbOUK87trJfVkoj2JFom9OdqSw7MmEmugX/6+ftPE",
+	"I2Vu1Q4yqGB+cMrViOKKo+r+C7ycF/R77APqv4jW7+uNFSYgBq8U9rUX1eCVzkdlWCh/uI2VSDSNsId3",
+	"S+btWU2rOs0PfshGaObIUay6mxoQ9iI24srOCp3LZMS6rrNj6/k8yWGIzT02q3Srqp0nFd3QvQx+dyAk",
+	"2yU2RyjxXegd63kwyTJUxbNJM6UejGEjbCWFz0WGm5ZX1fgW4YQdSR0oOlFnnuShGvkvVWR3u+7Q3xl+",
+	"H+3aF9I8+O6x39xurze7r95/3KBVu4r1qrlGA28reQmKHODsUxUuoMCqJqbcfKvZDC0szTgZSk2Sd81Z",
+	"a3pfi462MesklYhZf6mo4BNOvc1OoowUTqr20+QPfkGIceshrkYR24f4OtPjr3iInxc9e5KpW91kAsf4",
+	"1rW0IL3tSTw6nxWH2354K6G2lcMrRP41D++zQkx/7uGRo2ha6DKnDDx0jD5F9s3nBa+2nub2+BRpOdQK",
+	"5RAJex9bfYya5aZNl5fzglUpwGThJbNS3YqUjZojjHW6jNgkKykz0Di44WWm7kJOTMQl/3+snEsERwYw",
+	"j8UUTKKxLqyr7iy4MhNRhM0Gnn5FtPy8ANMTTu2QklrtE4SPQOsujLA/lnbS/7494k75vI16/qfJRv+8",
+	"ENdW/F2LYrXPHYMrX/HgPzN485Rz76QTeHfSExzj7rGg0MG1M+jaLVl+/QhKuvukqtu3ldLrfqDQUeOH",
+	"yjBs/FYX4DV+bOTfNX6lhMT7j/f/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
