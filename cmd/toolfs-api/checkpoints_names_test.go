@@ -98,7 +98,7 @@ func TestCheckpointsKeepNamesByteForByte(t *testing.T) {
 	p, pb = history("s9")
 	assert.Equal(t, lossy+"/notes.txt", p)
 	assert.Equal(t, b64(e9+"/notes.txt"), pb, "the exact bytes survive the restart")
-	p, pb = history("s8")
+	_, pb = history("s8")
 	assert.Equal(t, b64(e8+"/notes.txt"), pb)
 
 	a = callWith(t, "POST", base+"/sessions/s9/revert", `{"to":0}`)
@@ -111,5 +111,16 @@ func TestCheckpointsKeepNamesByteForByte(t *testing.T) {
 	require.Equal(t, 200, a.status, a.body)
 	assert.NoFileExists(t, filepath.Join(root, e8, "notes.txt"))
 	assert.Equal(t, content, readFile(t, untouched), "the file no session touched stays")
-	_ = p
+
+	// The reverts' audit lines name the exact files too.
+	raw, err = os.ReadFile(log)
+	require.NoError(t, err)
+	lines = strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	require.Len(t, lines, 4)
+	for i, want := range []string{e9, e8} {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[2+i]), &rec), lines[2+i])
+		assert.Equal(t, "revert", rec["tool"])
+		assert.Equal(t, b64(want+"/notes.txt"), rec["path_bytes"], lines[2+i])
+	}
 }
