@@ -41,14 +41,17 @@ func (e ApprovalMode) Valid() bool {
 
 // Defines values for ApprovalTool.
 const (
-	Edit  ApprovalTool = "edit"
-	Write ApprovalTool = "write"
+	Edit   ApprovalTool = "edit"
+	Revert ApprovalTool = "revert"
+	Write  ApprovalTool = "write"
 )
 
 // Valid indicates whether the value is a known member of the ApprovalTool enum.
 func (e ApprovalTool) Valid() bool {
 	switch e {
 	case Edit:
+		return true
+	case Revert:
 		return true
 	case Write:
 		return true
@@ -147,6 +150,24 @@ func (e OpenAIToolType) Valid() bool {
 	}
 }
 
+// Defines values for RevertRequestSandboxPermissions.
+const (
+	RevertRequestSandboxPermissionsDangerFullAccess RevertRequestSandboxPermissions = "danger-full-access"
+	RevertRequestSandboxPermissionsWorkspaceWrite   RevertRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the RevertRequestSandboxPermissions enum.
+func (e RevertRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case RevertRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case RevertRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WriteMetadataOperation.
 const (
 	Create WriteMetadataOperation = "create"
@@ -230,8 +251,14 @@ type Approval struct {
 	// Mode The mode the call asks for.
 	Mode ApprovalMode `json:"mode"`
 
-	// Path The DISPLAY path of the target.
+	// Path The DISPLAY path of the target; of a revert, its first file.
 	Path string `json:"path"`
+
+	// Paths A revert's files, every one of them (DISPLAY paths, path the first), in the order of its text; absent for a write or edit. At most 65536 bytes of names, whole ones; then paths_truncated is true.
+	Paths *[]string `json:"paths,omitempty"`
+
+	// PathsTruncated Whether paths was cut at 65536 bytes of names; absent when it was not.
+	PathsTruncated *bool `json:"paths_truncated,omitempty"`
 
 	// Reason "escalate sandbox to <mode>: <justification>"
 	Reason string `json:"reason"`
@@ -307,8 +334,11 @@ type Change struct {
 		Version string `json:"version"`
 	} `json:"before"`
 
-	// Path Root-relative, symlinks resolved.
+	// Path Root-relative, symlinks resolved, as people read it (a byte that is not UTF-8 shows as U+FFFD).
 	Path string `json:"path"`
+
+	// PathBytes The name's exact bytes in base64, present only when path cannot say them: the name is not valid UTF-8, or holds U+FFFD itself. Two files never share a record; revert acts on these bytes (docs/checkpoints.md, "Names that are not UTF-8").
+	PathBytes *[]byte `json:"path_bytes,omitempty"`
 
 	// Reason Why the change is not revertible.
 	Reason     *string `json:"reason,omitempty"`
@@ -608,9 +638,18 @@ type RevertRequest struct {
 	// DryRun Check and show the diffs; write nothing.
 	DryRun *bool `json:"dry_run,omitempty"`
 
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *RevertRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+
 	// To Undo every change after this seq; 0 undoes them all.
 	To int64 `json:"to"`
 }
+
+// RevertRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type RevertRequestSandboxPermissions string
 
 // RevertResult defines model for RevertResult.
 type RevertResult struct {
@@ -618,7 +657,12 @@ type RevertResult struct {
 		// Restored One entry per file, in the order of the text; diffs from what the file held to what it got back ([] when either side is not text or is 10 MiB or larger).
 		Restored []struct {
 			Diffs []Diff `json:"diffs"`
-			Path  string `json:"path"`
+
+			// Path Root-relative, as people read it (a byte that is not UTF-8 shows as U+FFFD).
+			Path string `json:"path"`
+
+			// PathBytes The name's exact bytes in base64, only when path cannot say them (not valid UTF-8, or holding U+FFFD itself), as in the history.
+			PathBytes *[]byte `json:"path_bytes,omitempty"`
 		} `json:"restored"`
 	} `json:"metadata"`
 
@@ -1797,154 +1841,162 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3pchtH0uCrZGC/CAGeBggd9nrI8A9aomR+IZFakhrtrKElCt0FoMxGVburmhDGwXffyMyqPoAGCErU",
-	"hDc8/4A+6sjK++o/OrFZZEZL7Wzn8I9OJnKxkE7m9O+1SuV74eb4O5E2zlXmlNGdw87VXMJUpTKCXKbC",
-	"qVsJzoCbS8iNcdB9cvAErMTRnEwikCKeg5WzhdQOMpnHUru+1LFJZALCgpYykUlv0Ik6CofPcNKoo8VC",
-	"Vv9y+Xuhcpl0Dl1eyKhj47lcCFybW2X4nHW50rPO3V3U+UVZZ/LV6av2pVtprTIalnNjJcz5YXBzZUHZ",
-	"LatQyc41ZMI5meNr//fX4/7/Ef1/Dft/H1wf9j/98TR6+uzHu//qRBsLvcMRbWa0lQTwdyaR6Umemxz/",
-	"xUY7qR3tUH52B1kqlD6CeC5yK91PhZv2f8Sb2wFxF7VsPsvNJJWLJxbGpnBZ4cbQHdOkhzAqhsPn8UJa",
-	"K2aS/shxL4KlcnM6XeuEKyyYKShnAc9vACe3Ml/BVKi0yCUYDQcL3MbBdyC0XcrcgjURiMLNQegECn2j",
-	"zVJDbgonLSgdp0Uik0HnLuL9X8nP7htu3xmT1vYegfwsYpeuaH84Ef2gLYCV0tLC3jPM1pYlsixVscDB",
-	"DzxU//abxZnqq/qvXE47h53/cVCR2gHftQdh3Ja1Hmu4eP0S/v7i+/8ZjqxxDpNUwhhPYExgrRZNewjb",
-	"GxA5+OlwNcfazXOTqfjKmJQQNzeZzJ1iDGysYQOiSBhZ4a6rzYkkUfiwSN/XxmHi2IR9LJxIzQzBX3Ga",
-	"8aCiDDP5TcauE3U+92em7y8iSAcXYvmO0RKXwTTZRvkVhf7KTzXXsbaDT+sz30VNCNl2BoJIZJFzlQ+D",
-	"X52FMd2kXSknF/Y+HGieyF25IpHnYkULyrLc3IqW04pziQwWf05NvhCuc9hJhJN9p2jnG8eXqOm0fUex",
-	"SJEs4rnQM4k7E1BoNVUyAXypIhNhifaTfAV5ocHOzRKvgJg6mRMaTlVuHaRKS+gmJrYHMlHODhZJ7xBG",
-	"nX6/79kM8lfmMaNOBKPO3/72t5Y7JXbPC31jIzA8iTZOgpsLh7SgE2QkMDU5CFouHhCkIp+RXLqRMhvA",
-	"sYOFsQ5++P775z/AZOWkjSAuwsoFSoNU0rqPcAoNLi90jAAGZfGPHACfBco054GGULBgdLqC5VylEmGx",
-	"NEWagHUqTWEhbmSNx6gSxgwbK3QyMZ8ROoO2E5OfM5W30GbnI60wLMI6k1lYCuWUnkG33xceaQgVTLlL",
-	"jzE0134oo5JWRoC8ph2T8E61MGFvLB4MTih1sUC6XJr8xmYilv1lrhyRKEIk70+LNO2LOJbW1kizmjTb",
-	"qoy8Or18//b4n4BPoHgiZo7n71qhmkvh+XRzqFFH2likwknwB4P446WiSbxIDHLyt8I6NfUSIOBr23Re",
-	"39hOeXhoQSnpjjqjDiwbxzsXCWijZTuO2IKZ1yaOoLxQidROIctAvDAoiPvK2kLmPcbiW5kzoftxAvzC",
-	"wvhAwJkbqY8Y05nw/ONdIru5SROZ07vGpFN7KJKF0j1IlXWWiDiRsUqkpbEDenoq8GtcERnA8cSioojS",
-	"DjHXaNm6beclWIlWHpmQ3bSiT0nPrdTk5jJn5rEUlhlDg1nU1jAxJpVCbwgc0hHDYfsFRkGPJIopUc/z",
-	"4vqiopKfV2TfKqA87F7JWAW0Wpfi1Z0AHYY4r4BG2oTQ2m7KUXYt4q2ybnMB4Xjpz35SMAi5FgEYF7ll",
-	"lXiTerRcSusqfDKZ1IjKBqYiPwIrdULSycKYOOAYCRr5JEkLkiTys2uwQ6XdDy+qw1bayZnMN8BT7bFc",
-	"YRugXrLOswkjF9SLveDjh9mmIxRa3AqVolbYAifSVkj2WJnfyhzmwsKkcBALrY0jQa7NErqz1EyIVme5",
-	"zEoCzFWG/+uGAGPx3jrOh2p57TtYgy3DZgc4v0x7nRUqETqW25W6Jxbsyjq56Ge5WWQOwiukVreyoS26",
-	"aLRmTD9MU/Zr+e/L8zMgjRUYlA09rGmogHIP1qT3UZhr26hBsPVsSLFp4QZJ0sZz3yotLdDNI9BFmrLQ",
-	"k4o4sVWJJE6MCEo2jcnh6RDeqZ/xFyl3pFXgm4z3DMx1so06RPjbnRgs7FgpS+XU1RcjIJe3MneQywXq",
-	"fR7I63M292vn4tn3P7TixK3MbTt2rh1FeDAKo7UBfCKnJpc7dsYP1DZY31tt217w7LU7EoYNk2Mbw4y+",
-	"DSQiv4Q2iLRriBfGuH7wVEVgV4tU6RsLubQmvZXJg3TEj/NVHXSKMZTRRE1SuWUwQh8c7X58rcaqQafU",
-	"OVDD+H1zWa9zs4CnRyXGPrFgltqv0oKdC/LOSLDyd+jij0zmhCW9vaRf1CELYW9TM2hnzVWSjhYBqmhI",
-	"xbzUFoit4QDu2C9gXa3yNBCovAG9yLOeCv7b2Za9kLZIW3QZD8H9JTVzwRYhzT6ZdnINTkhha26ciA6M",
-	"LGk8LF7J/dDy80Tl0tt2/UqJmTbWqbjVuBTsB+v3k+o5iOcyvpE5GnSFTkqTX1mgc8UTxZMd6a787KRO",
-	"ZAJZbhDHjoD0/Npg7A/A/eUEeOZJ+N/PMtIL4eK5TLxTIZURCDIn0NaPjZ6qWZGT7QUmR9sDNTqLpy/S",
-	"IxBkRIw0DYu2E4ThTA7ahFmQfsNYMhmMkM8YLc+nncNfd59zDYAede6iPVGk7dU1bPnUPKKaA3INO9uo",
-	"bJ3H805n4lbSzk1aLPR+ohNxr8aEane8k/h+/k1DRLTQ6q17MLKixebGziv0eGK9f3kA01zaefDRVPv2",
-	"XlM834WEKfJHN5cjHeCBWq/RDf+vlzWM0zw85DIzubNHMBWp5eFHWjmIycmDvN8/2K0p4WDFysJyvopA",
-	"aZebpIjZjSQXmVv1GM/W+Qwtq1VY0g7bhUE1fDtjKaFQl1nlO7g8ZjBEQhHavOQlezoc7q3dt+BpC/db",
-	"tKoqv5glLIRe1cFULhlFViYss6KnwyFRv0ygm+WSXATeGSF13THSkKQs4HfMW07mvR4BBbzqhEuYNT0Q",
-	"tfF3ml2VosD4tokwIxJpCVT+ue8t+0ITxU9aJ3I36vTuZ/oBfQKyNDCjBol2ymtzCyOxzQt9w1bfc0IT",
-	"AhOFQD67I/a2KUvM+Zr+CDQxNUn0JnZruQyBnQ3sNmkS7m3hSJsuwN3A8LpBGDgqp2/b/Umi3C9Kt7Ib",
-	"eH15ffLq9Or67Pzq+vX5h7NXsCHbvBsNfz5BnXKG6ENEZNVCpSIHZ8CkyTUvNgqmG4vpJxZGnXeNp+Vn",
-	"N+p4cNu5WYJy6570TQBLnbzdyqxprIYGs6mvrZErYd62EdfVs/LZqFxHmHQbxE9dmzjTcunB1GYvOhTt",
-	"yJBTEUsKJpNVDh+sBKGZtwK/jjBPZCodWz8k+1s18+pgts/IYUETZh7Au8I6HjOIjy1aPz1/LdIWIX3B",
-	"N0FQkABVEzuAV3IqitRZnI3kzRHLM/od1bAIFgW7vaTISxFmdCx3yPVtbssaCKL6CWw7unfSiUQ40eKA",
-	"aSqVewqNEJnaX8cmhnWfE4mH3LaJC/l7IW0L0Z+w/6EGaqETqMACXeKHtbPtRUHztUfEtSfGzTcpNMlX",
-	"13nRYlG+RNYNqLiu3JxmEPmsQPy2UfC2JX0WSBwygcykKl5FjDhKz3q0yFy6Im8Y9huBvNKph+Pw5njS",
-	"FtwbwHEcy4wcA5o2FViePQKRkJll+aarorswYbFXskkvPe9DSnbctxgjl6zSM4CBgu48qVdZKLskpJ+w",
-	"LeFluUEOynCLiM5I9fcwftpHjYLQrTeAS3IUa+ukSPD1Or+unT1DuTz5x4XQXqhf8k5UqcTnU37n6XAY",
-	"dRZKh79bwV3y91JmbwL8PUpyZwjgUekkCaum3ZGPFCYivpG63X3SCI61cT8mVFYufLDtOpP5QlH4xB56",
-	"Z4V2Usey9NYXViK/o2QQPJDl3EdViQey1wuJju1CLWXCwnap0ELkUNYObKy5df8jif4NkijqtBx9uyHD",
-	"JxjCsj7K7JXP9SMfwDlaBrciVQnzQKNl387JUefyFVK40LW3KKnGD42YC4nUSiZH4AWKhQY+cyYTomKI",
-	"AvkZC42L7Pf9WH1apiGB4uY443TaHvh/aGz8HvxdE4UVsW8Xh+3er0VN1t/Hlkq9oOHr2tNXVU7UtsLX",
-	"KpUn2uWrlgU+zC25xUHcksUYQSOLsT3yrv61xf0ucbXeB4tPQVcEv/MTizYTyjLOUHhiIZV65uZ7O2Lp",
-	"ShXaxdOlgDJaf34StH4Q7VoD4TXf+1rSGZovBRoh3prxT0ac82OWOjUieWLh5ErMgo+N8268GgESFYd7",
-	"rVVvoNFDHoyRP8pt5/9WWed547rl43L1AAdthUwtZs+OHIETngeWMudAEdnt5J/o91NlXX8hPvf9avbI",
-	"Fgjrrk+6bfMfMgT85t63mMMVZu6BTluxwcfXKyQQqWX6YAeGx4O9T7sWycHVte31TWomNc28fbPNVb5S",
-	"uYw5gdeAlSKP56B0U4C5etJv4LAcK/GET94Lr+pYEDOBuuCWeFgbU+Hk3/W14XbA38V1sKAmiYUTVhN1",
-	"5WA2gFHnu+8Ovhs47wSyeXzAF6R1g9/sqNMbwHE5HmlO2sCoczDqBMFNW50IK7VYSBAOCRMSmbl5BBaf",
-	"/c6n1I06PBFrrR5upClRGpzLpTwK2bkgAh805MwQOp57fYyG3gsDCEKtZ57LbOuZ+xW0e6coXWGqUued",
-	"/8u58uC1NWQoYVsC9rvBH7/Z6Df7+Y5AemacjywcgZYzlvA+rmeLLDO55/97e6fWQnOkoeSQbGLqnwNN",
-	"LzzTl5+z3E9fgQ8B2/UpIGBX2onPva878F+kSBlOa3Fzyi6vSzZzc3+akn+rbaLgvlrzMRWLScPPXhet",
-	"7T7K9TwJHsE/3jbzu5fv21NUKOGGMOyBWSHvXr6nrBCojQDdXIoEFc9flHYRJNK6vIgRU/iCyaT+aPI0",
-	"wb+9L0i03isf/PL/93Rwv4GocTo7jjUkve1IDBca8MQ4GfwAecvYOyc2HUMPywQLqPXlOVTnmdTHp68L",
-	"Hbst6YO7D/2bZDw9EjI8MKNpO3jayXdaA9quQ1oDcZvSHu7dy+C8ktzyQtua76tY4Cfh5Vw4eGkWWSqZ",
-	"lTy0bKEGpRY1uhavXhM16zUtiXRCpdanFi4Ne8VIBi0kslm7STBxa/L5JRfFyDw3OdUmRUCS//Xl9eXV",
-	"8duT63+cXFyenp9B98Xw7+yzvTy5xCvXl1fnFyfXH86O/3F8+vb457cn0P1++DwCAWsJK1ODFpvP9Edx",
-	"fSETSqtkqWmdyWXIqpyQ4zaeU3qb9zouBedKOKl7A7j0HgefdM4sfd07ACJJ4OTy5fHb4ytc66uTs9OT",
-	"V7iJ570Irs7Pr98dn/3z+vj9+4vzfxy/vaSl9yI4O7/yF08uwtPhoXo468XwBXuPGzffn5y9Oj17w7Bq",
-	"tX354LbUADA5ls5mhNSoE4rMOpDlcqo+tw4795G4+5wNFLG7J6mGfYL1fJpqEZuVbqPOYJvHwLbGBlEv",
-	"mxZWJlXK1TquRezWD3mGwnnHfAJWUVZppfE9sZCiLek9985Q2C+vp671GtS5TwjP61NtyVwulTtG2fAM",
-	"pEuxsiAmpnCHk1TomyOiMUq7qCrSOJF/qjg1cy++xispVxsxdZcH28btLqRItgehUsFego2dbUZBdyEZ",
-	"KY9tWVzTqZWuHap7Fqh0xcSatHCy5l0P+SklL4mXSS1VkXMM+dnelnIIJ9K3YYv3RGxDgJz3EkDTGGQb",
-	"4LeaantEFFBd/eKIQqoWqoXQ34nPalEsgJVyMFMfOafpXJGvuQKeDYfDAVyR6UpXywKzWGSU7sGHkN+S",
-	"g6Pfp+Abzd0smjIFpxgulMb5dwVdvL3QQJ7mJp720WZP6rVzW9b/9KtX8SDfMJ/41/mGG+S6P8vuT0VM",
-	"8ZP2zPsvciRfEKPeisL3hGgRUyghgzwfajq1Rz7z0cv3Nq8fEtXmgB90YrxsCKHaKpvSyt+PYAiFTgx7",
-	"dBYg0rTVO1ye+/DeghVndoLk/jNu3sklaTtJu2uG/N9linEUIqCcqBkK9CiJiODI7G8Z0k5JXM5lmlC1",
-	"Dl5VDmaoU4n4Brq/ftosFVDNSgFlN4oFmtJzPXHh69MPHpictD09YadZV4K97c1dlFWpQaiC8anLxCtC",
-	"vnzR42LX9vDAvI7kb+GZdG3vsFaja6vy3eAO5LLgJ5YPgpR6is/7eEI9FeGxaPqS/FT7IPD+Fukfdi4y",
-	"iYDifXYidthGVVFwBCQs78hBNkvN5Aiqt7w3Ft8j6XYIv/6BA0TBT4sXkM2fEVOOiOXffbr7tHWCXGab",
-	"xvCjB9rWC7U2nWfbbP+qXGIvL4x/vG0NH5Gj/llzjKJOGTSuW/NcQNOJOkWW4I97jfpqlF2cgECxVVrV",
-	"WlGsOZyLNIUPV6/7PzIZ+geJmeKI7fbcf9KTdmcq7KHfem/BXzRl5j+pHP/WVI6oZAA7WMfXae5NVvzI",
-	"0oYq2eIiV25FDnhfXihFLvPjoj1Nw1OA0V53ljrJjNKOqpkP5hRY+hdzpXMcA8L80MVzfnl+cUnOp1TN",
-	"5s72qmIRXxhNzTyIvvp9aniAik2za8IAPvL9+kXWZ+kFhTj63x+vGn0TWOVFPZYfZ9osC7KfWBBFopBs",
-	"I+qkQHYPJaIUDvUmG5tMQte3VmAz2v/xPCd0XeAy/6jZheEQBBBJ6hmX3bHbqlzwi+FT3vX448ePfQSc",
-	"1A4JRB7Cz3QgxNOKPJbXAaI/jTpeEywmqYr7RZ6yOngwWMo07VObpwMGUpYbJ2Mnk34YZtQZRyD8Cupu",
-	"Qt7pi+FzOD27/PD69enL05Ozq+vLl+fvT+5bI7l+fxp1lLbFdKpiJbW7pgFREaMf5ar5stdfx219KDq+",
-	"cRKJAZqgYtpz5zLu2qT01OxQuIMRyw5AcsLz6bGgRKQk33I3eCESZWNDuE1Pj3SjJr8HeA9+ubp6f/Df",
-	"l+dntZJ85uYtHawiECM9MQVJO5wclkonZhnRqKJFfFsxlW7lpfhgpEf6pFxR2dVr/MfIkzkH1QNejDp3",
-	"YyRQWzD+0yRVM6uRDp7/iUlW9eW7XASXf+hs1WW3IqsPoafVSO/sVxbVoFHZPD1ckm9SRjs65t3QIpSv",
-	"tKdsJmFh/JIZa/9qhep8vc/Xb9bo8RFCtP4M0zZZ62iEZiK3XrlZyEQJQKzBWQLhdV8Mhz3yQuHJ8AoS",
-	"yf3wkKPGLl0dgtIs9UiTw9OCQmeCGCBeevoD2CLPzUw4OdLSxiKjEskbuYKZukXGtlSxhC4ydoFvxcLK",
-	"vtJWaqucupXpiiFLDJL8DyNNNVAiLbj0qb5gGJ+e/eP47emr6+OLNx/enZxdjXsDOEbZy0YVBL0QuPQS",
-	"IYnCbQyxKbTjuCiljHH9W6piqa2szIrOu9OrmnO6wzysLzJVyx467AwHTwdDr4prvHnYeT4YDp53as76",
-	"g0YLklmbz+0E7dJMamK2ZQMRYt+NctayrRL3l8pkbo1+Ykc6NEhpUQNYRozxTY+QvuYLr1jo+jK7kf5h",
-	"aHtQaKeQsDbamLBPKHQuUTYsN+IGVdRbh46MHERHlTijDidSJzZkCbHmriUVE3FPHvar2JEOMKAxu5mx",
-	"Vk3SVXipN4D3wlpfUilvlSlslQA25tYnYz7tHS1WSM8OotMLHlfTNunSSPs3QgMrmfOzvjA3KHmnCeVE",
-	"W3dca8JSjz7/2lbvlxrOxi7XJgggAehIO28MJKGo2BYxFbQ9H9ojGCI2+HzHwAGF4zznqrXYsOoe+Xsh",
-	"81XVPhLn7OxsWtnaG4qASyruOux9J6YSzZsow6dfokJpPcEQJc1qE+0JV5TrbVt/qK6vNvAwV+SntVaX",
-	"z4bDHd0UH9ZFsdGLaFvXy7UNW0phl9axy33AEU2C0bbpyvXX2jZGHVssFiJfrU1jNyO7UYN/cFVArBI2",
-	"xsXMNnsKfcKxKyZ28IdK7kiPN22pJ74t3WGtmJmQs96iju0ZxIhZLjRazQuKkbOPDuX7SLN5Q6WkA7ig",
-	"PlGHtV5uHu83gtEDeDF8MdIt0WVODS6bfiqqvsd1iRTVjpWHQXIEL4Z/XxshhKCJqSkHVa2sybn/qEhT",
-	"ZKlEk0uxYvYy0uvMo9azjP8vRJiYAuPNULlnWiMtZlI7CgHRW702HvSKRimbV20woYc3kl3nC5/4YWnd",
-	"zyZZPTrNlE3E7pomHC7rboNmX7RruqUgJBUnNjmdaGA+SA+EPzPUj4x+DFrzCM/GDDet07uobxeRyVvf",
-	"/hj/kKtmu8rgU8AtpYTCZOXjuW1dkHtlMT1i5Hp+OChN9TbdEIV8OhwOh0ecTq4cjEs38JhkNLU2IGuB",
-	"NPFU3sqUe1dQCk/Z6kdAImUmmcioLtci4l6GODIqdVxFH4HGsWBq0tQsw4GV9miWq1vhJN5OUC8cDypt",
-	"jFvOWidmaETKRWZy4ZMcrB+V64EGcOwHIPIb6VJFlp+pkQeani/g9WXFMo5AsLGE9549C/denV6cvLw6",
-	"v/jnNk3gNR3cPVoANUai9WzrXC0glYKQaHwwDskNdEs5K9Npr6x6+Km8tU1merp/gMx/i8dKHk48owie",
-	"4s8foStTizbxENY18F4l2Z9uWwalaLetoxYoXF/IeKbcGEFxiyRbuCo0N5gpp2YacY3PW2mKv1Vwopts",
-	"XI7x6fG2hfGTnXu53zdSG+pFJVu0hpRvPwbHwpkQtZkaWBVgp0AuQzNYAmjZCtazK+ZIzKro9wFFku6Y",
-	"OyHtb/KpM1Krx6fT/jvh4vm4MrN9HC4u8hyR+ORKzA5L/4ty8OLZjyP9/uLk5fnZq1MS8Rcn/+vD6cXJ",
-	"K68pCK8kvHj6rBoVLdeRXk9+qlF/k5gvTt58eHt8cf369O3JAN4Xk1RZ6syjR9qzYzLDeXvjdsGLt15z",
-	"5dMazbcdT/XIQdnWvgW7XuxopkbCjdpIPQY+XNBQHgkCLy7xYw98iNpF1LFehXhPBBOlkTGHJusRWJdL",
-	"gWpU10qd0LaWc+mTXm5krmU60rHQvQGMETdKFtisB4OudbnRs9AScvxWWNd/ZxKK5IyPRhpx78xoGRAw",
-	"6I7Phy/QzrJKz1IJ4wuhZ3IMz4Y/4Iq4zjunplWH7IrgahSG0TNymhyXHPz16evzCKyJbyTphIm8VXEQ",
-	"HISO68hGTEkFGeUtpikpEcT0WzHNV709Oq7t4mQmdtL1+bSaHK00u/hs278q0I7BT2xoe91wcI3BajWd",
-	"erR+NvyhnQZyH7G7YZDRw8/vIxjuge1FR0AeTRg4WUEDRx6DqMJZkVezUchIG9+PrFozKC4D4TgDYk3n",
-	"gYksRSA5bZ+AWepA05TGovRIL+TC5KsIgit2soI+qYQFFff1wxKDPIc36udKIXzx9PlI/3z+6p/XV+fn",
-	"12+PL94wNgfXjrK+eSWPOTHJyo9Y6lyIYKteNNJ2pWOZ0OtZyXyFMwuFevoKTb8sZb+10KyqlT5s8tgw",
-	"fddlC9ljNaEC3SAo/Kkf7iMxekfcipJ9VUGGVThyCN+NuYnDSGdoaWhO6DjaXGeQaWGdzBa2CbcBvPPh",
-	"kUzkXNOKPIb15YVIJKcM+tzMkZ5ShNVM2VMYulJYNidxV8dnr34+/9/ePu7tEnJ8+q1Cjqs+H4Px7GNA",
-	"fiXPuc92fFzFzRfEtnA7380gOVqTYLVKVs/onv6bVvSSu6vet6Cv5H2XLrR6pYgCRR8882MhGrJA9tQ1",
-	"fTC1Zgs3kfMXf/8bHrQvFNwi0nzIVlkoskEjnNw5/PVTU/e+lVpae+SZijbsCKpvvdxc2P9CupxzjOgf",
-	"fdOGWstv9cLRosSi/PIBjN+fX17BAdeA4btj6M6lQMYSBV5io5AtgxKCpuxFXl2icK1vcdfI36uF1/BW",
-	"+TGbka6iXPUeiPWP/ZQsuLrHqffI4pQdaeVDA+M3J1dw4GMsAwp8gZlOkSuqBRXF5raNa/FXjBLyd38L",
-	"11W9e9P+nGc3SVVfHnoIIda+19SkRVxiQyTVkrFYY1j5Fi54M601dxnAsdeU177og3hQx1e6FVCVkHOW",
-	"msmXIie++9dBzjcIqW+DnPUGBn9S5HytdOJ9N/wBNG5FwL0JBBfVhx4DofC79zV4mcvsi/Eyl9lfCC8R",
-	"Ut8IL2tNFv6keHnp+w2oSlfx4WsRPkFRWnVVp4KvQEw0+r8UMfHdvw5iXiCkvg1i1kvK/qSIiUsEsSHD",
-	"aynNqdKyz/VVMgnI+xWYyQmjX4ia9PJfBzc/+uTab4Gcjfz7Pyl2snVJxelFmga9Um4i7Bfhoz8Uylke",
-	"eODVrrddWolF6i8FzCvTF6qARZs7/7L8dNZXh9G/6Huse8cDQo2uom/bzYxzUkOX2mOFbIWlsCHtofcY",
-	"5v1r7jwgauXiZkImMEViXSOPJMDdH2LjGA5qH7RoD3JThHktP9WX7JUfqRN6BS4X2iJ5RjDx9U46hBp6",
-	"UVVX6z9B4r8ay7XylpOZ/b9e5D/kNdKUjuPDCtWnPDg/louGwH/SwfXKKbjiV4p4PtL0yQ/PnDla4ztt",
-	"l6XqyDnpOxKNj20M4Ljy7wXvoSg/zDGnTxHVctgoS4aSz+1PVI9yCC+Gw5FeD9FuC1j7z4482LNXfdv4",
-	"m0ZHm19F2eKC8cB5lIyOGmL76iA/esANXxzN7qsa9NedWDuRn1Fqu2j9wCkKjcrcNdznDDsrf4exM2Po",
-	"DuEn4C7QazgsLGVhVKUplLtdawih9C3VCUVVjeRIhwJPlscKiaaKpKx9/au1dcRIU3NC5QZwOqX+b6xS",
-	"NxpPdKtEVt/n1/vrR9oPivupYgthVYjkf99sqVIlkVHaJIKA9gdjMi7HSFzlxyc4V4C7XHAO6tonlKCr",
-	"nB3p4LAMXwG7kZnr+ZRkW+tVxy8erkX9/nFycXX689sT0GJBm3CedH2hW3nGMr7BJSxEQvyO445clWzn",
-	"FMhZi7P4Bi4cEvDfB6tlPlGwxzW/6bPGA81SN/hfFL7M1KMufYq+zDfSkzA8ogixYkSTEkFCkC2rxRaA",
-	"VCkOL7RxHq773SpoH8h7voU5UC/Q/zcHFhql8K2hBV803d0od2Y1+lEkPbUGaFJ3QJ/wqWIrf99saP5A",
-	"vlh2HWtVAj56ATjm2M+4bLNO3yVEHYzazYU3os1PFY40JYm1fk0x5MeXg5dymUtkiEcIN9IyNjzCE/qE",
-	"Wdac1TYqh8LghzAmVVSNR7q7rc9VL4KxCF/eHkN3/fPdeH8RZzjE9lZuZUpM2TWOCyK4/XfYHTKyZvnD",
-	"EXFlHx6lWgtKhGursNimPXCrr3ZFeS3Nykfv6tpx2V+R4ESN7zwoOlFnEWdt9ctfq2zs91Wt8LnUu2jf",
-	"9mP23mfXvuh+3+P1Jn93n7ZoPr6auGx8UMNbCZ4xorBFnH2s5HISGOXEnD/tDMxJCzYgWJmtk7zvAVjR",
-	"+0YEq4lZJ4kizPpTRW4ecepduixnDQhWhx4nx+srwkA7D3E90tM8xDepmXzDQ/yyCMejTN3o9NFyjO98",
-	"uwGOaDyK1f1FsZLdh7cWDlk7vFxm3/LwvigM8O89PDbmZ7kpMs6SIufVY2RIfFmAYedp7o4hsJbDbSoO",
-	"ibAPqA3DuF4SWHdLeE9FmaaJKsNIx/NC38gExvURJiZZRTBNC87esh5u9M08/903SpZkH+1Ie7OVRkYw",
-	"T+RMaBATkztfgZcLbacybzcbRPIN0fLLggCPOLVHSu7ozBA+Qq07t9L9VLhp/8fmiHvlXNZqrR8nY/jL",
-	"whA78Xcj0tA8d3KAf8OD/0IH+2POvZdOEEz+RzjG/f31bQfXzHJqtsv49RMq6f6VsqbalUqvv8Du/dqF",
-	"0jCsXauKpGoXazlStaucNHb36e7/BQAA//8=",
+	"7H1rc9u2tuhfweieGUvdlKwkbm9rTz+4iZ16T2Ln2k5z9i1zLYiEJNQUwBKgFe2O//udtRbAhwTJcuJ0",
+	"eqb7my2SeCys9wt/dBI9z7USyprO4R+dnBd8Lqwo8L9TmYl33M7g71SYpJC5lVp1DjvXM8EmMhMRK0TG",
+	"rbwTzGpmZ4IVWlvW3dvfY0bAaFakERM8mTEjpnOhLMtFkQhl+0IlOhUp44YpIVKR9gadqCNh+BwmjTqK",
+	"z0X9XyF+L2Uh0s6hLUoRdUwyE3MOa7PLHN4ztpBq2rm/jzo/S2N1sTx7FV66EcZIrdhipo1gM3qZ2Zk0",
+	"TJoNq5Dp1jXk3FpRwGf/79fj/v/l/X8P+z8Mbg77H/94Fj17/v39f3WitYXew4gm18oIBPhbnYrspCh0",
+	"Af8lWlmhLO5QfLL7ecalOmLJjBdG2B9LO+l/Dw83A+I+Cmw+L/Q4E/M9w0a6tHlpR6w7wkkPWVwOhy+S",
+	"uTCGTwX+I0a9iC2kneHpGsttaZieMGkNg/MbsJM7USzZhMusLATTiu3PYRv73zCuzEIUhhkdMV7aGeMq",
+	"ZaW6VXqhWKFLKwyTKsnKVKSDzn1E+78Wn+xX3L7VOmvsPWLiE09stsT9wUT4B26BGSEMLuwdwWxlWTzP",
+	"M5lwGHzfQfUfvxmYqbmq/yrEpHPY+V/7Nant01Oz78cNrPVYscvTl+yHg2//tz+y1jmMM8FGcAIjBGu9",
+	"aNyD394AycFNB6s5VnZW6Fwm11pniLiFzkVhJWFgaw1rEAXCyEt7U2+Op6mEl3n2rjEOEcc67BNueaan",
+	"AP6a04wGNWXo8W8isZ2o86k/1X33I4B0cMkXbwktYRlEkyHKryn0V3qrvY6VHXxcnfk+akPIhBkIIJEB",
+	"zlW9zNzqDBvhQ9yVtGJuHsKB9oncVyviRcGXuKA8L/QdD5xWUghgsPDnRBdzbjuHnZRb0bcSd752fKmc",
+	"TMI7SngGZJHMuJoK2BlnpZITKVIGH9Vkwg3SflosWVEqZmZ6Ab8wPrGiQDScyMJYlkklWDfVidkXqbRm",
+	"ME97hyzu9Pt9x2aAvxKPiTsRizv/+Mc/Ak8q7J6V6tZETNMkSlvB7IxboAWVAiNhE10wjsuFA2IZL6Yo",
+	"l26FyAfs2LK5NpZ99+23L75j46UVJmJJ6VfOQRpkAtd9BFMoZotSJQBgJg38IwaMzgJkmnVAAygYplW2",
+	"ZIuZzATAYqHLLGXGyixjc34rGjxGVjAm2Biu0rH+BNAZhE5MfMplEaDNzgdcoV+EsTo3bMGllWrKuv0+",
+	"d0iDqKCrXTqMwbl2QxmZBhkB8JowJsGTemHc3Bo4GJhQqHIOdLnQxa3JeSL6i0JaJFGASNGflFnW50ki",
+	"jGmQZj1pvlEZeXV29e7N8b8YvAHiCZk5nL89gn85K8SdKGyEuEsICvpLEOQwRgDgx26MPYOfmogJlHxa",
+	"CTfjnHWb6zARLaeiiV4EWAr/6iIVhRejwLCPGB8b0I4IhxEugOpAOkHUhY+Bv5nI4a1Wwji8xclv1rG3",
+	"yZHWdr3KdVYGCSKgnYmCZmMLboiYwqus9reABQKJgNqnbeMAxlpngqsOMnHuxGh7yrgjTMIzbgVzdAPk",
+	"7ZQWnTqNxasxv5XGyokT0J6dhA7cqYObGSPQlNcZu3En7tA2KiSf8ZQprUSYhE1JsmUdgiDOZSqUlcDR",
+	"gWw16El9aUwpih4xmTtREB9243j09gsjemFW3wp1RIyI+KJ7vYsYNdOZQzkQTxNzyNO5VD2WSWMN8thU",
+	"JDIVBsf23MMxKbfGJXIpduxOUtoZMBatwmRknYJRUb2jdUBpVKWBmIJkvgPSIZMP41wIpVYUA9Tl/am7",
+	"lUZe30fOVuGgk5nNRUWV3K3Zc1CRcEB8JRLp8WtV26qfeDAR6GkFONI6hFZ2U42ybRFvpLHrC/DnjP/s",
+	"pq14ZSTAMpKyMGS6rJOREgthbI1YOhcKcFqzCS+OmBEqRS3CsBFKqhFQNsgz5Igo8cUn2xJbUtnvDurD",
+	"lsqKqSjWwFPvsVphCFAvSTddh5H1auBO8HHDbNLlSsXvuMxAew/ACbVK1BGMKO5EwWbcsHFpWcKV0hYV",
+	"LqUXrDvN9BiJdlqIvKLEQubwf9NgIyzeWRd9Xy8vvIMV2BJstoDz86yMaSlTrhKxWfneM8wsjRXzfl7o",
+	"eW6Z/wSlaZAfbbAZohWnx+MsGreWf15dnDO0LBiBsqUvtw1KJu2jLZ5dDJvGNhoQDJ4NKqABbpCmIZ77",
+	"RiphGD48YqrMMpJ+QiInNjIVXpqT7akL9mzI3sqf4C9UwlH7gy8J7wmYq2QbdZDwNzubSOqR8pyJiW0u",
+	"xit4rBBz0M8dkFfnbO/XzPjzb78L4sSdKEwYO1eOwr8Y+dFCAB+LiS7Elp3RC40NNvfW2LYTPDvtDoVh",
+	"yzTcxDCjrwOJyC0hBJGwJn+pte17j2LEzHKeSXVrWCGMztDq4oblQucZcjaUGF2OYp90Hklo+P76tP+9",
+	"M025Ye//cXp6+qq3Udm/qUAVkFt8LvYMUbPTaaViY27EdwcRywuBupAz/5zu7dm14ehVmh+S/OJz4Rd4",
+	"xzOZ0jLRogXtzK8TbAKRTQbseqHJ0mAKcJuZGS8EYnqii/TIYzxPLNifMIcRbomktiUzkdzmWiq0vsHE",
+	"PgddnEAFY1WwijttixBGCUFrk2L+YbZsoqnbJS1QjjfYWY5UYbSHeUM9VgMTGyaDEb+vL+u00HP27Kji",
+	"DnuG6YVyqzQOoGC/GfE768IfuSgQ5r2dNI2og1bzzu4XrxK3V4mKcYSmHuACLTUAsRV6gx27BayqsI7f",
+	"eI7agl7k2HwN/80iwlwKU2YBvdFBcHetiCROQCEiP2WY9rxjnpuGazPCA0PvEhwWreRhaLl5omrpoV2/",
+	"knyqtLEyCTpcOPmG+/20fo8hkYnCsIkuVVq5waRpG/Gx6opPVqhUpCwvNODYEUMqbQxGPjLYX4GAJ5YC",
+	"/7tZYjXnNpmJ1DkVMhExjjYccKVEq4mclgUavM7HANqzgdPnmbfBY4XDgsHK/HC6YEr7WYB+/VgiHcTA",
+	"07USF5PO4a/bz7kBQIc699GOKBL6dAVbPraPqOGUX8HOEJWtylPa6ZTfCdy5zsq52k1NAdxrMKHGExc4",
+	"eVhW4hARLrT+6gGMrGmxvbGLGj32jIu5DNikEGbmPT/1vl0kAc53LtgE+KOdiVh5eICFoVUrJuLkOuE0",
+	"Dc8KkevCmiM24Zmh4WMlLUvQ8Qm8373YbRg8IA8NW8yWEZPKFjotE3JOiXlulz3Cs1U+g8sKKia4w7Aw",
+	"qIcPM5YKCk2ZVX2DXjpkMEhCEePO/fZsONzZkgrgaYD7zYNq4c96weZcLZtgqpYMIivnhljRs+EQqV+k",
+	"rNvSRexMqKbC05KkpExtmbeazLmaPAo4NRWWMG27fRrjbzVxa0WB8G0dYWIUaSmrfdbfGooPpJLeNJYX",
+	"1mks28nMo49HlhZmNCARprxQqASIbVaqW7KwXyCaIJgwLPjJHpECKMlHfIP/cDDnFUr0NnYrsfDBzjXs",
+	"1lnqn23gSOtu8e3AcLqBHziqpg/t/iSV9mepguyGnV7dnLw6u745v7i+Ob14f/6Krck257uEP/dAf58C",
+	"+iARGTmXGS+Y1Uxn6Q0tNvJmMonpPcPiztvW2+KTjTsO3KDYo+rfji6tA1io9M1GZo1jtTSYB33iiHmb",
+	"RlxVz6p3o2odftJNED+zIXGmxMKBKWSbWxDtwJAznghMsEAPCHtvBOOKeCujzwHmqciEJUsTZX9QM68P",
+	"ZvOMFCrXfuYBe1saS2N68bFB68f3b3gWENKX9JBxDJyBamIG7JWY8DKzBmZDeXNE8gz/jhpYxOYluRgF",
+	"LyoRplUitsj1TS7iBgii5glsOrq3wvKUWx5wdrWVyh2Fho/W7q5jI8N6yGFHQ27axKX4vRQmQPQn5Otp",
+	"gJqrlNVgYV3kh42z7UVe8zVHyLXH2s7WKTQtljdFGbAoXwLrpgibneEMvJiWgN8m8p7NtE8CicKILNeZ",
+	"TJYRIY5U0x4ushC2LFpOlLXgduVAhXFoczRpAPcG7DhJRI5OGIWb8izPHDGeopll6KGtMx7YmMRexSad",
+	"9HwIKSlaEjBGrkilJwAzTEShSZ3KghlXPiWLbAknyzVwUIJbhHSGqr+D8bM+aBSIbr0Bu0KnvDJW8BQ+",
+	"b/LrxtkTlKuTf1oI7YT6Fe8ElYp/OqNvng2HUWculf93I7gr/l7J7HWAv8NIrkaAR5VDyq8ad4f+aDbm",
+	"ya1QaZD3tSKSIe5HhErKhYtw3uSimEsMVZlD56xQVqhEVJGR0gjgd5ggBQeymLlMA/JaoYcRiI7sQiVE",
+	"SsJ2IcFCpPjhFmxsuND/I4n+BEkUdQJHHzZk6AR9LNxlXjjlc/XIB+wCLANyPSIP1Er0zQwddbZYYp6E",
+	"anyFiWZuaMBclgolBToeEU8Na+EzZfcBKvqIm5uxVLDIft+N1cdlahQodgYzTibhZJjH5os8gL8rorAm",
+	"9s3iMOz9mjdk/UNsqdILWr6uHX1V1UShFZ7KTJwoWywDC3ycW3KDMz6Q2RuxVmZvON1B/ntDqEPAap0P",
+	"Ft5iXe59/HsGbCbMhsGsnT3DMqGmdrazIxZ/qcPocLoYvAfrz00C1g+gXTDpoBHnWM/7mZZghDhrxr1J",
+	"uUSpXqhM83TPsJNrPm3n8Tg1gglQHB60Vp2Bhi85MEbuKDed/xtprOONq5aPLeQjHLQ1MgXMni35GCc0",
+	"D1uIgoJyaLejf6Lfz6Sx/Tn/1Her2SEzw6+7Oemmzb/PAfDre99gDteYuQM6bcQGl8tQIwHPDNEHOTAc",
+	"Hux82o2oGawutNfXmR43NPPwZturfCULkVBSu2ZG8CKZManaAsw2E+E9h6VYiSN89F44VccwPuWgC26I",
+	"PYaYCiXEr64NtsPcU1gHCWqUWJRK5ifqisF0wOLON9/sfzOwzglkimSffhDGDn4zcac3YMfVeKg5Kc3i",
+	"zn7c8YIbtzrmRmAIjlsgTJaK3M4iZuDdb1yaadyhiUhrdXBDTQlT7GwhxJHPWGfc80GNzgyukpnTx3Do",
+	"nTAAIRQ880LkG8/crSDsncLUkInMrHP+L2bSgdc0kKGCbQXYbwZ//Gai38ynewTpubYusnDElJiShHdx",
+	"PVPmuS4c/9/ZO7USmkMNpWDpOqb+NdD00jF98Skv3PQ1+ACwXZduw8xSWf6p92UH/rPgGcFpJUcBKy6a",
+	"kk3fPpwS5r4KTeTdVys+pnI+bvnZm6I17KNczUmhEdzroZnfvnwXTgfCaDli2CMzcN6+fIcZOKwxAusW",
+	"gqegeP4slY1YKowtygQwhX7QuVAfdJGl8G/vM4oPdqqRuPqfXiLhNhC1TmfLsfoEwy3FElwxODEqkNgH",
+	"3jJyzol1x9Djsu48an1+vtpFLtTx2WmpErshVXP7oX+V7LInQoZHZo9tBk+YfCcNoG07pBUQh5R2/+xB",
+	"BueU5MAHoTU/VMVDb7KXM27ZSz3PM0Gs5LGlPA0oBdToRrx6RdSs1nmlwnKZGZfGudDkFUMZNBfAZs06",
+	"wSTBgowrKhQTRaELrNeLGEr+06ubq+vjNyc3v5xcXp1dnLPuwfAH8tlenVzBLzdX1xeXJzfvz49/OT57",
+	"c/zTmxPW/Xb4IvLVCXXCykSDxeaqX0BcX4oUU1hJahqrC+FTosbouE1mmErovI4LTrkSVqjegF05j4PL",
+	"9CeWvuodYDxN2cnVy+M3x9ew1lcn52cnr2ATL3oRu764uHl7fP6vm+N37y4vfjl+c4VL70Xs/OLa/Xhy",
+	"6d/2LzXDWQfDA/Ietx6+Ozl/dXb+mmAVtH3p4DbUxRA5Vs5mgFTc8YWXHZYXYiI/BYeduUjcQ84GjNg9",
+	"kFRDPsFmPk29iPXqz7jzmBKZC0rEnJRGpHXK1Squ+cIZl9PJrXPMp8xIzOCtNb49wzKwJZ3n3moM+xXN",
+	"NMHe48paan0qlMxlM7FllDXPQLbgS8P4WJf2cJxxdXuENIZpF3WVJlVPTCSlwe7E12gl1Wojou7qYEPc",
+	"7lLwdHMQKuPkJVjb2XoUdBuSofIYyuKaTIywYajuWLTV5WOjs9KKhnfd56dUvCRZpI20UMoxpHd7G2pQ",
+	"LM/e+C0+ELH1AXLaiwdNa5BNgN9oqu0QUQB19bMjCpmcywChv+Wf5LycM1LKmZ64yDlOZ8tixRXwfDgc",
+	"Dtg1mq74a1V0mfAc0z3oEIo7dHD0+xh8w7nbhYS6pBTDuVQw/7agi7MXWsjT3sSzPtjsabOedMP6n33x",
+	"Kh7lG6YT/zLfcItcd2fZ/QlPMH4SrnL4LEfyJTLqjSj8QIgWMAUTMtDzIScTc+QyH518D5f4/U8Phf0n",
+	"RPM1QjTAbNfB+F6l2ukMPoRfZ9ka8fsRG8IONHn65oxnWTBqUPGD4YNFY1ZvJZWHab/9pBCoBadhlx3G",
+	"RarU8/UiYd+Z4ojoi8TiwqcjIyLNRJZixRxWQVg2BV2bJ7es++vH9XId2a7WkWatYKetVa0mtHx5WsqO",
+	"FSB/sXKP7WUerLuptAM4Uau4o4dbc+fs0tx3KMAIKyybc3q2+kIqnAx9uU0c1bYD2C1EEiJ11oMrtHaE",
+	"2jU92KUzLNwjQNiu6R02mj2Yug+E96FTf4k9Ko8nMYBJLS4I18zfeSpBeIXO3V2oe3c3zh9mxnMBgKJ9",
+	"diLfG6AKcEUMNcx7FGLTTI+PWP2VC2HAd6gSHrJf/4ABIh/cgB9ANzpHTSZCPen+4/3HjRMUIl/3ID15",
+	"dHq1knTd47zJYVbXGO3kunSvh9bwAUTRXzUxL+pUYrzpAqMKv07UKfMU/njQE1aPso0TICg2qniNnkYr",
+	"UZoyyxx7RTJ0L6KkgRHDTpD/5PRtT+/ZwSh0Lra/aZ7Zf5TrPzX/KaoYwBbW8WXmbpsVP7G0wfLPpCyk",
+	"XWLUytU/C16I4rgM5zY5CtDKGRZCpVgpi+0W9mcYjf03caULGIP5+VkXzvnlxeUVemwzOZ1Z06srrFzn",
+	"BuwKhfTV72NrFlBs2v1dBuwDPW/+SMo+fiABR//54brV4YXsAdR98XWizapjxJ5hvEwlkG1UqZ6UvVVa",
+	"0JtMonPBuq4JDPme3D+O5/j+MNSHJGr3izlknCFJqinVqpKvt1rwwfAZ7Xr04cOHPgBOKAsEIg7ZT3gg",
+	"yNPKIhE3HqI/xh2nCZbjTCb9sshIHdwfLESW9bFf4D4BKS+0FYkVad8PE3dGEeNuBU3fOu30YPiCnZ1f",
+	"vT89PXt5dnJ+fXP18uLdyUNrxHjJj3FHKlNOJjKRQtkbHBAUMfyjWjX97PTXUahjTsd14EMxgBPUTHtm",
+	"bU7t/6Sa6C0Kt/f8kNccI1d0eiQoASkxINP1rrtUmkQjbuPbsWo1DekxeMZ+vr5+t//Pq4vzRs8Q4uaB",
+	"VogR47Ea6xKlHRpkC6lSvYhwVB4Q34ZPhF06KT6IVaxOqhVV7SFHf8SOzCkTxeNF3LkfAYGakvAfJ6m7",
+	"IsbKh8vGOl02l28L7uNkvkVil3zxpD745oix2tr4MmpAo7Z5erAk1+0Sd3RMu8FFSNcKBFMAuWGjl8RY",
+	"+9dLUOebDSN/M1qNjgCizXeIttGVAcZkzgvjlJu5SCVngDUwiye87sFw2EPXLZwMrSAV1FgVOGpis+Uh",
+	"k6pllXLFSpVzZIDw07PvmCmLQk+5FbESJuE51hXfiiWbyjtgbAuZCNYFxs7hq4Qb0ZfKCGUkWOrZkiCL",
+	"DBKdM7HCwkGelVQv2FwwG52d/3L85uzVzfHl6/dvT86vR70BOwbZS0YV83oho3plgCQItxFLdKksJRNg",
+	"niUVjWYyEcqI2qzovD27bkR0OsTD+jyXjZS7w85w8GwwdKq4goeHnReD4eBFpxHh2m/1SJqGHNUnYJfm",
+	"QiGzrTocIfsO1vZXffqo2VsuCqPVnomV7+QUUAdIVozgS4eYrmASfjGs62pUY/Xd0PRYqawEAlvrt0SO",
+	"M99iSRq/7Ig6x2E3MDw69KId1WINWzEJlRqfYkcavBJYiUddxMj5ZGLlYYFjdnNtjBxnS/9Rb8DecWNc",
+	"PbK4k7o0dfbkiHo0jejUt/SCQn3bi1AngGxD68SfYuW+8B0RRUHvuqp2r+ydpVhQYOxxo1tUM3Xj11Cx",
+	"bKaplKFaG0eAeKADDb3WLPUV+aZMsBr0xdAcsSHgg0sW9pyQWyoSqBv+Det2xL+XoljW/Yhhzs7WLsjB",
+	"bnYIXGqJuAJ71zuuQvc2ytDpV6hQWVFsCBJnuY7+iCvS9jat37emqDfwOH/tx5Xeyc+Hwy3teR/XlrfV",
+	"NG1TG+WVDRus/xDYWLIwdkDpAAijTdNV62/0AY46ppzPebFcmcasp0VELf5BJTWJTMko51PTbn72Ecau",
+	"mdn+HzK9R31eh/K2XJ/Tw0YnAETOZs9TsmsAI6YFV2A9zzHBhHx1IOdjRWYO1mEP2CU2tDtsNAd1eL+W",
+	"yTFgB8ODWAVSMyivvuoiLbF1BayLZ6B+LB0M0iN2MPxhZQSfv+F7UNaF5rqghtY8y4ClIk0u+JLYS6xW",
+	"mUejyyL9P+d+YswqaeeZOKYVKz4VymL8FL/qhXjQKxyl6rK3xoQe35l8lS98pJeFsT/pdPnkNFN1O7xv",
+	"m3KwrPs1mj0Ia7yVIERVJ9EFnqhnPkAPiD9T0JO0egpacwhPQprabKpt1LeNyMSd66cP/6DLZrPq4Oon",
+	"DOZTs/HSJUOE2ur3qk4UgJGrxRVMKixW6/oQ/rPhcDg8oloMadmocgePUEZjXxC0GlAjz8SdyKjxC+a/",
+	"VT3JOEuFyAURGRa1G0DcK5+EAcodtaCIXJ+qic4yvfAHVtmleSHvuBXwOAX9cDSotTLqYW4sn4IxKea5",
+	"LrjLEPLdr6iYbsCO3QBIfrGqVGXxCbvggAl6wE6vapZxxDgZTfDs+XP/7NXZ5cnL64vLf23SBE7x4B7Q",
+	"ArCDG65n01UInGWCIxKN9kc+MwgfuVBQVTL0Y/Vok8x0dP8Imf8GjhU9nXBGEXsGf37PuiIzYBsP2aom",
+	"3qsl+7NNy8D6htA6GtHU1YWMptKOABR3QLKlreOXg6m0cqoA1+i8pcIgZQ0nfEhG5gjeHm1aGL3ZeZD7",
+	"fSW1oVmRtUFryOjxU3AsmAlQm6iBVAFyDhTCdxdHgFa9xR27Io5ErAr/3seI0j1xJ6D9dT51jmr16GzS",
+	"f8ttMhvV5raLxyVlUQASn1zz6WHlh5GWHTz/PlbvLk9eXpy/OkMRf3nyf96fXZ68cpoCd0rCwbPn9ahg",
+	"wcZqNXOwQf1tYr48ef3+zfHlzenZm5MBe1eOM2mwrZWKlWPHaI7T9kZhwQuPTqlscIXmQ8dTv7Jf3ZMS",
+	"wK6DLV0fUbhhD7anwIdLHMohgefFFX7sgA9RWEQdq6WP+0RsLBUwZn9rR8SMLQQHNaprhEpxW4uZcBlj",
+	"t6JQIotVwlVvwEaAGxULbBdTsq6xhVZT37t29IYb23+rU4zojI5iBbh3rpXwCOh1xxfDA7CzjFTTTLDR",
+	"JVdTMWLPh9/BiqhJQoEd3w7JJUGlXASj5+g8Oa44+OnZ6UXEjE5uBeqEqbiTiRcciI6ryIZMSXoZ5Sym",
+	"CSoRyPSDmOZKRp8c17ZxMp1YYft0Wm2OVucc4NmGr6kJY/Ce8fcotBxdI2aUnEwcWj8ffhemgcJF7m4J",
+	"ZPjyi4cIhi5VcKLDI49CDBwvWQtHnoKo/Fmhd7NVBdxstPkAWQUzKa484VjN+IrOw8aiEoHovN1jeqE8",
+	"TWOuj1Sxmou5LpYR8y7Z8ZL1USUssTK275fo5Tl7LX+qFcKDZy9i9dPFq3/dXF9c3Lw5vnxN2OxdO9K4",
+	"Lrs05linSzdipXMBgi17UazMUiUixc/zivlyq+cS9PQlmH55Rv5rrkhVq3zZ6LEh+m7KFrTHGkKFdb2g",
+	"cKd+uIvE6B1Rz1zyVXkZVuPIIftmRB1QYpWDpaEoseNofZ1epvl1ElvYJNwG7K0Lk+S8oIJw4DGkL895",
+	"Kijf1iU2x2qCkVY9IY+hb+liyJyEXR2fv/rp4r+dfdzbJuTo9INCjkqmn4Lx7GJAfiHPech2fFrFzVWT",
+	"B7idawWSHq1IsEYZuGN0z/6kFb2kNtAPLegLed+V9T2pMbKAUQjH/EiI+myQHXVNF1Rt2MJt5PzZPf+K",
+	"B+2qbDeINBe6lYaV+aAVVu4c/vqxrXvfCSWMOXJMRWlyBDW3Xm3O738ubEG5RvgfXpKGl2Fs9MLhovi8",
+	"ukqHjd5dXF2zfSqghG9HrDsTHBhL5HmJiXzWDEgInLIXOXUJw7auP2Qrj68RZoNH1e1osaqjXc0Gos3b",
+	"4yoWXD+juhVgcdLESrrQwOj1yTXbd7GWAQbAmJ5MgCvKOVaUFybEtehaPH9tyNO7rpqtz3bnPNtJqr7K",
+	"7jGE2LgAsE2LsMSWSGokZZHGsHT9j+Bh1uiMNGDHTlNeuSIO8KCJr/jIoyoi5zTT489FTvj274OcrwFS",
+	"Xwc5m90//qLIeSpV6nw3dKMm9fGgxh6cOlL4Bh2+a0LvS/CyEPln42Uh8r8RXgKkvhJeNjqU/EXx8so1",
+	"65C1ruLC19zflVNZdXWbjy9ATDD6Pxcx4du/D2JeAqS+DmI26zH/oogJS2R8TYY3UpszqUSfihNF6pH3",
+	"CzCTEkc/EzXx478Pbn5wSbZfAzlbefh/Uewk6xI7O5RZ5vVKsY6wn4WP7lAwd3nggNf4PfTTks8z95PH",
+	"vCp9oQ5YhNz5V9Udf18cRv+sC753jgf4AneJl6VOtbVCsS72lmvemOnSHnpPYd6fUtsO3ui1oMdoAmMk",
+	"1rbySDzc3SG2jmG/cRtMOMiNEeaVPFVX11hdq8nVktmCKwPkGbGxq3tSPtTQi+qidHd/j7s/lZLqDCU1",
+	"u/96kbtxMFaYjuPCCvU9OJQnS8VDzN2HYnvVFFQuL3gyixXel+OYM0VrXJv6qs8DcE68hKV1U82AHdf+",
+	"Pe895NWtNjO8M62Rw9a4rulHrEs5ZAfDYaxWQ7SbAtbuzp5He/bqy/K/anS0faXQBhdMVQv5BBkdDcR2",
+	"VUJudI8brrNA6LKs3s7I7+4x3Sha31OKQqt8eQX3KcPOiN/ZyOoR6w7Zj4xaqK/gMDd023BVooI53I1u",
+	"KlLduYvSqlrJWPlCT5LHEoimjqSsXFMY7LsSK+zsKe2AnU2weSKp1K2uLd06kdU1yXb++li5QWE/dWzB",
+	"rwqQ/If1fkR1EhmmTQIIcH9shMblCIirurmFcgWoRUyjLrhJ7dKaWHmHpb+u8FbktudSk02j0SN9eLgS",
+	"9fvl5PL67Kc3J0zxOW7COtJ1BW/VGYvkFpYw5ynyO4o7Uum2mWEgZyXO4rofUUjA5Qg3Mp8w2GPbF2Kt",
+	"8EC9UC3+F/lrzXrY4lLiFaKxGvvh8S49YMWAJhWC+CBb3ogtMFSlKLwwiNX7UDFThWz15eduTBRogoJD",
+	"hvFYuUuxPBJis74+IOahA5/bPp6jG8Q7no9itVIKdejcDrq0dc4IaVd7hv1338n//stF2gNEe0ERolYs",
+	"pVE5UGV3uc5IVYcqOp8ITjpWmPzoxdIgVD9HQ65Uh5lbUyVrxspnMlddkpxL3d0N30zdpvU1zxbvx1ft",
+	"q8wj3z01y/x15NFKJTWiIN3MotyVT6ZZjomtMzekdZL8q666d5dG4WIRp49c2hzdJZZwlYgsI+p+sZ7f",
+	"Gav1DPeAVKPa8o1K3CPl2tcwNZudU/7koFWrF0UwbOUK87trJfVkoj2JFom9OdqSw7MmEmugX/6+ftPE",
+	"I2Vu1Q4yqGB+cMrViOKKo+r+C7ycF/R77APqv4jW7+uNFSYgBq8U9rUX1eCVzkdlWCh/uI2VSDSNsId3",
+	"S+btWU2rOs0PfshGaObIUay6mxoQ9iI24srOCp3LZMS6rrNj6/k8yWGIzT02q3Srqp0nFd3QvQx+dyAk",
+	"2yU2RyjxXegd63kwyTJUxbNJM6UejGEjbCWFz0WGm5ZX1fgW4YQdSR0oOlFnnuShGvkvVWR3u+7Q3xl+",
+	"H+3aF9I8+O6x39xurze7r95/3KBVu4r1qrlGA28reQmKHODsUxUuoMCqJqbcfKvZDC0szTgZSk2Sd81Z",
+	"a3pfi462MesklYhZf6mo4BNOvc1OoowUTqr20+QPfkGIceshrkYR24f4OtPjr3iInxc9e5KpW91kAsf4",
+	"1rW0IL3tSTw6nxWH2354K6G2lcMrRP41D++zQkx/7uGRo2ha6DKnDDx0jD5F9s3nBa+2nub2+BRpOdQK",
+	"5RAJex9bfYya5aZNl5fzglUpwGThJbNS3YqUjZojjHW6jNgkKykz0Di44WWm7kJOTMQl/3+snEsERwYw",
+	"j8UUTKKxLqyr7iy4MhNRhM0Gnn5FtPy8ANMTTu2QklrtE4SPQOsujLA/lnbS/7494k75vI16/qfJRv+8",
+	"ENdW/F2LYrXPHYMrX/HgPzN485Rz76QTeHfSExzj7rGg0MG1M+jaLVl+/QhKuvukqtu3ldLrfqDQUeOH",
+	"yjBs/FYX4DV+bOTfNX6lhMT7j/f/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -43,8 +43,13 @@ type Approval struct {
 	Subject string `json:"subject,omitempty"`
 	Tool    string `json:"tool"`
 	Path    string `json:"path"`
-	Mode    string `json:"mode"`
-	Reason  string `json:"reason"`
+	// Paths are all the files of a change over several (a revert), Path
+	// the first; absent for a write or edit (docs/sandbox.md). At most
+	// MaxPathsBytes of names, whole ones, and then PathsTruncated.
+	Paths          []string `json:"paths,omitempty"`
+	PathsTruncated bool     `json:"paths_truncated,omitempty"`
+	Mode           string   `json:"mode"`
+	Reason         string   `json:"reason"`
 	// Diff is the call's change as a unified diff, as its dry run shows it
 	// (docs/sandbox.md): at most MaxDiffBytes, cut after a whole line, and
 	// then Truncated.
@@ -59,11 +64,16 @@ type Approval struct {
 // every pending approval holds.
 const MaxDiffBytes = 64 << 10
 
+// MaxPathsBytes bounds the names an approval's Paths hold together.
+const MaxPathsBytes = 64 << 10
+
 // Request is what a call asks; the store adds the id and the times, and
 // cuts Diff to MaxDiffBytes.
 type Request struct {
 	Session, Subject, Tool, Path, Mode, Reason string
-	Diff                                       string
+	// Paths are the files of a change over several, Path the first.
+	Paths []string
+	Diff  string
 }
 
 // Decision is a person's answer.
@@ -197,9 +207,10 @@ type Pending struct {
 // reached.
 func (s *Store) Open(r Request) (*Pending, error) {
 	diff, truncated := cut(r.Diff)
+	paths, pathsCut := cutPaths(r.Paths)
 	now := time.Now()
 	a := Approval{
-		ID: newID(), Session: r.Session, Subject: r.Subject, Tool: r.Tool, Path: r.Path, Mode: r.Mode, Reason: r.Reason,
+		ID: newID(), Session: r.Session, Subject: r.Subject, Tool: r.Tool, Path: r.Path, Paths: paths, PathsTruncated: pathsCut, Mode: r.Mode, Reason: r.Reason,
 		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
 	}
 	var seq uint64
@@ -478,6 +489,17 @@ func cut(diff string) (string, bool) {
 	// A copy: the diff of a 10 MiB rewrite must not stay in memory behind
 	// its first 64 KiB while the approval is pending.
 	return strings.Clone(head), true
+}
+
+// cutPaths keeps the first names of paths that fit MaxPathsBytes together.
+func cutPaths(paths []string) ([]string, bool) {
+	n := 0
+	for i, p := range paths {
+		if n += len(p); n > MaxPathsBytes {
+			return slices.Clone(paths[:i]), true
+		}
+	}
+	return paths, false
 }
 
 // newID returns 128 random bits in hex: ids cannot be guessed, so only

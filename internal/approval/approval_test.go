@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -167,6 +168,48 @@ func TestEndedMemoryIsBounded(t *testing.T) {
 	}
 	if err := s.Decide(first.Approval().ID, Approve); !errors.Is(err, ErrUnknown) {
 		t.Fatalf("forgotten id: %v", err)
+	}
+}
+
+// TestPathsBound: a revert's approval keeps its files' names whole up to
+// MaxPathsBytes together, then the first ones that fit, marked
+// paths_truncated; a write's has none (docs/sandbox.md).
+func TestPathsBound(t *testing.T) {
+	name := strings.Repeat("p", 1000)
+	many := make([]string, MaxPathsBytes/1000+5)
+	for i := range many {
+		many[i] = name
+	}
+	cases := []struct {
+		name      string
+		paths     []string
+		want      int
+		truncated bool
+	}{
+		{"none", nil, 0, false},
+		{"a few", []string{"/r/a", "/r/b"}, 2, false},
+		{"exactly the bound", []string{strings.Repeat("p", MaxPathsBytes)}, 1, false},
+		{"past the bound", many, MaxPathsBytes / 1000, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Config{Timeout: time.Minute})
+			p, err := s.Open(Request{Tool: "revert", Path: "/r/a", Paths: tc.paths, Mode: "workspace-write", Reason: "r"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Cancel()
+			if a := p.Approval(); len(a.Paths) != tc.want || a.PathsTruncated != tc.truncated {
+				t.Fatalf("%d paths, truncated %v; want %d, truncated %v", len(a.Paths), a.PathsTruncated, tc.want, tc.truncated)
+			}
+			b, err := json.Marshal(p.Approval())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.paths == nil && strings.Contains(string(b), "paths") {
+				t.Fatalf("a call of one file has no paths: %s", b)
+			}
+		})
 	}
 }
 

@@ -13,10 +13,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,8 +44,13 @@ type Record struct {
 	// Tool is write, edit, revert, upload or delete; for an approval
 	// decision, the tool of the call it decides.
 	Tool string `json:"tool"`
-	// Path is relative to the workspace root.
+	// Path is relative to the workspace root, as people read it: a name
+	// that is not valid UTF-8 shows U+FFFD for each bad byte.
 	Path string `json:"path"`
+	// PathBytes is Path's exact bytes (base64 in the line), written only
+	// when Path cannot say them: it is not valid UTF-8, or holds U+FFFD
+	// itself. The log sets it from Path; a caller's value is ignored.
+	PathBytes []byte `json:"path_bytes,omitempty"`
 	// Before and After are the file's state around the change, nil
 	// (null) for absent: Before of a create, After of a delete. A
 	// decision has neither.
@@ -315,11 +322,22 @@ func (l *Log) Append(rec Record) error {
 	return r.Commit(rec)
 }
 
+// exactBytes is p's bytes when its UTF-8 rendering cannot say them (not
+// valid UTF-8, or U+FFFD in it), nil otherwise: the lines of every other
+// name stay as they were (docs/audit.md).
+func exactBytes(p string) []byte {
+	if utf8.ValidString(p) && !strings.ContainsRune(p, utf8.RuneError) {
+		return nil
+	}
+	return []byte(p)
+}
+
 func (l *Log) line(rec Record) ([]byte, error) {
 	if rec.Time.IsZero() {
 		rec.Time = l.now()
 	}
 	rec.Time = rec.Time.UTC()
+	rec.PathBytes = exactBytes(rec.Path)
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return nil, err

@@ -70,6 +70,33 @@ func TestRecordLine(t *testing.T) {
 	}
 }
 
+// TestRecordPathBytes: a name that is not UTF-8 (or holds U+FFFD itself)
+// gets path_bytes, its exact bytes in base64, right after path, which
+// shows U+FFFD for each bad byte; so two names that differ only in such a
+// byte never share a line's identity (docs/audit.md). A caller's
+// PathBytes is ignored.
+func TestRecordPathBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l := openLog(t, path, Options{})
+	at := time.Date(2026, 12, 2, 3, 5, 6, 0, time.UTC)
+	for _, p := range []string{"caf\xe9/n.txt", "caf\xe8/n.txt", "caf\ufffd/n.txt", "ok.txt"} {
+		if err := l.Append(Record{Time: at, Subject: "none", Session: "s", Transport: "rest", Tool: "write", Path: p, PathBytes: []byte("ignored"), RequestID: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := `{"time":"2026-12-02T03:05:06Z","subject":"none","session":"s","transport":"rest","tool":"write",`
+	tail := `"before":null,"after":null,"request_id":"r"}`
+	want := []string{
+		head + `"path":"caf\ufffd/n.txt","path_bytes":"Y2Fm6S9uLnR4dA==",` + tail,
+		head + `"path":"caf\ufffd/n.txt","path_bytes":"Y2Fm6C9uLnR4dA==",` + tail,
+		head + `"path":"caf` + "\ufffd" + `/n.txt","path_bytes":"Y2Fm77+9L24udHh0",` + tail,
+		head + `"path":"ok.txt",` + tail,
+	}
+	if got := lines(t, path); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestConcurrentCommitsShareFsyncs: 64 commits released at once are all on
 // disk when they return, with far fewer fsyncs than records.
 func TestConcurrentCommitsShareFsyncs(t *testing.T) {

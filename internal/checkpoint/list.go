@@ -11,16 +11,20 @@ import (
 // reason when not; the lines it added and removed (null when either side
 // was not text or at or above the diff limit).
 type Change struct {
-	Seq        int64     `json:"seq"`
-	Time       time.Time `json:"time"`
-	Tool       string    `json:"tool"`
-	Path       string    `json:"path"`
-	Before     *Before   `json:"before"`
-	After      *After    `json:"after"`
-	Revertible bool      `json:"revertible"`
-	Reason     string    `json:"reason,omitempty"`
-	Added      *int      `json:"added"`
-	Removed    *int      `json:"removed"`
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	Tool string    `json:"tool"`
+	Path string    `json:"path"`
+	// PathBytes is the name's exact bytes when Path cannot say them: it
+	// is not valid UTF-8 (Path shows U+FFFD for each bad byte) or holds
+	// U+FFFD itself (docs/checkpoints.md, "Names that are not UTF-8").
+	PathBytes  []byte  `json:"path_bytes,omitempty"`
+	Before     *Before `json:"before"`
+	After      *After  `json:"after"`
+	Revertible bool    `json:"revertible"`
+	Reason     string  `json:"reason,omitempty"`
+	Added      *int    `json:"added"`
+	Removed    *int    `json:"removed"`
 }
 
 // Before is a file before a change.
@@ -74,8 +78,11 @@ func (s *Store) Changes(ctx context.Context, session string) ([]Change, error) {
 
 func listed(c *change) Change {
 	l := Change{Seq: c.seq, Time: c.time, Tool: c.tool, Path: c.path, Revertible: c.revertible(), Added: c.added, Removed: c.removed}
+	if !c.lossy {
+		l.PathBytes = exactBytes(c.path)
+	}
 	if !l.Revertible {
-		l.Reason = c.why
+		l.Reason = c.reason()
 	}
 	if c.before != nil {
 		l.Before = &Before{Version: c.before.Version, SHA256: c.before.SHA256, Bytes: c.before.Bytes}

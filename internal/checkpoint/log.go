@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,14 +58,44 @@ type entry struct {
 	Time    string `json:"time,omitempty"`
 	Tool    string `json:"tool,omitempty"`
 	Path    string `json:"path,omitempty"`
-	Before  *State `json:"before,omitempty"` // absent: the file did not exist
-	After   *State `json:"after,omitempty"`  // absent: the change removed it
-	Kept    bool   `json:"kept,omitempty"`   // before's content is in blobs/
-	Why     string `json:"why,omitempty"`    // why not, when before exists
-	Done    bool   `json:"done,omitempty"`
-	Version string `json:"version,omitempty"`
-	Added   *int   `json:"added,omitempty"`
-	Removed *int   `json:"removed,omitempty"`
+	// PathBytes is Path's exact bytes when Path alone cannot say them
+	// (exactBytes); a line without it and with U+FFFD in Path was written
+	// before names were kept byte for byte (Lossy).
+	PathBytes []byte `json:"path_bytes,omitempty"`
+	Before    *State `json:"before,omitempty"` // absent: the file did not exist
+	After     *State `json:"after,omitempty"`  // absent: the change removed it
+	Kept      bool   `json:"kept,omitempty"`   // before's content is in blobs/
+	Why       string `json:"why,omitempty"`    // why not, when before exists
+	Done      bool   `json:"done,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Added     *int   `json:"added,omitempty"`
+	Removed   *int   `json:"removed,omitempty"`
+	// Lossy: Path is not known byte for byte (read from an older line),
+	// so it is written again without PathBytes.
+	Lossy bool `json:"-"`
+}
+
+// exactBytes is p's bytes when its UTF-8 rendering cannot say them: p is
+// not valid UTF-8 (json.Marshal would write U+FFFD for each bad byte), or
+// holds U+FFFD itself, so a reader could not tell the two apart; nil
+// otherwise, so the lines of every other name stay as they were
+// (docs/checkpoints.md, "Names that are not UTF-8").
+func exactBytes(p string) []byte {
+	if utf8.ValidString(p) && !strings.ContainsRune(p, utf8.RuneError) {
+		return nil
+	}
+	return []byte(p)
+}
+
+// decodePath gives e its exact Path from PathBytes, and marks a path
+// with U+FFFD and without them Lossy.
+func (e *entry) decodePath() {
+	switch {
+	case e.PathBytes != nil:
+		e.Path, e.PathBytes = string(e.PathBytes), nil
+	case strings.ContainsRune(e.Path, utf8.RuneError):
+		e.Lossy = true
+	}
 }
 
 // changeState is where a change is between its record and its answer.
@@ -85,11 +117,22 @@ type change struct {
 	why            string
 	state          changeState
 	added, removed *int
+	// lossy: path was recorded before names were kept byte for byte and
+	// holds U+FFFD, so the file it named is uncertain: not revertible.
+	lossy bool
 }
 
 // revertible reports whether the change can be undone: it created the
 // file, or the content it replaced is kept.
-func (c *change) revertible() bool { return c.before == nil || c.kept }
+func (c *change) revertible() bool { return !c.lossy && (c.before == nil || c.kept) }
+
+// reason is why the change is not revertible.
+func (c *change) reason() string {
+	if c.lossy {
+		return whyLossyName
+	}
+	return c.why
+}
 
 type changeKey struct {
 	seq  int64
@@ -144,6 +187,7 @@ func (h *history) feed(b []byte) int {
 		}
 		var e entry
 		if json.Unmarshal(b[used:used+i], &e) == nil {
+			e.decodePath()
 			h.apply(&e)
 		}
 		h.lines++
@@ -171,7 +215,7 @@ func (h *history) apply(e *entry) {
 		if c != nil || e.Seq <= h.floor {
 			return
 		}
-		c = &change{seq: e.Seq, tool: e.Tool, path: e.Path, before: e.Before, after: e.After, kept: e.Kept, why: e.Why}
+		c = &change{seq: e.Seq, tool: e.Tool, path: e.Path, before: e.Before, after: e.After, kept: e.Kept, why: e.Why, lossy: e.Lossy}
 		c.time, _ = time.Parse(time.RFC3339Nano, e.Time)
 		if e.Done {
 			c.state, c.added, c.removed = done, e.Added, e.Removed
@@ -214,7 +258,7 @@ func (h *history) entries() []entry {
 // entry is the change's line: folded when it is done.
 func (c *change) entry() entry {
 	e := entry{T: tChange, Seq: c.seq, Time: c.time.Format(time.RFC3339Nano), Tool: c.tool, Path: c.path,
-		Before: c.before, After: c.after, Kept: c.kept, Why: c.why}
+		Before: c.before, After: c.after, Kept: c.kept, Why: c.why, Lossy: c.lossy}
 	if c.state == done {
 		e.Done, e.Added, e.Removed = true, c.added, c.removed
 	}
@@ -449,7 +493,11 @@ func headerID(fd int) string {
 func marshalLines(es []entry) ([]byte, error) {
 	var buf bytes.Buffer
 	for i := range es {
-		b, err := json.Marshal(&es[i])
+		e := es[i]
+		if !e.Lossy {
+			e.PathBytes = exactBytes(e.Path)
+		}
+		b, err := json.Marshal(&e)
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 const (
 	whyEvicted    = "the content it replaced was dropped to keep the checkpoints within --checkpoint-bytes"
 	whyUnreadable = "the content it replaced could not be read, so it was not kept"
+	whyLossyName  = "its file name was recorded before names were kept byte for byte and holds U+FFFD, so which file it names is uncertain"
 )
 
 func whyTooLarge(size, max int64) string {

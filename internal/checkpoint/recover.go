@@ -114,8 +114,8 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 	restored := make([]bool, len(g)) // the file holds what the revert restores
 	foreign := false
 	for i, c := range g {
-		if targets[c.path].bad {
-			foreign = true // its path leads elsewhere now: left alone
+		if targets[c.path].bad || c.lossy {
+			foreign = true // its path leads elsewhere now, or may: left alone
 			continue
 		}
 		cur, ok, err := s.readCurrent(ctx, d, lk, targets[c.path].t, false)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -23,8 +24,34 @@ type Result struct {
 	Metadata RevertMetadata
 	// Seq is the seq of the revert's own changes; 0 for a dry run, or when
 	// there was nothing to revert.
-	Seq   int64
+	Seq int64
+	// Files is what it did to each file; for a dry run, what it would do
+	// (no new Version nor Hash).
 	Files []RevertedFile
+	// Plan is the change it made or would make, file by file: a dry run's
+	// Plan pins the revert a person approves (RevertOptions.Pin).
+	Plan Plan
+}
+
+// Plan is what a revert does to each file: a fingerprint of the file as
+// it is (version and SHA-256, or absent), what it gets back and the
+// session's changes undone, by path.
+type Plan map[string]string
+
+// RevertOptions are a revert's options besides its range (Store.RevertWith).
+type RevertOptions struct {
+	// DryRun does every check and computes the diffs, writing nothing.
+	DryRun bool
+	// Fence, when set, is asked about each file the revert would restore,
+	// resolved anew under the revert's locks, before any is checked or
+	// kept: its error refuses the whole revert and nothing is written (the
+	// sandbox mode, docs/sandbox.md). A path that no longer leads to its
+	// file is not asked: the revert refuses it as changed.
+	Fence func(fs.Target) error
+	// Pin, when not nil, is the Plan of the dry run a person approved: the
+	// revert runs only while it makes exactly that change, else
+	// FS_STALE_VERSION names the files that differ (docs/sandbox.md).
+	Pin Plan
 }
 
 // RevertMetadata is a revert's metadata: one entry per file, in the order
@@ -37,8 +64,11 @@ type RevertMetadata struct {
 // from what it held to what the revert put back (none when either side is
 // not text or is at or above the diff limit).
 type Restored struct {
-	Path  string        `json:"path"`
-	Diffs []render.Diff `json:"diffs"`
+	Path string `json:"path"`
+	// PathBytes is the name's exact bytes when Path cannot say them, as
+	// in the history (Change.PathBytes).
+	PathBytes []byte        `json:"path_bytes,omitempty"`
+	Diffs     []render.Diff `json:"diffs"`
 }
 
 // RevertedFile is what a revert did to one file: its new version and hash
@@ -94,7 +124,7 @@ func StaleMessage(paths []string) string {
 }
 
 func notRevertible(c *change) *fault.Error {
-	return refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.why),
+	return refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert change %d (%s): %s", c.seq, c.path, c.reason()),
 		&Refusal{Seq: c.seq, Path: c.path})
 }
 
@@ -126,6 +156,11 @@ const maxAttempts = 8
 // interrupted is finished by Open. A dry run does every check and computes
 // the diffs, and writes nothing.
 func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun bool) (*Result, error) {
+	return s.RevertWith(ctx, session, to, RevertOptions{DryRun: dryRun})
+}
+
+// RevertWith is Revert with a fence and a pin (RevertOptions).
+func (s *Store) RevertWith(ctx context.Context, session string, to int64, opts RevertOptions) (*Result, error) {
 	if to < 0 {
 		return nil, fault.New(fault.CodeInvalidArgument, "to must be a non-negative integer")
 	}
@@ -134,7 +169,7 @@ func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun boo
 		return nil, ioErr("revert", err)
 	}
 	if d == nil {
-		return nothing(dryRun), nil
+		return nothing(opts)
 	}
 	s.Touch(session)
 	var paths []string
@@ -144,7 +179,7 @@ func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun boo
 			return nil, ioErr("revert", err)
 		}
 		paths = union(paths, more)
-		res, again, err := s.revertOnce(ctx, d, session, to, dryRun, paths)
+		res, again, err := s.revertOnce(ctx, d, session, to, opts, paths)
 		if !again {
 			return res, err
 		}
@@ -152,11 +187,62 @@ func (s *Store) Revert(ctx context.Context, session string, to int64, dryRun boo
 	return nil, ioErr("revert", errBusy)
 }
 
-func nothing(dryRun bool) *Result {
-	if dryRun {
-		return &Result{Output: DryRunOutput(0, nil, nil), Metadata: RevertMetadata{Restored: []Restored{}}}
+// nothing is the answer of a revert with nothing to undo; stale when a
+// person approved a change.
+func nothing(opts RevertOptions) (*Result, error) {
+	if err := opts.Pin.check(Plan{}, nil); err != nil {
+		return nil, err
 	}
-	return &Result{Output: RevertedOutput(0, nil), Metadata: RevertMetadata{Restored: []Restored{}}}
+	if opts.DryRun {
+		return &Result{Output: DryRunOutput(0, nil, nil), Metadata: RevertMetadata{Restored: []Restored{}}, Plan: Plan{}}, nil
+	}
+	return &Result{Output: RevertedOutput(0, nil), Metadata: RevertMetadata{Restored: []Restored{}}, Plan: Plan{}}, nil
+}
+
+// check refuses plan (its files in order) unless it is pin's change; a
+// nil pin pins nothing. The files that differ are named in plan's order,
+// then those only pin has, sorted.
+func (pin Plan) check(plan Plan, order []string) error {
+	if pin == nil {
+		return nil
+	}
+	var differ []string
+	for _, p := range order {
+		if pin[p] != plan[p] {
+			differ = append(differ, p)
+		}
+	}
+	var gone []string
+	for p := range pin {
+		if _, ok := plan[p]; !ok {
+			gone = append(gone, p)
+		}
+	}
+	slices.Sort(gone)
+	if differ = append(differ, gone...); len(differ) > 0 {
+		return stale(differ)
+	}
+	return nil
+}
+
+// planOf is the fingerprint of each file of a revert.
+func planOf(files []*filePlan) Plan {
+	state := func(st *State) string {
+		if st == nil {
+			return "absent"
+		}
+		return st.Version + " " + st.SHA256
+	}
+	plan := make(Plan, len(files))
+	for _, f := range files {
+		var b strings.Builder
+		b.WriteString(state(f.cur.state) + " -> " + state(f.restore))
+		for _, c := range f.changes {
+			b.WriteString(" " + strconv.FormatInt(c.seq, 10))
+		}
+		plan[f.path] = b.String()
+	}
+	return plan
 }
 
 // pathsAfter lists the files of session's changes after to, pending ones
@@ -233,7 +319,7 @@ type filePlan struct {
 
 // revertOnce is one attempt of Revert with paths locked; again when the
 // session's changes after to turned out to touch a file not among them.
-func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to int64, dryRun bool, paths []string) (res *Result, again bool, err error) {
+func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to int64, opts RevertOptions, paths []string) (res *Result, again bool, err error) {
 	targets, list, err := s.targets(ctx, paths)
 	if err != nil {
 		return nil, false, ioErr("revert", err)
@@ -243,7 +329,7 @@ func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to i
 		return nil, false, ioErr("revert", err)
 	}
 	defer lk.Unlock()
-	if !dryRun {
+	if !opts.DryRun {
 		release, err := s.gc.rlock(ctx, d)
 		if err != nil {
 			return nil, false, ioErr("revert", err)
@@ -265,7 +351,7 @@ func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to i
 			}
 			sel = append(sel, c)
 		}
-		res, err = s.revertLocked(ctx, d, lg, lk, targets, to, sel, dryRun)
+		res, err = s.revertLocked(ctx, d, lg, lk, targets, to, sel, opts)
 		return err
 	})
 	if err != nil {
@@ -277,18 +363,22 @@ func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to i
 // revertLocked is the revert itself, every lock held: check, then (unless
 // a dry run) keep what the files hold now, stage what they get back,
 // journal, publish, and note it done.
-func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk fs.LockedTargets, targets map[string]*fileTarget, to int64, sel []*change, dryRun bool) (*Result, error) {
+func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk fs.LockedTargets, targets map[string]*fileTarget, to int64, sel []*change, opts RevertOptions) (*Result, error) {
+	dryRun := opts.DryRun
 	if to < lg.h.floor {
 		return nil, refused(fault.CodeNotRevertible, fmt.Sprintf("cannot revert to change %d: the changes up to %d are no longer kept", to, lg.h.floor),
 			&Refusal{Seq: lg.h.floor})
 	}
 	if len(sel) == 0 {
-		return nothing(dryRun), nil
+		return nothing(opts)
 	}
 	for i := len(sel) - 1; i >= 0; i-- {
 		if !sel[i].revertible() {
 			return nil, notRevertible(sel[i])
 		}
+	}
+	if err := fence(opts.Fence, targets, sel); err != nil {
+		return nil, err
 	}
 	files, err := s.checkFiles(ctx, d, lk, targets, sel, !dryRun)
 	if err != nil {
@@ -298,12 +388,19 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 	for i, f := range files {
 		paths[i] = f.path
 	}
+	plan := planOf(files)
+	if err := opts.Pin.check(plan, paths); err != nil {
+		return nil, err
+	}
 	if dryRun {
 		var diffs []string
+		res := &Result{Metadata: metadataOf(files), Plan: plan}
 		for _, f := range files {
 			diffs = append(diffs, unifiedOf(f))
+			res.Files = append(res.Files, RevertedFile{Path: f.path, Target: f.ft.t, Diffs: f.diffs, Before: f.cur.state, After: f.restore})
 		}
-		return &Result{Output: DryRunOutput(len(sel), paths, diffs), Metadata: metadataOf(files)}, nil
+		res.Output = DryRunOutput(len(sel), paths, diffs)
+		return res, nil
 	}
 	defer func() {
 		for _, f := range files {
@@ -349,7 +446,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		}
 	}
 	outcome := make([]entry, len(files))
-	res := &Result{Output: RevertedOutput(len(sel), paths), Metadata: metadataOf(files), Seq: seq}
+	res := &Result{Output: RevertedOutput(len(sel), paths), Metadata: metadataOf(files), Seq: seq, Plan: plan}
 	for i, f := range files {
 		outcome[i] = entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version), Added: f.added, Removed: f.removed}
 		rf := RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs, Before: f.cur.state}
@@ -363,6 +460,27 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 	}
 	s.afterChange()
 	return res, nil
+}
+
+// fence asks allow about the file of each selected change once, in
+// history order; a path that no longer leads to its file is left to the
+// check of the files, which refuses it as changed.
+func fence(allow func(fs.Target) error, targets map[string]*fileTarget, sel []*change) error {
+	if allow == nil {
+		return nil
+	}
+	asked := map[string]bool{}
+	for _, c := range sel {
+		ft := targets[c.path]
+		if asked[c.path] || ft.bad {
+			continue
+		}
+		asked[c.path] = true
+		if err := allow(ft.t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkFiles groups the selected changes by file (in history order) and
@@ -582,7 +700,7 @@ func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t 
 func metadataOf(files []*filePlan) RevertMetadata {
 	m := RevertMetadata{Restored: make([]Restored, len(files))}
 	for i, f := range files {
-		m.Restored[i] = Restored{Path: f.path, Diffs: f.diffs}
+		m.Restored[i] = Restored{Path: f.path, PathBytes: exactBytes(f.path), Diffs: f.diffs}
 	}
 	return m
 }

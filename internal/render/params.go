@@ -98,8 +98,9 @@ const (
 	noteBothProfiles = "Accepted in both profiles; advertised in the catalog by the extended one."
 )
 
-// escalationParams are write's and edit's sandbox_permissions and
-// justification, the original tool-fs's escalation under a sandbox fence.
+// escalationParams are write's, edit's and revert's sandbox_permissions
+// and justification, the original tool-fs's escalation under a sandbox
+// fence.
 var escalationParams = []Param{
 	{
 		Name: "sandbox_permissions", Type: "string", Enum: SandboxModes, Fenced: true, Deferred: true,
@@ -193,9 +194,10 @@ var Tools = []Decl{
 	},
 }
 
-// DeclOf returns the declaration of the named tool.
+// DeclOf returns the declaration of the named tool, in Tools or
+// HistoryTools.
 func DeclOf(name string) (Decl, bool) {
-	for _, d := range Tools {
+	for _, d := range append(Tools[:len(Tools):len(Tools)], HistoryTools...) {
 		if d.Name == name {
 			return d, true
 		}
@@ -204,7 +206,7 @@ func DeclOf(name string) (Decl, bool) {
 }
 
 // ParamsOf returns the named tool's arguments; it panics on a name Tools
-// does not declare, a programming error caught at start-up.
+// and HistoryTools do not declare, a programming error caught at start-up.
 func ParamsOf(name string) []Param {
 	d, ok := DeclOf(name)
 	if !ok {

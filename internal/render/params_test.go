@@ -32,6 +32,35 @@ func TestContractMatchesTheDeclaration(t *testing.T) {
 	}
 }
 
+// TestRevertEscalationMatchesTheContract: revert's escalation arguments
+// (render.HistoryTools, the MCP revert tool) are RevertRequest's, as
+// write's are WriteRequest's (docs/sandbox.md); to and dry_run are the
+// contract's integer and boolean, checked by TestCheckpoint* instead.
+func TestRevertEscalationMatchesTheContract(t *testing.T) {
+	b, err := os.ReadFile("../../api/openapi.yaml")
+	require.NoError(t, err)
+	var doc yaml.Node
+	require.NoError(t, yaml.Unmarshal(b, &doc))
+	schemas := child(child(doc.Content[0], "components"), "schemas")
+	props := child(child(schemas, "RevertRequest"), "properties")
+	require.NotNil(t, props, "RevertRequest.properties")
+	var fenced []Param
+	only := &yaml.Node{Kind: yaml.MappingNode}
+	for _, p := range ParamsOf("revert") {
+		if p.Fenced {
+			require.NotNil(t, child(props, p.Name), "RevertRequest."+p.Name)
+			fenced = append(fenced, p)
+			only.Content = append(only.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: p.Name}, child(props, p.Name))
+		}
+	}
+	require.Len(t, fenced, 2)
+	s := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		{Kind: yaml.ScalarNode, Value: "type"}, {Kind: yaml.ScalarNode, Value: "object"},
+		{Kind: yaml.ScalarNode, Value: "properties"}, only,
+	}}
+	checkSchema(t, schemas, "RevertRequest", s, fenced, "")
+}
+
 // checkSchema compares the object schema s (named at) with params.
 func checkSchema(t *testing.T, schemas *yaml.Node, at string, s *yaml.Node, params []Param, limit string) {
 	t.Helper()

@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -59,7 +61,7 @@ func (x *Executor) HistoryCatalog() []render.Tool {
 	if x.ckpt == nil || x.profile == render.ProfileOriginal {
 		return nil
 	}
-	return render.HistoryCatalog()
+	return render.HistoryCatalog(x.fence.Fenced())
 }
 
 // ChangesOutput is the model text of a history: one line per change,
@@ -94,13 +96,19 @@ func ChangesOutput(cs []checkpoint.Change) string {
 type RevertMetadata = checkpoint.RevertMetadata
 
 // Revert undoes session's changes after the seq of raw's "to" (0: all),
-// with "dry_run" only checking and showing the diffs. Each restored file
-// is published to the change feed as a mutation of tool revert; the
+// with "dry_run" only checking and showing the diffs. Under a sandbox
+// fence each file it would restore is fenced as a write of it is, and
+// "sandbox_permissions" with "justification" asks a person about the
+// revert's whole change (docs/sandbox.md). Each restored file is
+// published to the change feed as a mutation of tool revert; the
 // session's observations do not move, so its next edit of a restored file
 // must read it again.
 func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byte) (Result, *fault.Error) {
 	c = c.started()
 	a, aerr := revertArgsOf(raw)
+	if aerr == nil {
+		aerr = x.checkEscalation(a.esc)
+	}
 	if aerr != nil {
 		return Result{}, x.fail(c, ToolRevert, aerr)
 	}
@@ -108,11 +116,21 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 		return Result{}, x.fail(c, ToolRevert, err)
 	}
 	key := SessionKey(c.Subject, session)
+	// The revert's call is its session's, the {id} of its URL.
+	rc := c
+	rc.Session = session
+	opts, ferr := x.revertFence(ctx, rc, x.fenceOf(a.esc))
+	if ferr == nil && a.esc.present {
+		opts, ferr = x.approveRevert(ctx, rc, key, a)
+	}
+	if ferr != nil {
+		x.obs.Revert(revertOutcome(ferr))
+		return Result{}, x.fail(c, ToolRevert, ferr)
+	}
+	opts.DryRun = a.dryRun
 	var au *auditing
 	if !a.dryRun {
 		n := x.expectReverted(ctx, key, a.to)
-		rc := c
-		rc.Session = session
 		var aerr *fault.Error
 		if au, aerr = x.reserveAudit(ctx, rc, ToolRevert, n); aerr != nil {
 			x.obs.Revert("error")
@@ -120,17 +138,10 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 		}
 		defer au.cancel()
 	}
-	res, err := x.ckpt.Revert(ctx, key, a.to, a.dryRun)
+	res, err := x.ckpt.RevertWith(ctx, key, a.to, opts)
 	if err != nil {
 		e := checkpointError(err)
-		switch e.Code {
-		case fault.CodeStaleVersion:
-			x.obs.Revert("stale")
-		case fault.CodeNotRevertible:
-			x.obs.Revert("not_revertible")
-		default:
-			x.obs.Revert("error")
-		}
+		x.obs.Revert(revertOutcome(e))
 		return Result{}, x.fail(c, ToolRevert, e)
 	}
 	if a.dryRun {
@@ -150,6 +161,72 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 	}
 	x.done(c, ToolRevert, CodeOK)
 	return Result{Output: res.Output, Metadata: res.Metadata}, nil
+}
+
+// revertOutcome is the toolfs_reverts_total outcome of a refused revert.
+func revertOutcome(e *fault.Error) string {
+	switch e.Code {
+	case fault.CodeStaleVersion:
+		return "stale"
+	case fault.CodeNotRevertible:
+		return "not_revertible"
+	}
+	return "error"
+}
+
+// revertFence is the fence of a revert's files under mode: none without
+// one or under danger-full-access (the root stays the boundary), every
+// file denied under read-only, under workspace-write only files under the
+// call's cwd (X-Session-Cwd), as for a write of each (docs/sandbox.md).
+func (x *Executor) revertFence(ctx context.Context, c Call, mode Fence) (checkpoint.RevertOptions, *fault.Error) {
+	if !mode.Fenced() || mode == FenceDangerFullAccess {
+		return checkpoint.RevertOptions{}, nil
+	}
+	var cwd fs.Target
+	if mode == FenceWorkspaceWrite {
+		var err *fault.Error
+		if cwd, err = x.cwdOf(ctx, c); err != nil {
+			return checkpoint.RevertOptions{}, err
+		}
+	}
+	return checkpoint.RevertOptions{Fence: func(t fs.Target) error {
+		if !x.allows(mode, t, cwd) {
+			return fenceDenied(mode)
+		}
+		return nil
+	}}, nil
+}
+
+// approveRevert asks a person about the revert's whole change, as its dry
+// run shows it (tool revert, path its first file, paths all of them; no
+// channel: nobody is asked), and once approved checks the call again from
+// the start under the granted mode: the fence with the cwd resolved anew,
+// and every check of the revert, pinned to the change shown, so what runs
+// is exactly what was approved or it fails with FS_STALE_VERSION
+// (docs/sandbox.md). A revert with nothing to undo asks nobody.
+func (x *Executor) approveRevert(ctx context.Context, c Call, key string, a revertArgs) (checkpoint.RevertOptions, *fault.Error) {
+	if !x.asks {
+		return checkpoint.RevertOptions{}, escalationNoChannel(a.esc.mode)
+	}
+	dry, err := x.ckpt.RevertWith(ctx, key, a.to, checkpoint.RevertOptions{DryRun: true})
+	if err != nil {
+		return checkpoint.RevertOptions{}, checkpointError(err)
+	}
+	if len(dry.Files) > 0 {
+		paths := make([]string, len(dry.Files))
+		for i, f := range dry.Files {
+			paths[i] = f.Target.Display
+		}
+		// The dry run's text after its first line: each file's diff.
+		_, diff, _ := strings.Cut(dry.Output, "\n")
+		r := approval.Request{Session: c.Session, Subject: c.Subject, Tool: ToolRevert, Path: paths[0], Paths: paths, Diff: diff}
+		if err := x.askFor(ctx, r, a.esc); err != nil {
+			return checkpoint.RevertOptions{}, err
+		}
+	}
+	opts, ferr := x.revertFence(ctx, c, a.esc.mode)
+	opts.Pin = dry.Plan
+	return opts, ferr
 }
 
 // expectReverted announces the files a revert of session after to may
@@ -201,6 +278,21 @@ func checkpointError(err error) *fault.Error {
 type revertArgs struct {
 	to     int64
 	dryRun bool
+	esc    escalation
+}
+
+// revertEscalation is revert's escalation (render.HistoryTools), read by
+// a type pass of its own: to and dry_run keep their own messages.
+var revertEscalation = deferredOf(render.ParamsOf(ToolRevert))
+
+func deferredOf(params []render.Param) []render.Param {
+	var out []render.Param
+	for _, p := range params {
+		if p.Deferred {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 const (
@@ -227,5 +319,9 @@ func revertArgsOf(raw []byte) (revertArgs, *fault.Error) {
 	case hasDry && !dryOK:
 		return revertArgs{}, argError(render.MsgDryRun)
 	}
-	return revertArgs{to: to, dryRun: dryRun}, nil
+	vs := values{params: revertEscalation}
+	if err := vs.typePass(a); err != nil { // deferred only: collects them
+		return revertArgs{}, err
+	}
+	return revertArgs{to: to, dryRun: dryRun, esc: escalationOf(&vs)}, nil
 }

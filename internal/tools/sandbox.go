@@ -183,11 +183,15 @@ func (x *Executor) fenceOf(e escalation) Fence {
 // its dry run shows it), and waits for the outcome. Nothing is granted
 // without a person's decision. The caller checked x.asks.
 func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *fault.Error {
-	p, err := x.approvals.Open(approval.Request{
-		Session: c.Session, Subject: c.Subject, Tool: tool, Path: t.Display, Mode: string(e.mode),
-		Reason: "escalate sandbox to " + string(e.mode) + ": " + e.justification,
-		Diff:   diff,
-	})
+	return x.askFor(ctx, approval.Request{Session: c.Session, Subject: c.Subject, Tool: tool, Path: t.Display, Diff: diff}, e)
+}
+
+// askFor is ask for the change r describes (a revert's names its files),
+// with the mode and the reason of e.
+func (x *Executor) askFor(ctx context.Context, r approval.Request, e escalation) *fault.Error {
+	r.Mode = string(e.mode)
+	r.Reason = "escalate sandbox to " + string(e.mode) + ": " + e.justification
+	p, err := x.approvals.Open(r)
 	switch {
 	case errors.Is(err, approval.ErrFull):
 		return fault.New(fault.CodeTooManyApprovals, "cannot ask for approval: "+strconv.Itoa(x.approvals.Max())+

@@ -298,6 +298,16 @@ export interface paths {
          *     the diffs shown, and nothing is written. The revert is recorded in
          *     the history as changes of its own (tool revert, one seq), so it can
          *     be reverted, and each restored file is published on GET /events.
+         *     Under --sandbox-mode each file it would restore is fenced as a
+         *     write of it is (read-only: every revert that restores a file;
+         *     workspace-write: files outside the request's X-Session-Cwd): 403
+         *     FS_SANDBOX_DENIED with the escalation text, nothing written, dry
+         *     runs included. sandbox_permissions with justification asks a person
+         *     for the revert's whole change (an approval with tool revert, path
+         *     its first file, paths all of them, the dry run's diffs), then
+         *     checks everything again under the granted mode and runs only the
+         *     change shown; rejected or cancelled: 403 ESCALATION_DENIED
+         *     (docs/sandbox.md).
          */
         post: operations["revertSession"];
         delete?: never;
@@ -315,7 +325,7 @@ export interface paths {
         };
         /**
          * The pending sandbox escalations, for a person to decide.
-         * @description Each pending approval is a write or edit waiting for a person's
+         * @description Each pending approval is a write, edit or revert waiting for a person's
          *     decision (docs/sandbox.md). With `wait`, the answer waits (at most
          *     60s) until an approval opened after `after` is pending, then lists
          *     them all; when the wait ends with nothing new it lists what is
@@ -796,9 +806,13 @@ export interface components {
             /** @description With identities (--oauth-issuer), the verified subject of the calling access token; only that subject (or a holder of toolfs:admin) lists and decides the approval (docs/identity.md). Absent without one. */
             subject?: string;
             /** @enum {string} */
-            tool: "write" | "edit";
-            /** @description The DISPLAY path of the target. */
+            tool: "write" | "edit" | "revert";
+            /** @description The DISPLAY path of the target; of a revert, its first file. */
             path: string;
+            /** @description A revert's files, every one of them (DISPLAY paths, path the first), in the order of its text; absent for a write or edit. At most 65536 bytes of names, whole ones; then paths_truncated is true. */
+            paths?: string[];
+            /** @description Whether paths was cut at 65536 bytes of names; absent when it was not. */
+            paths_truncated?: boolean;
             /**
              * @description The mode the call asks for.
              * @enum {string}
@@ -861,6 +875,13 @@ export interface components {
             to: number;
             /** @description Check and show the diffs; write nothing. */
             dry_run?: boolean;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
         };
         RevertResult: {
             /** @description The model text: "Reverted <n> change(s) in <m> file(s): <paths>", or the dry run's text with each file's unified diff. */
@@ -868,7 +889,13 @@ export interface components {
             metadata: {
                 /** @description One entry per file, in the order of the text; diffs from what the file held to what it got back ([] when either side is not text or is 10 MiB or larger). */
                 restored: {
+                    /** @description Root-relative, as people read it (a byte that is not UTF-8 shows as U+FFFD). */
                     path: string;
+                    /**
+                     * Format: byte
+                     * @description The name's exact bytes in base64, only when path cannot say them (not valid UTF-8, or holding U+FFFD itself), as in the history.
+                     */
+                    path_bytes?: string;
                     diffs: components["schemas"]["Diff"][];
                 }[];
             };
@@ -888,8 +915,13 @@ export interface components {
             time: string;
             /** @description write, edit or revert. */
             tool: string;
-            /** @description Root-relative, symlinks resolved. */
+            /** @description Root-relative, symlinks resolved, as people read it (a byte that is not UTF-8 shows as U+FFFD). */
             path: string;
+            /**
+             * Format: byte
+             * @description The name's exact bytes in base64, present only when path cannot say them: the name is not valid UTF-8, or holds U+FFFD itself. Two files never share a record; revert acts on these bytes (docs/checkpoints.md, "Names that are not UTF-8").
+             */
+            path_bytes?: string;
             /** @description The file before the change; null when the change created it. */
             before: {
                 version: string;
