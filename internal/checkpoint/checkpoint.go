@@ -45,7 +45,7 @@ const (
 	// (docs/checkpoints.md, "The answer"): a side this large is never
 	// diffed, and one answer shows this much of diffs in all, so a revert's
 	// memory and answer do not grow with its files.
-	DefaultDiffMaxBytes    = 1 << 20
+	DefaultDiffMaxBytes    = 256 << 10
 	DefaultDiffBudgetBytes = 1 << 20
 )
 

@@ -16,29 +16,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// revertFiles and revertFileBytes are the issue's case (issue 41, item 2):
-// 20 files of 9 MiB, each just under the 10 MiB a revert used to diff.
-const (
-	revertFiles     = 20
-	revertFileBytes = 9 << 20
-)
-
-// textOf9MiB is revertFileBytes of text in 64-byte lines, different for
-// each seed, so no two files share a kept content.
-func textOf9MiB(seed uint64) string {
+// textOf is size bytes of text in lines of lineLen bytes (the last one
+// cut short), different for each seed, so no two files share a kept
+// content.
+func textOf(seed uint64, size, lineLen int) string {
 	rng := rand.New(rand.NewPCG(seed, 41))
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
-	var b strings.Builder
-	b.Grow(revertFileBytes)
-	line := make([]byte, 64)
-	for b.Len() < revertFileBytes {
-		for i := range 63 {
-			line[i] = alphabet[rng.IntN(len(alphabet))]
+	b := make([]byte, size)
+	for i := range b {
+		if i%lineLen == lineLen-1 {
+			b[i] = '\n'
+		} else {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
 		}
-		line[63] = '\n'
-		b.Write(line)
 	}
-	return b.String()
+	return string(b)
 }
 
 // revertAnswer is POST /sessions/{id}/revert's 200 body.
@@ -82,40 +74,51 @@ func idleServer(t *testing.T, hc *http.Client, root string) (*child, int64) {
 
 // TestRevertMemoryBoundedChild: a revert's memory does not grow with its
 // files (issue 41, item 2; docs/checkpoints.md, "The answer"). On the
-// real binary with its default flags, an agent's session writes 20 files
-// of 9 MiB; a server started afresh on that root answers the dry run of
-// reverting them all, and another the revert itself, each within 64 MiB
-// of its idle peak RSS, with diffs only within the answer's budget and
-// the other files named; the revert restores every byte. Two cases: the
-// files created by the session (nothing kept: --checkpoint-bytes never
-// applies) and the files replaced by the session (their 9 MiB contents
-// kept and put back). Before the bound, the created case's dry run
-// answered 387 MB at 1,351 MB of peak RSS.
+// real binary with its default flags, an agent's session writes its files;
+// a server started afresh on that root answers the dry run of reverting
+// them all, and another the revert itself, each within 64 MiB of its idle
+// peak RSS, with diffs only within the answer's 1 MiB and every other file
+// named; the revert restores every byte. The issue's 20 files of 9 MiB,
+// created by the session (nothing kept: --checkpoint-bytes never applies)
+// and replaced by it (their 9 MiB contents kept and put back); the most a
+// revert diffs: 20 files just below its 256 KiB, in 2-byte lines all
+// replaced (each diffed for its line counts, one diff fitting the answer);
+// 40 files of 60 KiB, some diffs shown and the rest named. Before the
+// bounds the first case's dry run answered 386 MB at 1,350 MiB of peak
+// RSS, the second's 773 MB at 2,666 MiB.
 func TestRevertMemoryBoundedChild(t *testing.T) {
+	const sizeNote, budgetNote = "its content before or after is not UTF-8 text, or is 256 KiB or larger.)", "a revert shows at most 1 MiB of diffs in all.)"
 	for _, tc := range []struct {
-		name    string
-		updated bool // the session replaced existing files (to = 1) rather than created them (to = 0)
+		name        string
+		files, size int
+		lineLen     int
+		updated     bool   // the session replaced files it had created (to = files) rather than created them (to = 0)
+		note        string // what stands in for every diff left out
+		counted     bool   // the revert's own changes have line counts
+		someShown   bool
 	}{
-		{"created", false},
-		{"updated", true},
+		{"created 20x9MiB", 20, 9 << 20, 64, false, sizeNote, false, false},
+		{"updated 20x9MiB", 20, 9 << 20, 64, true, sizeNote, false, false},
+		{"updated 20x(256KiB-2) of 2-byte lines", 20, 256<<10 - 2, 2, true, budgetNote, true, true},
+		{"updated 40x60KiB", 40, 60 << 10, 64, true, budgetNote, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			hc := newClient()
-			names := make([]string, revertFiles)
-			originals := make([]string, revertFiles)
+			names := make([]string, tc.files)
+			originals := make([]string, tc.files)
 			writer := startChild(t, root)
-			for i := range revertFiles {
+			for i := range tc.files {
 				names[i] = fmt.Sprintf("f%02d.txt", i)
-				originals[i] = textOf9MiB(uint64(i))
+				originals[i] = textOf(uint64(i), tc.size, tc.lineLen)
 				a := mustCall(t, hc, writer.base, "write", "agent", obj{"file_path": names[i], "content": originals[i]})
 				require.Equal(t, http.StatusOK, a.Status, clip(a.Raw))
 			}
 			to := 0
 			if tc.updated {
-				to = revertFiles // one change per file so far: the creates stay
-				for i := range revertFiles {
-					a := mustCall(t, hc, writer.base, "write", "agent", obj{"file_path": names[i], "content": textOf9MiB(uint64(1000 + i))})
+				to = tc.files // one change per file so far: the creates stay
+				for i := range tc.files {
+					a := mustCall(t, hc, writer.base, "write", "agent", obj{"file_path": names[i], "content": textOf(uint64(1000+i), tc.size, tc.lineLen)})
 					require.Equal(t, http.StatusOK, a.Status, clip(a.Raw))
 				}
 			}
@@ -131,28 +134,56 @@ func TestRevertMemoryBoundedChild(t *testing.T) {
 			srv, idle2 := idleServer(t, hc, root)
 			res, resBytes := postRevert(t, hc, srv.base, "agent", to, false)
 			resPeak := peakRSS(t, srv.cmd.Process.Pid)
+			counts := revertCounts(t, hc, srv.base, "agent")
 			srv.stop()
 
 			mib := func(n int64) float64 { return float64(n) / (1 << 20) }
-			t.Logf("%s: dry run: %d-byte answer, peak RSS %.1f MiB (idle %.1f, +%.1f); revert: %d-byte answer, peak RSS %.1f MiB (idle %.1f, +%.1f)",
+			t.Logf("%s: dry run: %d-byte answer, peak RSS %.1f MiB (idle %.1f, %+.1f); revert: %d-byte answer, peak RSS %.1f MiB (idle %.1f, %+.1f)",
 				tc.name, dryBytes, mib(dryPeak), mib(idle), mib(dryPeak-idle), resBytes, mib(resPeak), mib(idle2), mib(resPeak-idle2))
 			assert.Less(t, dryPeak-idle, int64(64<<20), "the dry run's peak RSS over idle")
 			assert.Less(t, resPeak-idle2, int64(64<<20), "the revert's peak RSS over idle")
 			assert.Less(t, dryBytes, 8<<20, "the dry run's answer")
 			assert.Less(t, resBytes, 4<<20, "the revert's answer")
 
-			// Every file is named, none has its diff: each side is 9 MiB.
-			for _, a := range []revertAnswer{dry, res} {
-				require.Len(t, a.Metadata.Restored, revertFiles)
+			// Each file is shown within the budget or named, the same way
+			// in the dry run and in the revert.
+			var omitted []string
+			shown := 0
+			for k, a := range []revertAnswer{dry, res} {
+				require.Len(t, a.Metadata.Restored, tc.files)
+				diffBytes := 0
 				for i, r := range a.Metadata.Restored {
 					assert.Equal(t, names[i], r.Path)
-					assert.True(t, r.DiffsOmitted, r.Path)
-					assert.Zero(t, len(r.Diffs), r.Path)
+					if r.DiffsOmitted {
+						assert.Zero(t, len(r.Diffs), r.Path)
+						if k == 0 {
+							omitted = append(omitted, r.Path)
+							assert.Contains(t, dry.Output, "\n(The diff of "+r.Path+" is not shown: "+tc.note)
+						}
+						continue
+					}
+					assert.NotZero(t, len(r.Diffs), r.Path)
+					for _, d := range r.Diffs {
+						diffBytes += len(d) // the JSON of each hunk: at least its texts and path
+					}
+					if k == 0 {
+						shown++
+						assert.Contains(t, dry.Output, "\n--- "+r.Path+"\n+++ "+r.Path+"\n@@ ")
+					} else {
+						assert.NotContains(t, omitted, r.Path)
+					}
 				}
+				assert.LessOrEqual(t, diffBytes, 2<<20, "1 MiB of diff texts, JSON-escaped")
 			}
+			assert.Equal(t, tc.someShown, shown > 0, "files shown: %d", shown)
+			require.NotEmpty(t, omitted)
 			all := strings.Join(names, ", ")
-			assert.True(t, strings.HasPrefix(res.Output, fmt.Sprintf("Reverted %d change(s) in %d file(s): %s\n", revertFiles, revertFiles, all)), clip(res.Output))
-			assert.True(t, strings.HasPrefix(dry.Output, fmt.Sprintf("Dry run: no changes were written. Reverting would undo %d change(s) in %d file(s): %s\n", revertFiles, revertFiles, all)), clip(dry.Output))
+			assert.Equal(t, fmt.Sprintf("Reverted %d change(s) in %d file(s): %s\nDiffs not shown for %d file(s) (not UTF-8 text, 256 KiB or larger, or past the 1 MiB of diffs a revert shows in all): %s",
+				tc.files, tc.files, all, len(omitted), strings.Join(omitted, ", ")), res.Output)
+			assert.True(t, strings.HasPrefix(dry.Output, fmt.Sprintf("Dry run: no changes were written. Reverting would undo %d change(s) in %d file(s): %s\n", tc.files, tc.files, all)), clip(dry.Output))
+			for _, c := range counts {
+				assert.Equal(t, tc.counted, c, "the revert's own changes counted")
+			}
 
 			// Every byte back: the created files gone, the replaced ones as
 			// they were.
@@ -167,4 +198,30 @@ func TestRevertMemoryBoundedChild(t *testing.T) {
 			}
 		})
 	}
+}
+
+// revertCounts lists, for each change of the session's newest revert,
+// whether it has line counts (GET /sessions/{id}/changes).
+func revertCounts(t *testing.T, hc *http.Client, base, session string) []bool {
+	t.Helper()
+	resp, err := hc.Get(base + "/sessions/" + session + "/changes")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var list struct {
+		Changes []struct {
+			Tool  string `json:"tool"`
+			Added *int   `json:"added"`
+		} `json:"changes"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	var out []bool
+	for _, c := range list.Changes {
+		if c.Tool != "revert" {
+			break
+		}
+		out = append(out, c.Added != nil)
+	}
+	require.NotEmpty(t, out)
+	return out
 }

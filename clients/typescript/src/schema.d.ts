@@ -887,7 +887,7 @@ export interface components {
             /** @description The model text: "Reverted <n> change(s) in <m> file(s): <paths>" (then, when some diffs are left out of the metadata, a line "Diffs not shown for <k> file(s) (...): <paths>"), or the dry run's text with each file's unified diff or a note saying why it is not shown (docs/checkpoints.md). */
             output: string;
             metadata: {
-                /** @description One entry per file, in the order of the text; diffs from what the file held to what it got back. A revert's diffs are bounded (docs/checkpoints.md, "The answer"); a file whose diff is not shown (either side is not UTF-8 text or is 1 MiB or larger, or the diffs before it spent the answer's 1 MiB of diffs) has diffs [] and diffsOmitted true. */
+                /** @description One entry per file, in the order of the text; diffs from what the file held to what it got back. A revert's diffs are bounded (docs/checkpoints.md, "The answer"); a file whose diff is not shown (either side is not UTF-8 text or is 256 KiB or larger, or the diffs before it spent the answer's 1 MiB of diffs) has diffs [] and diffsOmitted true. */
                 restored: {
                     /** @description Root-relative, as people read it (a byte that is not UTF-8 shows as U+FFFD). */
                     path: string;
