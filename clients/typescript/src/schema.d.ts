@@ -939,7 +939,7 @@ export interface components {
             revertible: boolean;
             /** @description Why the change is not revertible. */
             reason?: string;
-            /** @description Lines added; null when either side was not text or 10 MiB or larger. */
+            /** @description Lines added; null when either side was not text or 10 MiB or larger (256 KiB for a revert's own changes, docs/checkpoints.md). */
             added: number | null;
             removed: number | null;
         };
