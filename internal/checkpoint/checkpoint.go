@@ -41,6 +41,12 @@ const (
 	DefaultMaxFileBytes  = 16 << 20  // --checkpoint-max-file-bytes
 	DefaultMaxChanges    = 16384
 	DefaultSweepInterval = time.Minute
+	// DefaultDiffMaxBytes and DefaultDiffBudgetBytes bound a revert's diffs
+	// (docs/checkpoints.md, "The answer"): a side this large is never
+	// diffed, and one answer shows this much of diffs in all, so a revert's
+	// memory and answer do not grow with its files.
+	DefaultDiffMaxBytes    = 256 << 10
+	DefaultDiffBudgetBytes = 1 << 20
 )
 
 // FolderName is the store's folder in the server's private folder.
@@ -79,10 +85,15 @@ type Options struct {
 	// SweepInterval is how often the bounds and the TTL are enforced in the
 	// background besides when they are reached; negative: only then.
 	SweepInterval time.Duration
-	// DiffMaxBytes is the size at and above which a revert shows no diff
-	// and a change gets no line counts (fs.DefaultDiffBasisMaxBytes when 0).
+	// DiffMaxBytes is the size at and above which a revert neither reads a
+	// file's text nor diffs it: no diff shown, no line counts for its own
+	// change (DefaultDiffMaxBytes when 0).
 	DiffMaxBytes int64
-	Logger       *slog.Logger
+	// DiffBudgetBytes bounds the diffs of one revert's answer in all (their
+	// texts and paths, DefaultDiffBudgetBytes when 0): past it, a file's
+	// diff is left out and the answer names the file.
+	DiffBudgetBytes int64
+	Logger          *slog.Logger
 	// Now is the clock (time.Now when nil), for tests.
 	Now func() time.Time
 }
@@ -152,7 +163,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.FS == nil {
 		return nil, errors.New("checkpoint: Options.FS is required")
 	}
-	if opts.Bytes < 0 || opts.MaxFileBytes < 0 || opts.MaxChanges < 0 || opts.TTL < 0 || opts.DiffMaxBytes < 0 {
+	if opts.Bytes < 0 || opts.MaxFileBytes < 0 || opts.MaxChanges < 0 || opts.TTL < 0 || opts.DiffMaxBytes < 0 || opts.DiffBudgetBytes < 0 {
 		return nil, errors.New("checkpoint: negative bound")
 	}
 	if opts.Bytes == 0 {
@@ -171,7 +182,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		opts.SweepInterval = DefaultSweepInterval
 	}
 	if opts.DiffMaxBytes == 0 {
-		opts.DiffMaxBytes = fs.DefaultDiffBasisMaxBytes
+		opts.DiffMaxBytes = DefaultDiffMaxBytes
+	}
+	if opts.DiffBudgetBytes == 0 {
+		opts.DiffBudgetBytes = DefaultDiffBudgetBytes
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

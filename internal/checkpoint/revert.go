@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -61,14 +59,16 @@ type RevertMetadata struct {
 }
 
 // Restored is one file of a revert: its path (root-relative) and the hunks
-// from what it held to what the revert put back (none when either side is
-// not text or is at or above the diff limit).
+// from what it held to what the revert put back. When they are not shown
+// (either side is not text or is at or above DiffMaxBytes, or the answer's
+// DiffBudgetBytes is spent), Diffs is empty and DiffsOmitted true.
 type Restored struct {
 	Path string `json:"path"`
 	// PathBytes is the name's exact bytes when Path cannot say them, as
 	// in the history (Change.PathBytes).
-	PathBytes []byte        `json:"path_bytes,omitempty"`
-	Diffs     []render.Diff `json:"diffs"`
+	PathBytes    []byte        `json:"path_bytes,omitempty"`
+	Diffs        []render.Diff `json:"diffs"`
+	DiffsOmitted bool          `json:"diffsOmitted,omitempty"`
 }
 
 // RevertedFile is what a revert did to one file: its new version and hash
@@ -86,7 +86,8 @@ type RevertedFile struct {
 // RevertedOutput is the model text of a revert: the changes undone (a
 // revert's own changes count one per file), the files and their
 // root-relative paths in history order (each file where its oldest undone
-// change is), joined by ", ".
+// change is), joined by ", ". A revert whose metadata leaves some diffs out
+// adds a line naming those files (diffsNotShown).
 func RevertedOutput(changes int, paths []string) string {
 	if len(paths) == 0 {
 		return "Reverted " + strconv.Itoa(changes) + " change(s) in 0 file(s)."
@@ -96,7 +97,7 @@ func RevertedOutput(changes int, paths []string) string {
 
 // DryRunOutput is the model text of a dry run: what a revert would undo,
 // then, for each file, a newline and the change as a unified diff (or a
-// note when there is no diff to show).
+// note saying why it is not shown: msgNoDiff, msgOverBudget).
 func DryRunOutput(changes int, paths []string, diffs []string) string {
 	var b strings.Builder
 	b.WriteString("Dry run: no changes were written. Reverting would undo " + strconv.Itoa(changes) + " change(s) in " + strconv.Itoa(len(paths)) + " file(s)")
@@ -109,12 +110,6 @@ func DryRunOutput(changes int, paths []string, diffs []string) string {
 		b.WriteString("\n" + d)
 	}
 	return b.String()
-}
-
-// msgNoDiff stands in for a file's diff in a dry run when either side is
-// not text or is at or above the diff limit.
-func msgNoDiff(path string) string {
-	return "(The diff of " + path + " is not shown: its content before or after is not UTF-8 text, or is 10 MiB or larger.)"
 }
 
 // StaleMessage is the refusal of a revert over files that changed since the
@@ -308,8 +303,9 @@ type filePlan struct {
 	changes        []*change // the undone ones, oldest first
 	cur            current   // the file now
 	restore        *State    // what it gets back; nil: removed
-	restoreText    *string
 	diffs          []render.Diff
+	unified        string // a dry run's unified diff, or the note standing in for it
+	omitted        bool   // the diff is not shown (unified says why)
 	added, removed *int
 	pf             fs.PendingFile
 	published      bool
@@ -384,6 +380,9 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 	if err != nil {
 		return nil, err
 	}
+	if err := s.diffFiles(ctx, d, lk, files, dryRun); err != nil {
+		return nil, err
+	}
 	paths := make([]string, len(files))
 	for i, f := range files {
 		paths[i] = f.path
@@ -396,7 +395,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		var diffs []string
 		res := &Result{Metadata: metadataOf(files), Plan: plan}
 		for _, f := range files {
-			diffs = append(diffs, unifiedOf(f))
+			diffs = append(diffs, f.unified)
 			res.Files = append(res.Files, RevertedFile{Path: f.path, Target: f.ft.t, Diffs: f.diffs, Before: f.cur.state, After: f.restore})
 		}
 		res.Output = DryRunOutput(len(sel), paths, diffs)
@@ -446,7 +445,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		}
 	}
 	outcome := make([]entry, len(files))
-	res := &Result{Output: RevertedOutput(len(sel), paths), Metadata: metadataOf(files), Seq: seq, Plan: plan}
+	res := &Result{Output: RevertedOutput(len(sel), paths) + s.diffsNotShown(files), Metadata: metadataOf(files), Seq: seq, Plan: plan}
 	for i, f := range files {
 		outcome[i] = entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version), Added: f.added, Removed: f.removed}
 		rf := RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs, Before: f.cur.state}
@@ -487,7 +486,8 @@ func fence(allow func(fs.Target) error, targets map[string]*fileTarget, sel []*c
 // checks each file: no other hand between two of the session's changes of
 // it, and the file now as the newest one left it. With keep, what each file
 // holds now is kept in blobs/ (the revert's own before). Every file that
-// changed is listed in one FS_STALE_VERSION.
+// changed is listed in one FS_STALE_VERSION. No content is held: each file
+// is streamed through its hash.
 func (s *Store) checkFiles(ctx context.Context, d *folders, lk fs.LockedTargets, targets map[string]*fileTarget, sel []*change, keep bool) ([]*filePlan, error) {
 	var files []*filePlan
 	byPath := map[string]*filePlan{}
@@ -522,16 +522,6 @@ func (s *Store) checkFiles(ctx context.Context, d *folders, lk fs.LockedTargets,
 	}
 	for _, f := range files {
 		f.restore = f.changes[0].before
-		if err := s.restoreText(ctx, d, f); err != nil {
-			return nil, err
-		}
-		if f.cur.text != nil && f.restoreText != nil {
-			var added, removed int
-			f.diffs, added, removed = render.DiffsCounted(f.path, *f.cur.text, *f.restoreText)
-			f.added, f.removed = &added, &removed
-		} else {
-			f.diffs = []render.Diff{}
-		}
 	}
 	return files, nil
 }
@@ -549,16 +539,14 @@ func matches(now, want *State) bool {
 // current is a file as a revert finds it.
 type current struct {
 	info  fs.Info
-	state *State  // nil: absent
-	kept  bool    // its content is in blobs/ now
-	why   string  // why not, when it exists
-	text  *string // LF-normalized, when text below the diff limit
+	state *State // nil: absent
+	kept  bool   // its content is in blobs/ now
+	why   string // why not, when it exists
 }
 
-// readCurrent reads the file under the revert's locks, once: its SHA-256,
-// a copy in blobs/ (with keep, when at most MaxFileBytes) and its text
-// (below the diff limit). ok is false when the file is no longer a regular
-// file.
+// readCurrent reads the file under the revert's locks, streamed in chunks:
+// its SHA-256 and a copy in blobs/ (with keep, when at most MaxFileBytes).
+// ok is false when the file is no longer a regular file.
 func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets, t fs.Target, keep bool) (cur current, ok bool, err error) {
 	r, info, err := lk.Open(ctx, t)
 	switch fault.CodeOf(err) {
@@ -573,12 +561,7 @@ func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets
 		return cur, true, nil
 	}
 	defer r.Close()
-	var text *bytes.Buffer
 	src := io.Reader(r)
-	if info.Size < s.opt.DiffMaxBytes {
-		text = bytes.NewBuffer(make([]byte, 0, info.Size))
-		src = io.TeeReader(r, text)
-	}
 	st := &State{Version: string(info.Version)}
 	if keep && info.Size <= s.opt.MaxFileBytes {
 		if st.SHA256, st.Bytes, err = s.putBlob(ctx, d, src); err != nil {
@@ -595,41 +578,7 @@ func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets
 		}
 	}
 	cur.state = st
-	if text != nil && int64(text.Len()) < s.opt.DiffMaxBytes {
-		cur.text = textOf(text.Bytes())
-	}
 	return cur, true, nil
-}
-
-// restoreText is the text the file gets back, below the diff limit ("" for
-// a removal).
-func (s *Store) restoreText(ctx context.Context, d *folders, f *filePlan) error {
-	if f.restore == nil {
-		empty := ""
-		f.restoreText = &empty
-		return nil
-	}
-	if f.restore.Bytes >= s.opt.DiffMaxBytes {
-		return nil
-	}
-	var b bytes.Buffer
-	if err := copyBlob(ctx, d, f.restore.SHA256, &b); err != nil {
-		if errors.Is(err, errDamaged) {
-			return damaged(f.changes[0], err)
-		}
-		return err
-	}
-	f.restoreText = textOf(b.Bytes())
-	return nil
-}
-
-// textOf is b as LF-normalized text, nil when it is not UTF-8 text.
-func textOf(b []byte) *string {
-	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
-		return nil
-	}
-	s := strings.ReplaceAll(string(b), "\r\n", "\n")
-	return &s
 }
 
 // blobFill is a Stage fill that copies the blob sum, checking its bytes.
@@ -700,14 +649,7 @@ func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t 
 func metadataOf(files []*filePlan) RevertMetadata {
 	m := RevertMetadata{Restored: make([]Restored, len(files))}
 	for i, f := range files {
-		m.Restored[i] = Restored{Path: f.path, PathBytes: exactBytes(f.path), Diffs: f.diffs}
+		m.Restored[i] = Restored{Path: f.path, PathBytes: exactBytes(f.path), Diffs: f.diffs, DiffsOmitted: f.omitted}
 	}
 	return m
-}
-
-func unifiedOf(f *filePlan) string {
-	if f.cur.text == nil || f.restoreText == nil {
-		return msgNoDiff(f.path)
-	}
-	return render.UnifiedDiff(f.path, *f.cur.text, *f.restoreText)
 }

@@ -884,10 +884,10 @@ export interface components {
             justification?: string | null;
         };
         RevertResult: {
-            /** @description The model text: "Reverted <n> change(s) in <m> file(s): <paths>", or the dry run's text with each file's unified diff. */
+            /** @description The model text: "Reverted <n> change(s) in <m> file(s): <paths>" (then, when some diffs are left out of the metadata, a line "Diffs not shown for <k> file(s) (...): <paths>"), or the dry run's text with each file's unified diff or a note saying why it is not shown (docs/checkpoints.md). */
             output: string;
             metadata: {
-                /** @description One entry per file, in the order of the text; diffs from what the file held to what it got back ([] when either side is not text or is 10 MiB or larger). */
+                /** @description One entry per file, in the order of the text; diffs from what the file held to what it got back. A revert's diffs are bounded (docs/checkpoints.md, "The answer"); a file whose diff is not shown (either side is not UTF-8 text or is 256 KiB or larger, or the diffs before it spent the answer's 1 MiB of diffs) has diffs [] and diffsOmitted true. */
                 restored: {
                     /** @description Root-relative, as people read it (a byte that is not UTF-8 shows as U+FFFD). */
                     path: string;
@@ -897,6 +897,8 @@ export interface components {
                      */
                     path_bytes?: string;
                     diffs: components["schemas"]["Diff"][];
+                    /** @description Present (true) when this file's diff is not shown; diffs is then []. */
+                    diffsOmitted?: boolean;
                 }[];
             };
         };
@@ -937,7 +939,7 @@ export interface components {
             revertible: boolean;
             /** @description Why the change is not revertible. */
             reason?: string;
-            /** @description Lines added; null when either side was not text or 10 MiB or larger. */
+            /** @description Lines added; null when either side was not text or 10 MiB or larger (256 KiB for a revert's own changes, docs/checkpoints.md). */
             added: number | null;
             removed: number | null;
         };
