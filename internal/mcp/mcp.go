@@ -327,8 +327,11 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 			return failure(err), nil
 		}
 	}
-	if tools.RequestIDOf(ctx) == "" { // the audit records' request id (docs/audit.md)
-		ctx = tools.WithRequestID(ctx, header.Get(tools.RequestIDHeader))
+	// The audit records' request id is the HTTP request's that carried the
+	// call (docs/audit.md): in a stateful session ctx descends from the
+	// session's initialize and holds that request's id.
+	if id := header.Get(tools.RequestIDHeader); tools.ValidRequestID(id) {
+		ctx = tools.WithRequestID(ctx, id)
 	}
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
