@@ -755,3 +755,82 @@ func TestIdentityMCPSessionOwner(t *testing.T) {
 		assert.Equal(t, 200, mcpPost(three, aliceThree, id, "POST", list).status)
 	})
 }
+
+// TestIdentityMCPScopeReadsTheBodyAsTheSDK: the write-scope challenge on
+// /mcp is decided from the body as the SDK will read it (keys matched
+// case-sensitively, escapes applied, what follows the first value
+// ignored), and a body it cannot read unambiguously (a deciding key given
+// twice or written with escapes) needs the write scope: each is 403 with
+// the step-up challenge before anything runs, alone and in a batch, where
+// encoding/json's reading had let them through to the tool's own refusal
+// (a 200). A read-only token still lists and reads.
+func TestIdentityMCPScopeReadsTheBodyAsTheSDK(t *testing.T) {
+	f := newIDFixture(t, server.Config{Token: noStaticToken})
+	require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
+	reader := f.token(f.alice, "toolfs:read")
+	const args = `"arguments":{"file_path":"n.txt","content":"x"}`
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `}}`
+	}
+	refused := map[string]string{
+		"a case variant of name":   call(`"name":"write","Name":"read",` + args),
+		"a case variant of method": `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"tools/list","params":{"name":"write",` + args + `}}`,
+		"name twice":               call(`"name":"write",` + args + `,"name":"read"`),
+		"method twice":             `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write",` + args + `},"method":"tools/list"}`,
+		"params twice":             `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write",` + args + `},"params":{"name":"read"}}`,
+		"an escaped key":           call(`"n\u0061me":"write","Name":"read",` + args),
+		"an escaped name":          call(`"name":"wr\u0069te",` + args),
+		"data after the message":   call(`"name":"write",`+args) + ` {}`,
+	}
+	challenge := `Bearer error="insufficient_scope", scope="toolfs:write"`
+	mcpHeaders := func(version, session string) []string {
+		h := []string{"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", version}
+		if session != "" {
+			h = append(h, "Mcp-Session-Id", session)
+		}
+		if version >= "2026-07-28" { // the headers that revision requires, naming what the SDK reads
+			h = append(h, "Mcp-Method", "tools/call", "Mcp-Name", "write")
+		}
+		return h
+	}
+	check := func(t *testing.T, a answer) {
+		t.Helper()
+		assert.Equal(t, 403, a.status, a.body)
+		assert.Equal(t, challenge, a.header.Get("WWW-Authenticate"))
+		assert.Equal(t, "INSUFFICIENT_SCOPE", a.code(), a.body)
+		assert.NoFileExists(t, filepath.Join(f.srv.Root, "n.txt"))
+	}
+
+	// A session of the read-only token on 2025-03-26, whose batches the SDK
+	// still takes.
+	a := f.do("POST", "/mcp", reader, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		"Accept", "application/json, text/event-stream")
+	require.Equal(t, 200, a.status, a.body)
+	session := a.header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, session)
+	a = f.do("POST", "/mcp", reader, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, mcpHeaders("2025-03-26", session)...)
+	require.Equal(t, 202, a.status, a.body)
+
+	for name, body := range refused {
+		t.Run(name, func(t *testing.T) {
+			check(t, f.do("POST", "/mcp", reader, body, mcpHeaders("2026-07-28", "")...))
+			check(t, f.do("POST", "/mcp", reader, body, mcpHeaders("2025-03-26", session)...))
+			if !strings.HasSuffix(body, " {}") {
+				batch := `[{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a.txt"}}},` + body + `]`
+				check(t, f.do("POST", "/mcp", reader, batch, mcpHeaders("2025-03-26", session)...))
+			}
+		})
+	}
+
+	t.Run("a read-only token lists and reads", func(t *testing.T) {
+		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			call(`"name":"read","Name":"write","arguments":{"file_path":"a.txt"}`),
+			`[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a.txt"}}},{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`,
+		} {
+			a := f.do("POST", "/mcp", reader, body, mcpHeaders("2025-03-26", session)...)
+			assert.Equal(t, 200, a.status, a.body)
+			assert.NotContains(t, a.body, `"isError":true`)
+		}
+	})
+}
