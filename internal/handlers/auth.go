@@ -1,15 +1,11 @@
 package handlers
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
+	"log/slog"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -91,13 +87,26 @@ func (s *rest) authn(scope scopeRule, tokens ...string) func(http.Handler) http.
 // deny answers a refused request through the one problem writer, with its
 // challenge; the reason goes to the log, never the token.
 func (s *rest) deny(w http.ResponseWriter, r *http.Request, d *identity.Denial) {
-	reason := "insufficient scope"
-	if rs := identity.Reason(d.Err); rs != nil {
-		reason = rs.Error()
+	Deny(s.deps.Logger)(w, r, d)
+}
+
+// Deny is how every refused request is answered, for a transport that
+// decides a refusal itself (the MCP transport's write-scope challenge,
+// docs/identity.md): the challenge, the problem body, and a log line with
+// the reason, never the token.
+func Deny(log *slog.Logger) func(http.ResponseWriter, *http.Request, *identity.Denial) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	s.deps.Logger.Info("access refused", "path", r.URL.Path, "status", d.Status, "reason", reason, "request_id", r.Header.Get(tools.RequestIDHeader))
-	d.SetChallenge(w)
-	writeProblem(w, d.Code, d.Message)
+	return func(w http.ResponseWriter, r *http.Request, d *identity.Denial) {
+		reason := "insufficient scope"
+		if rs := identity.Reason(d.Err); rs != nil {
+			reason = rs.Error()
+		}
+		log.Info("access refused", "path", r.URL.Path, "status", d.Status, "reason", reason, "request_id", r.Header.Get(tools.RequestIDHeader))
+		d.SetChallenge(w)
+		writeProblem(w, d.Code, d.Message)
+	}
 }
 
 // caller is the tools.Call fields of a request's verified principal: its
@@ -117,64 +126,15 @@ func viewer(r *http.Request) (string, bool) {
 	return c.Subject, c.Admin
 }
 
-// mcpAuth is what /mcp adds to authn with identities: a tools/call of a
-// tool that writes needs the write scope, refused as on REST (403 and the
-// challenge, before the SDK runs anything, as the MCP authorization
-// specification's scope challenge asks), and the go-sdk's
+// mcpAuth is what /mcp adds to authn with identities: the go-sdk's
 // auth.RequireBearerToken, which binds each MCP session to the subject
 // that opened it and hands the subject and scopes to the tool handlers
-// (it verifies nothing again: identity.SDKVerifier hands on the
-// principal authn verified).
+// (it verifies nothing again: identity.SDKVerifier hands on the principal
+// authn verified). The write-scope challenge of a tools/call is the MCP
+// transport's, which reads the body once (mcp.Config.Deny).
 func (s *rest) mcpAuth(next http.Handler) http.Handler {
 	if s.cfg.OAuth == nil {
 		return next
 	}
-	sdk := auth.RequireBearerToken(identity.SDKVerifier, s.cfg.OAuth.Resource.SDKOptions())(next)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, _ := identity.FromContext(r.Context())
-		if r.Method == http.MethodPost && !p.Has(identity.ScopeWrite) {
-			raw, err := io.ReadAll(r.Body)
-			var mbe *http.MaxBytesError
-			switch {
-			case errors.As(err, &mbe):
-				writeProblem(w, fault.CodeBodyTooLarge, bodyTooLargeMessage(mbe.Limit))
-				return
-			case err != nil:
-				writeError(w, tools.BodyIncomplete())
-				return
-			}
-			if callsWritingTool(raw) {
-				s.deny(w, r, identity.Require(p, identity.ScopeWrite))
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(raw))
-		}
-		sdk.ServeHTTP(w, r)
-	})
-}
-
-// callsWritingTool reports whether a JSON-RPC body (one message or a
-// batch) calls a tool that writes. A body it cannot parse is the SDK's to
-// refuse.
-func callsWritingTool(body []byte) bool {
-	type message struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	var msgs []message
-	if err := json.Unmarshal(body, &msgs); err != nil {
-		var m message
-		if json.Unmarshal(body, &m) != nil {
-			return false
-		}
-		msgs = []message{m}
-	}
-	for _, m := range msgs {
-		if m.Method == "tools/call" && tools.Writes(m.Params.Name) {
-			return true
-		}
-	}
-	return false
+	return auth.RequireBearerToken(identity.SDKVerifier, s.cfg.OAuth.Resource.SDKOptions())(next)
 }

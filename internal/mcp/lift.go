@@ -52,8 +52,19 @@ func liftArgs(body []byte) (spliced, args []byte, ok bool) {
 // when any key of the object has an escape (the SDK would unescape it), or
 // when check refuses a member.
 func member(b []byte, i int, key string, check func(key string, v []byte) bool) (at int, ok bool) {
+	at, clear := field(b, i, key, check)
+	return at, clear && at >= 0
+}
+
+// field looks key up in the object at b[i] (valid JSON) as the SDK's
+// decoder does, matching keys exactly: at is the index of its value, -1
+// when absent. clear is false when the SDK could read another value: the
+// key appears twice (it takes the last), or a key of the object has an
+// escape (it would unescape it, perhaps into key); and when check refuses a
+// member.
+func field(b []byte, i int, key string, check func(key string, v []byte) bool) (at int, clear bool) {
 	if i >= len(b) || b[i] != '{' {
-		return 0, false
+		return -1, false
 	}
 	at = -1
 	i = skipWS(b, i+1)
@@ -61,28 +72,28 @@ func member(b []byte, i int, key string, check func(key string, v []byte) bool) 
 		end := skipValue(b, i)
 		k := b[i+1 : end-1]
 		if bytes.IndexByte(k, '\\') >= 0 {
-			return 0, false
+			return -1, false
 		}
 		v := skipWS(b, skipWS(b, end)+1) // past the colon
 		vend := skipValue(b, v)
 		if string(k) == key {
 			if at >= 0 {
-				return 0, false
+				return -1, false
 			}
 			at = v
 		}
 		if check != nil && !check(string(k), b[v:vend]) {
-			return 0, false
+			return -1, false
 		}
 		i = skipWS(b, vend)
 		if i < len(b) && b[i] == ',' {
 			i = skipWS(b, i+1)
 		}
 	}
-	return at, at >= 0
+	return at, true
 }
 
-func isObject(b []byte, i int) bool { return i < len(b) && b[i] == '{' }
+func isObject(b []byte, i int) bool { return i >= 0 && i < len(b) && b[i] == '{' }
 
 func skipWS(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {

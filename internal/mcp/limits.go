@@ -172,34 +172,46 @@ func rawLen(b []byte) int64 {
 	return n
 }
 
+// request is what readRequest learned of a POST's body.
+type request struct {
+	batch  int    // the elements of a batch; 0 for one message
+	args   []byte // a single tools/call's arguments, lifted out of the body
+	writes bool   // it may call a tool that writes (asked for only)
+}
+
 // readRequest reads r's body before the SDK does (it is capped by
 // --max-body-bytes, and the SDK reads it whole anyway) and hands the SDK
-// what it is to see. A JSON array (a batch) has its elements counted: more
-// than MaxBatch is refused, n the count. A single tools/call has its
-// arguments lifted out (liftArgs), returned as args. A body that cannot be
-// read is handed on as far as it was read, then its error, which the SDK
-// answers as it would have (413 past the cap).
-func readRequest(r *http.Request) (n int, ok bool, args []byte) {
+// what it is to see. A JSON array (a batch) has its elements counted
+// (more than MaxBatch is refused). A single tools/call has its arguments
+// lifted out (liftArgs). With scoped, the body is also read for a call of
+// a tool that writes (callsWritingTool). A body that cannot be read is
+// handed on as far as it was read, then its error, which the SDK answers as
+// it would have (413 past the cap), running nothing.
+func readRequest(r *http.Request, scoped bool) request {
 	if r.Body == nil || r.Body == http.NoBody {
-		return 0, true, nil
+		return request{}
 	}
 	body := r.Body
 	buf, err := readBody(body, r.ContentLength)
 	if err != nil {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), failing{err}), body}
-		return 0, true, nil
+		return request{}
 	}
+	r.Body = readCloser{bytes.NewReader(buf), body}
+	if scoped && callsWritingTool(buf) {
+		return request{writes: true} // refused: nothing more to learn
+	}
+	var req request
 	if i := skipWS(buf, 0); i < len(buf) && buf[i] == '[' {
-		r.Body = readCloser{bytes.NewReader(buf), body}
-		n = batchLen(buf)
-		return n, n <= MaxBatch, nil
+		req.batch = batchLen(buf)
+		return req
 	}
 	if spliced, lifted, ok := liftArgs(buf); ok {
-		buf, args = spliced, lifted
+		buf, req.args = spliced, lifted
 		r.ContentLength = int64(len(buf))
 	}
 	r.Body = readCloser{bytes.NewReader(buf), body}
-	return 0, true, args
+	return req
 }
 
 // readBody reads body whole. A declared length (the MaxBytesReader around

@@ -62,6 +62,11 @@ type Config struct {
 	Version string
 	// Logger receives the SDK's own logs (nil: discarded).
 	Logger *slog.Logger
+	// Deny answers a POST refused for its token's scope (a tools/call of a
+	// tool that writes, from a token without toolfs:write) through the
+	// server's one problem writer, with the challenge (docs/identity.md);
+	// nil: a JSON-RPC error with the challenge.
+	Deny func(http.ResponseWriter, *http.Request, *identity.Denial)
 	// Redis, when set, shares the MCP sessions between the replicas that
 	// use it (docs/mcp.md, "Sessions across replicas"), under Prefix
 	// ("" = "toolfs:"); nil keeps them in this process.
@@ -84,6 +89,7 @@ type Handler struct {
 	carriers            *carriers
 	maxBody             int64 // of one request
 	budget              int64 // of the answers of one request
+	denyWith            func(http.ResponseWriter, *http.Request, *identity.Denial)
 }
 
 // New returns the /mcp handler over x. The tool list is the executor's
@@ -119,6 +125,7 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		carriers: newCarriers(),
 		maxBody:  cfg.MaxBodyBytes,
 		budget:   cfg.AnswerBudget,
+		denyWith: cfg.Deny,
 	}
 	if cfg.Redis != nil {
 		if cfg.Prefix == "" {
@@ -155,9 +162,12 @@ func New(cfg Config, x *tools.Executor) *Handler {
 }
 
 // ServeHTTP validates Origin and hands the request to the handler of its
-// protocol revision. A POST is held to the limits of one request first
-// (docs/mcp.md, "Limits"): a batch of more than MaxBatch messages is refused
-// before the SDK sees it, and its answers are counted against the budget.
+// protocol revision. A POST's body is read once, first: with identities, a
+// token without the write scope whose body may call a tool that writes is
+// refused with the scope challenge (callsWritingTool); then it is held to
+// the limits of one request (docs/mcp.md, "Limits"): a batch of more than
+// MaxBatch messages is refused before the SDK sees it, and its answers are
+// counted against the budget.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.allowedOrigin(r) {
 		forbidden(w, "origin "+quote(r.Header.Get("Origin"))+" is not allowed: send no Origin, the server's own, or one of --cors-origins")
@@ -173,13 +183,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody) // also when served without the REST middleware
-	n, ok, args := readRequest(r)
-	if !ok {
-		refuse(w, batchMessage(n))
+	p, scoped := needsWrite(r)
+	req := readRequest(r, scoped)
+	switch {
+	case req.writes:
+		h.deny(w, r, identity.Require(p, identity.ScopeWrite))
+		return
+	case req.batch > MaxBatch:
+		refuse(w, batchMessage(req.batch))
 		return
 	}
 	answers, texts := &budget{limit: h.budget}, &held{}
-	defer h.carriers.carry(r, answers, args, texts)()
+	defer h.carriers.carry(r, answers, req.args, texts)()
 	aw := &answerWriter{ResponseWriter: w, b: answers, texts: texts}
 	serve(aw, r)
 	aw.finish()
@@ -317,7 +332,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	c := tools.Call{Transport: Transport, Start: time.Now()}
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// A verified caller (docs/identity.md): its subject scopes the
-		// session; the HTTP layer refused a write without the write scope
+		// session; ServeHTTP refused a write without the write scope
 		// already, this holds whatever reaches a tool another way.
 		ti := req.Extra.TokenInfo
 		c.Subject, c.Admin = ti.UserID, slices.Contains(ti.Scopes, identity.ScopeAdmin)
@@ -327,8 +342,11 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 			return failure(err), nil
 		}
 	}
-	if tools.RequestIDOf(ctx) == "" { // the audit records' request id (docs/audit.md)
-		ctx = tools.WithRequestID(ctx, header.Get(tools.RequestIDHeader))
+	// The audit records' request id is the HTTP request's that carried the
+	// call (docs/audit.md): in a stateful session ctx descends from the
+	// session's initialize and holds that request's id.
+	if id := header.Get(tools.RequestIDHeader); tools.ValidRequestID(id) {
+		ctx = tools.WithRequestID(ctx, id)
 	}
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -79,24 +80,37 @@ func (t *sessionTable) add(public, local, subject string) (evicted []tableEntry)
 	return evicted
 }
 
-// get returns the local id of public and counts the request as use. An
-// entry idle past the timeout is removed and returned as expired.
-func (t *sessionTable) get(public string) (local string, ok bool, expired *tableEntry) {
+// lookup is what the table holds of a public id for a request's subject.
+type lookup int
+
+const (
+	lookupAbsent  lookup = iota
+	lookupFound          // the subject's own session
+	lookupForeign        // another subject's: the request must change nothing
+)
+
+// get returns the local id of public for a request of subject and counts
+// the request as use. An entry idle past the timeout is removed and
+// returned as expired. Another subject's entry is left as it was.
+func (t *sessionTable) get(public, subject string) (local string, found lookup, expired *tableEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.at[public]
 	if !ok {
-		return "", false, nil
+		return "", lookupAbsent, nil
 	}
 	en := e.Value.(*tableEntry)
 	if t.now().Sub(en.used) >= t.idle {
 		t.order.Remove(e)
 		delete(t.at, public)
-		return "", false, en
+		return "", lookupAbsent, en
+	}
+	if en.subject != subject {
+		return "", lookupForeign, nil
 	}
 	en.used = t.now()
 	t.order.MoveToFront(e)
-	return en.local, true, nil
+	return en.local, lookupFound, nil
 }
 
 // touch counts the end of a request as use: a call that ran for longer
@@ -137,7 +151,9 @@ const (
 // (adopting one that another replica minted, when the sessions are
 // shared), the SDK serves the request under the local id, and the answer
 // carries the public one again. A DELETE ends the session everywhere and
-// forgets its policy session.
+// forgets its policy session. A request of another subject than the one
+// that opened the session is refused before anything changes
+// (docs/identity.md, "MCP sessions").
 func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(headerPublic)
 	r.Header.Del(headerAdopt)
@@ -170,6 +186,9 @@ func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 	h.stateful.ServeHTTP(rw, r)
 	rw.fix()
 	if r.Method == http.MethodDelete {
+		if rw.status == http.StatusForbidden { // the SDK's own owner check, behind ours
+			return
+		}
 		h.table.remove(id)
 		if h.shared != nil {
 			h.shared.end(r.Context(), id)
@@ -180,56 +199,85 @@ func (h *Handler) serveStateful(w http.ResponseWriter, r *http.Request) {
 	h.table.touch(id)
 }
 
-// resolve gives the local SDK session of the public id, or the answer to
-// send instead: 404 for a session that does not exist (any more), 503 when
-// an adoption fails (a client keeps its session through a 503, and drops
-// it on a 404).
+// resolve gives the local SDK session of the public id for the request's
+// subject, or the answer to send instead: 403 for another subject's session
+// (checked before anything of the session changes: its use, its expiry,
+// an adoption), 404 for a session that does not exist (any more), 503 when
+// an adoption fails or, with identities, when Redis cannot say whose the
+// session is (a client keeps its session through a 503, and drops it on a
+// 404).
 func (h *Handler) resolve(ctx context.Context, id, version string) (local string, answer func(http.ResponseWriter)) {
-	local, ok, expired := h.table.get(id)
+	subject := subjectOf(ctx)
+	local, found, expired := h.table.get(id, subject)
 	if expired != nil {
 		h.closeLocal(*expired)
 	}
-	if h.shared == nil {
-		if !ok {
-			return "", notFound
-		}
-		return local, nil
-	}
-	params, state, err := h.shared.touch(ctx, id)
 	switch {
-	case err != nil && ok:
-		// Reads still answer while Redis is down (docs/deployment.md).
+	case found == lookupForeign:
+		return "", foreignSession
+	case h.shared == nil && found == lookupAbsent:
+		return "", notFound
+	case h.shared == nil:
 		return local, nil
+	case found == lookupFound:
+		return h.renew(ctx, id, version, subject, local)
+	}
+	params, state, err := h.shared.peek(ctx, id)
+	switch {
+	case err != nil && identified(ctx):
+		// Whose the session is cannot be checked: adopting it would bind it
+		// to whoever brought the id here.
+		h.log.Warn("mcp: the shared sessions are unreachable: cannot check a session's subject", "err", err)
+		return "", unavailable
 	case err != nil:
 		// Redis cannot say whether the session exists: it is adopted with
 		// what its request says (its protocol version), so that no client
 		// loses its session to an outage; once Redis answers again, a
 		// tombstone still ends it and a missing key is shared again.
 		h.log.Warn("mcp: the shared sessions are unreachable: adopting the session unchecked", "err", err)
-		params = minimalParams(version)
-	case state == sessionEnded:
-		if ok {
-			h.table.remove(id)
-			h.closeLocal(tableEntry{public: id, local: local})
+		params = minimalParams(version, "")
+	case state != sessionLive:
+		return "", notFound
+	default:
+		if rec := readRecord(params); rec.known && rec.owner != ownerOf(subject) {
+			return "", foreignSession
 		}
-		return "", notFound
-	case state == sessionMissing && ok:
-		// Redis lost it (it restarted empty, or it refused the write at
-		// initialize): the session is alive here, so it is shared again.
-		h.shared.put(ctx, id, minimalParams(version))
-		return local, nil
-	case state == sessionMissing:
-		return "", notFound
-	case ok:
-		return local, nil
 	}
-	local, err = h.adopt(ctx, id, params)
-	if err != nil {
+	local, err = h.adopt(ctx, id, subject, params)
+	switch {
+	case errors.Is(err, errForeign):
+		return "", foreignSession
+	case err != nil:
 		h.log.Warn("mcp: cannot adopt a shared session", "err", err)
 		return "", unavailable
 	}
+	h.shared.touch(ctx, id) // the expiry, now that the subject is the session's own
 	return local, nil
 }
+
+// renew renews the shared expiry of a session this replica holds for its
+// own subject, and follows what Redis says of it: ended elsewhere, it is
+// closed here too (404); lost by Redis, it is shared again.
+func (h *Handler) renew(ctx context.Context, id, version, subject, local string) (string, func(http.ResponseWriter)) {
+	_, state, err := h.shared.touch(ctx, id)
+	switch {
+	case err != nil:
+		// Reads still answer while Redis is down (docs/deployment.md).
+	case state == sessionEnded:
+		h.table.remove(id)
+		h.closeLocal(tableEntry{public: id, local: local})
+		return "", notFound
+	case state == sessionMissing:
+		// Redis lost it (it restarted empty, or it refused the write at
+		// initialize): the session is alive here, so it is shared again.
+		h.shared.put(ctx, id, minimalParams(version, ownerOf(subject)))
+	}
+	return local, nil
+}
+
+// identified reports whether the request came through the identities'
+// auth (auth.RequireBearerToken), whose subject binds MCP sessions.
+func identified(ctx context.Context) bool { return auth.TokenInfoFromContext(ctx) != nil }
 
 // closeLocal closes the SDK sessions of the entries. Without shared
 // sessions that ends them, so their policy sessions are forgotten too; with
@@ -267,6 +315,9 @@ const headerSessionID = "Mcp-Session-Id"
 // notFound is the SDK's own answer to an unknown session.
 func notFound(w http.ResponseWriter) { http.Error(w, "session not found", http.StatusNotFound) }
 
+// foreignSession refuses a request in another subject's MCP session.
+func foreignSession(w http.ResponseWriter) { forbidden(w, errForeign.Error()) }
+
 // unavailable answers 503 with a JSON-RPC error: the client keeps its
 // session and retries.
 func unavailable(w http.ResponseWriter) {
@@ -280,6 +331,7 @@ type renamer struct {
 	http.ResponseWriter
 	local, public string
 	once          sync.Once
+	status        int // as the SDK answered; 0 until it writes
 }
 
 func (w *renamer) fix() {
@@ -290,9 +342,21 @@ func (w *renamer) fix() {
 	})
 }
 
-func (w *renamer) WriteHeader(code int) { w.fix(); w.ResponseWriter.WriteHeader(code) }
+func (w *renamer) WriteHeader(code int) {
+	w.fix()
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
 
-func (w *renamer) Write(p []byte) (int, error) { w.fix(); return w.ResponseWriter.Write(p) }
+func (w *renamer) Write(p []byte) (int, error) {
+	w.fix()
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
 
 func (w *renamer) Flush() { w.fix(); http.NewResponseController(w.ResponseWriter).Flush() }
 

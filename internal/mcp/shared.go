@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,11 +24,13 @@ import (
 //
 //	mcp:<32 hex digits of the id's SHA-256>
 //
-// holding "1" and the client's initialize params (at most maxParams bytes),
-// or "0" once the session ended (DELETE): a tombstone, so that a replica
-// that still holds the session closes it and answers 404. Every key expires
-// after the idle timeout, renewed by each request on any replica (one
-// GETEX, which also tells whether the session still exists).
+// holding "1" and the client's initialize params (at most maxParams bytes)
+// with the digest of the subject that opened the session in their _meta
+// (ownerKey), or "0" once the session ended (DELETE): a tombstone, so that
+// a replica that still holds the session closes it and answers 404. Every
+// key expires after the idle timeout, renewed by each request of the
+// session's own subject on any replica (one GETEX, which also tells whether
+// the session still exists).
 type sharedSessions struct {
 	client redis.UniversalClient
 	prefix string
@@ -64,9 +67,25 @@ func (s *sharedSessions) put(ctx context.Context, id string, params []byte) erro
 
 // touch renews the session's expiry and gives its params and state.
 func (s *sharedSessions) touch(ctx context.Context, id string) ([]byte, sessionState, error) {
+	return s.get(ctx, id, true)
+}
+
+// peek gives the session's params and state, leaving its expiry: a request
+// whose subject is not yet known to be the session's own renews nothing.
+func (s *sharedSessions) peek(ctx context.Context, id string) ([]byte, sessionState, error) {
+	return s.get(ctx, id, false)
+}
+
+func (s *sharedSessions) get(ctx context.Context, id string, renew bool) ([]byte, sessionState, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
 	defer cancel()
-	v, err := s.client.GetEx(ctx, s.key(id), s.ttl).Bytes()
+	var cmd *redis.StringCmd
+	if renew {
+		cmd = s.client.GetEx(ctx, s.key(id), s.ttl)
+	} else {
+		cmd = s.client.Get(ctx, s.key(id))
+	}
+	v, err := cmd.Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, sessionMissing, nil
@@ -87,14 +106,39 @@ func (s *sharedSessions) end(ctx context.Context, id string) error {
 	return s.client.Set(ctx, s.key(id), "0", s.ttl).Err()
 }
 
-// encodeParams is the initialize params as kept in Redis, bounded by
-// maxParams.
-func encodeParams(p *sdk.InitializeParams) []byte {
-	b, err := json.Marshal(p)
+// ownerKey names, in the _meta of a shared session's params, the digest of
+// the subject that opened it (ownerOf): a replica that adopts the session
+// binds it to that subject, never to whoever brings the id there
+// (docs/identity.md, "MCP sessions"). It rides in the params so that a
+// replica of an earlier release, which replays them to its SDK as they
+// are, still reads the record.
+const ownerKey = "toolfs/owner"
+
+// ownerOf is what a shared session keeps of its subject: a fixed-size
+// digest, whatever the subject's length, and never the subject itself; ""
+// for none (no identities, or the static --token).
+func ownerOf(subject string) string {
+	if subject == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return hex.EncodeToString(sum[:12])
+}
+
+// encodeParams is the initialize params as kept in Redis, with the owner's
+// digest, bounded by maxParams.
+func encodeParams(p *sdk.InitializeParams, owner string) []byte {
+	q := *p
+	q.Meta = maps.Clone(p.Meta)
+	if q.Meta == nil {
+		q.Meta = sdk.Meta{}
+	}
+	q.Meta[ownerKey] = owner
+	b, err := json.Marshal(&q)
 	if err == nil && len(b) <= maxParams {
 		return b
 	}
-	small := &sdk.InitializeParams{ProtocolVersion: p.ProtocolVersion, Capabilities: &sdk.ClientCapabilities{}}
+	small := &sdk.InitializeParams{Meta: sdk.Meta{ownerKey: owner}, ProtocolVersion: p.ProtocolVersion, Capabilities: &sdk.ClientCapabilities{}}
 	if p.ClientInfo != nil {
 		small.ClientInfo = &sdk.Implementation{Name: truncate(p.ClientInfo.Name, 256), Version: truncate(p.ClientInfo.Version, 256)}
 	}
@@ -103,14 +147,37 @@ func encodeParams(p *sdk.InitializeParams) []byte {
 }
 
 // minimalParams are the params of a session Redis lost, from what its
-// requests still say: the protocol version.
-func minimalParams(version string) []byte {
+// requests still say: the protocol version; and the owner's digest.
+func minimalParams(version, owner string) []byte {
 	if version == "" {
 		version = "2025-03-26" // the SDK's assumption for a request without the header
 	}
-	b, _ := json.Marshal(&sdk.InitializeParams{ProtocolVersion: version, Capabilities: &sdk.ClientCapabilities{},
-		ClientInfo: &sdk.Implementation{Name: "unknown", Version: "0"}})
-	return b
+	return encodeParams(&sdk.InitializeParams{ProtocolVersion: version, Capabilities: &sdk.ClientCapabilities{},
+		ClientInfo: &sdk.Implementation{Name: "unknown", Version: "0"}}, owner)
+}
+
+// record is what a replica reads of a shared session's params: the
+// protocol version ("" when unreadable) and the owner's digest; known is
+// false for a record an earlier release wrote, which names no owner.
+type record struct {
+	version string
+	owner   string
+	known   bool
+}
+
+func readRecord(params []byte) record {
+	var p struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Meta            map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return record{}
+	}
+	r := record{version: p.ProtocolVersion}
+	if raw, ok := p.Meta[ownerKey]; ok { // a map's keys match exactly, unlike a struct's
+		r.known = json.Unmarshal(raw, &r.owner) == nil
+	}
+	return r
 }
 
 func truncate(s string, n int) string {
@@ -133,7 +200,11 @@ func (h *Handler) shareInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 		if ir.Extra != nil && ir.Extra.Header.Get(headerAdopt) != "" {
 			return res, err
 		}
-		if perr := h.shared.put(ctx, ir.Session.ID(), encodeParams(ir.Params)); perr != nil {
+		var subject string
+		if ir.Extra != nil && ir.Extra.TokenInfo != nil {
+			subject = ir.Extra.TokenInfo.UserID
+		}
+		if perr := h.shared.put(ctx, ir.Session.ID(), encodeParams(ir.Params, ownerOf(subject))); perr != nil {
 			// The session works on this replica; its next request shares it.
 			h.log.Warn("mcp: cannot share a new session", "err", perr)
 		}
@@ -142,26 +213,30 @@ func (h *Handler) shareInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 }
 
 // adopt starts, on this replica, the SDK session that serves the shared
-// session id: an initialize with the client's own params and its
-// notifications/initialized, sent to the SDK's handler as the client sent
-// them to the replica that minted the id, so the SDK holds it as it holds
-// its own. One adoption at a time: two requests of one session that arrive
-// together adopt it once.
-func (h *Handler) adopt(ctx context.Context, id string, params []byte) (string, error) {
+// session id for subject, whose record resolve has checked: an initialize
+// with the client's own params and its notifications/initialized, sent to
+// the SDK's handler as the client sent them to the replica that minted the
+// id, so the SDK holds it as it holds its own, bound to subject (ctx
+// carries its TokenInfo). One adoption at a time: two requests of one
+// session that arrive together adopt it once; errForeign when another
+// subject's request adopted it first (a record of an earlier release names
+// no owner).
+func (h *Handler) adopt(ctx context.Context, id, subject string, params []byte) (string, error) {
 	h.adopting.Lock()
 	defer h.adopting.Unlock()
-	local, ok, expired := h.table.get(id)
+	local, found, expired := h.table.get(id, subject)
 	if expired != nil {
 		h.closeLocal(*expired)
 	}
-	if ok {
+	switch found {
+	case lookupFound:
 		return local, nil
+	case lookupForeign:
+		return "", errForeign
 	}
-	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
-		params, p.ProtocolVersion = minimalParams(""), "2025-03-26"
+	version := readRecord(params).version
+	if version == "" {
+		params, version = minimalParams("", ownerOf(subject)), "2025-03-26"
 	}
 	body := append(append([]byte(`{"jsonrpc":"2.0","id":"toolfs-adopt","method":"initialize","params":`), params...), '}')
 	rec, err := h.internal(ctx, "", "", body)
@@ -172,16 +247,19 @@ func (h *Handler) adopt(ctx context.Context, id string, params []byte) (string, 
 	if rec.status != http.StatusOK || local == "" {
 		return "", fmt.Errorf("the SDK answered the adopting initialize with %d: %s", rec.status, truncate(rec.body.String(), 256))
 	}
-	rec, err = h.internal(ctx, local, p.ProtocolVersion, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	rec, err = h.internal(ctx, local, version, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	if err != nil {
 		return "", err
 	}
 	if rec.status/100 != 2 {
 		return "", fmt.Errorf("the SDK answered the adopting notifications/initialized with %d", rec.status)
 	}
-	h.closeLocal(h.table.add(id, local, subjectOf(ctx))...)
+	h.closeLocal(h.table.add(id, local, subject)...)
 	return local, nil
 }
+
+// errForeign refuses a request in an MCP session of another subject.
+var errForeign = errors.New("the MCP session belongs to another subject")
 
 // internal sends one message of an adoption to the SDK's stateful handler.
 func (h *Handler) internal(ctx context.Context, session, version string, body []byte) (*recorded, error) {

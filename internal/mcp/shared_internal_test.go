@@ -24,7 +24,7 @@ func BenchmarkSharedTouch(b *testing.B) {
 	s := &sharedSessions{client: c, prefix: "bench:", ttl: time.Hour}
 	ctx := context.Background()
 	params := encodeParams(&sdk.InitializeParams{ProtocolVersion: "2025-11-25", Capabilities: &sdk.ClientCapabilities{},
-		ClientInfo: &sdk.Implementation{Name: "bench", Version: "1"}})
+		ClientInfo: &sdk.Implementation{Name: "bench", Version: "1"}}, ownerOf("alice"))
 	if err := s.put(ctx, "ID", params); err != nil {
 		b.Fatal(err)
 	}
@@ -45,15 +45,25 @@ func BenchmarkSharedTouch(b *testing.B) {
 }
 
 // TestEncodeParamsBounded: initialize params past maxParams are kept as
-// their protocol version and (truncated) client name.
+// their protocol version and (truncated) client name, with the owner's
+// digest; a record reads back its version and owner, and one of an earlier
+// release (no owner) says so.
 func TestEncodeParamsBounded(t *testing.T) {
 	p := &sdk.InitializeParams{ProtocolVersion: "2025-06-18", ClientInfo: &sdk.Implementation{Name: strings.Repeat("x", 10000), Version: "1"},
-		Capabilities: &sdk.ClientCapabilities{}}
-	b := encodeParams(p)
-	if len(b) > maxParams {
-		t.Fatalf("%d bytes kept", len(b))
+		Capabilities: &sdk.ClientCapabilities{}, Meta: sdk.Meta{ownerKey: "forged", "TOOLFS/OWNER": "forged"}}
+	owner := ownerOf(strings.Repeat("s", 5000))
+	for _, b := range [][]byte{encodeParams(p, owner), encodeParams(&sdk.InitializeParams{ProtocolVersion: "2025-06-18", Meta: p.Meta}, owner)} {
+		if len(b) > maxParams {
+			t.Fatalf("%d bytes kept", len(b))
+		}
+		if got := readRecord(b); got != (record{version: "2025-06-18", owner: owner, known: true}) {
+			t.Fatalf("%s read as %+v", b, got)
+		}
 	}
-	if want := `"protocolVersion":"2025-06-18"`; !strings.Contains(string(b), want) {
-		t.Fatalf("%s lacks %s", b, want)
+	if got := readRecord(minimalParams("", "")); got != (record{version: "2025-03-26", known: true}) {
+		t.Fatalf("minimal params read as %+v", got)
+	}
+	if got := readRecord([]byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)); got != (record{version: "2025-11-25"}) {
+		t.Fatalf("an earlier release's record read as %+v", got)
 	}
 }

@@ -1,20 +1,26 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -262,4 +268,94 @@ func TestAuditLostRecordAnswers503(t *testing.T) {
 	assert.Equal(t, "one\n", string(got))
 	_, _, metrics := c.send("GET", "/metrics", "", "")
 	assert.Contains(t, metrics, "toolfs_audit_write_errors_total 1\n")
+}
+
+// requestIDs gives each request of an MCP client its own X-Request-Id,
+// mcp-1, mcp-2, ..., and remembers the id of each tools/call by the tool
+// it names, in order.
+type requestIDs struct {
+	mu    sync.Mutex
+	n     int
+	calls []string // "tool id"
+}
+
+func (r *requestIDs) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	r.mu.Lock()
+	r.n++
+	id := fmt.Sprintf("mcp-%d", r.n)
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(b, &m) == nil && m.Method == "tools/call" {
+			r.calls = append(r.calls, m.Params.Name+" "+id)
+		}
+	}
+	r.mu.Unlock()
+	req.Header.Set("X-Request-Id", id)
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestAuditMCPRequestIDs: over MCP each audit line carries the request id
+// of the HTTP request that carried its tools/call, not that of the
+// session's initialize (docs/audit.md), in a stateful session and
+// sessionless.
+func TestAuditMCPRequestIDs(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2025-03-26", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "audit.log")
+			srv := servertest.Start(t, server.Config{Policy: true, DefaultSession: "default", AuditLog: log})
+			ids := &requestIDs{}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c := sdk.NewClient(&sdk.Implementation{Name: "audit-test", Version: "v0"}, nil)
+			cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{
+				Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: ids}, MaxRetries: -1,
+			}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+			require.NoError(t, err)
+			defer cs.Close()
+			a := filepath.Join(srv.Root, "a.txt")
+			for _, call := range []sdk.CallToolParams{
+				{Name: "write", Arguments: map[string]any{"file_path": a, "content": "one\n"}},
+				{Name: "read", Arguments: map[string]any{"file_path": a}},
+				{Name: "edit", Arguments: map[string]any{"file_path": a, "old_string": "one", "new_string": "two"}},
+				{Name: "write", Arguments: map[string]any{"file_path": a + ".b", "content": "bee\n"}},
+			} {
+				res, err := cs.CallTool(ctx, &call)
+				require.NoError(t, err)
+				require.False(t, res.IsError, "%s: %v", call.Name, res.Content)
+			}
+			ids.mu.Lock()
+			calls := slices.Clone(ids.calls)
+			ids.mu.Unlock()
+			require.Len(t, calls, 4)
+			var want, got []string
+			for _, c := range calls {
+				if tool, id, _ := strings.Cut(c, " "); tool != "read" {
+					want = append(want, tool+" "+id)
+				}
+			}
+			for _, line := range auditLines(t, log) {
+				var rec struct {
+					Tool      string `json:"tool"`
+					RequestID string `json:"request_id"`
+					Transport string `json:"transport"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(line), &rec))
+				assert.Equal(t, "mcp", rec.Transport)
+				got = append(got, rec.Tool+" "+rec.RequestID)
+			}
+			assert.Equal(t, want, got, "each line names the request of its own call")
+		})
+	}
 }

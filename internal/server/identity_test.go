@@ -618,3 +618,219 @@ func TestIdentityAcrossReplicas(t *testing.T) {
 	require.Equal(t, 204, a.status, a.body)
 	assert.Equal(t, 403, (<-done).status)
 }
+
+// mcpPost sends one JSON-RPC message to fx's /mcp on 2025-11-25 with
+// token in the MCP session id (method "" sends a DELETE, "GET" a GET).
+func mcpPost(fx *idFixture, token, id, method, body string) answer {
+	fx.t.Helper()
+	headers := []string{"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "2025-11-25", "Mcp-Session-Id", id}
+	switch method {
+	case "":
+		return fx.do("DELETE", "/mcp", token, "", headers...)
+	case "GET":
+		return fx.do("GET", "/mcp", token, "", append(headers, "Accept", "text/event-stream")...)
+	}
+	return fx.do(method, "/mcp", token, body, headers...)
+}
+
+// mcpCall is the text of a tools/call answered 200 in the MCP session id
+// on fx, and whether it is an error.
+func mcpCall(fx *idFixture, token, id, tool string, args map[string]any) (string, bool) {
+	fx.t.Helper()
+	a := mcpPost(fx, token, id, "POST", jsonBody(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args}}))
+	require.Equal(fx.t, 200, a.status, a.body)
+	var res struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+			IsError bool                    `json:"isError"`
+		} `json:"result"`
+	}
+	require.NoError(fx.t, json.Unmarshal([]byte(a.body), &res), a.body)
+	require.Len(fx.t, res.Result.Content, 1, a.body)
+	return res.Result.Content[0].Text, res.Result.IsError
+}
+
+// TestIdentityMCPSessionOwner: a leaked Mcp-Session-Id gives another
+// subject nothing (docs/identity.md, "MCP sessions"): its GET, POST and
+// DELETE in the session are 403 and change nothing, on the replica that
+// minted the session and on one that has not served it yet, so the owner
+// goes on in the same session, with what it read, on both.
+func TestIdentityMCPSessionOwner(t *testing.T) {
+	const list = `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`
+	edit := func(from, to string) map[string]any {
+		return map[string]any{"file_path": "a.txt", "old_string": from, "new_string": to}
+	}
+	// thief tries everything in id on fx: each is 403 (a GET with shared
+	// sessions is 405 for anyone: no stream is offered), nothing runs.
+	thief := func(t *testing.T, fx *idFixture, shared bool, token, id string) {
+		t.Helper()
+		for _, method := range []string{"POST", "GET", ""} {
+			a := mcpPost(fx, token, id, method, list)
+			want := 403
+			if method == "GET" && shared {
+				want = 405
+			}
+			assert.Equal(t, want, a.status, "%q: %s", method, a.body)
+		}
+		a := mcpPost(fx, token, id, "POST", jsonBody(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+			"params": map[string]any{"name": "write", "arguments": map[string]any{"file_path": "stolen.txt", "content": "x"}}}))
+		assert.Equal(t, 403, a.status, a.body)
+		assert.NoFileExists(t, filepath.Join(fx.srv.Root, "stolen.txt"))
+	}
+
+	t.Run("one replica", func(t *testing.T) {
+		f := newIDFixture(t, server.Config{Token: noStaticToken})
+		require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
+		alice := f.token(f.alice, "toolfs:read", "toolfs:write")
+		bob := f.token(f.bob, "toolfs:read", "toolfs:write")
+		ca, err := mcpClient(t, f, alice, "2025-11-25")
+		require.NoError(t, err)
+		_, isErr, err := mcpText(t, ca, "read", map[string]any{"file_path": "a.txt"})
+		require.NoError(t, err)
+		require.False(t, isErr)
+		thief(t, f, false, bob, ca.ID())
+		text, isErr, err := mcpText(t, ca, "edit", edit("one", "two"))
+		require.NoError(t, err, "alice's session lives on")
+		assert.False(t, isErr, "with what she read: %s", text)
+	})
+
+	t.Run("two replicas", func(t *testing.T) {
+		rs := redistest.Start(t)
+		root, err := filepath.EvalSymlinks(t.TempDir())
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
+		store := "redis://" + rs.Addr + "/0"
+		one := newIDFixture(t, server.Config{Root: root, SessionStore: store, Token: noStaticToken})
+		two := &idFixture{t: t, hydra: one.hydra, srv: servertest.Start(t, server.Config{Root: root, SessionStore: store,
+			OAuthIssuer: one.hydra.Issuer, Policy: true, Checkpoints: true, DefaultSession: "default"})}
+		three := &idFixture{t: t, hydra: one.hydra, srv: servertest.Start(t, server.Config{Root: root, SessionStore: store,
+			OAuthIssuer: one.hydra.Issuer, Policy: true, DefaultSession: "default"})}
+		aud := []string{one.srv.URL, two.srv.URL, three.srv.URL}
+		person := []string{"toolfs:read", "toolfs:write"}
+		alice := one.hydra.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})
+		bob := one.hydra.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})
+		on := func(fx *idFixture, c hydratest.Credentials) string {
+			return one.hydra.Token(t, c, person, []string{fx.srv.URL})
+		}
+		ca, err := mcpClient(t, one, on(one, alice), "2025-11-25")
+		require.NoError(t, err)
+		id := ca.ID()
+		_, isErr, err := mcpText(t, ca, "read", map[string]any{"file_path": "a.txt"})
+		require.NoError(t, err)
+		require.False(t, isErr)
+
+		thief(t, two, true, on(two, bob), id) // first on the replica that has not served the session
+		text, isErr := mcpCall(two, on(two, alice), id, "edit", edit("one", "two"))
+		assert.False(t, isErr, "alice's session on the other replica, with what she read on the first: %s", text)
+		thief(t, two, true, on(two, bob), id)
+		thief(t, one, true, on(one, bob), id)
+		text, isErr, err = mcpText(t, ca, "edit", edit("two", "three"))
+		require.NoError(t, err, "alice's session lives on on the first replica")
+		assert.False(t, isErr, text)
+		text, isErr = mcpCall(two, on(two, alice), id, "edit", edit("three", "four"))
+		assert.False(t, isErr, "and on the second: %s", text)
+		got, err := os.ReadFile(filepath.Join(root, "a.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "four\n", string(got))
+
+		// While Redis is down, a replica that does not hold the session
+		// cannot tell whose it is: 503 to anyone (the client keeps its
+		// session); the one that holds it serves its owner. Redis back
+		// empty: the owner's next request there shares the session again,
+		// with its owner.
+		aliceThree, bobThree := one.hydra.Token(t, alice, person, []string{three.srv.URL}), one.hydra.Token(t, bob, person, []string{three.srv.URL})
+		rs.Stop()
+		for _, token := range []string{aliceThree, bobThree} {
+			a := mcpPost(three, token, id, "POST", list)
+			assert.Equal(t, 503, a.status, a.body)
+		}
+		_, isErr, err = mcpText(t, ca, "read", map[string]any{"file_path": "a.txt"})
+		require.NoError(t, err, "the replica that holds the session serves it")
+		assert.False(t, isErr)
+		require.NoError(t, rs.Start())
+		_, _, err = mcpText(t, ca, "read", map[string]any{"file_path": "a.txt"})
+		require.NoError(t, err)
+		thief(t, three, true, bobThree, id)
+		assert.Equal(t, 200, mcpPost(three, aliceThree, id, "POST", list).status)
+	})
+}
+
+// TestIdentityMCPScopeReadsTheBodyAsTheSDK: the write-scope challenge on
+// /mcp is decided from the body as the SDK will read it (keys matched
+// case-sensitively, escapes applied, what follows the first value
+// ignored), and a body it cannot read unambiguously (a deciding key given
+// twice or written with escapes) needs the write scope: each is 403 with
+// the step-up challenge before anything runs, alone and in a batch, where
+// encoding/json's reading had let them through to the tool's own refusal
+// (a 200). A read-only token still lists and reads.
+func TestIdentityMCPScopeReadsTheBodyAsTheSDK(t *testing.T) {
+	f := newIDFixture(t, server.Config{Token: noStaticToken})
+	require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
+	reader := f.token(f.alice, "toolfs:read")
+	const args = `"arguments":{"file_path":"n.txt","content":"x"}`
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `}}`
+	}
+	refused := map[string]string{
+		"a case variant of name":   call(`"name":"write","Name":"read",` + args),
+		"a case variant of method": `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"tools/list","params":{"name":"write",` + args + `}}`,
+		"name twice":               call(`"name":"write",` + args + `,"name":"read"`),
+		"method twice":             `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write",` + args + `},"method":"tools/list"}`,
+		"params twice":             `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write",` + args + `},"params":{"name":"read"}}`,
+		"an escaped key":           call(`"n\u0061me":"write","Name":"read",` + args),
+		"an escaped name":          call(`"name":"wr\u0069te",` + args),
+		"data after the message":   call(`"name":"write",`+args) + ` {}`,
+	}
+	challenge := `Bearer error="insufficient_scope", scope="toolfs:write"`
+	mcpHeaders := func(version, session string) []string {
+		h := []string{"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", version}
+		if session != "" {
+			h = append(h, "Mcp-Session-Id", session)
+		}
+		if version >= "2026-07-28" { // the headers that revision requires, naming what the SDK reads
+			h = append(h, "Mcp-Method", "tools/call", "Mcp-Name", "write")
+		}
+		return h
+	}
+	check := func(t *testing.T, a answer) {
+		t.Helper()
+		assert.Equal(t, 403, a.status, a.body)
+		assert.Equal(t, challenge, a.header.Get("WWW-Authenticate"))
+		assert.Equal(t, "INSUFFICIENT_SCOPE", a.code(), a.body)
+		assert.NoFileExists(t, filepath.Join(f.srv.Root, "n.txt"))
+	}
+
+	// A session of the read-only token on 2025-03-26, whose batches the SDK
+	// still takes.
+	a := f.do("POST", "/mcp", reader, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		"Accept", "application/json, text/event-stream")
+	require.Equal(t, 200, a.status, a.body)
+	session := a.header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, session)
+	a = f.do("POST", "/mcp", reader, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, mcpHeaders("2025-03-26", session)...)
+	require.Equal(t, 202, a.status, a.body)
+
+	for name, body := range refused {
+		t.Run(name, func(t *testing.T) {
+			check(t, f.do("POST", "/mcp", reader, body, mcpHeaders("2026-07-28", "")...))
+			check(t, f.do("POST", "/mcp", reader, body, mcpHeaders("2025-03-26", session)...))
+			if !strings.HasSuffix(body, " {}") {
+				batch := `[{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a.txt"}}},` + body + `]`
+				check(t, f.do("POST", "/mcp", reader, batch, mcpHeaders("2025-03-26", session)...))
+			}
+		})
+	}
+
+	t.Run("a read-only token lists and reads", func(t *testing.T) {
+		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			call(`"name":"read","Name":"write","arguments":{"file_path":"a.txt"}`),
+			`[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","arguments":{"file_path":"a.txt"}}},{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`,
+		} {
+			a := f.do("POST", "/mcp", reader, body, mcpHeaders("2025-03-26", session)...)
+			assert.Equal(t, 200, a.status, a.body)
+			assert.NotContains(t, a.body, `"isError":true`)
+		}
+	})
+}

@@ -181,7 +181,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.mcp = mcp.New(mcp.Config{
 		Sessions: sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
-		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix,
+		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log),
 	}, s.executor)
 	s.Handler, err = handlers.NewServer(handlers.Config{
 		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
