@@ -28,12 +28,14 @@ var filesHeaders = []string{"If-Match", "If-None-Match", "Range"}
 // ones it documents, each behind the steps it needs, in this order:
 //
 //	access log → CORS                      every request, before routing
-//	recoverer → Host check → bearer token  every route (no token on /healthz;
-//	                                       the approver token on /approvals)
+//	recoverer → Host check → bearer token  every route (no token on /healthz, /readyz
+//	                                       and the metadata; the approver token on /approvals)
 //	body cap                               every route; a tool's refusal counts under the tool
-//	session headers                        a tool route resolves the session into a
-//	                                       tools.Call (callOf); any other route touches
-//	                                       the session a header names; /mcp resolves its own
+//	session headers                        after auth passed, not on a CORS preflight: a
+//	                                       tool route resolves the session into a tools.Call
+//	                                       (callOf); any other authenticated route touches
+//	                                       the session a header names; /mcp resolves its own;
+//	                                       the unauthenticated routes never touch one
 //
 // Under /model/ every answer, failures of any step included, is the model
 // text alone (textAnswers), so that router carries the text mode first and
@@ -71,9 +73,13 @@ func (s *rest) routes() http.Handler {
 	catalog := api.ServerInterfaceWrapper{Handler: s, ErrorHandlerFunc: formatParamError}
 	queue := api.ServerInterfaceWrapper{Handler: s, ErrorHandlerFunc: approvalsParamError}
 
+	// The routes nobody authenticates never touch a session: an anonymous
+	// client must not fill the store past --max-sessions and evict the
+	// agents' read state (docs/identity.md, "Sessions belong to their
+	// subject").
 	r.Group(func(r chi.Router) {
 		r.Use(guard(open)...)
-		r.Use(capped, s.touch)
+		r.Use(capped)
 		r.HandleFunc("/healthz", only(http.MethodGet, g.Healthz))
 		if cfg.OAuth != nil {
 			// RFC 9728 metadata: public, like /healthz (docs/identity.md).
