@@ -283,7 +283,7 @@ func (s *rest) DeleteSession(w http.ResponseWriter, r *http.Request, id string) 
 		writeProblem(w, fault.CodeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-")
 		return
 	}
-	c := caller(r)
+	c := sessionCaller(r)
 	c.Session = id
 	if err := s.x.ForgetSession(c); err != nil {
 		writeError(w, err)

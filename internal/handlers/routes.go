@@ -31,6 +31,8 @@ var filesHeaders = []string{"If-Match", "If-None-Match", "Range"}
 //	recoverer → Host check → bearer token  every route (no token on /healthz, /readyz
 //	                                       and the metadata; the approver token on /approvals)
 //	body cap                               every route; a tool's refusal counts under the tool
+//	?subject=                              the sessions routes: an admin naming another
+//	                                       subject's session (namedSubject)
 //	session headers                        after auth passed, not on a CORS preflight: a
 //	                                       tool route resolves the session into a tools.Call
 //	                                       (callOf); any other authenticated route touches
@@ -95,23 +97,24 @@ func (s *rest) routes() http.Handler {
 		// Unknown paths and methods outside /model/ and /approvals/.
 		r.NotFound(noSuchEndpoint)
 		r.MethodNotAllowed(methodNotAllowed)
-		r.Delete("/sessions/{id}", g.DeleteSession)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(guard(read)...)
 		r.Use(capped, s.touch)
 		r.Get("/tools", catalog.ListTools)
-		r.Get("/sessions/{id}/changes", g.ListChanges)
 		r.Get("/events", s.events())
 		r.Get("/openapi.yaml", serveDocument("application/yaml", api.SpecYAML))
 		r.Get("/openapi-full.json", serveDocument("application/json", s.specJSON))
 		r.Get("/openapi.json", s.toolView)
 	})
-	r.Group(func(r chi.Router) {
-		r.Use(guard(token(needs(identity.ScopeWrite)))...)
-		r.Use(capped, s.touch)
-		r.Post("/sessions/{id}/revert", g.RevertSession)
-	})
+	// The sessions routes: ?subject= is resolved (and an admin's checked)
+	// before the session step, so a refused request touches nothing.
+	sessionRoute := func(scope string) chi.Router {
+		return r.With(append(guard(token(needs(scope))), capped, s.namedSubject, s.touch)...)
+	}
+	sessionRoute("").Delete("/sessions/{id}", g.DeleteSession)
+	sessionRoute(identity.ScopeRead).Get("/sessions/{id}/changes", g.ListChanges)
+	sessionRoute(identity.ScopeWrite).Post("/sessions/{id}/revert", g.RevertSession)
 	r.Group(func(r chi.Router) {
 		r.Use(guard(token(needs(identity.ScopeAdmin)))...)
 		r.Use(capped, s.touch)

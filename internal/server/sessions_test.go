@@ -8,6 +8,7 @@ package server_test
 // filling the store past --max-sessions.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -139,4 +140,109 @@ func TestAnonymousRequestsKeepSessionsWithIdentities(t *testing.T) {
 			agentSurvives(t, f.srv.URL, agent, func() { flood(t, f.srv.URL, kinds) })
 		})
 	}
+}
+
+// TestAdminNamesSubject: ?subject= on the sessions routes
+// (docs/identity.md, "An admin reaches another subject's session"). A
+// token without toolfs:admin naming another subject is 403 and touches
+// nothing; naming its own is fine; the admin lists, reverts and forgets
+// alice's session, the revert reaching alice's feed and the audit line
+// naming both who acted and whose session it was.
+func TestAdminNamesSubject(t *testing.T) {
+	auditLog := filepath.Join(t.TempDir(), "audit.log")
+	f := newIDFixture(t, server.Config{AuditLog: auditLog})
+	require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
+	alice := f.token(f.alice, "toolfs:read", "toolfs:write")
+	bob := f.token(f.bob, "toolfs:read", "toolfs:write")
+	admin := f.token(f.admin, "toolfs:read", "toolfs:write", "toolfs:admin")
+	aliceFeed := sse(t, f, alice)
+	session := []string{"X-Session-ID", "s1"}
+	require.Equal(t, 200, f.do("POST", "/tools/read", alice, jsonBody(map[string]any{"file_path": "a.txt"}), session...).status)
+	require.Equal(t, 200, f.do("POST", "/tools/edit", alice, jsonBody(map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "two"}), session...).status)
+	nextMutation(t, aliceFeed)
+	ofAlice := "?subject=" + f.alice.ID
+	changes := func(token, query string) []string {
+		t.Helper()
+		a := f.do("GET", "/sessions/s1/changes"+query, token, "")
+		require.Equal(t, 200, a.status, a.body)
+		var res struct {
+			Changes []struct{ Tool, Path string } `json:"changes"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(a.body), &res))
+		var out []string
+		for _, c := range res.Changes {
+			out = append(out, c.Tool+" "+c.Path)
+		}
+		return out
+	}
+
+	t.Run("another subject without admin", func(t *testing.T) {
+		before := sessionsGauge(t, f.srv.URL, staticToken)
+		for _, c := range []struct{ method, path, body string }{
+			{"GET", "/sessions/s1/changes" + ofAlice, ""},
+			{"POST", "/sessions/s1/revert" + ofAlice, `{"to":0}`},
+			{"DELETE", "/sessions/s1" + ofAlice, ""},
+		} {
+			a := f.do(c.method, c.path, bob, c.body, "X-Session-ID", "bob-new")
+			assert.Equal(t, 403, a.status, "%s %s: %s", c.method, c.path, a.body)
+			assert.Equal(t, "INSUFFICIENT_SCOPE", a.code())
+			assert.Equal(t, `Bearer error="insufficient_scope", scope="toolfs:admin"`, a.header.Get("WWW-Authenticate"))
+			assert.Contains(t, a.body, `"detail":"the access token lacks the scope toolfs:admin: only an admin reaches another subject's session (subject=)"`)
+		}
+		assert.Equal(t, before, sessionsGauge(t, f.srv.URL, staticToken), "a refused request touched no session")
+		assert.Equal(t, []string{"edit a.txt"}, changes(alice, ""), "alice's history is untouched")
+		b, _ := os.ReadFile(filepath.Join(f.srv.Root, "a.txt"))
+		assert.Equal(t, "two\n", string(b))
+	})
+
+	t.Run("its own subject", func(t *testing.T) {
+		assert.Equal(t, []string{"edit a.txt"}, changes(alice, ofAlice))
+		assert.Empty(t, changes(bob, "?subject="+f.bob.ID), "bob's own session s1 has no changes")
+		assert.Equal(t, []string{"edit a.txt"}, changes(alice, "?subject="), "an empty subject is the caller's own")
+	})
+
+	t.Run("admin", func(t *testing.T) {
+		assert.Empty(t, changes(admin, ""), "without subject, the admin's own session s1")
+		assert.Equal(t, []string{"edit a.txt"}, changes(admin, ofAlice))
+		assert.Equal(t, []string{"edit a.txt"}, changes(staticToken, ofAlice), "the static token is an admin")
+
+		a := f.do("POST", "/sessions/s1/revert"+ofAlice, admin, `{"to":0}`)
+		require.Equal(t, 200, a.status, a.body)
+		b, _ := os.ReadFile(filepath.Join(f.srv.Root, "a.txt"))
+		assert.Equal(t, "one\n", string(b))
+		e := nextMutation(t, aliceFeed)
+		assert.Equal(t, "revert", e["type"], "alice's feed shows the revert of her session")
+		assert.Equal(t, "s1", e["session"])
+		assert.Equal(t, []string{"revert a.txt", "edit a.txt"}, changes(alice, ""))
+
+		lines := auditLines(t, auditLog)
+		require.Len(t, lines, 2)
+		assert.Contains(t, lines[1], `"subject":"`+f.admin.ID+`","session":"s1","session_subject":"`+f.alice.ID+`","transport":"rest","tool":"revert","path":"a.txt"`)
+		assert.NotContains(t, lines[0], "session_subject", "alice's own edit names no other subject")
+
+		require.Equal(t, 204, f.do("DELETE", "/sessions/s1"+ofAlice, admin, "").status)
+		assert.Empty(t, changes(alice, ""), "the admin forgot alice's session")
+		a = f.do("POST", "/tools/edit", alice, jsonBody(map[string]any{"file_path": "a.txt", "old_string": "one", "new_string": "three"}), session...)
+		assert.Equal(t, "FS_NOT_OBSERVED", a.code(), "her observations went with it: %s", a.body)
+	})
+
+	t.Run("malformed", func(t *testing.T) {
+		a := f.do("GET", "/sessions/s1/changes?subject=a&subject=b", admin, "")
+		assert.Equal(t, 400, a.status)
+		assert.Contains(t, a.body, `"detail":"give subject at most once"`)
+		a = f.do("GET", "/sessions/s1/changes?subject="+strings.Repeat("x", 1025), admin, "")
+		assert.Equal(t, 400, a.status)
+		assert.Contains(t, a.body, `"detail":"subject must be at most 1024 bytes"`)
+	})
+}
+
+// TestSubjectWithoutIdentities: a server that verifies no access token has
+// no subjects to name.
+func TestSubjectWithoutIdentities(t *testing.T) {
+	srv := servertest.Start(t, server.Config{Token: staticToken, Policy: true, Checkpoints: true, DefaultSession: "default"})
+	a := send(t, "GET", srv.URL+"/sessions/s1/changes?subject=alice", staticToken, "")
+	assert.Equal(t, 400, a.status)
+	assert.Equal(t, "INVALID_ARGUMENT", a.code())
+	assert.Contains(t, a.body, `"detail":"subject names the subject of an access token, and this server verifies none (no --oauth-issuer): omit it"`)
+	assert.Equal(t, 200, send(t, "GET", srv.URL+"/sessions/s1/changes?subject=", staticToken, "").status, "an empty subject counts as absent")
 }
