@@ -297,6 +297,19 @@ func (s *rest) Healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", api.Health{Status: "ok"})
 }
 
+// Readyz serves GET /readyz: 200 while every configured dependency can
+// serve, else 503 NOT_READY with the reasons (docs/deployment.md,
+// "Readiness"). The causes are logged by the checker, never sent.
+func (s *rest) Readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.deps.Ready != nil {
+		if ok, reason := s.deps.Ready(); !ok {
+			writeProblem(w, fault.CodeNotReady, "not ready: "+reason)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, "application/json", api.Health{Status: "ok"})
+}
+
 // prefersText reports whether the first of the listed media types that we
 // serve is text/plain. Quality values are not ranked: clients that stream
 // send Accept: text/plain.

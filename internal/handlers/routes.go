@@ -83,6 +83,7 @@ func (s *rest) routes() http.Handler {
 		r.Use(guard(open)...)
 		r.Use(capped)
 		r.HandleFunc("/healthz", only(http.MethodGet, g.Healthz))
+		r.HandleFunc("/readyz", only(http.MethodGet, g.Readyz))
 		if cfg.OAuth != nil {
 			// RFC 9728 metadata: public, like /healthz (docs/identity.md).
 			for _, path := range []string{identity.MetadataPath, identity.MCPMetadataPath} {

@@ -57,6 +57,7 @@ func anonymousKinds(read string) map[string]floodKind {
 	preflight := []string{"Origin", "https://evil.example", "Access-Control-Request-Method", "POST"}
 	return map[string]floodKind{
 		"healthz":         {method: "GET", path: "/healthz", status: 200},
+		"readyz":          {method: "GET", path: "/readyz", status: 200},
 		"preflight":       {method: "OPTIONS", path: "/tools/read", headers: preflight, status: 405},
 		"preflight files": {method: "OPTIONS", path: "/files/a.txt", headers: preflight, status: 405},
 		"no token":        {method: "POST", path: "/tools/read", body: read, headers: []string{"Content-Type", "application/json"}, status: 401},
