@@ -61,7 +61,6 @@ type readiness struct {
 func newReadiness(deps []dependency, log *slog.Logger) *readiness {
 	r := &readiness{deps: deps, log: log, now: time.Now, last: map[string]string{}, done: make(chan struct{})}
 	if len(deps) == 0 {
-		r.checked = time.Unix(1<<62, 0) // never stale
 		close(r.done)
 		r.stop = func() {}
 		return r
@@ -121,6 +120,9 @@ func (r *readiness) logChange(d dependency, reason string, cause error) {
 // Ready reports whether the server can serve, and if not why (the reasons
 // joined by "; ").
 func (r *readiness) Ready() (bool, string) {
+	if len(r.deps) == 0 {
+		return true, ""
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
