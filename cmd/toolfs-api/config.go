@@ -22,7 +22,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.SetOutput(stderr)
 	fl.StringVar(&c.Root, "root", d.Root, "workspace root: the folder the tools may reach")
 	fl.StringVar(&c.Addr, "addr", d.Addr, "listen address")
-	fl.StringVar(&c.Token, "token", d.Token, "bearer token required on every endpoint but /healthz")
+	fl.StringVar(&c.Token, "token", d.Token, "bearer token required on every endpoint but /healthz and /readyz")
 	fl.StringVar(&corsOrigins, "cors-origins", "", "comma-separated browser origins allowed by CORS")
 	fl.IntVar(&c.ReadLimit, "read-limit", d.ReadLimit, "default and maximum lines per read")
 	fl.IntVar(&c.ReadMaxLineLength, "read-max-line-length", d.ReadMaxLineLength, "characters kept per line before truncation")

@@ -38,9 +38,13 @@ type Record struct {
 	// zero), written in UTC with nanoseconds.
 	Time time.Time `json:"time"`
 	// Subject is the token's subject, SubjectToken or SubjectNone.
-	Subject   string `json:"subject"`
-	Session   string `json:"session"`
-	Transport string `json:"transport"`
+	Subject string `json:"subject"`
+	Session string `json:"session"`
+	// SessionSubject is the subject whose session it is, when an admin
+	// acted on another subject's session (docs/identity.md); omitted when
+	// it is Subject's own.
+	SessionSubject string `json:"session_subject,omitempty"`
+	Transport      string `json:"transport"`
 	// Tool is write, edit, revert, upload or delete; for an approval
 	// decision, the tool of the call it decides.
 	Tool string `json:"tool"`

@@ -72,6 +72,12 @@ const (
 // (docs/events.md).
 const CodeTooManySubscribers Code = "TOO_MANY_SUBSCRIBERS"
 
+// CodeNotReady: GET /readyz while a configured dependency cannot serve
+// (Redis unreachable or refusing the server's credentials or database, the
+// issuer's keys not held), before a first check passed, or when no check
+// completed lately (docs/deployment.md, "Readiness").
+const CodeNotReady Code = "NOT_READY"
+
 // Codes of identities and the audit log (docs/identity.md).
 const (
 	// CodeInsufficientScope: a verified access token without the scope the

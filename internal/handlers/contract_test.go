@@ -94,6 +94,7 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"catalog", "GET", "/tools", "", nil, 200, h},
 		{"catalog without rg", "GET", "/tools", "", nil, 200, noRg},
 		{"healthz", "GET", "/healthz", "", nil, 200, h},
+		{"readyz", "GET", "/readyz", "", nil, 200, h},
 		{"delete session", "DELETE", "/sessions/gone", "", nil, 204, h},
 		{"metrics", "GET", "/metrics", "", nil, 200, h},
 		{"openapi", "GET", "/openapi.yaml", "", nil, 200, h},

@@ -312,8 +312,14 @@ func (s *rest) toolCall(next http.Handler) http.Handler {
 
 // callWith resolves a request's session and cwd by sessions into the
 // tools.Call its route runs (callOf): toolCall's and filesCall's one step.
+// Its routes take no OPTIONS, so a CORS preflight (which auth lets through
+// without a credential) is refused here before it touches a session.
 func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isPreflight(r) {
+			methodNotAllowed(w, r)
+			return
+		}
 		start := time.Now()
 		session, cwd, err := s.sessions.resolve(r, sessions)
 		if err != nil {
@@ -330,8 +336,14 @@ func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler
 
 // touch counts a request of any other route as use of the session its
 // headers name, if they name one, and refuses malformed session headers.
+// It runs after auth; a CORS preflight, which auth lets through without a
+// credential, touches nothing (docs/api.md, "Sessions").
 func (s *rest) touch(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isPreflight(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		session, _, err := s.sessions.resolve(r, s.sessions.named)
 		if err != nil {
 			writeError(w, err)

@@ -49,6 +49,7 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeSessionStoreUnavailable: http.StatusServiceUnavailable,
 	// GET /events past --events-max-subscribers (docs/events.md).
 	fault.CodeTooManySubscribers: http.StatusServiceUnavailable,
+	fault.CodeNotReady:           http.StatusServiceUnavailable,
 	fault.CodeAuditUnavailable:   http.StatusServiceUnavailable,
 	fault.CodeSearchAborted:      http.StatusGatewayTimeout,
 	// A cancelled call has no client left to read the answer; nginx's 499

@@ -283,7 +283,7 @@ func (s *rest) DeleteSession(w http.ResponseWriter, r *http.Request, id string) 
 		writeProblem(w, fault.CodeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-")
 		return
 	}
-	c := caller(r)
+	c := sessionCaller(r)
 	c.Session = id
 	if err := s.x.ForgetSession(c); err != nil {
 		writeError(w, err)
@@ -294,6 +294,19 @@ func (s *rest) DeleteSession(w http.ResponseWriter, r *http.Request, id string) 
 
 // Healthz serves GET /healthz.
 func (s *rest) Healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, "application/json", api.Health{Status: "ok"})
+}
+
+// Readyz serves GET /readyz: 200 while every configured dependency can
+// serve, else 503 NOT_READY with the reasons (docs/deployment.md,
+// "Readiness"). The causes are logged by the checker, never sent.
+func (s *rest) Readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.deps.Ready != nil {
+		if ok, reason := s.deps.Ready(); !ok {
+			writeProblem(w, fault.CodeNotReady, "not ready: "+reason)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, "application/json", api.Health{Status: "ok"})
 }
 

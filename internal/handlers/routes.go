@@ -28,12 +28,16 @@ var filesHeaders = []string{"If-Match", "If-None-Match", "Range"}
 // ones it documents, each behind the steps it needs, in this order:
 //
 //	access log → CORS                      every request, before routing
-//	recoverer → Host check → bearer token  every route (no token on /healthz;
-//	                                       the approver token on /approvals)
+//	recoverer → Host check → bearer token  every route (no token on /healthz, /readyz
+//	                                       and the metadata; the approver token on /approvals)
 //	body cap                               every route; a tool's refusal counts under the tool
-//	session headers                        a tool route resolves the session into a
-//	                                       tools.Call (callOf); any other route touches
-//	                                       the session a header names; /mcp resolves its own
+//	?subject=                              the sessions routes: an admin naming another
+//	                                       subject's session (namedSubject)
+//	session headers                        after auth passed, not on a CORS preflight: a
+//	                                       tool route resolves the session into a tools.Call
+//	                                       (callOf); any other authenticated route touches
+//	                                       the session a header names; /mcp resolves its own;
+//	                                       the unauthenticated routes never touch one
 //
 // Under /model/ every answer, failures of any step included, is the model
 // text alone (textAnswers), so that router carries the text mode first and
@@ -71,10 +75,15 @@ func (s *rest) routes() http.Handler {
 	catalog := api.ServerInterfaceWrapper{Handler: s, ErrorHandlerFunc: formatParamError}
 	queue := api.ServerInterfaceWrapper{Handler: s, ErrorHandlerFunc: approvalsParamError}
 
+	// The routes nobody authenticates never touch a session: an anonymous
+	// client must not fill the store past --max-sessions and evict the
+	// agents' read state (docs/identity.md, "Sessions belong to their
+	// subject").
 	r.Group(func(r chi.Router) {
 		r.Use(guard(open)...)
-		r.Use(capped, s.touch)
+		r.Use(capped)
 		r.HandleFunc("/healthz", only(http.MethodGet, g.Healthz))
+		r.HandleFunc("/readyz", only(http.MethodGet, g.Readyz))
 		if cfg.OAuth != nil {
 			// RFC 9728 metadata: public, like /healthz (docs/identity.md).
 			for _, path := range []string{identity.MetadataPath, identity.MCPMetadataPath} {
@@ -89,23 +98,24 @@ func (s *rest) routes() http.Handler {
 		// Unknown paths and methods outside /model/ and /approvals/.
 		r.NotFound(noSuchEndpoint)
 		r.MethodNotAllowed(methodNotAllowed)
-		r.Delete("/sessions/{id}", g.DeleteSession)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(guard(read)...)
 		r.Use(capped, s.touch)
 		r.Get("/tools", catalog.ListTools)
-		r.Get("/sessions/{id}/changes", g.ListChanges)
 		r.Get("/events", s.events())
 		r.Get("/openapi.yaml", serveDocument("application/yaml", api.SpecYAML))
 		r.Get("/openapi-full.json", serveDocument("application/json", s.specJSON))
 		r.Get("/openapi.json", s.toolView)
 	})
-	r.Group(func(r chi.Router) {
-		r.Use(guard(token(needs(identity.ScopeWrite)))...)
-		r.Use(capped, s.touch)
-		r.Post("/sessions/{id}/revert", g.RevertSession)
-	})
+	// The sessions routes: ?subject= is resolved (and an admin's checked)
+	// before the session step, so a refused request touches nothing.
+	sessionRoute := func(scope string) chi.Router {
+		return r.With(append(guard(token(needs(scope))), capped, s.namedSubject, s.touch)...)
+	}
+	sessionRoute("").Delete("/sessions/{id}", g.DeleteSession)
+	sessionRoute(identity.ScopeRead).Get("/sessions/{id}/changes", g.ListChanges)
+	sessionRoute(identity.ScopeWrite).Post("/sessions/{id}/revert", g.RevertSession)
 	r.Group(func(r chi.Router) {
 		r.Use(guard(token(needs(identity.ScopeAdmin)))...)
 		r.Use(capped, s.touch)

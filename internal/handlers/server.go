@@ -57,6 +57,9 @@ type Deps struct {
 	// CORS and body cap; it resolves sessions itself (docs/mcp.md).
 	MCP    http.Handler
 	Events *events.Hub // nil: GET /events answers 404 (docs/events.md)
+	// Ready says whether the server can serve, and if not why, for GET
+	// /readyz (docs/deployment.md, "Readiness"); nil: always ready.
+	Ready func() (ok bool, reason string)
 }
 
 // NewServer builds the REST surface (routes.go): the generated routes over

@@ -142,6 +142,10 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 // and the authorization server the resource metadata names).
 func (v *Verifier) Issuer() string { return v.issuer }
 
+// HasKeys reports whether the verifier holds the issuer's keys: a fetch
+// succeeded (NewVerifier requires one; a failed refetch keeps them).
+func (v *Verifier) HasKeys() bool { return v.keys.fetched.Load() != 0 }
+
 // claims are the claims a token is read for. scope is RFC 9068's
 // space-separated string; scp is a list (Ory Hydra) or a string
 // (Microsoft Entra).

@@ -89,7 +89,7 @@ func (s *Server) Start() error {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	client := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.password()})
 	defer client.Close()
 	for range 200 {
 		select {
@@ -106,6 +106,17 @@ func (s *Server) Start() error {
 	cmd.Process.Kill()
 	<-exited
 	return errors.New("redis-server did not answer PING within 5s")
+}
+
+// password is the --requirepass among the extra arguments ("" = none), so
+// that Start's PING authenticates.
+func (s *Server) password() string {
+	for i := 0; i+1 < len(s.extra); i++ {
+		if s.extra[i] == "--requirepass" {
+			return s.extra[i+1]
+		}
+	}
+	return ""
 }
 
 // Stop ends the server with SIGTERM and waits for it; a no-op when stopped.

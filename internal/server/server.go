@@ -77,6 +77,7 @@ type Server struct {
 	ckpt      *checkpoint.Store   // nil: --checkpoints=false
 	checkers  *diagnostics.Runner // nil: no --diagnostics
 	audit     *audit.Log          // nil: no --audit-log
+	ready     *readiness          // GET /readyz's checks
 
 	http       *http.Server
 	listener   net.Listener
@@ -155,7 +156,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.approvals = s.newApprovals()
-	guard, err := s.identities()
+	guard, verifier, err := s.identities()
 	if err != nil {
 		return nil, err
 	}
@@ -183,13 +184,14 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log),
 	}, s.executor)
+	s.ready = newReadiness(s.dependencies(verifier), log)
 	s.Handler, err = handlers.NewServer(handlers.Config{
 		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
 		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),
 		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		OAuth: guard,
-	}, handlers.Deps{Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub})
+	}, handlers.Deps{Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub, Ready: s.ready.Ready})
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +303,9 @@ func (s *Server) AuditStats() audit.Stats {
 // checkers' private folders, the provider, the Redis client, and last the
 // audit log (after the drain, so every request in flight got its record).
 func (s *Server) release() {
+	if s.ready != nil {
+		s.ready.Close() // before the Redis client it pings
+	}
 	if s.watcher != nil {
 		s.watcher.Close()
 	}
@@ -327,10 +332,10 @@ func (s *Server) release() {
 // the flag): it discovers the issuer's metadata and fetches its keys now,
 // so a wrong issuer stops start-up rather than refusing every request
 // later (docs/identity.md).
-func (s *Server) identities() (*identity.Guard, error) {
+func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 	cfg := s.cfg
 	if cfg.OAuthIssuer == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	public := strings.TrimRight(cfg.PublicURL, "/")
 	audiences := cfg.OAuthAudiences
@@ -351,10 +356,10 @@ func (s *Server) identities() (*identity.Guard, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.OAuthIssuer, err)
+		return nil, nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.OAuthIssuer, err)
 	}
 	log.Info("oauth: a resource server for the issuer", "issuer", v.Issuer(), "audiences", audiences, "metadata", public+identity.MetadataPath)
-	return &identity.Guard{Resource: identity.Resource{PublicURL: public, Issuer: v.Issuer()}, Verifier: v}, nil
+	return &identity.Guard{Resource: identity.Resource{PublicURL: public, Issuer: v.Issuer()}, Verifier: v}, v, nil
 }
 
 // newCheckers reads --diagnostics and prepares its checkers (nil without
@@ -445,14 +450,26 @@ func (s *Server) sessionStore() (policy.Gate, error) {
 		s.Store = policy.NewStore(storeCfg)
 		gate = s.Store
 	} else {
-		rs := policy.NewRedisStore(s.redis, storeCfg, policy.RedisOptions{Prefix: cfg.SessionKeyPrefix})
-		if err := rs.Ping(context.Background()); err != nil {
-			s.log.Warn("session store unreachable at start-up: writes and edits answer 503 until it is up", "session-store", redactURL(cfg.SessionStore), "err", err)
-		}
-		gate = rs
+		// Start-up does not wait for it: the readiness checks log whether
+		// it can serve, and why not (refused credentials or database, or
+		// unreachable).
+		gate = policy.NewRedisStore(s.redis, storeCfg, policy.RedisOptions{Prefix: cfg.SessionKeyPrefix})
 	}
 	s.metrics.WatchSessions(gate)
 	return gate, nil
+}
+
+// dependencies are what /readyz checks: the Redis of --session-store
+// and the issuer of --oauth-issuer, when configured.
+func (s *Server) dependencies(v *identity.Verifier) []dependency {
+	var deps []dependency
+	if s.redis != nil {
+		deps = append(deps, redisDependency(s.redis, s.cfg.SessionStore))
+	}
+	if v != nil {
+		deps = append(deps, issuerDependency(v, v.Issuer()))
+	}
+	return deps
 }
 
 // shared is the Redis that shares approvals and the change feed between

@@ -46,7 +46,7 @@ func (x *Executor) Changes(ctx context.Context, c Call, session string) (Changes
 	if err := x.checkpointsCall(session); err != nil {
 		return ChangesResult{}, x.fail(c, ToolChanges, err)
 	}
-	cs, err := x.ckpt.Changes(ctx, SessionKey(c.Subject, session))
+	cs, err := x.ckpt.Changes(ctx, SessionKey(c.owner(), session))
 	if err != nil {
 		return ChangesResult{}, x.fail(c, ToolChanges, checkpointError(err))
 	}
@@ -115,7 +115,7 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 	if err := x.checkpointsCall(session); err != nil {
 		return Result{}, x.fail(c, ToolRevert, err)
 	}
-	key := SessionKey(c.Subject, session)
+	key := SessionKey(c.owner(), session)
 	// The revert's call is its session's, the {id} of its URL.
 	rc := c
 	rc.Session = session
@@ -153,7 +153,7 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 			if err := au.commit(f.Path, stateOfCheckpoint(f.Before), stateOfCheckpoint(f.After)); err != nil && lost == nil {
 				lost = x.auditLost(c, ToolRevert, f.Path, err)
 			}
-			x.mutated(Mutation{Tool: ToolRevert, Session: session, Subject: c.Subject, Target: f.Target, Version: f.Version, Diffs: f.Diffs})
+			x.mutated(Mutation{Tool: ToolRevert, Session: session, Subject: c.owner(), Target: f.Target, Version: f.Version, Diffs: f.Diffs})
 		}
 		if lost != nil {
 			return Result{}, x.fail(c, ToolRevert, lost)

@@ -21,7 +21,16 @@ func SessionKey(subject, id string) string {
 }
 
 // key is the key of c's session.
-func (c Call) key() string { return SessionKey(c.Subject, c.Session) }
+func (c Call) key() string { return SessionKey(c.owner(), c.Session) }
+
+// owner is the subject whose session c acts on: Owner when an admin named
+// one, else c's own.
+func (c Call) owner() string {
+	if c.Owner != "" {
+		return c.Owner
+	}
+	return c.Subject
+}
 
 // Sees reports whether c may see and act on what owner's calls left (a
 // pending approval, an event with diffs): its own subject's, or every

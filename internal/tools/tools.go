@@ -62,6 +62,11 @@ type Call struct {
 	// Admin is a caller who sees every subject's approvals and events
 	// (the toolfs:admin scope, or the static --token beside identities).
 	Admin bool
+	// Owner is the subject whose session the call acts on when an admin
+	// names another subject's (?subject= on the sessions routes,
+	// docs/identity.md); "" = Subject's own. Records and events still name
+	// Subject as who acted.
+	Owner string
 
 	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }

@@ -72,7 +72,7 @@ func dig(v any, path ...string) any {
 
 // TestKubernetesManifests: the manifests parse, and the Deployment has what
 // docs/deployment.md promises: replicas sharing one ReadWriteMany volume and
-// the Redis, probes on /healthz, resources, a read-only root filesystem, a
+// the Redis, liveness on /healthz and readiness on /readyz, resources, a read-only root filesystem, a
 // non-root user, and a Service without affinity.
 func TestKubernetesManifests(t *testing.T) {
 	docs := manifests(t)
@@ -86,9 +86,8 @@ func TestKubernetesManifests(t *testing.T) {
 	require.NotNil(t, c)
 	assert.Equal(t, true, dig(c, "securityContext", "readOnlyRootFilesystem"))
 	assert.Equal(t, false, dig(c, "securityContext", "allowPrivilegeEscalation"))
-	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
-		assert.Equal(t, "/healthz", dig(c, probe, "httpGet", "path"), probe)
-	}
+	assert.Equal(t, "/healthz", dig(c, "livenessProbe", "httpGet", "path"), "liveness")
+	assert.Equal(t, "/readyz", dig(c, "readinessProbe", "httpGet", "path"), "readiness: Redis and the issuer (docs/deployment.md)")
 	assert.NotNil(t, dig(c, "resources", "requests", "cpu"))
 	assert.NotNil(t, dig(c, "resources", "requests", "memory"))
 	assert.NotNil(t, dig(c, "resources", "limits", "memory"))
