@@ -53,6 +53,11 @@ type Config struct {
 
 	// The files endpoints (docs/files.md).
 	MaxUploadBytes int64 // --max-upload-bytes [1 GiB]
+	// An upload's body must bring UploadMinRate bytes a second, counted
+	// over each UploadRateWindow, or it is cut (408 BODY_TOO_SLOW); one
+	// that keeps that pace is never cut for taking long.
+	UploadMinRate    int64         // --upload-min-rate [1024]
+	UploadRateWindow time.Duration // --upload-rate-window [1m]
 	ListMaxEntries int   // --list-max-entries [10000]
 
 	// The tools' surface and the read window.
@@ -121,6 +126,9 @@ type Config struct {
 	// No flag sets these: the binary keeps their defaults, tests shorten
 	// them.
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this [30s]
+	// ReadTimeout bounds the reading of a whole request, headers and body,
+	// on every route but PUT /files (docs/deployment.md, "Timeouts") [2m].
+	ReadTimeout time.Duration
 	EventsQuiet       time.Duration // changes to one path within this are one event [100ms]
 	MCPAnswerBudget   int64         // bytes of the answers of one /mcp request [docs/mcp.md, "Limits"]
 	OAuthLeeway       time.Duration // clock skew allowed on a token's exp and nbf [60s]
@@ -176,6 +184,8 @@ func (c Config) withDefaults() Config {
 	def64(&c.MaxBodyBytes, 32<<20)
 	def64(&c.MaxUploadBytes, tools.DefaultMaxUploadBytes)
 	def(&c.ListMaxEntries, tools.DefaultListMaxEntries)
+	def64(&c.UploadMinRate, 1024)
+	dur(&c.UploadRateWindow, time.Minute)
 	str(&c.Profile, string(render.ProfileExtended))
 	str(&c.SessionStore, "memory")
 	str(&c.SessionKeyPrefix, "toolfs:")
@@ -195,6 +205,7 @@ func (c Config) withDefaults() Config {
 	dur(&c.EventsHeartbeat, 15*time.Second)
 	str(&c.LogFormat, "text")
 	dur(&c.StreamWriteWindow, 30*time.Second)
+	dur(&c.ReadTimeout, 2*time.Minute)
 	dur(&c.EventsQuiet, 100*time.Millisecond)
 	return c
 }

@@ -204,7 +204,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute,
+		ReadTimeout:       cfg.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
