@@ -58,7 +58,7 @@ type Config struct {
 	// that keeps that pace is never cut for taking long.
 	UploadMinRate    int64         // --upload-min-rate [1024]
 	UploadRateWindow time.Duration // --upload-rate-window [1m]
-	ListMaxEntries int   // --list-max-entries [10000]
+	ListMaxEntries   int           // --list-max-entries [10000]
 
 	// The tools' surface and the read window.
 	Profile           string // --profile [extended]
@@ -126,13 +126,11 @@ type Config struct {
 	// No flag sets these: the binary keeps their defaults, tests shorten
 	// them.
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this [30s]
-	// ReadTimeout bounds the reading of a whole request, headers and body,
-	// on every route but PUT /files (docs/deployment.md, "Timeouts") [2m].
-	ReadTimeout time.Duration
 	EventsQuiet       time.Duration // changes to one path within this are one event [100ms]
 	MCPAnswerBudget   int64         // bytes of the answers of one /mcp request [docs/mcp.md, "Limits"]
 	OAuthLeeway       time.Duration // clock skew allowed on a token's exp and nbf [60s]
 	OAuthMinRefresh   time.Duration // least time between two fetches of the issuer's keys [10s]
+	ReadTimeout       time.Duration // a whole request, headers and body, on every route but PUT /files [2m]
 }
 
 // DefaultConfig is the flags' defaults: serve "." on 127.0.0.1:8080 with
@@ -243,6 +241,8 @@ func (c Config) validateSettings() error {
 		{"max-body-bytes", c.MaxBodyBytes},
 		{"max-upload-bytes", c.MaxUploadBytes},
 		{"list-max-entries", int64(c.ListMaxEntries)},
+		{"upload-min-rate", c.UploadMinRate},
+		{"upload-rate-window", int64(c.UploadRateWindow)},
 		{"max-searches", int64(c.MaxSearches)},
 		{"session-ttl", int64(c.SessionTTL)},
 		{"search-timeout", int64(c.SearchTimeout)},
@@ -258,6 +258,9 @@ func (c Config) validateSettings() error {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
+	}
+	if c.UploadRateWindow < time.Second {
+		return fmt.Errorf("--upload-rate-window must be at least 1s, not %v: a shorter window would cut uploads on an ordinary pause of the network", c.UploadRateWindow)
 	}
 	if c.CheckpointMaxFileBytes > c.CheckpointBytes {
 		return fmt.Errorf("--checkpoint-max-file-bytes (%d) must not exceed --checkpoint-bytes (%d): the largest kept file must fit in the bound of all of them", c.CheckpointMaxFileBytes, c.CheckpointBytes)

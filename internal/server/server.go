@@ -186,6 +186,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.Handler, err = handlers.NewServer(handlers.Config{
 		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
+		UploadPace:    handlers.Pace{MinRate: cfg.UploadMinRate, Window: cfg.UploadRateWindow},
 		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),
 		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		OAuth: guard,
