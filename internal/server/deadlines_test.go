@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -157,11 +158,16 @@ func TestStalledUploadIsCut(t *testing.T) {
 			tc.send(conn)
 			stalled := time.Now()
 			require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
 			require.NoError(t, err, "the server answers")
 			took := time.Since(stalled)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+			_, err = br.ReadByte()
+			var ne net.Error
+			assert.False(t, err == nil || errors.As(err, &ne) && ne.Timeout(), "the server closed the connection: %v", err)
 			require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "after %v: %s", took, body)
 			var p struct{ Code, Detail string }
 			require.NoError(t, json.Unmarshal(body, &p), "%s", body)

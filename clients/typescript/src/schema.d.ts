@@ -419,7 +419,10 @@ export interface paths {
          *     precondition; an existing file without If-Match is 428
          *     PRECONDITION_REQUIRED. Missing parent folders are made. The session
          *     fence of writes applies (403 FS_SANDBOX_DENIED). Published on
-         *     /events as `upload`.
+         *     /events as `upload`. The body may take as long as it needs while it
+         *     brings at least --upload-min-rate bytes a second over each
+         *     --upload-rate-window (default 1 KiB/s over 1m); a slower or stalled
+         *     body is cut with BODY_TOO_SLOW (408) and nothing is left.
          */
         put: operations["uploadFile"];
         post?: never;
