@@ -39,9 +39,11 @@ type pacedBody struct {
 }
 
 // pacedBodyOf is r's body under pace, or the body as it is with the zero
-// Pace.
+// Pace or an empty body: net/http already watches that connection for a
+// disconnect, and a deadline set now would cancel the request a window
+// later.
 func pacedBodyOf(w http.ResponseWriter, r *http.Request, pace Pace) io.Reader {
-	if pace.MinRate <= 0 || pace.Window <= 0 {
+	if pace.MinRate <= 0 || pace.Window <= 0 || r.Body == http.NoBody {
 		return r.Body
 	}
 	quota := math.Ceil(float64(pace.MinRate) * pace.Window.Seconds())
