@@ -121,6 +121,17 @@ func TestSteadyUploadOutlivesReadTimeout(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, len(want), len(got))
 	assert.True(t, reused, "the download went over the upload's connection")
+
+	// An empty body is no stall.
+	req, err = http.NewRequest(http.MethodPut, base+"/files/slow/empty.bin", http.NoBody)
+	require.NoError(t, err)
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	info, err := os.Stat(filepath.Join(root, "slow/empty.bin"))
+	require.NoError(t, err)
+	assert.Zero(t, info.Size())
 }
 
 // TestStalledUploadIsCut: a body that stops (or never starts, or crawls
