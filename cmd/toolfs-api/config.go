@@ -34,6 +34,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.IntVar(&c.MaxPathsPerSession, "max-paths-per-session", d.MaxPathsPerSession, "observations kept per session (least recently used go first)")
 	fl.Int64Var(&c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "request bodies above this get 413 (uploads: --max-upload-bytes)")
 	fl.Int64Var(&c.MaxUploadBytes, "max-upload-bytes", d.MaxUploadBytes, "PUT /files bodies above this get 413, and nothing is kept")
+	fl.Int64Var(&c.UploadMinRate, "upload-min-rate", d.UploadMinRate, "bytes per second a PUT /files body must bring, counted over each --upload-rate-window; a slower or stalled body gets 408 BODY_TOO_SLOW and nothing is kept, a steady one is never cut for taking long")
+	fl.DurationVar(&c.UploadRateWindow, "upload-rate-window", d.UploadRateWindow, "the window --upload-min-rate is counted over (at least 1s): a stalled upload is cut within it")
 	fl.IntVar(&c.ListMaxEntries, "list-max-entries", d.ListMaxEntries, "entries of one GET /files listing at most (past it: truncated)")
 	fl.StringVar(&c.LogFormat, "log-format", d.LogFormat, "log format: text or json")
 	fl.BoolVar(&c.AllowNoToken, "allow-no-token", d.AllowNoToken, "allow a non-loopback --addr without --token")

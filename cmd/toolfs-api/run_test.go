@@ -125,6 +125,10 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"approver token is the agent's", []string{"--token", "t", "--approver-token", "t"}, nil, "--approver-token must differ from --token"},
 		{"zero approval timeout", []string{"--approval-timeout", "0s"}, nil, "--approval-timeout must be positive"},
 		{"zero max approvals", nil, map[string]string{"TOOLFS_MAX_APPROVALS": "0"}, "--max-approvals must be positive"},
+		{"zero upload rate", []string{"--upload-min-rate", "0"}, nil, "--upload-min-rate must be positive"},
+		{"negative upload rate env", nil, map[string]string{"TOOLFS_UPLOAD_MIN_RATE": "-5"}, "--upload-min-rate must be positive"},
+		{"bad upload window", []string{"--upload-rate-window", "soon"}, nil, "upload-rate-window"},
+		{"short upload window env", nil, map[string]string{"TOOLFS_UPLOAD_RATE_WINDOW": "500ms"}, "--upload-rate-window must be at least 1s, not 500ms: a shorter window would cut uploads on an ordinary pause of the network"},
 		{"lock folder path", []string{"--lock-dir", "/tmp/locks"}, nil, `--lock-dir must be empty or off, not "/tmp/locks": lock files live in the workspace root's .toolfs-api folder`},
 	}
 	for _, tc := range cases {
@@ -160,6 +164,20 @@ func TestFlagWinsOverEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.SessionHeaders)
 	assert.Equal(t, "shared:1", c.DefaultSession)
+}
+
+// TestUploadPaceFlags: --upload-min-rate and --upload-rate-window (and
+// their TOOLFS_* twins) set an upload's pace; by default 1 KiB/s over a
+// minute (docs/files.md, "Slow uploads").
+func TestUploadPaceFlags(t *testing.T) {
+	c, err := parseConfig(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1024), c.UploadMinRate)
+	assert.Equal(t, time.Minute, c.UploadRateWindow)
+	c, err = parseConfig([]string{"--upload-min-rate", "65536"}, env(map[string]string{"TOOLFS_UPLOAD_RATE_WINDOW": "30s", "TOOLFS_UPLOAD_MIN_RATE": "1"}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, int64(65536), c.UploadMinRate)
+	assert.Equal(t, 30*time.Second, c.UploadRateWindow)
 }
 
 // TestCacheFlags: --cache-racy-window and --cache-bytes reach the read

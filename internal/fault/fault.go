@@ -92,6 +92,7 @@ const (
 const (
 	CodeUnauthorized     Code = "UNAUTHORIZED"
 	CodeBodyTooLarge     Code = "BODY_TOO_LARGE"
+	CodeBodyTooSlow      Code = "BODY_TOO_SLOW" // an upload under --upload-min-rate
 	CodeNoSuchEndpoint   Code = "NOT_FOUND"
 	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
 	CodeForbiddenHost    Code = "FORBIDDEN_HOST"

@@ -130,7 +130,8 @@ func (s *rest) DownloadFile(w http.ResponseWriter, r *http.Request, path string)
 }
 
 // UploadFile serves PUT /files/<path>: the body is streamed by the
-// provider, never read here (no --max-body-bytes: --max-upload-bytes).
+// provider, never read here (no --max-body-bytes: --max-upload-bytes), on
+// a deadline that moves with its progress (pace.go).
 func (s *rest) UploadFile(w http.ResponseWriter, r *http.Request, path string) {
 	pre, perr := preconditionOf(r, true)
 	if perr != nil {
@@ -141,7 +142,7 @@ func (s *rest) UploadFile(w http.ResponseWriter, r *http.Request, path string) {
 		writeError(w, fault.New(fault.CodeBodyTooLarge, "cannot upload: the body is larger than the "+strconv.FormatInt(limit, 10)+"-byte limit"))
 		return
 	}
-	out, err := s.x.Upload(r.Context(), callOf(r.Context()), path, r.Body, pre)
+	out, err := s.x.Upload(r.Context(), callOf(r.Context()), path, pacedBodyOf(w, r, s.cfg.UploadPace), pre)
 	if err != nil {
 		writeFilesError(w, err)
 		return

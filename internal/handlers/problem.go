@@ -32,6 +32,8 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeStaleVersion:     http.StatusConflict,
 	fault.CodeNotObserved:      http.StatusConflict,
 	fault.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
+	// An upload under --upload-min-rate (docs/files.md, "Slow uploads").
+	fault.CodeBodyTooSlow: http.StatusRequestTimeout,
 	// PUT and DELETE /files without If-Match (docs/files.md).
 	fault.CodePreconditionRequired: http.StatusPreconditionRequired,
 	fault.CodeNotText:              http.StatusUnprocessableEntity,

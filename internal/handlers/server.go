@@ -22,6 +22,9 @@ type Config struct {
 	CORSOrigins       []string      // nil = no CORS headers at all
 	MaxBodyBytes      int64         // request bodies above this get 413
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this
+	// UploadPace is how fast a PUT /files body must come; the zero Pace
+	// leaves the server's read timeout on uploads too.
+	UploadPace Pace
 	// LoopbackHosts refuses requests whose Host is not a loopback name. Set
 	// it when serving on loopback without a token: it stops DNS rebinding,
 	// where a web page points its own name at 127.0.0.1 and calls the API.

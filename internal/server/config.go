@@ -53,7 +53,12 @@ type Config struct {
 
 	// The files endpoints (docs/files.md).
 	MaxUploadBytes int64 // --max-upload-bytes [1 GiB]
-	ListMaxEntries int   // --list-max-entries [10000]
+	// An upload's body must bring UploadMinRate bytes a second, counted
+	// over each UploadRateWindow, or it is cut (408 BODY_TOO_SLOW); one
+	// that keeps that pace is never cut for taking long.
+	UploadMinRate    int64         // --upload-min-rate [1024]
+	UploadRateWindow time.Duration // --upload-rate-window [1m]
+	ListMaxEntries   int           // --list-max-entries [10000]
 
 	// The tools' surface and the read window.
 	Profile           string // --profile [extended]
@@ -125,6 +130,7 @@ type Config struct {
 	MCPAnswerBudget   int64         // bytes of the answers of one /mcp request [docs/mcp.md, "Limits"]
 	OAuthLeeway       time.Duration // clock skew allowed on a token's exp and nbf [60s]
 	OAuthMinRefresh   time.Duration // least time between two fetches of the issuer's keys [10s]
+	ReadTimeout       time.Duration // a whole request, headers and body, on every route but PUT /files [2m]
 }
 
 // DefaultConfig is the flags' defaults: serve "." on 127.0.0.1:8080 with
@@ -176,6 +182,8 @@ func (c Config) withDefaults() Config {
 	def64(&c.MaxBodyBytes, 32<<20)
 	def64(&c.MaxUploadBytes, tools.DefaultMaxUploadBytes)
 	def(&c.ListMaxEntries, tools.DefaultListMaxEntries)
+	def64(&c.UploadMinRate, 1024)
+	dur(&c.UploadRateWindow, time.Minute)
 	str(&c.Profile, string(render.ProfileExtended))
 	str(&c.SessionStore, "memory")
 	str(&c.SessionKeyPrefix, "toolfs:")
@@ -195,6 +203,7 @@ func (c Config) withDefaults() Config {
 	dur(&c.EventsHeartbeat, 15*time.Second)
 	str(&c.LogFormat, "text")
 	dur(&c.StreamWriteWindow, 30*time.Second)
+	dur(&c.ReadTimeout, 2*time.Minute)
 	dur(&c.EventsQuiet, 100*time.Millisecond)
 	return c
 }
@@ -232,6 +241,8 @@ func (c Config) validateSettings() error {
 		{"max-body-bytes", c.MaxBodyBytes},
 		{"max-upload-bytes", c.MaxUploadBytes},
 		{"list-max-entries", int64(c.ListMaxEntries)},
+		{"upload-min-rate", c.UploadMinRate},
+		{"upload-rate-window", int64(c.UploadRateWindow)},
 		{"max-searches", int64(c.MaxSearches)},
 		{"session-ttl", int64(c.SessionTTL)},
 		{"search-timeout", int64(c.SearchTimeout)},
@@ -247,6 +258,9 @@ func (c Config) validateSettings() error {
 		if p.v <= 0 {
 			return fmt.Errorf("--%s must be positive", p.name)
 		}
+	}
+	if c.UploadRateWindow < time.Second {
+		return fmt.Errorf("--upload-rate-window must be at least 1s, not %v: a shorter window would cut uploads on an ordinary pause of the network", c.UploadRateWindow)
 	}
 	if c.CheckpointMaxFileBytes > c.CheckpointBytes {
 		return fmt.Errorf("--checkpoint-max-file-bytes (%d) must not exceed --checkpoint-bytes (%d): the largest kept file must fit in the bound of all of them", c.CheckpointMaxFileBytes, c.CheckpointBytes)

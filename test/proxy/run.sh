@@ -63,7 +63,7 @@ echo "$server_url"
 chmod 711 "$work" "$work/nginx"
 
 echo "== nginx"
-# The location is the one README.md shows, under a site-wide gzip for text
+# The locations are the ones README.md shows, under a site-wide gzip for text
 # (common: Debian's nginx.conf turns gzip on). While nginx buffers a response
 # it passes no flushes on, so gzip holds small chunks back until the end;
 # X-Accel-Buffering: no turns buffering off and every chunk is flushed. The
@@ -105,6 +105,14 @@ http {
       proxy_set_header Connection "";
       proxy_read_timeout 300s;
       client_max_body_size 32m;
+    }
+    location /files/ {
+      proxy_pass $server_url;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_read_timeout 300s;
+      client_max_body_size 1g;
+      proxy_request_buffering off;
     }
     location /buffered/ {
       proxy_pass $server_url/;

@@ -197,8 +197,13 @@ func TestNginxConfig(t *testing.T) {
 		assert.NotContains(t, directives, affinity)
 	}
 	assert.Len(t, regexp.MustCompile(`(?m)^\s*upstream\s`).FindAllString(directives, -1), 1, "one upstream")
-	for _, loc := range []string{`location /`, `location /events`, `location /mcp`} {
+	for _, loc := range []string{`location /`, `location /events`, `location /mcp`, `location /files/`} {
 		assert.Contains(t, block(loc), "proxy_pass http://toolfs_api;", loc)
+	}
+	// Uploads stream to the replica, up to --max-upload-bytes' default
+	// (TestUploadsBehindNginx).
+	for _, want := range []string{"proxy_request_buffering off;", "client_max_body_size 1g;"} {
+		assert.Contains(t, block(`location /files/`), want)
 	}
 	// A POST that reached a replica is never replayed on another.
 	assert.NotContains(t, directives, "non_idempotent")

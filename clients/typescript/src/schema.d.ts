@@ -419,7 +419,10 @@ export interface paths {
          *     precondition; an existing file without If-Match is 428
          *     PRECONDITION_REQUIRED. Missing parent folders are made. The session
          *     fence of writes applies (403 FS_SANDBOX_DENIED). Published on
-         *     /events as `upload`.
+         *     /events as `upload`. The body may take as long as it needs while it
+         *     brings at least --upload-min-rate bytes a second over each
+         *     --upload-rate-window (default 1 KiB/s over 1m); a slower or stalled
+         *     body is cut with BODY_TOO_SLOW (408) and nothing is left.
          */
         put: operations["uploadFile"];
         post?: never;
@@ -445,6 +448,32 @@ export interface paths {
         };
         /** Liveness; needs no token. */
         get: operations["healthz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness; needs no token (docs/deployment.md, "Readiness").
+         * @description 200 while every configured dependency can serve: the Redis of
+         *     --session-store answers PING with the server's credentials and
+         *     database, and the issuer's keys (--oauth-issuer) are held. Judged
+         *     from a check at most 5 s old (one runs every second); 503 NOT_READY
+         *     with the reasons in detail until a first check has passed, while a
+         *     dependency cannot serve, and when no check has completed for 5 s.
+         *     /healthz stays a liveness check. Touches no session.
+         */
+        get: operations["readyz"];
         put?: never;
         post?: never;
         delete?: never;
@@ -951,7 +980,7 @@ export interface components {
             status: number;
             /** @description The message without the "Error: " prefix. */
             detail?: string;
-            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). */
+            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). GET /readyz answers NOT_READY (503) while a dependency cannot serve. */
             code: string;
             /** @description The exact model text, "Error: <message>". */
             output: string;
@@ -1018,6 +1047,15 @@ export interface components {
         SessionCwd: string;
         /** @description The session whose history this is. */
         HistoryID: string;
+        /**
+         * @description With identities (docs/identity.md), the subject whose session of
+         *     this id is meant: without it (or empty), the caller's own. Naming
+         *     another subject than the token's own needs toolfs:admin (else 403
+         *     INSUFFICIENT_SCOPE); the static --token holds it. On a server
+         *     without --oauth-issuer there are no subjects: 400
+         *     INVALID_ARGUMENT.
+         */
+        Subject: string;
     };
     requestBodies: never;
     headers: never;
@@ -1451,7 +1489,17 @@ export interface operations {
     };
     deleteSession: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description With identities (docs/identity.md), the subject whose session of
+                 *     this id is meant: without it (or empty), the caller's own. Naming
+                 *     another subject than the token's own needs toolfs:admin (else 403
+                 *     INSUFFICIENT_SCOPE); the static --token holds it. On a server
+                 *     without --oauth-issuer there are no subjects: 400
+                 *     INVALID_ARGUMENT.
+                 */
+                subject?: components["parameters"]["Subject"];
+            };
             header?: never;
             path: {
                 id: string;
@@ -1472,7 +1520,17 @@ export interface operations {
     };
     listChanges: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description With identities (docs/identity.md), the subject whose session of
+                 *     this id is meant: without it (or empty), the caller's own. Naming
+                 *     another subject than the token's own needs toolfs:admin (else 403
+                 *     INSUFFICIENT_SCOPE); the static --token holds it. On a server
+                 *     without --oauth-issuer there are no subjects: 400
+                 *     INVALID_ARGUMENT.
+                 */
+                subject?: components["parameters"]["Subject"];
+            };
             header?: never;
             path: {
                 /** @description The session whose history this is. */
@@ -1496,7 +1554,17 @@ export interface operations {
     };
     revertSession: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description With identities (docs/identity.md), the subject whose session of
+                 *     this id is meant: without it (or empty), the caller's own. Naming
+                 *     another subject than the token's own needs toolfs:admin (else 403
+                 *     INSUFFICIENT_SCOPE); the static --token holds it. On a server
+                 *     without --oauth-issuer there are no subjects: 400
+                 *     INVALID_ARGUMENT.
+                 */
+                subject?: components["parameters"]["Subject"];
+            };
             header?: never;
             path: {
                 /** @description The session whose history this is. */
@@ -1724,6 +1792,27 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            503: components["responses"]["Problem"];
         };
     };
     metrics: {
