@@ -308,7 +308,9 @@ func literal(p string) (string, bool) {
 		case '*', '?', '[':
 			return "", false
 		case '\\':
-			i++ // validGlob: never dangling
+			if i++; i == len(p) {
+				return "", false // dangling: literalThenStar's "a\\*" cut before its star
+			}
 			c = p[i]
 		}
 		b = append(b, c)
@@ -333,8 +335,7 @@ func literalThenStar(p string) (string, bool) {
 	if len(head) == len(p) || head == "" {
 		return "", false
 	}
-	lit, ok := literal(head) // an escaped last star leaves a dangling "\": not ok
-	return lit, ok
+	return literal(head) // an escaped last star leaves a dangling "\": not ok
 }
 
 // match returns the number of the last rule of r that matches the entry
@@ -405,13 +406,13 @@ func matchPath(pat, path string, w *ignoreWork) bool {
 	pi, ti := 0, 0
 	starP, starT := -1, -1 // where the last "**" resumes, and the component it has swallowed up to
 	for {
-		if pi < len(pat) {
+		if pi <= len(pat) { // a segment is left, maybe an empty one after a final "/"
 			seg, pnext := nextSegment(pat, pi)
 			if !w.spend(4 + len(seg)) {
 				return false
 			}
 			if isGlobstar(seg) {
-				if pnext >= len(pat) {
+				if pnext > len(pat) {
 					return ti < len(path)
 				}
 				pi, starP, starT = pnext, pnext, ti

@@ -364,3 +364,92 @@ func TestIgnoreWorkBounded(t *testing.T) {
 		})
 	}
 }
+
+// listNames lists the root with opts and returns the entries' paths.
+func listNames(t *testing.T, f *fixture, path string, opts ListOptions) ([]string, Listing) {
+	t.Helper()
+	l, err := f.l.List(t.Context(), f.resolve(t, "list", path), opts)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range l.Entries {
+		names = append(names, e.Path)
+	}
+	return names, l
+}
+
+// TestListIgnoreBounds: the listing's budgets of rule bytes, rules and
+// matching work, each said in the Listing; the rules over a listed folder
+// are read from the root down, and a listed folder that is itself ignored
+// lists nothing.
+func TestListIgnoreBounds(t *testing.T) {
+	f := newFixture(t, ".gitignore = *.log\nbig/\n", "a.log", "b.txt", "big/x", "sub/.gitignore = !keep.log\n/own\n",
+		"sub/keep.log", "sub/drop.log", "sub/own/y", "sub/deep/.gitignore = *.txt\n", "sub/deep/z.txt", "sub/deep/z.md")
+	opts := ListOptions{Depth: 8, MaxEntries: 100, GitIgnore: true}
+	names, l := listNames(t, f, ".", opts)
+	assert.Equal(t, []string{".gitignore", "b.txt", "sub", "sub/.gitignore", "sub/deep", "sub/deep/.gitignore", "sub/deep/z.md", "sub/keep.log"}, names)
+	assert.False(t, l.Truncated)
+	assert.Empty(t, l.IgnoreSkipped)
+
+	names, _ = listNames(t, f, "sub/deep", opts)
+	assert.Equal(t, []string{"sub/deep/.gitignore", "sub/deep/z.md"}, names, "the rules over the folder apply")
+	names, _ = listNames(t, f, "big", opts)
+	assert.Empty(t, names, "an ignored folder lists nothing")
+	names, _ = listNames(t, f, "sub/own", opts)
+	assert.Empty(t, names, "a folder ignored by a deeper file lists nothing")
+
+	// Bytes: the root's 11 fit; sub's 15 do not (11 left); sub/deep's 6 do.
+	byBytes := opts
+	byBytes.IgnoreMaxBytes = 11 + 11
+	names, l = listNames(t, f, ".", byBytes)
+	assert.Equal(t, []string{"sub/.gitignore"}, l.IgnoreSkipped)
+	assert.Contains(t, names, "sub/own/y", "sub's rules are not applied")
+	assert.NotContains(t, names, "sub/deep/z.txt", "sub/deep's are")
+	assert.False(t, l.Truncated)
+
+	// Rules: the root's 2 fit; sub's 2 do not (1 left); sub/deep's 1 does.
+	byRules := opts
+	byRules.IgnoreMaxRules = 3
+	_, l = listNames(t, f, ".", byRules)
+	assert.Equal(t, []string{"sub/.gitignore"}, l.IgnoreSkipped)
+
+	// Work: a tiny budget stops the listing at once, saying so.
+	byWork := opts
+	byWork.IgnoreMaxWork = 30
+	names, l = listNames(t, f, ".", byWork)
+	assert.True(t, l.Truncated)
+	assert.Equal(t, CutIgnoreWork, l.TruncatedBy)
+	assert.Less(t, len(names), 8)
+
+	byEntries := opts
+	byEntries.MaxEntries = 2
+	_, l = listNames(t, f, ".", byEntries)
+	assert.Equal(t, CutEntries, l.TruncatedBy)
+}
+
+// TestListIgnoreCache: a .gitignore is compiled once per version and kept
+// for later listings only past the racy window; a new version is read
+// again.
+func TestListIgnoreCache(t *testing.T) {
+	f := newFixture(t, ".gitignore = a\n", "a", "b")
+	opts := ListOptions{Depth: 1, MaxEntries: 100, GitIgnore: true, IgnoreCache: true, IgnoreRacyWindow: time.Hour}
+	names, _ := listNames(t, f, ".", opts)
+	assert.Equal(t, []string{".gitignore", "b"}, names)
+	assert.Zero(t, f.l.ignores.lru.Len(), "changed within the racy window: not kept")
+
+	opts.IgnoreRacyWindow = 0
+	listNames(t, f, ".", opts)
+	require.Equal(t, 1, f.l.ignores.lru.Len())
+	cached := f.l.ignores.lru.Front().Value.(*ignoreCached).rules
+	listNames(t, f, ".", opts)
+	assert.Same(t, cached, f.l.ignores.lru.Front().Value.(*ignoreCached).rules, "the second listing used the kept rules")
+
+	require.NoError(t, os.WriteFile(f.path(".gitignore"), []byte("b\n"), 0o644))
+	names, _ = listNames(t, f, ".", opts)
+	assert.Equal(t, []string{".gitignore", "a"}, names, "a new version is read again")
+	assert.Equal(t, 2, f.l.ignores.lru.Len())
+
+	opts.IgnoreCache = false
+	require.NoError(t, os.WriteFile(f.path(".gitignore"), []byte("c\n"), 0o644))
+	listNames(t, f, ".", opts)
+	assert.Equal(t, 2, f.l.ignores.lru.Len(), "nothing kept with the cache off")
+}
