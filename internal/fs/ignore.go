@@ -309,7 +309,7 @@ func literal(p string) (string, bool) {
 			return "", false
 		case '\\':
 			if i++; i == len(p) {
-				return "", false // dangling: literalThenStar's "a\\*" cut before its star
+				return "", false // dangling: literalThenStar cut a\* before its star
 			}
 			c = p[i]
 		}

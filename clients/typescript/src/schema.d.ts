@@ -881,10 +881,10 @@ export interface components {
             truncated_by?: "entries" | "ignore_work";
             /**
              * @description With `?ignore=git`, the .gitignore files (root-relative) the
-             *     listing found but did not apply because the listing's budget of
-             *     rule bytes (1 MiB, all files together) was spent: entries below
-             *     their folders may be ones they would ignore. Absent when every
-             *     rule was applied.
+             *     listing found but did not apply, whole, because they did not fit
+             *     in what was left of the listing's budgets (1 MiB and 131,072
+             *     rules, all files together): entries below their folders may be
+             *     ones they would ignore. Absent when every file found was applied.
              */
             ignore_skipped?: string[];
         };
@@ -1666,7 +1666,7 @@ export interface operations {
                 path?: string;
                 /** @description Levels to list, 1 to 8 (else 400 INVALID_ARGUMENT). Default 1. */
                 depth?: number;
-                /** @description `git` leaves out what the .gitignore files inside the root ignore, and `.git`, within bounds of rule bytes and matching work that the answer reports (`truncated_by`, `ignore_skipped`). */
+                /** @description `git` leaves out what the .gitignore files inside the root ignore, and `.git`, within bounds of rule bytes, rules and matching work that the answer reports (`truncated_by`, `ignore_skipped`). */
                 ignore?: string;
             };
             header?: never;
