@@ -333,8 +333,8 @@ func cpuNow(t *testing.T) time.Duration {
 }
 
 // TestIgnoreWorkBounded: rules crafted for the matcher's worst cases stop
-// at the budget, and a budget of DefaultIgnoreMaxWork is spent in well
-// under a second.
+// at the budget, and a budget of DefaultIgnoreMaxWork costs well under a
+// second of CPU (measured 0.1–0.15 s a case; 0.6–0.7 s under -race).
 func TestIgnoreWorkBounded(t *testing.T) {
 	long := strings.Repeat("*a", 1<<18) + "b"
 	many := strings.Repeat("*a*a*a*a*a*b\n", (1<<20)/13)
@@ -360,7 +360,11 @@ func TestIgnoreWorkBounded(t *testing.T) {
 			took, cpu := time.Since(start), cpuNow(t)-cpu0
 			t.Logf("%d rules: the default budget spent in %s (%s of CPU)", len(r.flags), took.Round(time.Millisecond), cpu.Round(time.Millisecond))
 			assert.Greater(t, w.left, int64(-1000), "stops at the budget")
-			assert.Less(t, cpu, time.Second)
+			limit := time.Second
+			if raceEnabled {
+				limit *= 3 // the detector's own work: 0.6–0.7 s measured
+			}
+			assert.Less(t, cpu, limit)
 		})
 	}
 }
