@@ -76,8 +76,9 @@ type ListOptions struct {
 	IgnoreRacyWindow time.Duration
 }
 
-// The ignore bounds' defaults (docs/files.md, "Ignore rules"): about 1 s
-// of matching on a slow core whatever the rules hold.
+// The ignore bounds' defaults (docs/files.md, "Ignore rules"): the work
+// budget is 0.1–0.15 s of one core whatever the rules hold, the rules of
+// 1 MiB hold a few MiB (TestListIgnoreBoundedChild).
 const (
 	DefaultIgnoreMaxBytes = 1 << 20
 	DefaultIgnoreMaxRules = 1 << 17
@@ -108,8 +109,8 @@ type Entry struct {
 // says entries were left out, TruncatedBy which bound stopped it: the
 // listing goes level by level, so what is there is the shallowest part.
 // IgnoreSkipped are the .gitignore files (root-relative) a GitIgnore
-// listing found and did not apply, past IgnoreMaxBytes: entries below
-// their folders may be ones they ignore.
+// listing found and did not apply, past IgnoreMaxBytes or IgnoreMaxRules:
+// entries below their folders may be ones they ignore.
 type Listing struct {
 	Entries       []Entry
 	Truncated     bool
@@ -157,7 +158,8 @@ func (l *Local) List(ctx context.Context, t Target, opts ListOptions) (Listing, 
 		ls.ignore = newIgnoring(l, opts)
 		var hidden bool
 		if above, hidden = ls.ignore.above(w.rel); hidden || ls.ignore.work.exhausted() {
-			// The folder is itself ignored: nothing in it is listed.
+			// The folder is itself ignored (nothing in it is listed), or
+			// the work ran out on the way to it.
 			ls.cutByWork()
 			ls.out.IgnoreSkipped = ls.ignore.skipped
 			return ls.out, nil
