@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"golang.org/x/sys/unix"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
@@ -51,12 +51,48 @@ const (
 
 // ListOptions shape a listing. Depth is 1..8 (the caller checks it);
 // MaxEntries bounds the entries (at least 1); GitIgnore applies the
-// .gitignore files found inside the root, from the root down.
+// .gitignore files found inside the root, from the root down, within the
+// ignore bounds (docs/files.md, "Ignore rules").
 type ListOptions struct {
 	Depth      int
 	MaxEntries int
 	GitIgnore  bool
+	// IgnoreMaxBytes bounds the bytes of .gitignore files one listing
+	// applies, all together (0: DefaultIgnoreMaxBytes; at most 1 GiB): a
+	// file that does not fit in what is left is not applied, and named in
+	// IgnoreSkipped.
+	IgnoreMaxBytes int64
+	// IgnoreMaxRules bounds the rules of those files, all together (0:
+	// DefaultIgnoreMaxRules), as IgnoreMaxBytes does.
+	IgnoreMaxRules int
+	// IgnoreMaxWork bounds the matching steps of one listing (0:
+	// DefaultIgnoreMaxWork): past it the listing stops, TruncatedBy
+	// CutIgnoreWork.
+	IgnoreMaxWork int64
+	// IgnoreCache keeps compiled .gitignore files by version for later
+	// listings, once their change time is IgnoreRacyWindow old (a file
+	// rewritten within one timestamp tick keeps its version).
+	IgnoreCache      bool
+	IgnoreRacyWindow time.Duration
 }
+
+// The ignore bounds' defaults (docs/files.md, "Ignore rules"): the work
+// budget is 0.1–0.15 s of one core whatever the rules hold, the rules of
+// 1 MiB hold a few MiB (TestListIgnoreBoundedChild).
+const (
+	DefaultIgnoreMaxBytes = 1 << 20
+	DefaultIgnoreMaxRules = 1 << 17
+	DefaultIgnoreMaxWork  = 50_000_000
+)
+
+// ListCut names the bound that cut a listing short.
+type ListCut string
+
+// The bounds that cut listings.
+const (
+	CutEntries    ListCut = "entries"     // MaxEntries, or a folder with more names than the listing can take
+	CutIgnoreWork ListCut = "ignore_work" // IgnoreMaxWork
+)
 
 // Entry is one listed entry. Path is relative to the root, '/'-separated.
 // Size is the lstat size (a symlink's is its target's length); Version is
@@ -70,19 +106,20 @@ type Entry struct {
 }
 
 // Listing is a folder's entries sorted by path (byte order). Truncated
-// says entries were left out past MaxEntries: then every level is listed
-// before the next one starts, so what is there is the shallowest part.
+// says entries were left out, TruncatedBy which bound stopped it: the
+// listing goes level by level, so what is there is the shallowest part.
+// IgnoreSkipped are the .gitignore files (root-relative) a GitIgnore
+// listing found and did not apply, past IgnoreMaxBytes or IgnoreMaxRules:
+// entries below their folders may be ones they ignore.
 type Listing struct {
-	Entries   []Entry
-	Truncated bool
+	Entries       []Entry
+	Truncated     bool
+	TruncatedBy   ListCut
+	IgnoreSkipped []string
 }
 
 // ListMaxDepth is the deepest listing.
 const ListMaxDepth = 8
-
-// gitignoreMaxBytes bounds a .gitignore read for a listing; a larger one is
-// skipped whole (rg reads it, but no real one is this large).
-const gitignoreMaxBytes = 1 << 20
 
 // listBatch is how many names one getdents round reads.
 const listBatch = 1024
@@ -116,11 +153,23 @@ func (l *Local) List(ctx context.Context, t Target, opts ListOptions) (Listing, 
 	}
 	defer unix.Close(top)
 	ls := lister{l: l, ctx: ctx, top: top, base: w.rel, max: opts.MaxEntries}
+	var above *ruleChain
 	if opts.GitIgnore {
-		ls.ignore = &ignores{l: l, byDir: map[string][]gitignore.Pattern{}}
+		ls.ignore = newIgnoring(l, opts)
+		var hidden bool
+		if above, hidden = ls.ignore.above(w.rel); hidden || ls.ignore.work.exhausted() {
+			// The folder is itself ignored (nothing in it is listed), or
+			// the work ran out on the way to it.
+			ls.cutByWork()
+			ls.out.IgnoreSkipped = ls.ignore.skipped
+			return ls.out, nil
+		}
 	}
-	if err := ls.run(opts.Depth); err != nil {
+	if err := ls.run(opts.Depth, above); err != nil {
 		return Listing{}, l.fail("list", t.Display, err)
+	}
+	if ls.ignore != nil {
+		ls.out.IgnoreSkipped = ls.ignore.skipped
 	}
 	slices.SortFunc(ls.out.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
 	return ls.out, nil
@@ -133,16 +182,37 @@ type lister struct {
 	top    int    // the listed folder
 	base   string // its real path relative to the root
 	max    int
-	ignore *ignores // nil: no gitignore rules
+	ignore *ignoring // nil: no gitignore rules
 	out    Listing
 }
 
+// pending is a folder to list: relative to top, with the ignore rules of
+// the folders above it.
+type pending struct {
+	dir   string
+	rules *ruleChain
+}
+
+// cut marks the listing cut short by the bound by.
+func (ls *lister) cut(by ListCut) {
+	if !ls.out.Truncated {
+		ls.out.Truncated, ls.out.TruncatedBy = true, by
+	}
+}
+
+// cutByWork cuts the listing when the ignore work ran out.
+func (ls *lister) cutByWork() {
+	if ls.ignore != nil && ls.ignore.work.exhausted() {
+		ls.cut(CutIgnoreWork)
+	}
+}
+
 // run lists level after level: level holds the folders (relative to top)
-// whose entries make the next level.
-func (ls *lister) run(depth int) error {
-	level := []string{""}
+// whose entries make the next level; above are the rules over top.
+func (ls *lister) run(depth int, above *ruleChain) error {
+	level := []pending{{rules: above}}
 	for d := 0; d < depth && len(level) > 0; d++ {
-		var next []string
+		var next []pending
 		for _, dir := range level {
 			if err := ls.ctx.Err(); err != nil {
 				return aborted("list", err)
@@ -161,11 +231,11 @@ func (ls *lister) run(depth int) error {
 	return nil
 }
 
-// folder lists one folder (dir relative to top) and returns its subfolders
-// when deeper levels are wanted. A folder that vanished or was swapped for a
-// symlink since its parent was read is skipped.
-func (ls *lister) folder(dir string, deeper bool) ([]string, error) {
-	fd := ls.top
+// folder lists one folder (p.dir relative to top) and returns its
+// subfolders when deeper levels are wanted. A folder that vanished or was
+// swapped for a symlink since its parent was read is skipped.
+func (ls *lister) folder(p pending, deeper bool) ([]pending, error) {
+	dir, fd := p.dir, ls.top
 	if dir != "" {
 		var err error
 		fd, err = OpenBeneath(ls.top, dir, unix.O_RDONLY|unix.O_DIRECTORY)
@@ -174,11 +244,15 @@ func (ls *lister) folder(dir string, deeper bool) ([]string, error) {
 		}
 		defer unix.Close(fd)
 	}
+	rules := p.rules
+	if ls.ignore != nil {
+		rules = ls.ignore.with(rules, joinRel(ls.base, dir), fd, ".gitignore")
+	}
 	names, more, err := ls.names(fd)
 	if err != nil {
 		return nil, err
 	}
-	var subs []string
+	var subs []pending
 	for _, name := range names {
 		rel := joinRel(dir, name)
 		full := joinRel(ls.base, rel)
@@ -200,20 +274,27 @@ func (ls *lister) folder(dir string, deeper bool) ([]string, error) {
 		default:
 			e.Type = EntryOther
 		}
-		if ls.ignore != nil && ls.ignore.ignored(full, e.Type == EntryDir) {
-			continue
+		if ls.ignore != nil {
+			hide := ls.ignore.ignored(rules, full, e.Type == EntryDir)
+			if ls.ignore.work.exhausted() {
+				ls.cut(CutIgnoreWork)
+				return nil, nil
+			}
+			if hide {
+				continue
+			}
 		}
 		if len(ls.out.Entries) >= ls.max {
-			ls.out.Truncated = true
+			ls.cut(CutEntries)
 			return nil, nil
 		}
 		ls.out.Entries = append(ls.out.Entries, e)
 		if e.Type == EntryDir && deeper {
-			subs = append(subs, rel)
+			subs = append(subs, pending{dir: rel, rules: rules})
 		}
 	}
 	if more {
-		ls.out.Truncated = true
+		ls.cut(CutEntries)
 	}
 	return subs, nil
 }
@@ -260,62 +341,197 @@ func isTempName(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp") && strings.Contains(name, ".toolfs-")
 }
 
-// ignores are the .gitignore rules of a listing, read from inside the root
-// only (each file opened beneath the root, never through a symlink), as rg
-// applies them: the rules of every folder from the root down to an entry's
-// folder, later (deeper) ones winning. The folder .git itself is left out.
-type ignores struct {
-	l     *Local
-	byDir map[string][]gitignore.Pattern // folder (root-relative) → its own patterns
+// ignoring is a GitIgnore listing's rules and bounds (docs/files.md,
+// "Ignore rules"): each folder's .gitignore is read once, from inside the
+// root only (opened beneath the folder, never through a symlink), and
+// compiled once per version (Local.ignores keeps them for later listings);
+// the rules of every folder from the root down to an entry's folder apply,
+// a deeper file's winning. The folder .git itself is left out.
+type ignoring struct {
+	l         *Local
+	bytesLeft int64
+	rulesLeft int
+	work      ignoreWork
+	cache     bool
+	racy      time.Duration
+	skipped   []string
 }
 
-func (g *ignores) ignored(rel string, isDir bool) bool {
-	parts := strings.Split(rel, "/")
-	if parts[len(parts)-1] == ".git" && isDir {
-		return true
-	}
-	var ps []gitignore.Pattern
-	for i := range parts {
-		ps = append(ps, g.patterns(parts[:i])...)
-	}
-	return len(ps) > 0 && gitignore.NewMatcher(ps).Match(parts, isDir)
+// ruleChain is the rules over a folder: its own .gitignore's (when it has
+// rules) and then those of the folders above, up to the root.
+type ruleChain struct {
+	up    *ruleChain
+	rules *ignoreRules
+	dir   string // the folder of the .gitignore, root-relative ("" the root)
 }
 
-// patterns are the rules of the folder dir (its components), read once.
-func (g *ignores) patterns(dir []string) []gitignore.Pattern {
-	key := strings.Join(dir, "/")
-	if ps, ok := g.byDir[key]; ok {
-		return ps
+func newIgnoring(l *Local, opts ListOptions) *ignoring {
+	g := &ignoring{l: l, bytesLeft: opts.IgnoreMaxBytes, rulesLeft: opts.IgnoreMaxRules, work: ignoreWork{left: opts.IgnoreMaxWork}, cache: opts.IgnoreCache, racy: opts.IgnoreRacyWindow}
+	if g.bytesLeft <= 0 {
+		g.bytesLeft = DefaultIgnoreMaxBytes
 	}
-	var ps []gitignore.Pattern
-	if b, ok := g.l.readSmall(joinRel(key, ".gitignore"), gitignoreMaxBytes); ok {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			line = strings.TrimSuffix(line, "\r")
-			if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			ps = append(ps, gitignore.ParsePattern(line, slices.Clone(dir)))
+	g.bytesLeft = min(g.bytesLeft, ignoreMaxBytesCeiling)
+	if g.rulesLeft <= 0 {
+		g.rulesLeft = DefaultIgnoreMaxRules
+	}
+	if g.work.left <= 0 {
+		g.work.left = DefaultIgnoreMaxWork
+	}
+	return g
+}
+
+// above is the rules over the listed folder rel (root-relative), read from
+// the root down; hidden says rel itself, or a folder on the way, is
+// ignored (then nothing in it is listed, as git would list nothing).
+func (g *ignoring) above(rel string) (chain *ruleChain, hidden bool) {
+	if rel == "" {
+		return nil, false
+	}
+	dir := ""
+	for name := range strings.SplitSeq(rel, "/") {
+		chain = g.with(chain, dir, g.l.rootFd, joinRel(dir, ".gitignore"))
+		dir = joinRel(dir, name)
+		if g.ignored(chain, dir, true) || g.work.exhausted() {
+			return chain, true
 		}
 	}
-	g.byDir[key] = ps
-	return ps
+	return chain, false
 }
 
-// readSmall reads the regular file rel (relative to the root, no symlink
-// on the way) when it is at most max bytes.
-func (l *Local) readSmall(rel string, max int64) ([]byte, bool) {
-	fd, err := OpenBeneath(l.rootFd, rel, readFlags)
+// with is up plus the rules of the folder dir (root-relative), whose
+// .gitignore is name beneath dirfd.
+func (g *ignoring) with(up *ruleChain, dir string, dirfd int, name string) *ruleChain {
+	r := g.load(dirfd, name, dir)
+	if r == nil || len(r.flags) == 0 {
+		return up
+	}
+	return &ruleChain{up: up, rules: r, dir: dir}
+}
+
+// ignored says whether the rules ignore the entry full (root-relative).
+// It spends from g.work; once that is exhausted its answer means nothing.
+func (g *ignoring) ignored(chain *ruleChain, full string, isDir bool) bool {
+	name := full[strings.LastIndexByte(full, '/')+1:]
+	if isDir && name == ".git" {
+		return true
+	}
+	for c := chain; c != nil; c = c.up {
+		if !g.work.spend(1) {
+			return false
+		}
+		rel := full
+		if c.dir != "" {
+			rel = full[len(c.dir)+1:]
+		}
+		if n := c.rules.match(rel, name, isDir, &g.work); n >= 0 {
+			return c.rules.flags[n]&ruleNegate == 0
+		}
+	}
+	return false
+}
+
+// load reads and compiles the .gitignore name beneath dirfd, the one of
+// the folder dir, when it is a regular file that fits in what is left of
+// the listing's budgets of bytes and rules; one that does not is named in
+// skipped. A file counts whole, whether compiled now or found in the
+// cache, so what a listing applies does not depend on the cache.
+func (g *ignoring) load(dirfd int, name, dir string) *ignoreRules {
+	fd, err := OpenBeneath(dirfd, name, readFlags)
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	f := os.NewFile(uintptr(fd), rel)
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > max {
-		return nil, false
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size == 0 {
+		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	return b, err == nil && int64(len(b)) <= max
+	skip := func() *ignoreRules {
+		g.skipped = append(g.skipped, joinRel(dir, ".gitignore"))
+		return nil
+	}
+	if st.Size > g.bytesLeft {
+		return skip()
+	}
+	g.bytesLeft -= st.Size
+	v := versionOf(&st)
+	r := (*ignoreRules)(nil)
+	if g.cache {
+		r = g.l.ignores.get(v)
+	}
+	if r == nil {
+		var text strings.Builder // its String is the text itself, not a copy
+		text.Grow(int(st.Size))
+		n, err := io.Copy(&text, io.LimitReader(f, st.Size))
+		if err != nil {
+			return nil
+		}
+		var ok bool
+		if r, ok = compileIgnore(text.String(), g.rulesLeft); !ok {
+			return skip()
+		}
+		if g.cache && n == st.Size && time.Since(time.Unix(st.Ctim.Unix())) >= g.racy {
+			g.l.ignores.put(v, r)
+		}
+	}
+	if len(r.flags) > g.rulesLeft {
+		return skip()
+	}
+	g.rulesLeft -= len(r.flags)
+	return r
+}
+
+// ignoreMaxBytesCeiling is the most IgnoreMaxBytes may be: compiled rules
+// address their text with 32-bit offsets.
+const ignoreMaxBytesCeiling = 1 << 30
+
+// ignoreCacheBytes bounds the compiled .gitignore files a provider keeps.
+const ignoreCacheBytes = 16 << 20
+
+// ignoreCache keeps compiled .gitignore files by version, least recently
+// used evicted first past ignoreCacheBytes. The zero value is ready.
+type ignoreCache struct {
+	mu   sync.Mutex
+	used int64
+	lru  list.List // of *ignoreCached, most recent first
+	m    map[Version]*list.Element
+}
+
+type ignoreCached struct {
+	v     Version
+	rules *ignoreRules
+}
+
+func (c *ignoreCache) get(v Version) *ignoreRules {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.m[v]
+	if !ok {
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*ignoreCached).rules
+}
+
+func (c *ignoreCache) put(v Version, r *ignoreRules) {
+	if r.size > ignoreCacheBytes/4 {
+		return // would evict most of the others for one file
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[Version]*list.Element)
+	}
+	if _, ok := c.m[v]; ok {
+		return
+	}
+	c.m[v] = c.lru.PushFront(&ignoreCached{v: v, rules: r})
+	c.used += r.size
+	for c.used > ignoreCacheBytes {
+		old := c.lru.Remove(c.lru.Back()).(*ignoreCached)
+		delete(c.m, old.v)
+		c.used -= old.rules.size
+	}
 }
 
 // OpenFile opens the target for a download as OpenText opens it for a

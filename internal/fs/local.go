@@ -61,6 +61,7 @@ type Local struct {
 	stopSweep     chan struct{}
 	swept         chan struct{} // closed when the sweeper has stopped
 	startupSweep  SweepCounts
+	ignores       ignoreCache // compiled .gitignore files of listings (files.go)
 	hooks         testHooks
 }
 

@@ -69,9 +69,12 @@ type fileEntry struct {
 	Version string `json:"version,omitempty"`
 }
 
+// fileListing is a listing on the wire (schema FileListing).
 type fileListing struct {
-	Entries   []fileEntry `json:"entries"`
-	Truncated bool        `json:"truncated"`
+	Entries       []fileEntry `json:"entries"`
+	Truncated     bool        `json:"truncated"`
+	TruncatedBy   string      `json:"truncated_by,omitempty"`
+	IgnoreSkipped []string    `json:"ignore_skipped,omitempty"`
 }
 
 // ListFiles serves GET /files.
@@ -95,7 +98,7 @@ func (s *rest) ListFiles(w http.ResponseWriter, r *http.Request, p api.ListFiles
 		writeError(w, err)
 		return
 	}
-	body := fileListing{Entries: make([]fileEntry, len(out.Entries)), Truncated: out.Truncated}
+	body := fileListing{Entries: make([]fileEntry, len(out.Entries)), Truncated: out.Truncated, TruncatedBy: string(out.TruncatedBy), IgnoreSkipped: out.IgnoreSkipped}
 	for i, e := range out.Entries {
 		body.Entries[i] = fileEntry{Path: e.Path, Type: string(e.Type), Size: e.Size, Mtime: e.Modified.UTC().Format(time.RFC3339Nano), Version: string(e.Version)}
 	}

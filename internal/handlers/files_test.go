@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -58,7 +59,9 @@ type listing struct {
 		Mtime   string `json:"mtime"`
 		Version string `json:"version"`
 	} `json:"entries"`
-	Truncated bool `json:"truncated"`
+	Truncated     bool     `json:"truncated"`
+	TruncatedBy   string   `json:"truncated_by"`
+	IgnoreSkipped []string `json:"ignore_skipped"`
 }
 
 func (h *harness) list(query string) (listing, int) {
@@ -102,6 +105,7 @@ func TestFilesList(t *testing.T) {
 	require.Equal(t, 200, status)
 	// The cap is 6: the top level has 9 entries besides the private folder.
 	assert.True(t, l.Truncated)
+	assert.Equal(t, "entries", l.TruncatedBy)
 	assert.Len(t, l.Entries, 6)
 
 	h2 := filesServer(t, server.Config{Root: h.root})
@@ -121,6 +125,14 @@ func TestFilesList(t *testing.T) {
 	assert.Equal(t, []string{".gitignore:file", "a:dir", "a-c.txt:file", "a/.gitignore:file", "a/deep:dir", "a/keep.log:file", "a/x.txt:file", "b.txt:file", "etc-link:symlink", "fifo:other", "w.txt:file"}, paths(l),
 		"build/ and *.log ignored, a/.gitignore re-includes keep.log, .git left out, depth 2")
 
+	l, _ = h2.list("?path=build&ignore=git")
+	assert.Empty(t, l.Entries, "an ignored folder lists nothing with ignore=git")
+	assert.False(t, l.Truncated)
+	status, _, b := h2.send(http.MethodGet, "/files?depth=2&ignore=git", nil)
+	require.Equal(t, 200, status)
+	assert.NotContains(t, string(b), "truncated_by", "present only when truncated")
+	assert.NotContains(t, string(b), "ignore_skipped", "present only when a file was skipped")
+
 	l, _ = h2.list("?path=/a&depth=8")
 	assert.Equal(t, []string{"a/.gitignore:file", "a/deep:dir", "a/deep/y.txt:file", "a/drop.log:file", "a/keep.log:file", "a/x.txt:file"}, paths(l))
 	l, _ = h2.list("?path=etc-link&depth=1")
@@ -131,12 +143,133 @@ func TestFilesList(t *testing.T) {
 		assert.Equal(t, 400, status, q)
 		assert.Contains(t, string(b), "INVALID_ARGUMENT", q)
 	}
-	status, _, b := h2.send(http.MethodGet, "/files?path=.toolfs-api", nil)
+	status, _, b = h2.send(http.MethodGet, "/files?path=.toolfs-api", nil)
 	assert.Equal(t, 403, status, string(b))
 	status, _, _ = h2.send(http.MethodGet, "/files?path=b.txt", nil)
 	assert.Equal(t, 422, status)
 	status, _, _ = h2.send(http.MethodGet, "/files?path=nope", nil)
 	assert.Equal(t, 404, status)
+}
+
+// globRules is size bytes of .gitignore lines that no table answers: a
+// literal between two stars, so each is a glob tried against every name.
+func globRules(size int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "*%06x*\n", i)
+	}
+	return b.String()[:size]
+}
+
+// TestFilesListIgnoreBounded: ?ignore=git is bounded whatever the
+// .gitignore files hold (docs/files.md, "Ignore rules"), and says when a
+// bound cut the listing. Issue 41's trees: eight 1 MiB .gitignore files
+// down one folder chain (18 entries; before the bounds 5.8–17.4 s a
+// listing), and one 1 MiB root .gitignore of globs over 300 files (5.5 s);
+// then 1 MiB of rules of the shapes real files have, applied in full.
+func TestFilesListIgnoreBounded(t *testing.T) {
+	const mib = 1 << 20
+	timed := func(h *harness, query string) listing {
+		t.Helper()
+		start := time.Now()
+		l, status := h.list(query)
+		require.Equal(t, 200, status)
+		took := time.Since(start)
+		t.Logf("%s: %d entries, truncated_by %q, %d skipped, %s", query, len(l.Entries), l.TruncatedBy, len(l.IgnoreSkipped), took.Round(time.Millisecond))
+		assert.Less(t, took, 8*time.Second, "bounded (generous: -race on a shared machine)")
+		return l
+	}
+
+	t.Run("a chain of eight 1 MiB files", func(t *testing.T) {
+		h := filesServer(t, server.Config{})
+		dir := ""
+		for i := range 8 {
+			if i > 0 {
+				dir += fmt.Sprintf("d%d/", i)
+			}
+			h.file(dir+".gitignore", globRules(mib))
+		}
+		h.file("a.txt", "a")
+		h.file("b.txt", "b")
+		h.file(dir+"c.txt", "c")
+		l := timed(h, "?depth=8&ignore=git")
+		assert.Len(t, l.Entries, 18)
+		assert.False(t, l.Truncated)
+		assert.Equal(t, []string{"d1/.gitignore", "d1/d2/.gitignore", "d1/d2/d3/.gitignore", "d1/d2/d3/d4/.gitignore",
+			"d1/d2/d3/d4/d5/.gitignore", "d1/d2/d3/d4/d5/d6/.gitignore", "d1/d2/d3/d4/d5/d6/d7/.gitignore"}, l.IgnoreSkipped,
+			"the root's 1 MiB spends the listing's budget of rule bytes; the others are named, not applied")
+		// Listed below the first folder, the root's file is still read
+		// first (the rules over the folder apply), so the same files are skipped.
+		l = timed(h, "?path=d1/d2&depth=8&ignore=git")
+		assert.Equal(t, []string{"d1/.gitignore", "d1/d2/.gitignore", "d1/d2/d3/.gitignore", "d1/d2/d3/d4/.gitignore",
+			"d1/d2/d3/d4/d5/.gitignore", "d1/d2/d3/d4/d5/d6/.gitignore", "d1/d2/d3/d4/d5/d6/d7/.gitignore"}, l.IgnoreSkipped)
+	})
+
+	t.Run("one 1 MiB root file of globs over 300 files", func(t *testing.T) {
+		h := filesServer(t, server.Config{})
+		h.file(".gitignore", globRules(mib))
+		for i := range 300 {
+			h.file(fmt.Sprintf("f%03d.txt", i), "x")
+		}
+		l := timed(h, "?ignore=git")
+		assert.True(t, l.Truncated)
+		assert.Equal(t, "ignore_work", l.TruncatedBy)
+		assert.NotEmpty(t, l.Entries, "what was matched before the budget ran out is listed")
+		assert.Empty(t, l.IgnoreSkipped)
+		for i, e := range l.Entries[1:] {
+			assert.Equal(t, fmt.Sprintf("f%03d.txt", i), e.Path, "the first names, in order, after .gitignore")
+		}
+	})
+
+	t.Run("more rules than a listing takes", func(t *testing.T) {
+		h := filesServer(t, server.Config{})
+		h.file(".gitignore", strings.Repeat("?\n", mib/4)) // 262,144 rules in 512 KiB: past 131,072
+		h.file("a/.gitignore", "x\n")
+		h.file("a/x", "x")
+		h.file("b", "b")
+		l := timed(h, "?depth=2&ignore=git")
+		assert.Equal(t, []string{".gitignore"}, l.IgnoreSkipped, "a file past the rule budget is not applied, and named")
+		assert.Equal(t, []string{".gitignore:file", "a:dir", "a/.gitignore:file", "b:file"}, paths(l),
+			"the root's rules would hide every one-letter name; a/.gitignore still applies")
+	})
+
+	t.Run("1 MiB of real-shaped rules, applied in full", func(t *testing.T) {
+		h := filesServer(t, server.Config{})
+		var rules strings.Builder
+		for i := 0; rules.Len() < mib-200; i++ {
+			switch i % 4 {
+			case 0:
+				fmt.Fprintf(&rules, "/gen/out%06d.o\n", i)
+			case 1:
+				fmt.Fprintf(&rules, "name%06d\n", i)
+			case 2:
+				fmt.Fprintf(&rules, "*.ext%06d\n", i)
+			case 3:
+				fmt.Fprintf(&rules, "tmp%06d*\n", i)
+			}
+		}
+		rules.WriteString("!name000001\n[Dd]ebug/\nlogs/**/*.log\n")
+		h.file(".gitignore", rules.String())
+		for _, f := range []string{"gen/out000000.o", "gen/out000004.o", "gen/out000005.o", "name000001", "name000005", "name000009",
+			"a.ext000002", "a.ext000003", "tmp000003-x", "tmp000004-x", "Debug/x", "logs/a/b.log", "logs/a/b.txt", "keep.txt"} {
+			h.file(f, "x")
+		}
+		for i := range 300 {
+			h.file(fmt.Sprintf("many/f%03d.txt", i), "x")
+		}
+		l := timed(h, "?depth=3&ignore=git")
+		assert.False(t, l.Truncated, "tables answer these rules within the budget")
+		assert.Empty(t, l.IgnoreSkipped)
+		var got []string
+		for _, e := range l.Entries {
+			if !strings.HasPrefix(e.Path, "many/") {
+				got = append(got, e.Path)
+			}
+		}
+		assert.Equal(t, []string{".gitignore", "a.ext000003", "gen", "gen/out000005.o", "keep.txt", "logs", "logs/a", "logs/a/b.txt",
+			"many", "name000001", "tmp000004-x"}, got)
+		assert.Len(t, l.Entries, len(got)+300)
+	})
 }
 
 func TestFilesDownload(t *testing.T) {

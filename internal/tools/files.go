@@ -86,7 +86,8 @@ func (x *Executor) filesTarget(ctx context.Context, op, path string) (fs.Target,
 }
 
 // List lists a folder (docs/files.md): depth 1..8, sorted by path, at most
-// the configured entries.
+// the configured entries, .gitignore rules within the provider's ignore
+// bounds.
 func (x *Executor) List(ctx context.Context, c Call, req ListRequest) (fs.Listing, *fault.Error) {
 	c = c.started()
 	fsys, err := x.files()
@@ -100,7 +101,13 @@ func (x *Executor) List(ctx context.Context, c Call, req ListRequest) (fs.Listin
 	if err != nil {
 		return fs.Listing{}, x.fail(c, OpList, err)
 	}
-	out, lerr := fsys.List(ctx, t, fs.ListOptions{Depth: req.Depth, MaxEntries: x.filesCfg.ListMaxEntries, GitIgnore: req.GitIgnore})
+	opts := fs.ListOptions{Depth: req.Depth, MaxEntries: x.filesCfg.ListMaxEntries, GitIgnore: req.GitIgnore}
+	if x.cache != nil {
+		// Compiled .gitignore files are kept by version under the read
+		// caches' racy rule, and not at all when those are off.
+		opts.IgnoreCache, opts.IgnoreRacyWindow = true, x.cache.cfg.RacyWindow
+	}
+	out, lerr := fsys.List(ctx, t, opts)
 	if lerr != nil {
 		return fs.Listing{}, x.fail(c, OpList, errorOf(lerr))
 	}

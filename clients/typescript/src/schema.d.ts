@@ -867,8 +867,26 @@ export interface components {
         };
         FileListing: {
             entries: components["schemas"]["FileEntry"][];
-            /** @description Entries were left out past --list-max-entries. */
+            /** @description Entries were left out; `truncated_by` says which bound stopped the listing. */
             truncated: boolean;
+            /**
+             * @description Present when `truncated` is true: `entries` when
+             *     --list-max-entries (or a folder with more names than the listing
+             *     could take) stopped it; `ignore_work` when, with `?ignore=git`,
+             *     the listing's budget of rule matching ran out. Either way every
+             *     entry listed is one the rules keep, and the listing holds its
+             *     shallowest part (docs/files.md, "Ignore rules").
+             * @enum {string}
+             */
+            truncated_by?: "entries" | "ignore_work";
+            /**
+             * @description With `?ignore=git`, the .gitignore files (root-relative) the
+             *     listing found but did not apply, whole, because they did not fit
+             *     in what was left of the listing's budgets (1 MiB and 131,072
+             *     rules, all files together): entries below their folders may be
+             *     ones they would ignore. Absent when every file found was applied.
+             */
+            ignore_skipped?: string[];
         };
         FileEntry: {
             /** @description Relative to the root, '/' separated. */
@@ -1648,7 +1666,7 @@ export interface operations {
                 path?: string;
                 /** @description Levels to list, 1 to 8 (else 400 INVALID_ARGUMENT). Default 1. */
                 depth?: number;
-                /** @description `git` leaves out what the .gitignore files inside the root ignore, and `.git`. */
+                /** @description `git` leaves out what the .gitignore files inside the root ignore, and `.git`, within bounds of rule bytes, rules and matching work that the answer reports (`truncated_by`, `ignore_skipped`). */
                 ignore?: string;
             };
             header?: never;
