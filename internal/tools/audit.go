@@ -77,7 +77,7 @@ type auditing struct {
 	log   *audit.Log
 	res   []*audit.Reservation
 	base  audit.Record
-	keep  *auditKeeper
+	keeps []*auditKeeper // one per target, in order
 	spent int
 }
 
@@ -160,15 +160,17 @@ func (x *Executor) auditLost(c Call, tool, rel string, err *fault.Error) *fault.
 	return err
 }
 
-// keeper is the Keeper of a write or edit: the checkpoint's (inner, nil
-// without one) wrapped so the audit record learns the states around the
-// change from what the provider and the checkpoint already computed.
+// keeper is the Keeper of a change's next target: the checkpoint's
+// (inner, nil without one) wrapped so the audit record learns the states
+// around the change from what the provider and the checkpoint already
+// computed.
 func (a *auditing) keeper(inner fs.Keeper) fs.Keeper {
 	if a == nil {
 		return inner
 	}
-	a.keep = &auditKeeper{inner: inner}
-	return a.keep
+	k := &auditKeeper{inner: inner}
+	a.keeps = append(a.keeps, k)
+	return k
 }
 
 // auditKeeper learns, under the target's lock, the replaced file's state
@@ -226,17 +228,45 @@ func (k *auditKeeper) Done(p *fs.Published) {
 	}
 }
 
+// auditStates are a file's states around a change (nil: absent), as its
+// audit record names them, when the step learned them itself.
+type auditStates struct {
+	rel           string
+	before, after *audit.State
+}
+
+// commitOutcome commits the record of a change's i-th outcome: with the
+// states its step learned, or those its Keeper saw, the new version and
+// size (docs/audit.md).
+func (a *auditing) commitOutcome(x *Executor, i int, o *outcome) *fault.Error {
+	if a == nil {
+		return nil
+	}
+	if o.states != nil {
+		return a.commit(o.states.rel, o.states.before, o.states.after)
+	}
+	var k auditKeeper
+	if i < len(a.keeps) {
+		k = *a.keeps[i]
+	}
+	rel := k.rel
+	if r, ok := x.fs.Rel(o.target); ok {
+		rel = r
+	}
+	var after *audit.State
+	if !o.removed {
+		after = &audit.State{Version: string(o.version), SHA256: k.after, Bytes: o.size}
+	}
+	return a.commit(rel, k.before, after)
+}
+
 // commitKept commits the record of a write or edit its keeper saw, with
 // the new version and size.
 func (a *auditing) commitKept(x *Executor, t fs.Target, version fs.Version, size int64) *fault.Error {
 	if a == nil {
 		return nil
 	}
-	rel := a.keep.rel
-	if r, ok := x.fs.Rel(t); ok {
-		rel = r
-	}
-	return a.commit(rel, a.keep.before, &audit.State{Version: string(version), SHA256: a.keep.after, Bytes: size})
+	return a.commitOutcome(x, len(a.keeps)-1, &outcome{target: t, version: version, size: size})
 }
 
 // sha256Of hashes r to its end, in chunks, stopping when ctx is done.

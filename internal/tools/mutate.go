@@ -46,138 +46,40 @@ const msgNoSession = "write and edit need a session while the read-before-write 
 	"operators can name a frontend's own id header with --session-headers or set --default-session"
 
 // Write creates or replaces a file with content, byte for byte, under the
-// policy's intent. It makes no Stat: the provider checks under its lock.
+// policy's intent: a change of one file, whose step is the provider's
+// WriteText. It makes no Stat: the provider checks under its lock.
 func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *fault.Error) {
 	c = c.started()
 	a, err := writeArgsOf(raw)
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
-	if err := x.checkEscalation(a.esc); err != nil {
-		return Result{}, x.fail(c, ToolWrite, err)
-	}
-	t, intent, err := x.checkWrite(ctx, c, a, x.fenceOf(a.esc))
-	if err == nil && a.esc.present {
-		t, intent, err = x.approveWrite(ctx, c, a, t, intent)
-	}
+	outs, err := x.apply(ctx, &change{tool: ToolWrite, call: c, paths: []string{a.path}, verb: "write", asks: askWrite, esc: a.esc, dryRun: a.dryRun,
+		step: func(ctx context.Context, in stepIn) ([]outcome, error) {
+			t := in.targets[0]
+			out, err := x.fs.WriteText(ctx, t, a.content, in.wants[0].writeIntent(in.keepers[0], in.dryRun))
+			if err != nil {
+				return nil, err
+			}
+			o := outcome{target: t, version: out.Version, hash: out.Hash, size: int64(len(a.content)), created: out.Operation == fs.OpCreate,
+				diffs: diffsOf(a.path, out.Before, &out.After), texts: &texts{before: out.BeforeRaw, after: &a.content}}
+			if in.dryRun {
+				o.shown = writeDiff(t, a.content, out)
+			}
+			return []outcome{o}, nil
+		}})
 	if err != nil {
-		return Result{}, x.fail(c, ToolWrite, err)
+		return Result{}, err
 	}
-	var au *auditing
+	o := outs[0]
+	meta := WriteMetadata{Operation: fs.OpUpdate, Diffs: o.diffs, Diagnostics: o.diagnostics}
+	if o.created {
+		meta.Operation = fs.OpCreate
+	}
 	if a.dryRun {
-		intent = dryRun(intent)
-	} else {
-		// The record is reserved before anything changes (docs/audit.md).
-		if au, err = x.reserveAudit(ctx, c, ToolWrite, 1); err != nil {
-			return Result{}, x.fail(c, ToolWrite, err)
-		}
-		defer au.cancel()
-		intent = x.kept(c, ToolWrite, intent, au)
-		x.mutating(t)
+		return Result{Output: render.DryRunOutput(o.target.Display, o.shown), Metadata: meta}, nil
 	}
-	out, werr := x.fs.WriteText(ctx, t, a.content, intent)
-	if werr != nil {
-		return Result{}, x.fail(c, ToolWrite, x.mutationFailure(ToolWrite, werr))
-	}
-	meta := WriteMetadata{Operation: out.Operation, Diffs: diffsOf(a.path, out.Before, &out.After)}
-	if a.dryRun {
-		// Nothing is recorded: a dry run authorizes nothing (docs/edits.md).
-		x.done(c, ToolWrite, CodeOK)
-		return Result{Output: render.DryRunOutput(t.Display, writeDiff(t, a.content, out)), Metadata: meta}, nil
-	}
-	lost := au.commitKept(x, t, out.Version, int64(len(a.content)))
-	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), t.Key, out.Version, out.Hash))
-	x.mutated(Mutation{Tool: ToolWrite, Session: c.Session, Subject: c.Subject, Target: t, Version: out.Version, Diffs: meta.Diffs})
-	if lost != nil {
-		return Result{}, x.fail(c, ToolWrite, x.auditLost(c, ToolWrite, t.Display, lost))
-	}
-	found, diag := x.diagnose(ctx, t, out.Operation == fs.OpCreate, out.BeforeRaw, &a.content)
-	meta.Diagnostics = diag
-	x.done(c, ToolWrite, CodeOK)
-	return Result{Output: render.WriteOutput(t.Display, out.Operation == fs.OpCreate) + found, Metadata: meta}, nil
-}
-
-// checkWrite is every check of a write before the provider, in the order
-// of docs/sandbox.md: the session, the root (the target resolved now), the
-// policy's intent, the fence under mode. The same code judges the call
-// before a person is asked and again once they approved.
-func (x *Executor) checkWrite(ctx context.Context, c Call, a writeArgs, mode Fence) (fs.Target, *fs.WriteIntent, *fault.Error) {
-	t, cwd, err := x.mutationTarget(ctx, c, "write", a.path)
-	if err != nil {
-		return fs.Target{}, nil, err
-	}
-	intent, ierr := x.gateOf(c).WriteIntent(c.key(), t)
-	if ierr != nil {
-		x.storeFailed("decide", ierr)
-		return fs.Target{}, nil, x.mutationFailure(ToolWrite, ierr)
-	}
-	if !x.allows(mode, t, cwd) {
-		return fs.Target{}, nil, fenceDenied(mode)
-	}
-	return t, intent, nil
-}
-
-// approveWrite asks a person about the write's change, as its dry run
-// shows it (no channel: nobody is asked), and once approved checks the
-// call again from the start under the granted mode. The intent it returns
-// lets only the change shown happen: the provider refuses anything else
-// with the ordinary error (docs/sandbox.md).
-func (x *Executor) approveWrite(ctx context.Context, c Call, a writeArgs, t fs.Target, intent *fs.WriteIntent) (fs.Target, *fs.WriteIntent, *fault.Error) {
-	if !x.asks {
-		return fs.Target{}, nil, escalationNoChannel(a.esc.mode)
-	}
-	out, werr := x.fs.WriteText(ctx, t, a.content, dryRun(intent))
-	if werr != nil {
-		return fs.Target{}, nil, x.mutationFailure(ToolWrite, werr)
-	}
-	if err := x.ask(ctx, c, ToolWrite, t, a.esc, writeDiff(t, a.content, out)); err != nil {
-		return fs.Target{}, nil, err
-	}
-	now, nowIntent, err := x.checkWrite(ctx, c, a, a.esc.mode)
-	if err != nil {
-		return fs.Target{}, nil, err
-	}
-	// The path must still lead to the file shown, and the session's view
-	// of it be the one the dry run was judged by (what the session did
-	// meanwhile counts).
-	if now.Key != t.Key || !samePtr(nowIntent, intent) {
-		return fs.Target{}, nil, x.mutationFailure(ToolWrite, fs.StaleError("write", now.Display))
-	}
-	// Pinned to the file the dry run found: absent, or at its version
-	// (the bytes the session saw, by their hash, also count as it).
-	pin := &fs.WriteIntent{Kind: fs.CreateIfAbsent}
-	if out.Operation == fs.OpUpdate {
-		pin = &fs.WriteIntent{Kind: fs.ReplaceIfVersion, Version: out.Version}
-		if intent != nil {
-			pin.Hash = intent.Hash
-		}
-	}
-	return now, pin, nil
-}
-
-// kept is intent with the Keeper that records the write in c's session's
-// history (docs/checkpoints.md); a nil intent stays unconditional.
-func (x *Executor) kept(c Call, tool string, intent *fs.WriteIntent, au *auditing) *fs.WriteIntent {
-	k := au.keeper(x.keeper(c, tool, false))
-	if k == nil {
-		return intent
-	}
-	w := fs.WriteIntent{}
-	if intent != nil {
-		w = *intent
-	}
-	w.Keeper = k
-	return &w
-}
-
-// dryRun is intent for a dry run of the same call.
-func dryRun(intent *fs.WriteIntent) *fs.WriteIntent {
-	dry := fs.WriteIntent{DryRun: true}
-	if intent != nil {
-		dry = *intent
-		dry.DryRun = true
-	}
-	return &dry
+	return Result{Output: render.WriteOutput(o.target.Display, o.created) + o.found, Metadata: meta}, nil
 }
 
 // writeDiff is a write's change as its dry run shows it: a create against
@@ -210,7 +112,9 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
 	req := x.editRequest(a, guard)
-	req.Keeper = x.keeper(c, ToolEdit, a.dryRun)
+	if !a.dryRun {
+		req.Keeper = x.keeper(c, ToolEdit)
+	}
 	var expected *fs.Version
 	if guard != nil {
 		expected = &guard.Version
@@ -311,11 +215,6 @@ func (x *Executor) editRequest(a editArgs, guard *fs.Observed) fs.EditRequest {
 		req.SeenHash = guard.Hash
 	}
 	return req
-}
-
-// samePtr reports whether a and b are both nil or point to equal values.
-func samePtr[T comparable](a, b *T) bool {
-	return a == b || a != nil && b != nil && *a == *b
 }
 
 // editFailure is mutationFailure with the hints of a miss (extended

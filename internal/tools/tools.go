@@ -229,10 +229,11 @@ func (x *Executor) touchHistory(session string) {
 	}
 }
 
-// keeper is the Keeper that records a write or edit of c's session; nil
-// with checkpoints off, without a session, or for a dry run.
-func (x *Executor) keeper(c Call, tool string, dryRun bool) fs.Keeper {
-	if x.ckpt == nil || c.Session == "" || dryRun {
+// keeper is the Keeper that records a change of c's session in its
+// history (docs/checkpoints.md); nil with checkpoints off or without a
+// session.
+func (x *Executor) keeper(c Call, tool string) fs.Keeper {
+	if x.ckpt == nil || c.Session == "" {
 		return nil
 	}
 	return x.ckpt.Recording(c.key(), tool)
