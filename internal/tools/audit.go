@@ -260,15 +260,6 @@ func (a *auditing) commitOutcome(x *Executor, i int, o *outcome) *fault.Error {
 	return a.commit(rel, k.before, after)
 }
 
-// commitKept commits the record of a write or edit its keeper saw, with
-// the new version and size.
-func (a *auditing) commitKept(x *Executor, t fs.Target, version fs.Version, size int64) *fault.Error {
-	if a == nil {
-		return nil
-	}
-	return a.commitOutcome(x, len(a.keeps)-1, &outcome{target: t, version: version, size: size})
-}
-
 // sha256Of hashes r to its end, in chunks, stopping when ctx is done.
 func sha256Of(ctx context.Context, r io.Reader) (string, error) {
 	h := sha256.New()
