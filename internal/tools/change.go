@@ -3,8 +3,8 @@ package tools
 import (
 	"context"
 	"errors"
-	"strings"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -45,6 +45,10 @@ type change struct {
 	// esc is the call's sandbox_permissions and justification (zero: none).
 	esc    escalation
 	dryRun bool
+	// journaled: the step records the change in the session's history
+	// itself, as one journaled change of all its files (a revert,
+	// docs/checkpoints.md), so it gets no Keepers.
+	journaled bool
 	// step is the operation's provider step: the only code it supplies.
 	step step
 }
@@ -134,21 +138,39 @@ func (w *want) pinned(o outcome) *want {
 // step is an operation's provider step: it makes the change to in's
 // targets, each guarded by its want and kept by its Keeper, or with
 // in.dryRun checks it and computes it, writing nothing. It returns what it
-// did to each target it changed, in order, or the provider's error.
-type step func(ctx context.Context, in stepIn) ([]outcome, error)
+// did, or the provider's error.
+type step func(ctx context.Context, in stepIn) (stepOut, error)
 
 // stepIn is what the pipeline hands a step.
 type stepIn struct {
 	targets []fs.Target
 	wants   []*want
 	// keepers record what each target's change replaces (the checkpoint,
-	// the audit record); a nil one records nothing (a dry run, or no
-	// history and no audit log).
+	// the audit record); a nil one records nothing (a dry run, a journaled
+	// change, or no history and no audit log).
 	keepers []fs.Keeper
 	dryRun  bool
+	// fence is the sandbox fence of a journaled change, for each file its
+	// step finds under its locks (nil: none); the pipeline fenced every
+	// other change's targets itself.
+	fence func(fs.Target) error
+	// pin is what a journaled change's dry run found, once a person
+	// approved it (nil: no approval): the step changes exactly that or
+	// refuses.
+	pin any
 }
 
-// outcome is what a step did to one target.
+// stepOut is what a step did.
+type stepOut struct {
+	files []outcome
+	// shown is the whole change as a dry run shows it (a dry run's only):
+	// what a person approving it sees.
+	shown string
+	// pin is what a journaled change's dry run found, for stepIn.pin.
+	pin any
+}
+
+// outcome is what a step did to one file.
 type outcome struct {
 	target fs.Target
 	// version is the file's new version ("" when the change removed it);
@@ -159,14 +181,11 @@ type outcome struct {
 	created bool
 	removed bool
 	diffs   []render.Diff
-	// shown is the change as a dry run shows it (a dry run's only): what a
-	// person approving it sees.
-	shown string
 	// texts are the versions' exact bytes for the --diagnostics checkers;
 	// nil: none run (not a text tool's change).
 	texts *texts
 	// states are the file's states around the change when the step
-	// learned them itself (a revert); nil: its Keeper did.
+	// learned them itself (a journaled change); nil: its Keeper did.
 	states *auditStates
 	// found and diagnostics are what the checkers found (apply fills
 	// them): the answer's added text and its metadata member.
@@ -179,96 +198,112 @@ type texts struct{ before, after *string }
 
 // apply runs ch through the pipeline and returns what its step did, or the
 // call's error (counted and logged: the caller returns it as it is).
-func (x *Executor) apply(ctx context.Context, ch *change) ([]outcome, *fault.Error) {
+func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error) {
 	c := ch.call
 	if err := x.checkEscalation(ch.esc); err != nil {
-		return nil, x.fail(c, ch.tool, err)
+		return stepOut{}, x.fail(c, ch.tool, err)
 	}
-	targets, wants, err := x.judge(ctx, ch, x.fenceOf(ch.esc))
+	in, err := x.judge(ctx, ch, x.fenceOf(ch.esc))
 	if err == nil && ch.esc.present {
-		targets, wants, err = x.approve(ctx, ch, targets, wants)
+		in, err = x.approve(ctx, ch, in)
 	}
 	if err != nil {
-		return nil, x.fail(c, ch.tool, err)
+		return stepOut{}, x.fail(c, ch.tool, err)
 	}
-	in := stepIn{targets: targets, wants: wants, keepers: make([]fs.Keeper, len(targets)), dryRun: ch.dryRun}
 	if ch.dryRun {
 		// Nothing is recorded, audited or published: a dry run authorizes
 		// nothing (docs/edits.md).
-		outs, serr := ch.step(ctx, in)
+		in.dryRun = true
+		out, serr := ch.step(ctx, in)
 		if serr != nil {
-			return nil, x.fail(c, ch.tool, x.failure(ch, serr))
+			return stepOut{}, x.fail(c, ch.tool, x.failure(ch, serr))
 		}
 		x.done(c, ch.tool, CodeOK)
-		return outs, nil
+		return out, nil
 	}
 	// The records are reserved before anything changes (docs/audit.md).
-	au, err := x.reserveAudit(ctx, c, ch.tool, len(targets))
+	au, err := x.reserveAudit(ctx, c, ch.tool, len(in.targets))
 	if err != nil {
-		return nil, x.fail(c, ch.tool, err)
+		return stepOut{}, x.fail(c, ch.tool, err)
 	}
 	defer au.cancel()
-	for i, t := range targets {
-		in.keepers[i] = au.keeper(x.keeper(c, ch.tool))
+	for i, t := range in.targets {
+		if !ch.journaled {
+			in.keepers[i] = au.keeper(x.keeper(c, ch.tool))
+		}
 		x.mutating(t)
 	}
-	outs, serr := ch.step(ctx, in)
+	out, serr := ch.step(ctx, in)
 	if serr != nil {
-		return nil, x.fail(c, ch.tool, x.failure(ch, serr))
+		return stepOut{}, x.fail(c, ch.tool, x.failure(ch, serr))
 	}
 	var lost *fault.Error
-	for i := range outs {
-		o := &outs[i]
+	for i := range out.files {
+		o := &out.files[i]
 		if ch.asks != askNothing {
 			x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), o.target.Key, o.version, o.hash))
 		}
 		if err := au.commitOutcome(x, i, o); err != nil && lost == nil {
 			lost = x.auditLost(c, ch.tool, o.target.Display, err)
 		}
-		x.mutated(Mutation{Tool: ch.tool, Session: c.Session, Subject: c.Subject, Target: o.target, Version: o.version, Diffs: o.diffs})
+		x.mutated(Mutation{Tool: ch.tool, Session: c.Session, Subject: c.owner(), Target: o.target, Version: o.version, Diffs: o.diffs})
 	}
 	if lost != nil {
-		return nil, x.fail(c, ch.tool, lost)
+		return stepOut{}, x.fail(c, ch.tool, lost)
 	}
-	for i := range outs {
-		if o := &outs[i]; o.texts != nil {
+	for i := range out.files {
+		if o := &out.files[i]; o.texts != nil {
 			o.found, o.diagnostics = x.diagnose(ctx, o.target, o.created, o.texts.before, o.texts.after)
 		}
 	}
 	x.done(c, ch.tool, CodeOK)
-	return outs, nil
+	return out, nil
 }
 
 // judge is every check of ch before the provider, in the order of
 // docs/sandbox.md: the session, the root (each target resolved now), the
 // policy's want of each, the fence under mode. The same code judges the
-// change before a person is asked and again once they approved.
-func (x *Executor) judge(ctx context.Context, ch *change, mode Fence) ([]fs.Target, []*want, *fault.Error) {
+// change before a person is asked and again once they approved. It
+// returns what the step is handed.
+func (x *Executor) judge(ctx context.Context, ch *change, mode Fence) (stepIn, *fault.Error) {
 	c := ch.call
 	if ch.asks != askNothing && x.policyOn && c.Session == "" {
-		return nil, nil, sessionError(msgNoSession)
+		return stepIn{}, sessionError(msgNoSession)
 	}
-	targets, cwd, err := x.targetsOf(ctx, ch)
+	targets, cwd, err := x.targetsOf(ctx, ch, mode)
 	if err != nil {
-		return nil, nil, err
+		return stepIn{}, err
 	}
-	wants := make([]*want, len(targets))
+	in := stepIn{targets: targets, wants: make([]*want, len(targets)), keepers: make([]fs.Keeper, len(targets))}
 	for i, t := range targets {
-		if wants[i], err = x.wantOf(ch, t); err != nil {
-			return nil, nil, err
+		if in.wants[i], err = x.wantOf(ch, t); err != nil {
+			return stepIn{}, err
 		}
+	}
+	// The fence (docs/sandbox.md): one rule for every change. A journaled
+	// change's step asks it of each file it finds under its locks; the
+	// pipeline asks it of every other change's targets.
+	fence := func(t fs.Target) error {
+		if !x.allows(mode, t, cwd) {
+			return fenceDenied(mode)
+		}
+		return nil
+	}
+	if ch.journaled {
+		in.fence = fence
+		return in, nil
 	}
 	for _, t := range targets {
-		if !x.allows(mode, t, cwd) {
-			return nil, nil, fenceDenied(mode)
+		if err := fence(t); err != nil {
+			return stepIn{}, err.(*fault.Error)
 		}
 	}
-	return targets, wants, nil
+	return in, nil
 }
 
 // targetsOf resolves ch's paths, and the session cwd's Target (zero for
-// the root) that the fence judges them by.
-func (x *Executor) targetsOf(ctx context.Context, ch *change) ([]fs.Target, fs.Target, *fault.Error) {
+// the root) that the fence judges them by under mode.
+func (x *Executor) targetsOf(ctx context.Context, ch *change, mode Fence) ([]fs.Target, fs.Target, *fault.Error) {
 	targets := make([]fs.Target, 0, len(ch.paths))
 	switch ch.from {
 	case fromCwd:
@@ -297,6 +332,9 @@ func (x *Executor) targetsOf(ctx context.Context, ch *change) ([]fs.Target, fs.T
 			if t, err := x.fs.Resolve(ctx, ch.verb, p, ""); err == nil {
 				targets = append(targets, t)
 			}
+		}
+		if mode != FenceWorkspaceWrite {
+			return targets, fs.Target{}, nil // the cwd is only the fence's
 		}
 	}
 	cwd, err := x.cwdOf(ctx, ch.call)
@@ -334,45 +372,57 @@ func (x *Executor) wantOf(ch *change, t fs.Target) (*want, *fault.Error) {
 }
 
 // approve asks a person about ch's change as its dry run shows it (no
-// channel: nobody is asked), and once approved judges the change again
-// from the start under the granted mode. The wants it returns let only the
-// change shown happen: the provider refuses anything else with the
+// channel: nobody is asked; a change that would change nothing asks
+// nobody), and once approved judges the change again from the start under
+// the granted mode. What it returns lets only the change shown happen:
+// each target pinned to what the dry run found, or a journaled change to
+// its dry run's pin, and the provider refuses anything else with the
 // ordinary error (docs/sandbox.md).
-func (x *Executor) approve(ctx context.Context, ch *change, targets []fs.Target, wants []*want) ([]fs.Target, []*want, *fault.Error) {
+func (x *Executor) approve(ctx context.Context, ch *change, in stepIn) (stepIn, *fault.Error) {
 	if !x.asks {
-		return nil, nil, escalationNoChannel(ch.esc.mode)
+		return stepIn{}, escalationNoChannel(ch.esc.mode)
 	}
-	outs, serr := ch.step(ctx, stepIn{targets: targets, wants: wants, keepers: make([]fs.Keeper, len(targets)), dryRun: true})
+	dry := in
+	dry.dryRun = true
+	out, serr := ch.step(ctx, dry)
 	if serr != nil {
-		return nil, nil, x.failure(ch, serr)
+		return stepIn{}, x.failure(ch, serr)
 	}
-	shown := make([]string, len(outs))
-	for i, o := range outs {
-		shown[i] = o.shown
+	if len(out.files) > 0 {
+		r := approval.Request{Session: ch.call.Session, Subject: ch.call.Subject, Tool: ch.tool, Path: out.files[0].target.Display, Diff: out.shown}
+		if ch.journaled {
+			for _, o := range out.files {
+				r.Paths = append(r.Paths, o.target.Display)
+			}
+		}
+		if err := x.askFor(ctx, r, ch.esc); err != nil {
+			return stepIn{}, err
+		}
 	}
-	if err := x.ask(ctx, ch.call, ch.tool, targets[0], ch.esc, strings.Join(shown, "\n")); err != nil {
-		return nil, nil, err
-	}
-	now, nowWants, err := x.judge(ctx, ch, ch.esc.mode)
+	now, err := x.judge(ctx, ch, ch.esc.mode)
 	if err != nil {
-		return nil, nil, err
+		return stepIn{}, err
+	}
+	if ch.journaled {
+		now.pin = out.pin
+		return now, nil
 	}
 	// Every path must still lead to the file shown, and the session's view
 	// of it be the one the dry run was judged by (what the session did
 	// meanwhile counts).
-	if len(now) != len(targets) {
-		return nil, nil, x.failure(ch, fs.StaleError(ch.verb, targets[0].Display))
-	}
-	for i := range now {
-		if now[i].Key != targets[i].Key || !samePtr(nowWants[i], wants[i]) {
-			return nil, nil, x.failure(ch, fs.StaleError(ch.verb, now[i].Display))
+	for i := range now.targets {
+		if i >= len(in.targets) || now.targets[i].Key != in.targets[i].Key || !samePtr(now.wants[i], in.wants[i]) {
+			return stepIn{}, x.failure(ch, fs.StaleError(ch.verb, now.targets[i].Display))
 		}
 	}
-	pins := make([]*want, len(now))
-	for i, o := range outs {
-		pins[i] = wants[i].pinned(o)
+	for i, t := range now.targets {
+		for _, o := range out.files {
+			if o.target.Key == t.Key {
+				now.wants[i] = in.wants[i].pinned(o)
+			}
+		}
 	}
-	return now, pins, nil
+	return now, nil
 }
 
 // failure maps what a change's checks or step returned: the stale count,

@@ -53,30 +53,30 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 	if err != nil {
 		return Result{}, x.fail(c, ToolWrite, err)
 	}
-	outs, err := x.apply(ctx, &change{tool: ToolWrite, call: c, paths: []string{a.path}, verb: "write", asks: askWrite, esc: a.esc, dryRun: a.dryRun,
-		step: func(ctx context.Context, in stepIn) ([]outcome, error) {
+	out, err := x.apply(ctx, &change{tool: ToolWrite, call: c, paths: []string{a.path}, verb: "write", asks: askWrite, esc: a.esc, dryRun: a.dryRun,
+		step: func(ctx context.Context, in stepIn) (stepOut, error) {
 			t := in.targets[0]
-			out, err := x.fs.WriteText(ctx, t, a.content, in.wants[0].writeIntent(in.keepers[0], in.dryRun))
+			w, err := x.fs.WriteText(ctx, t, a.content, in.wants[0].writeIntent(in.keepers[0], in.dryRun))
 			if err != nil {
-				return nil, err
+				return stepOut{}, err
 			}
-			o := outcome{target: t, version: out.Version, hash: out.Hash, size: int64(len(a.content)), created: out.Operation == fs.OpCreate,
-				diffs: diffsOf(a.path, out.Before, &out.After), texts: &texts{before: out.BeforeRaw, after: &a.content}}
+			o := outcome{target: t, version: w.Version, hash: w.Hash, size: int64(len(a.content)), created: w.Operation == fs.OpCreate,
+				diffs: diffsOf(a.path, w.Before, &w.After), texts: &texts{before: w.BeforeRaw, after: &a.content}}
 			if in.dryRun {
-				o.shown = writeDiff(t, a.content, out)
+				return stepOut{files: []outcome{o}, shown: writeDiff(t, a.content, w)}, nil
 			}
-			return []outcome{o}, nil
+			return stepOut{files: []outcome{o}}, nil
 		}})
 	if err != nil {
 		return Result{}, err
 	}
-	o := outs[0]
+	o := out.files[0]
 	meta := WriteMetadata{Operation: fs.OpUpdate, Diffs: o.diffs, Diagnostics: o.diagnostics}
 	if o.created {
 		meta.Operation = fs.OpCreate
 	}
 	if a.dryRun {
-		return Result{Output: render.DryRunOutput(o.target.Display, o.shown), Metadata: meta}, nil
+		return Result{Output: render.DryRunOutput(o.target.Display, out.shown), Metadata: meta}, nil
 	}
 	return Result{Output: render.WriteOutput(o.target.Display, o.created) + o.found, Metadata: meta}, nil
 }
@@ -102,30 +102,30 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	if err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
-	outs, err := x.apply(ctx, &change{tool: ToolEdit, call: c, paths: []string{a.path}, verb: "edit", asks: askEdit, esc: a.esc, dryRun: a.dryRun,
-		step: func(ctx context.Context, in stepIn) ([]outcome, error) {
+	out, err := x.apply(ctx, &change{tool: ToolEdit, call: c, paths: []string{a.path}, verb: "edit", asks: askEdit, esc: a.esc, dryRun: a.dryRun,
+		step: func(ctx context.Context, in stepIn) (stepOut, error) {
 			t, w := in.targets[0], in.wants[0]
-			out, err := x.fs.EditText(ctx, t, fs.EditRequest{
+			e, err := x.fs.EditText(ctx, t, fs.EditRequest{
 				OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll, Batch: a.batch,
 				DryRun: in.dryRun, Hints: x.profile != render.ProfileOriginal, SeenHash: w.seenHash(), Keeper: in.keepers[0],
 			}, w.version())
 			if err != nil {
-				return nil, err
+				return stepOut{}, err
 			}
-			o := outcome{target: t, version: out.Version, hash: out.Hash, size: out.Size,
-				diffs: diffsOf(a.path, out.Before, out.After), texts: &texts{before: out.BeforeRaw, after: out.AfterRaw}}
+			o := outcome{target: t, version: e.Version, hash: e.Hash, size: e.Size,
+				diffs: diffsOf(a.path, e.Before, e.After), texts: &texts{before: e.BeforeRaw, after: e.AfterRaw}}
 			if in.dryRun {
-				o.shown = unifiedOf(t.Display, out.Before, out.After)
+				return stepOut{files: []outcome{o}, shown: unifiedOf(t.Display, e.Before, e.After)}, nil
 			}
-			return []outcome{o}, nil
+			return stepOut{files: []outcome{o}}, nil
 		}})
 	if err != nil {
 		return Result{}, err
 	}
-	o := outs[0]
+	o := out.files[0]
 	meta := EditMetadata{Diffs: o.diffs, Diagnostics: o.diagnostics}
 	if a.dryRun {
-		return Result{Output: render.DryRunOutput(o.target.Display, o.shown), Metadata: meta}, nil
+		return Result{Output: render.DryRunOutput(o.target.Display, out.shown), Metadata: meta}, nil
 	}
 	output := render.EditOutput(o.target.Display, a.replaceAll)
 	if a.batch != nil {
