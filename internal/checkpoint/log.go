@@ -46,6 +46,9 @@ type State struct {
 	Version string `json:"version,omitempty"`
 	SHA256  string `json:"sha256,omitempty"`
 	Bytes   int64  `json:"bytes,omitempty"`
+	// Mode is the permission bits (0o777) of a file a change replaced or
+	// removed: a revert that recreates it gives them back.
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 // entry is one line of a log.
@@ -133,6 +136,10 @@ func (c *change) reason() string {
 	}
 	return c.why
 }
+
+// journaled reports whether the change is one file of a journaled change
+// of several (a revert): settled with its whole seq, never alone.
+func (c *change) journaled() bool { return c.tool == ToolRevert }
 
 type changeKey struct {
 	seq  int64

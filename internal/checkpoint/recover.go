@@ -14,8 +14,9 @@ import (
 // the locks of all its files settles it (Open does it for every log; a
 // revert and the next change of the same file do it for theirs): no writer
 // can be in between then.
-//   - A write or edit was published if the file holds its new bytes (done,
-//     at the version now), else it was not (dropped).
+//   - A change of one file (a write, edit, upload or delete) was published
+//     if the file holds its new bytes, or is gone for a delete (done, at
+//     the version now), else it was not (dropped).
 //   - A revert is finished (rolled forward: every file not yet restored is
 //     restored) when each of its files is either as the revert found it or
 //     as it leaves it. When one changed since in another way, the files it
@@ -59,7 +60,7 @@ func (s *Store) settleLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		if !slices.ContainsFunc(g, func(c *change) bool { return targets[c.path] == nil }) {
 			var es []entry
 			var err error
-			if g[0].tool == ToolRevert {
+			if g[0].journaled() {
 				var how string
 				es, how, err = s.finishRevert(ctx, d, lk, targets, g)
 				switch how {
@@ -97,8 +98,8 @@ func (s *Store) settleChanges(ctx context.Context, d *folders, lk fs.LockedTarge
 		if err != nil {
 			return nil, err
 		}
-		if ok && cur.state != nil && c.after != nil && cur.state.SHA256 == c.after.SHA256 {
-			es = append(es, entry{T: tDone, Seq: c.seq, Path: c.path, Version: cur.state.Version})
+		if ok && left(cur.state, c.after) {
+			es = append(es, entry{T: tDone, Seq: c.seq, Path: c.path, Version: string(cur.info.Version)})
 		} else {
 			es = append(es, entry{T: tDrop, Seq: c.seq, Path: c.path})
 		}
@@ -124,7 +125,7 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 		}
 		curs[i] = cur
 		switch {
-		case ok && matchesBytes(cur.state, c.after):
+		case ok && left(cur.state, c.after):
 			restored[i] = true
 		case ok && matches(cur.state, c.before):
 		default:
@@ -138,7 +139,7 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 			if !restored[i] {
 				f := &filePlan{path: c.path, ft: targets[c.path], cur: curs[i], restore: c.after}
 				if c.after != nil {
-					pf, err := lk.Stage(ctx, f.ft.t, blobFill(ctx, d, c.after.SHA256))
+					pf, err := lk.Stage(ctx, f.ft.t, c.after.Mode, blobFill(ctx, d, c.after.SHA256))
 					if err != nil {
 						return nil, "", err
 					}
@@ -172,15 +173,6 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 		}
 	}
 	return es, how, nil
-}
-
-// matchesBytes is matches by content alone: a pending revert's after has
-// no version yet.
-func matchesBytes(now, want *State) bool {
-	if now == nil || want == nil {
-		return now == nil && want == nil
-	}
-	return now.SHA256 == want.SHA256
 }
 
 // recoverAll settles what a crash left pending in every log (Open).

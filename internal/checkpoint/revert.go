@@ -412,7 +412,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		if f.restore == nil {
 			continue
 		}
-		if f.pf, err = lk.Stage(ctx, f.ft.t, blobFill(ctx, d, f.restore.SHA256)); err != nil {
+		if f.pf, err = lk.Stage(ctx, f.ft.t, f.restore.Mode, blobFill(ctx, d, f.restore.SHA256)); err != nil {
 			if errors.Is(err, errDamaged) {
 				return nil, damaged(f.changes[0], err)
 			}
@@ -450,7 +450,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		outcome[i] = entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version), Added: f.added, Removed: f.removed}
 		rf := RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs, Before: f.cur.state}
 		if f.restore != nil {
-			rf.After = &State{Version: string(f.version), SHA256: f.restore.SHA256, Bytes: f.restore.Bytes}
+			rf.After = &State{Version: string(f.version), SHA256: f.restore.SHA256, Bytes: f.restore.Bytes, Mode: f.restore.Mode}
 		}
 		res.Files = append(res.Files, rf)
 	}
@@ -562,7 +562,7 @@ func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets
 	}
 	defer r.Close()
 	src := io.Reader(r)
-	st := &State{Version: string(info.Version)}
+	st := &State{Version: string(info.Version), Mode: info.Mode}
 	if keep && info.Size <= s.opt.MaxFileBytes {
 		if st.SHA256, st.Bytes, err = s.putBlob(ctx, d, src); err != nil {
 			return cur, false, err
@@ -637,7 +637,7 @@ func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t 
 	case !cur.kept:
 		return errors.New(cur.why)
 	}
-	pf, err := lk.Stage(ctx, t, blobFill(ctx, d, cur.state.SHA256))
+	pf, err := lk.Stage(ctx, t, cur.state.Mode, blobFill(ctx, d, cur.state.SHA256))
 	if err != nil {
 		return err
 	}

@@ -73,3 +73,71 @@ func TestRevertIsFenced(t *testing.T) {
 	a = post(t, fenced.URL+"/sessions/s/revert", "", `{"to":0,"dry_run":true}`)
 	assert.Equal(t, 403, a.status, a.body)
 }
+
+// etagOf downloads a file's ETag.
+func etagOf(t *testing.T, base, rel string) string {
+	t.Helper()
+	a := send(t, "GET", base+"/files/"+rel, "", "")
+	require.Equal(t, 200, a.status, a.body)
+	return a.header.Get("ETag")
+}
+
+type historyBody struct {
+	Output  string `json:"output"`
+	Changes []struct {
+		Seq  int64  `json:"seq"`
+		Tool string `json:"tool"`
+		Path string `json:"path"`
+	} `json:"changes"`
+}
+
+func historyOf(t *testing.T, base, session string) historyBody {
+	t.Helper()
+	a := send(t, "GET", base+"/sessions/"+session+"/changes", "", "")
+	require.Equal(t, 200, a.status, a.body)
+	var h historyBody
+	require.NoError(t, json.Unmarshal([]byte(a.body), &h))
+	return h
+}
+
+// TestUploadsAndDeletesInHistory: an upload or delete through /files that
+// names a session (X-Session-ID, or the default session) is a change of
+// that session's history, and its revert restores the file replaced,
+// recreates the file deleted with its bytes and mode, and removes the file
+// uploaded new.
+func TestUploadsAndDeletesInHistory(t *testing.T) {
+	srv := servertest.Start(t, server.Config{Policy: true, Checkpoints: true, DefaultSession: "default"})
+	path := func(rel string) string { return filepath.Join(srv.Root, rel) }
+	require.NoError(t, os.WriteFile(path("over.txt"), []byte("old\n"), 0o644))
+	require.NoError(t, os.WriteFile(path("keep.txt"), []byte("kept\x00bytes\n"), 0o640))
+	require.NoError(t, os.Chmod(path("keep.txt"), 0o640))
+
+	a := send(t, "PUT", srv.URL+"/files/new.txt", "", "new\n", "X-Session-ID", "s")
+	require.Equal(t, 201, a.status, a.body)
+	a = send(t, "PUT", srv.URL+"/files/over.txt", "", "replaced\n", "X-Session-ID", "s", "If-Match", etagOf(t, srv.URL, "over.txt"))
+	require.Equal(t, 200, a.status, a.body)
+	a = send(t, "DELETE", srv.URL+"/files/keep.txt", "", "", "X-Session-ID", "s", "If-Match", etagOf(t, srv.URL, "keep.txt"))
+	require.Equal(t, 204, a.status, a.body)
+
+	h := historyOf(t, srv.URL, "s")
+	assert.Equal(t, "Changes of this session, newest first (revert with to = the seq to go back to; 0 undoes them all):\n"+
+		"3 delete keep.txt (removed)\n2 upload over.txt\n1 upload new.txt (created)", h.Output)
+
+	a = post(t, srv.URL+"/sessions/s/revert", "", `{"to":0}`)
+	require.Equal(t, 200, a.status, a.body)
+	assert.NoFileExists(t, path("new.txt"))
+	b, err := os.ReadFile(path("over.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "old\n", string(b))
+	b, err = os.ReadFile(path("keep.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "kept\x00bytes\n", string(b))
+	st, err := os.Stat(path("keep.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o640), st.Mode().Perm(), "recreated with its mode")
+
+	// Without a session header, the default session's history.
+	a = send(t, "PUT", srv.URL+"/files/d.txt", "", "d\n")
+	require.Equal(t, 201, a.status, a.body)
+	assert.Contains(t, historyOf(t, srv.URL, "default").Output, "1 upload d.txt (created)")
+}

@@ -212,9 +212,12 @@ func (k *auditKeeper) Keep(ctx context.Context, rep fs.Replaced) error {
 	return nil
 }
 
-// Prepare records the new content's SHA-256.
-func (k *auditKeeper) Prepare(ctx context.Context, sum [32]byte) error {
-	k.after = hex.EncodeToString(sum[:])
+// Prepare records the new content's SHA-256 (nil: the change removes the
+// file).
+func (k *auditKeeper) Prepare(ctx context.Context, sum *[32]byte) error {
+	if sum != nil {
+		k.after = hex.EncodeToString(sum[:])
+	}
 	if k.inner != nil {
 		return k.inner.Prepare(ctx, sum)
 	}
@@ -286,44 +289,4 @@ func stateOfCheckpoint(s *checkpoint.State) *audit.State {
 		return nil
 	}
 	return &audit.State{Version: s.Version, SHA256: s.SHA256, Bytes: s.Bytes}
-}
-
-// hashingReader is an upload's body, hashed as the provider reads it, so
-// its record needs no second pass over the new file.
-type hashingReader struct {
-	r io.Reader
-	h interface {
-		io.Writer
-		Sum([]byte) []byte
-	}
-}
-
-func (h *hashingReader) Read(p []byte) (int, error) {
-	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
-	return n, err
-}
-
-func (h *hashingReader) sum() string { return hex.EncodeToString(h.h.Sum(nil)) }
-
-// stateOf is the state of t's regular file if it is at version (hashed
-// now: an upload or delete has no Keeper), nil when it is absent or at
-// another version (the provider then refuses the call as stale).
-func (x *Executor) stateOf(ctx context.Context, t fs.Target, version fs.Version) (*audit.State, error) {
-	f, info, err := x.filesFS.OpenFile(ctx, t)
-	if err != nil {
-		if fault.CodeOf(err) == fault.CodeNotFound {
-			return nil, nil
-		}
-		return nil, err
-	}
-	defer f.Close()
-	if info.Version != version {
-		return nil, nil
-	}
-	sum, err := sha256Of(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return &audit.State{Version: string(info.Version), SHA256: sum, Bytes: info.Size}, nil
 }
