@@ -17,12 +17,16 @@ import (
 //   - A change of one file (a write, edit, upload or delete) was published
 //     if the file holds its new bytes, or is gone for a delete (done, at
 //     the version now), else it was not (dropped).
-//   - A revert is finished (rolled forward: every file not yet restored is
-//     restored) when each of its files is either as the revert found it or
-//     as it leaves it. When one changed since in another way, the files it
-//     restored are put back (rolled back) instead, so it happened entirely
-//     or not at all; a file that cannot be put back (its content before was
-//     too large to keep, or it changed too) is left and named in the log.
+//   - A journaled change of several files (a revert, or Journal's) is
+//     finished (rolled forward: every file not yet changed is changed) when
+//     each of its files is either as the change found it or as it leaves
+//     it, and every new content not yet published is at hand in blobs/ (a
+//     revert's always is: it restores kept contents). Otherwise (a file
+//     changed since in another way, or a new content that was only staged)
+//     the files it changed are put back (rolled back) instead, so it
+//     happened entirely or not at all; a file that cannot be put back (its
+//     content before was too large to keep, or it changed too) is left and
+//     named in the log.
 
 // group is the pending changes of one seq.
 type group []*change
@@ -62,7 +66,7 @@ func (s *Store) settleLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 			var err error
 			if g[0].journaled() {
 				var how string
-				es, how, err = s.finishRevert(ctx, d, lk, targets, g)
+				es, how, err = s.finishJournal(ctx, d, lk, targets, g)
 				switch how {
 				case "forward":
 					out.forward++
@@ -107,10 +111,10 @@ func (s *Store) settleChanges(ctx context.Context, d *folders, lk fs.LockedTarge
 	return es, nil
 }
 
-// finishRevert finishes or undoes an interrupted revert (see above) and
-// returns its outcome lines and which it did: "forward", "back" or
-// "failed".
-func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTargets, targets map[string]*fileTarget, g group) ([]entry, string, error) {
+// finishJournal finishes or undoes an interrupted journaled change (see
+// above) and returns its outcome lines and which it did: "forward", "back"
+// or "failed".
+func (s *Store) finishJournal(ctx context.Context, d *folders, lk fs.LockedTargets, targets map[string]*fileTarget, g group) ([]entry, string, error) {
 	curs := make([]current, len(g))
 	restored := make([]bool, len(g)) // the file holds what the revert restores
 	foreign := false
@@ -127,9 +131,9 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 		switch {
 		case ok && left(cur.state, c.after):
 			restored[i] = true
-		case ok && matches(cur.state, c.before):
+		case ok && matches(cur.state, c.before) && (c.after == nil || hasBlob(d, c.after.SHA256)):
 		default:
-			foreign = true
+			foreign = true // or its new content is not at hand: rolled back
 		}
 	}
 	es := make([]entry, len(g))

@@ -645,9 +645,7 @@ func aborted(op string, err error) *fault.Error {
 
 func staleWrite(display string) *fault.Error { return StaleError("write", display) }
 
-func notObserved(display string) *fault.Error {
-	return fault.New(fault.CodeNotObserved, fmt.Sprintf(`cannot overwrite existing "%s" without reading it first`, display))
-}
+func notObserved(display string) *fault.Error { return NotObservedError(display) }
 
 // lockErr maps a failure to take a lock: cancellation, or the lock file.
 func (l *Local) lockErr(op, display string, err error) error {

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
@@ -45,13 +46,21 @@ type change struct {
 	// esc is the call's sandbox_permissions and justification (zero: none).
 	esc    escalation
 	dryRun bool
-	// journaled: the step records the change in the session's history
-	// itself, as one journaled change of all its files (a revert,
-	// docs/checkpoints.md), so it gets no Keepers.
-	journaled bool
+	// several: the change is one of several files, made as one journaled
+	// change (docs/checkpoints.md, "Journaled changes"): the pipeline locks
+	// every target, checks each against its want, hands the step the
+	// locked files (stepIn.locked) and journals and publishes the new
+	// content the step returns for each (outcome.fill) through the
+	// checkpoint store. A revert (from fromHistory) is journaled by its own
+	// step, the store's.
+	several bool
 	// step is the operation's provider step: the only code it supplies.
 	step step
 }
+
+// journaled reports whether ch is one journaled change of the history
+// (so its step gets no Keepers): a change of several files, or a revert.
+func (ch *change) journaled() bool { return ch.several || ch.from == fromHistory }
 
 // base is where a change's paths start.
 type base uint8
@@ -158,6 +167,11 @@ type stepIn struct {
 	// approved it (nil: no approval): the step changes exactly that or
 	// refuses.
 	pin any
+	// locked holds every target's lock, and current is each one as the
+	// pipeline checked it under them: a change of several files' (nil
+	// otherwise).
+	locked  fs.LockedTargets
+	current []fs.Info
 }
 
 // stepOut is what a step did.
@@ -181,6 +195,10 @@ type outcome struct {
 	created bool
 	removed bool
 	diffs   []render.Diff
+	// fill writes the file's new content, for a change of several files
+	// (nil: the change removes the file); the pipeline journals and
+	// publishes it.
+	fill func(io.Writer) error
 	// texts are the versions' exact bytes for the --diagnostics checkers;
 	// nil: none run (not a text tool's change).
 	texts *texts
@@ -214,7 +232,7 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 		// Nothing is recorded, audited or published: a dry run authorizes
 		// nothing (docs/edits.md).
 		in.dryRun = true
-		out, serr := ch.step(ctx, in)
+		out, serr := x.run(ctx, ch, in)
 		if serr != nil {
 			return stepOut{}, x.fail(c, ch.tool, x.failure(ch, serr))
 		}
@@ -228,12 +246,12 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 	}
 	defer au.cancel()
 	for i, t := range in.targets {
-		if !ch.journaled {
+		if !ch.journaled() {
 			in.keepers[i] = au.keeper(x.keeper(c, ch.tool))
 		}
 		x.mutating(t)
 	}
-	out, serr := ch.step(ctx, in)
+	out, serr := x.run(ctx, ch, in)
 	if serr != nil {
 		return stepOut{}, x.fail(c, ch.tool, x.failure(ch, serr))
 	}
@@ -258,6 +276,106 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 	}
 	x.done(c, ch.tool, CodeOK)
 	return out, nil
+}
+
+// run is the provider step: the operation's own, or for a change of
+// several files the files locked (one global order), each checked against
+// its want, the step, and what it staged journaled and published as one
+// change (docs/checkpoints.md, "Journaled changes"), so everything is
+// checked before anything is published and a crash mid-way is completed
+// or rolled back at start-up.
+func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, error) {
+	if !ch.several {
+		return ch.step(ctx, in)
+	}
+	locker, ok := x.fs.FileSystem.(fs.TargetsLocker)
+	if x.ckpt == nil || !ok {
+		return stepOut{}, fault.New(fault.CodeInvalidArgument, msgSeveralUnavailable)
+	}
+	lk, err := locker.LockTargets(ctx, in.targets)
+	if err != nil {
+		return stepOut{}, err
+	}
+	defer lk.Unlock()
+	in.locked, in.current = lk, make([]fs.Info, len(in.targets))
+	for i, t := range in.targets {
+		if in.current[i], err = x.checkLocked(ctx, ch, lk, t, in.wants[i]); err != nil {
+			return stepOut{}, err
+		}
+	}
+	out, err := ch.step(ctx, in)
+	if err != nil {
+		return out, err
+	}
+	files := make([]checkpoint.FileChange, len(out.files))
+	for i := range out.files {
+		o := &out.files[i]
+		files[i] = checkpoint.FileChange{Target: o.target, Fill: o.fill}
+		for j, t := range in.targets {
+			if t.Key == o.target.Key {
+				files[i].Expect = in.current[j].Version
+				// A dry run's outcome is the file as it is.
+				o.version, o.created = in.current[j].Version, in.current[j].Type == fs.TypeMissing
+			}
+		}
+	}
+	if in.dryRun {
+		return out, nil
+	}
+	done, err := x.ckpt.Journal(ctx, ch.call.key(), ch.tool, lk, files)
+	if err != nil {
+		return stepOut{}, err
+	}
+	for i, j := range done {
+		o := &out.files[i]
+		o.version, o.hash, o.created, o.removed = j.Version, j.Hash, j.Before == nil, j.After == nil
+		o.states = &auditStates{rel: j.Path, before: stateOfCheckpoint(j.Before), after: stateOfCheckpoint(j.After)}
+		if j.After != nil {
+			o.size = j.After.Bytes
+		}
+	}
+	return out, nil
+}
+
+// msgSeveralUnavailable refuses a change of several files where it cannot
+// be journaled: it would not be all or nothing across a crash.
+const msgSeveralUnavailable = "a change of several files needs the checkpoint store for its journal, and it is off on this server (--checkpoints=false)"
+
+// checkLocked checks t, locked, against w as a write's intent is checked
+// (docs/api.md, "The policy": the bytes the session saw still count as the
+// version it saw) and returns what t is now.
+func (x *Executor) checkLocked(ctx context.Context, ch *change, lk fs.LockedTargets, t fs.Target, w *want) (fs.Info, error) {
+	r, info, err := lk.Open(ctx, t)
+	if err != nil {
+		return info, err
+	}
+	if r != nil {
+		defer r.Close()
+	}
+	switch {
+	case w == nil:
+	case w.absent && info.Type != fs.TypeMissing:
+		return info, fs.NotObservedError(t.Display)
+	case w.absent:
+	case info.Type == fs.TypeMissing:
+		return info, fs.StaleError(ch.verb, t.Display)
+	case info.Version != w.seen.Version && !sameBytes(r, w.seen.Hash):
+		return info, fs.StaleError(ch.verb, t.Display)
+	}
+	return info, nil
+}
+
+// sameBytes reports whether r reads bytes whose hash is seen ("": unknown).
+func sameBytes(r io.Reader, seen fs.Hash) bool {
+	h, ok := r.(fs.ContentHasher)
+	if seen == "" || !ok {
+		return false
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return false
+	}
+	got, ok := h.ContentHash()
+	return ok && got == seen
 }
 
 // judge is every check of ch before the provider, in the order of
@@ -289,7 +407,7 @@ func (x *Executor) judge(ctx context.Context, ch *change, mode Fence) (stepIn, *
 		}
 		return nil
 	}
-	if ch.journaled {
+	if ch.from == fromHistory {
 		in.fence = fence
 		return in, nil
 	}
@@ -384,13 +502,13 @@ func (x *Executor) approve(ctx context.Context, ch *change, in stepIn) (stepIn, 
 	}
 	dry := in
 	dry.dryRun = true
-	out, serr := ch.step(ctx, dry)
+	out, serr := x.run(ctx, ch, dry)
 	if serr != nil {
 		return stepIn{}, x.failure(ch, serr)
 	}
 	if len(out.files) > 0 {
 		r := approval.Request{Session: ch.call.Session, Subject: ch.call.Subject, Tool: ch.tool, Path: out.files[0].target.Display, Diff: out.shown}
-		if ch.journaled {
+		if ch.journaled() {
 			for _, o := range out.files {
 				r.Paths = append(r.Paths, o.target.Display)
 			}
@@ -403,7 +521,7 @@ func (x *Executor) approve(ctx context.Context, ch *change, in stepIn) (stepIn, 
 	if err != nil {
 		return stepIn{}, err
 	}
-	if ch.journaled {
+	if ch.from == fromHistory {
 		now.pin = out.pin
 		return now, nil
 	}

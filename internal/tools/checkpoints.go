@@ -114,7 +114,7 @@ func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byt
 	c.Session = session
 	var res *checkpoint.Result
 	_, err := x.apply(ctx, &change{tool: ToolRevert, call: c, paths: x.revertedPaths(ctx, c.key(), a.to), from: fromHistory, verb: "write",
-		journaled: true, esc: a.esc, dryRun: a.dryRun,
+		esc: a.esc, dryRun: a.dryRun,
 		step: func(ctx context.Context, in stepIn) (stepOut, error) {
 			pin, _ := in.pin.(checkpoint.Plan)
 			r, err := x.ckpt.RevertWith(ctx, c.key(), a.to, checkpoint.RevertOptions{DryRun: in.dryRun, Fence: in.fence, Pin: pin})
