@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io/fs"
 	"os"
@@ -188,3 +189,9 @@ func seqsOf(cs []Change) []string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// sumOf is the SHA-256 of s, as a Keeper's Prepare hears of new content.
+func sumOf(s string) *[32]byte {
+	sum := sha256.Sum256([]byte(s))
+	return &sum
+}

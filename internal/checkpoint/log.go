@@ -46,6 +46,9 @@ type State struct {
 	Version string `json:"version,omitempty"`
 	SHA256  string `json:"sha256,omitempty"`
 	Bytes   int64  `json:"bytes,omitempty"`
+	// Mode is the permission bits (0o777) of a file a change replaced or
+	// removed: a revert that recreates it gives them back.
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 // entry is one line of a log.
@@ -67,9 +70,12 @@ type entry struct {
 	Kept      bool   `json:"kept,omitempty"`   // before's content is in blobs/
 	Why       string `json:"why,omitempty"`    // why not, when before exists
 	Done      bool   `json:"done,omitempty"`
-	Version   string `json:"version,omitempty"`
-	Added     *int   `json:"added,omitempty"`
-	Removed   *int   `json:"removed,omitempty"`
+	// Journal marks a file of a journaled change of several files made by
+	// Journal (a revert's are known by their tool).
+	Journal bool   `json:"journal,omitempty"`
+	Version string `json:"version,omitempty"`
+	Added   *int   `json:"added,omitempty"`
+	Removed *int   `json:"removed,omitempty"`
 	// Lossy: Path is not known byte for byte (read from an older line),
 	// so it is written again without PathBytes.
 	Lossy bool `json:"-"`
@@ -117,6 +123,7 @@ type change struct {
 	why            string
 	state          changeState
 	added, removed *int
+	journal        bool // one file of a journaled change (Journal)
 	// lossy: path was recorded before names were kept byte for byte and
 	// holds U+FFFD, so the file it named is uncertain: not revertible.
 	lossy bool
@@ -133,6 +140,11 @@ func (c *change) reason() string {
 	}
 	return c.why
 }
+
+// journaled reports whether the change is one file of a journaled change
+// of several (a revert, or Journal's): settled with its whole seq, never
+// alone.
+func (c *change) journaled() bool { return c.journal || c.tool == ToolRevert }
 
 type changeKey struct {
 	seq  int64
@@ -215,7 +227,7 @@ func (h *history) apply(e *entry) {
 		if c != nil || e.Seq <= h.floor {
 			return
 		}
-		c = &change{seq: e.Seq, tool: e.Tool, path: e.Path, before: e.Before, after: e.After, kept: e.Kept, why: e.Why, lossy: e.Lossy}
+		c = &change{seq: e.Seq, tool: e.Tool, path: e.Path, before: e.Before, after: e.After, kept: e.Kept, why: e.Why, lossy: e.Lossy, journal: e.Journal}
 		c.time, _ = time.Parse(time.RFC3339Nano, e.Time)
 		if e.Done {
 			c.state, c.added, c.removed = done, e.Added, e.Removed
@@ -258,7 +270,7 @@ func (h *history) entries() []entry {
 // entry is the change's line: folded when it is done.
 func (c *change) entry() entry {
 	e := entry{T: tChange, Seq: c.seq, Time: c.time.Format(time.RFC3339Nano), Tool: c.tool, Path: c.path,
-		Before: c.before, After: c.after, Kept: c.kept, Why: c.why, Lossy: c.lossy}
+		Before: c.before, After: c.after, Kept: c.kept, Why: c.why, Lossy: c.lossy, Journal: c.journal}
 	if c.state == done {
 		e.Done, e.Added, e.Removed = true, c.added, c.removed
 	}

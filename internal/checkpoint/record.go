@@ -43,7 +43,6 @@ type Recording struct {
 	why     string
 	release func() // the gc lock, from the blob until a synced line references it
 	seq     int64
-	after   string
 	logged  bool // the change line is in the log
 }
 
@@ -71,7 +70,7 @@ func (r *Recording) Keep(ctx context.Context, rep fs.Replaced) error {
 	if !rep.Exists {
 		return nil
 	}
-	r.before = &State{Version: string(rep.Version), Bytes: rep.Size}
+	r.before = &State{Version: string(rep.Version), Bytes: rep.Size, Mode: rep.Mode}
 	if rep.Content == nil {
 		r.why = whyUnreadable
 		return nil
@@ -104,18 +103,22 @@ func (r *Recording) BeforeSHA256() string {
 	return r.before.SHA256
 }
 
-// Prepare appends the change, synced, with the new content's SHA-256. An
-// older pending change of the same file in this session is settled first:
-// the target's lock is ours, so its writer is gone.
-func (r *Recording) Prepare(ctx context.Context, sha256 [32]byte) error {
+// Prepare appends the change, synced, with the new content's SHA-256 (nil:
+// the change removes the file). An older pending change of the same file
+// in this session is settled first: the target's lock is ours, so its
+// writer is gone.
+func (r *Recording) Prepare(ctx context.Context, sha256 *[32]byte) error {
 	defer r.releaseGC()
-	r.after = hex.EncodeToString(sha256[:])
+	var after *State
+	if sha256 != nil {
+		after = &State{SHA256: hex.EncodeToString(sha256[:])}
+	}
 	s := r.s
 	return s.withLog(ctx, r.d, r.session, func(lg *sessionLog) error {
 		settled := settleByBefore(lg.h, r.path, r.before)
 		r.seq = lg.h.lastSeq + 1
 		e := entry{T: tChange, Seq: r.seq, Time: s.now().Format(timeFormat), Tool: r.tool, Path: r.path,
-			Before: r.before, After: &State{SHA256: r.after}, Kept: r.kept, Why: r.why}
+			Before: r.before, After: after, Kept: r.kept, Why: r.why}
 		if err := lg.append(true, append(settled, e)...); err != nil {
 			return err
 		}
@@ -160,21 +163,35 @@ func (r *Recording) releaseGC() {
 // nanosecond.
 const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
-// settleByBefore settles the pending (not revert) changes of path in h,
-// knowing the file's state now, before a new change: a pending change
-// whose new content is what the file holds now was published (done, at
+// settleByBefore settles the pending (not journaled) changes of path in
+// h, knowing the file's state now (nil: absent), before a new change: a
+// pending change that left what the file is now was published (done, at
 // the version now), any other was not (dropped). It returns the lines.
 func settleByBefore(h *history, path string, now *State) []entry {
 	var out []entry
 	for _, c := range h.changes {
-		if c.state != pending || c.path != path || c.tool == ToolRevert {
+		if c.state != pending || c.path != path || c.journaled() {
 			continue
 		}
-		if now != nil && now.SHA256 != "" && c.after != nil && c.after.SHA256 == now.SHA256 {
-			out = append(out, entry{T: tDone, Seq: c.seq, Path: c.path, Version: now.Version})
+		if left(now, c.after) {
+			var version string
+			if now != nil {
+				version = now.Version
+			}
+			out = append(out, entry{T: tDone, Seq: c.seq, Path: c.path, Version: version})
 		} else {
 			out = append(out, entry{T: tDrop, Seq: c.seq, Path: c.path})
 		}
 	}
 	return out
+}
+
+// left reports whether a file in state now (nil: absent) is what a change
+// that left after (nil: it removed the file) left, by its bytes: a pending
+// change's after has no version yet.
+func left(now, after *State) bool {
+	if now == nil || after == nil {
+		return now == nil && after == nil
+	}
+	return now.SHA256 != "" && now.SHA256 == after.SHA256
 }

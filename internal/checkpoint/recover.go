@@ -14,14 +14,19 @@ import (
 // the locks of all its files settles it (Open does it for every log; a
 // revert and the next change of the same file do it for theirs): no writer
 // can be in between then.
-//   - A write or edit was published if the file holds its new bytes (done,
-//     at the version now), else it was not (dropped).
-//   - A revert is finished (rolled forward: every file not yet restored is
-//     restored) when each of its files is either as the revert found it or
-//     as it leaves it. When one changed since in another way, the files it
-//     restored are put back (rolled back) instead, so it happened entirely
-//     or not at all; a file that cannot be put back (its content before was
-//     too large to keep, or it changed too) is left and named in the log.
+//   - A change of one file (a write, edit, upload or delete) was published
+//     if the file holds its new bytes, or is gone for a delete (done, at
+//     the version now), else it was not (dropped).
+//   - A journaled change of several files (a revert, or Journal's) is
+//     finished (rolled forward: every file not yet changed is changed) when
+//     each of its files is either as the change found it or as it leaves
+//     it, and every new content not yet published is at hand in blobs/ (a
+//     revert's always is: it restores kept contents). Otherwise (a file
+//     changed since in another way, or a new content that was only staged)
+//     the files it changed are put back (rolled back) instead, so it
+//     happened entirely or not at all; a file that cannot be put back (its
+//     content before was too large to keep, or it changed too) is left and
+//     named in the log.
 
 // group is the pending changes of one seq.
 type group []*change
@@ -59,9 +64,9 @@ func (s *Store) settleLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		if !slices.ContainsFunc(g, func(c *change) bool { return targets[c.path] == nil }) {
 			var es []entry
 			var err error
-			if g[0].tool == ToolRevert {
+			if g[0].journaled() {
 				var how string
-				es, how, err = s.finishRevert(ctx, d, lk, targets, g)
+				es, how, err = s.finishJournal(ctx, d, lk, targets, g)
 				switch how {
 				case "forward":
 					out.forward++
@@ -97,8 +102,8 @@ func (s *Store) settleChanges(ctx context.Context, d *folders, lk fs.LockedTarge
 		if err != nil {
 			return nil, err
 		}
-		if ok && cur.state != nil && c.after != nil && cur.state.SHA256 == c.after.SHA256 {
-			es = append(es, entry{T: tDone, Seq: c.seq, Path: c.path, Version: cur.state.Version})
+		if ok && left(cur.state, c.after) {
+			es = append(es, entry{T: tDone, Seq: c.seq, Path: c.path, Version: string(cur.info.Version)})
 		} else {
 			es = append(es, entry{T: tDrop, Seq: c.seq, Path: c.path})
 		}
@@ -106,10 +111,10 @@ func (s *Store) settleChanges(ctx context.Context, d *folders, lk fs.LockedTarge
 	return es, nil
 }
 
-// finishRevert finishes or undoes an interrupted revert (see above) and
-// returns its outcome lines and which it did: "forward", "back" or
-// "failed".
-func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTargets, targets map[string]*fileTarget, g group) ([]entry, string, error) {
+// finishJournal finishes or undoes an interrupted journaled change (see
+// above) and returns its outcome lines and which it did: "forward", "back"
+// or "failed".
+func (s *Store) finishJournal(ctx context.Context, d *folders, lk fs.LockedTargets, targets map[string]*fileTarget, g group) ([]entry, string, error) {
 	curs := make([]current, len(g))
 	restored := make([]bool, len(g)) // the file holds what the revert restores
 	foreign := false
@@ -124,11 +129,11 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 		}
 		curs[i] = cur
 		switch {
-		case ok && matchesBytes(cur.state, c.after):
+		case ok && left(cur.state, c.after):
 			restored[i] = true
-		case ok && matches(cur.state, c.before):
+		case ok && matches(cur.state, c.before) && (c.after == nil || hasBlob(d, c.after.SHA256)):
 		default:
-			foreign = true
+			foreign = true // or its new content is not at hand: rolled back
 		}
 	}
 	es := make([]entry, len(g))
@@ -138,7 +143,7 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 			if !restored[i] {
 				f := &filePlan{path: c.path, ft: targets[c.path], cur: curs[i], restore: c.after}
 				if c.after != nil {
-					pf, err := lk.Stage(ctx, f.ft.t, blobFill(ctx, d, c.after.SHA256))
+					pf, err := lk.Stage(ctx, f.ft.t, c.after.Mode, blobFill(ctx, d, c.after.SHA256))
 					if err != nil {
 						return nil, "", err
 					}
@@ -172,15 +177,6 @@ func (s *Store) finishRevert(ctx context.Context, d *folders, lk fs.LockedTarget
 		}
 	}
 	return es, how, nil
-}
-
-// matchesBytes is matches by content alone: a pending revert's after has
-// no version yet.
-func matchesBytes(now, want *State) bool {
-	if now == nil || want == nil {
-		return now == nil && want == nil
-	}
-	return now.SHA256 == want.SHA256
 }
 
 // recoverAll settles what a crash left pending in every log (Open).

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"crypto/sha256"
 	"os"
 	"runtime"
 	"testing"
@@ -93,7 +92,7 @@ func TestInterruptedWriteSettled(t *testing.T) {
 		require.NoError(t, err)
 		r := f.s.Recording("s", "write")
 		require.NoError(t, r.Keep(ctx, tfs.Replaced{Path: "a.txt", Exists: true, Version: info.Version, Size: info.Size, Content: file}))
-		require.NoError(t, r.Prepare(ctx, sha256.Sum256([]byte("a1\n"))))
+		require.NoError(t, r.Prepare(ctx, sumOf("a1\n")))
 		file.Close()
 		if published {
 			f.put("a.txt", "a1\n")

@@ -307,10 +307,14 @@ type filePlan struct {
 	unified        string // a dry run's unified diff, or the note standing in for it
 	omitted        bool   // the diff is not shown (unified says why)
 	added, removed *int
-	pf             fs.PendingFile
-	published      bool
-	version        fs.Version
-	hash           fs.Hash
+	// fill writes the file's new content (a revert's: the kept content it
+	// restores); nil with restore nil removes the file.
+	fill      func(io.Writer) error
+	mode      uint32 // for a file the change creates (0: a new file's)
+	pf        fs.PendingFile
+	published bool
+	version   fs.Version
+	hash      fs.Hash
 }
 
 // revertOnce is one attempt of Revert with paths locked; again when the
@@ -401,63 +405,23 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 		res.Output = DryRunOutput(len(sel), paths, diffs)
 		return res, nil
 	}
-	defer func() {
-		for _, f := range files {
-			if f.pf != nil {
-				f.pf.Discard()
-			}
-		}
-	}()
 	for _, f := range files {
-		if f.restore == nil {
-			continue
-		}
-		if f.pf, err = lk.Stage(ctx, f.ft.t, blobFill(ctx, d, f.restore.SHA256)); err != nil {
-			if errors.Is(err, errDamaged) {
-				return nil, damaged(f.changes[0], err)
-			}
-			return nil, err
+		if f.restore != nil {
+			f.fill = blobFill(ctx, d, f.restore.SHA256)
 		}
 	}
-	seq := lg.h.lastSeq + 1
-	journal := make([]entry, len(files))
-	for i, f := range files {
-		journal[i] = entry{T: tChange, Seq: seq, Time: s.now().Format(timeFormat), Tool: ToolRevert, Path: f.path,
-			Before: f.cur.state, After: f.restore, Kept: f.cur.kept, Why: f.cur.why}
-	}
-	if err := lg.append(true, journal...); err != nil {
+	seq, err := s.journalLocked(ctx, d, lg, lk, ToolRevert, files)
+	if err != nil {
 		return nil, err
 	}
-	s.changes.Add(int64(len(files)))
-	if s.hooks.journaled != nil {
-		s.hooks.journaled()
-	}
-	for i, f := range files {
-		if s.hooks.published != nil && i > 0 {
-			s.hooks.published(i - 1)
-		}
-		if err := s.publish(ctx, lk, f); err != nil {
-			s.rollBack(ctx, d, lg, lk, seq, files[:i], files[i:])
-			if fault.CodeOf(err) == fault.CodeStaleVersion {
-				return nil, stale([]string{f.path})
-			}
-			return nil, err
-		}
-	}
-	outcome := make([]entry, len(files))
 	res := &Result{Output: RevertedOutput(len(sel), paths) + s.diffsNotShown(files), Metadata: metadataOf(files), Seq: seq, Plan: plan}
-	for i, f := range files {
-		outcome[i] = entry{T: tDone, Seq: seq, Path: f.path, Version: string(f.version), Added: f.added, Removed: f.removed}
+	for _, f := range files {
 		rf := RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs, Before: f.cur.state}
 		if f.restore != nil {
-			rf.After = &State{Version: string(f.version), SHA256: f.restore.SHA256, Bytes: f.restore.Bytes}
+			rf.After = &State{Version: string(f.version), SHA256: f.restore.SHA256, Bytes: f.restore.Bytes, Mode: f.restore.Mode}
 		}
 		res.Files = append(res.Files, rf)
 	}
-	if err := lg.append(false, outcome...); err != nil {
-		s.log.Warn("checkpoints: cannot note a revert done", "err", err) // settled on the next look
-	}
-	s.afterChange()
 	return res, nil
 }
 
@@ -562,7 +526,7 @@ func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets
 	}
 	defer r.Close()
 	src := io.Reader(r)
-	st := &State{Version: string(info.Version)}
+	st := &State{Version: string(info.Version), Mode: info.Mode}
 	if keep && info.Size <= s.opt.MaxFileBytes {
 		if st.SHA256, st.Bytes, err = s.putBlob(ctx, d, src); err != nil {
 			return cur, false, err
@@ -637,7 +601,7 @@ func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t 
 	case !cur.kept:
 		return errors.New(cur.why)
 	}
-	pf, err := lk.Stage(ctx, t, blobFill(ctx, d, cur.state.SHA256))
+	pf, err := lk.Stage(ctx, t, cur.state.Mode, blobFill(ctx, d, cur.state.SHA256))
 	if err != nil {
 		return err
 	}

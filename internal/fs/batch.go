@@ -35,7 +35,7 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 			return EditOutcome{}, err
 		}
 	} else {
-		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Content: o.f})
+		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Mode: keptMode(&o.st), Content: o.f})
 		defer kp.abandon() // before o.close: Keep reads the file
 		tmp, err := l.stageEdit(o, func(w io.Writer) error {
 			_, err := w.Write(after)

@@ -91,7 +91,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 			return EditOutcome{}, err
 		}
 	} else {
-		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Content: o.f})
+		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Mode: keptMode(&o.st), Content: o.f})
 		defer kp.abandon() // before o.close: Keep reads the file
 		tmp, err := l.stageEdit(o, fill, t.Display)
 		if err != nil {
@@ -120,7 +120,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 // locks changed the file while the staged one was written, publishes it
 // and reports its version.
 func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version Version, display string, kp *keeping, sum [32]byte) (Version, error) {
-	if err := kp.prepare(ctx, "edit", display, sum); err != nil {
+	if err := kp.prepare(ctx, "edit", display, &sum); err != nil {
 		return "", err
 	}
 	if l.hooks.beforePublish != nil {

@@ -8,6 +8,12 @@ const (
 	HintLineMaxBytes = 64 << 10
 )
 
+// NotObservedError is CodeNotObserved's text for a write over display, a
+// file the caller's precondition says is absent.
+func NotObservedError(display string) *fault.Error {
+	return fault.New(fault.CodeNotObserved, `cannot overwrite existing "`+display+`" without reading it first`)
+}
+
 // StaleError is CodeStaleVersion's text for op ("write", "edit") on
 // display: the file is not the one the caller's precondition describes.
 func StaleError(op, display string) *fault.Error {

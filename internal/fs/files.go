@@ -3,8 +3,10 @@ package fs
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"slices"
@@ -32,8 +34,9 @@ type Files interface {
 	OpenFile(ctx context.Context, t Target) (*os.File, Info, error)
 	// PutFile stores body as t's whole content (see PutOptions).
 	PutFile(ctx context.Context, t Target, body io.Reader, opts PutOptions) (PutOutcome, error)
-	// DeleteFile removes t's regular file while it is at version expect.
-	DeleteFile(ctx context.Context, t Target, expect Version) error
+	// DeleteFile removes t's regular file while it is at version expect;
+	// a non-nil Keeper keeps it first (docs/checkpoints.md).
+	DeleteFile(ctx context.Context, t Target, expect Version, k Keeper) error
 }
 
 var _ Files = (*Local)(nil)
@@ -556,11 +559,13 @@ func (l *Local) OpenFile(ctx context.Context, t Target) (*os.File, Info, error) 
 // target must be a regular file at that version; with IfNoneMatch it must
 // be absent; with neither it must be absent too, and an existing file is
 // fault.CodePreconditionRequired (no blind overwrite, docs/files.md).
-// MaxBytes bounds the body (fault.CodeBodyTooLarge past it).
+// MaxBytes bounds the body (fault.CodeBodyTooLarge past it). Keeper, when
+// set, keeps what the upload replaces (docs/checkpoints.md).
 type PutOptions struct {
 	IfMatch     Version
 	IfNoneMatch bool
 	MaxBytes    int64
+	Keeper      Keeper
 }
 
 // PutOutcome is a published upload.
@@ -583,10 +588,11 @@ var errUploadRestage = errors.New("the upload's folder is on another filesystem 
 // first look at the precondition so a refused upload reads no body. Then,
 // under the target's locks: the target is walked again (missing parent
 // folders made now, so a failed upload leaves none), the precondition
-// checked on what is there now, and the file published atomically as a
-// write publishes it: renameat2(RENAME_NOREPLACE) for a create, a rename
-// only over the version checked for a replace. A body cut short, past
-// MaxBytes, or a refused precondition leaves nothing behind.
+// checked on what is there now, the Keeper given the file it replaces, and
+// the file published atomically as a write publishes it:
+// renameat2(RENAME_NOREPLACE) for a create, a rename only over the version
+// checked for a replace. A body cut short, past MaxBytes, or a refused
+// precondition leaves nothing behind.
 func (l *Local) PutFile(ctx context.Context, t Target, body io.Reader, opts PutOptions) (PutOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return PutOutcome{}, aborted("upload", err)
@@ -611,6 +617,10 @@ func (l *Local) PutFile(ctx context.Context, t Target, body io.Reader, opts PutO
 	}
 	var size int64
 	filled := false
+	var sum hash.Hash // the new content's SHA-256, for a Keeper
+	if opts.Keeper != nil {
+		sum = sha256.New()
+	}
 	tmp, err := l.stage(dir, lastName(t), mode, owner, func(f io.Writer) error {
 		if filled {
 			return errUploadRestage
@@ -618,7 +628,11 @@ func (l *Local) PutFile(ctx context.Context, t Target, body io.Reader, opts PutO
 		filled = true
 		buf := uploadBuffers.Get().(*[1 << 20]byte)
 		defer uploadBuffers.Put(buf)
-		n, cerr := io.CopyBuffer(writerOnly{f}, &ctxBody{ctx: ctx, r: io.LimitReader(body, opts.MaxBytes+1)}, buf[:])
+		var to io.Writer = writerOnly{f}
+		if sum != nil {
+			to = io.MultiWriter(f, sum)
+		}
+		n, cerr := io.CopyBuffer(to, &ctxBody{ctx: ctx, r: io.LimitReader(body, opts.MaxBytes+1)}, buf[:])
 		size = n
 		if cerr == nil && n > opts.MaxBytes {
 			cerr = errTooLarge
@@ -664,6 +678,21 @@ func (l *Local) PutFile(ctx context.Context, t Target, body io.Reader, opts PutO
 	if err := ctx.Err(); err != nil {
 		return PutOutcome{}, aborted("upload", err)
 	}
+	var kp *keeping
+	if opts.Keeper != nil {
+		old, rep := l.replacedAt(w, t, exists, version)
+		defer old.close()
+		if exists && old != nil && old.version != version {
+			return PutOutcome{}, staleUpload(t.Display) // replaced between the walk and the open
+		}
+		kp = startKeeping(ctx, opts.Keeper, rep)
+		defer kp.abandon() // before old.close: Keep reads the old file
+		var s [32]byte
+		copy(s[:], sum.Sum(nil))
+		if err := kp.prepare(ctx, "upload", t.Display, &s); err != nil {
+			return PutOutcome{}, err
+		}
+	}
 	tmp.dir, tmp.name = w.dir, w.name
 	if exists {
 		if cur, ok := statAt(w.dir, w.name); !ok || versionOf(&cur) != version {
@@ -685,10 +714,33 @@ func (l *Local) PutFile(ctx context.Context, t Target, body io.Reader, opts PutO
 		return PutOutcome{}, l.fail("upload", t.Display, err)
 	}
 	v, err := tmp.commit()
+	if kp != nil {
+		p := &Published{Version: v} // published, even when the folder's sync failed
+		if err != nil {
+			p.Version = ""
+		}
+		kp.published(p)
+	}
 	if err != nil {
 		return PutOutcome{}, l.fail("upload", t.Display, err)
 	}
 	return PutOutcome{Created: !exists, Version: v, Size: size}, nil
+}
+
+// replacedAt is the file an upload or delete replaces at w (opened, so its
+// Keeper can read it; nil when absent or unreadable), as a Keeper hears
+// of it.
+func (l *Local) replacedAt(w walked, t Target, exists bool, version Version) (*oldFile, Replaced) {
+	rep := Replaced{Path: l.relOf(t)}
+	if !exists {
+		return nil, rep
+	}
+	rep.Exists, rep.Version, rep.Size, rep.Mode = true, version, w.st.Size, keptMode(&w.st)
+	old := openOld(w.dir, w.name)
+	if old != nil {
+		rep.Content = old
+	}
+	return old, rep
 }
 
 // checkUploadTarget walks to the target now: missing (its parents may be
@@ -787,8 +839,10 @@ func lastName(t Target) string {
 }
 
 // DeleteFile removes the target's regular file under its locks, only at
-// version expect, and syncs its folder. A folder is never removed.
-func (l *Local) DeleteFile(ctx context.Context, t Target, expect Version) error {
+// version expect, and syncs its folder; with a Keeper, the file is kept
+// first and its version checked a last time after. A folder is never
+// removed.
+func (l *Local) DeleteFile(ctx context.Context, t Target, expect Version, k Keeper) error {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
 		return l.lockErr("delete", t.Display, err)
@@ -813,9 +867,27 @@ func (l *Local) DeleteFile(ctx context.Context, t Target, expect Version) error 
 	case versionOf(&w.st) != expect:
 		return StaleError("delete", t.Display)
 	}
+	var kp *keeping
+	if k != nil {
+		old, rep := l.replacedAt(w, t, true, expect)
+		defer old.close()
+		if old != nil && old.version != expect {
+			return StaleError("delete", t.Display)
+		}
+		kp = startKeeping(ctx, k, rep)
+		defer kp.abandon() // before old.close: Keep reads the file
+		if err := kp.prepare(ctx, "delete", t.Display, nil); err != nil {
+			return err
+		}
+		// Keeping took a while: the file must still be the one kept.
+		if cur, ok := statAt(w.dir, w.name); !ok || !isRegular(&cur) || versionOf(&cur) != expect {
+			return StaleError("delete", t.Display)
+		}
+	}
 	if err := unix.Unlinkat(w.dir, w.name, 0); err != nil {
 		return l.fail("delete", t.Display, err)
 	}
+	kp.published(&Published{}) // removed, even when the folder's sync fails
 	if err := syncDir(w.dir); err != nil {
 		return l.fail("delete", t.Display, err)
 	}

@@ -138,6 +138,8 @@ type Info struct {
 	Size    int64
 	Version Version
 	Changed time.Time
+	// Mode is the permission bits (0o777); 0 for a missing target.
+	Mode uint32
 }
 
 // IntentKind is the precondition of a guarded write.

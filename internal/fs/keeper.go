@@ -11,15 +11,17 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
-// Keeper keeps what a write or edit replaces, so that the change can be
-// undone later (the checkpoints, docs/checkpoints.md). The provider calls
-// it under the target's locks, never for a dry run, in this order:
+// Keeper keeps what a write, edit, upload or delete replaces, so that the
+// change can be undone later (the checkpoints, docs/checkpoints.md). The
+// provider calls it under the target's locks, never for a dry run, in this
+// order:
 //   - Keep, once every check passed and the new content is about to be
-//     staged, with the file the mutation replaces. It runs on its own
-//     goroutine while the new content is staged and synced.
+//     staged (an upload's is staged already), with the file the mutation
+//     replaces. A write's and an edit's run on its own goroutine while the
+//     new content is staged and synced.
 //   - Prepare, once Keep returned and the new content is staged, with the
-//     new content's SHA-256, just before the version is checked a last time
-//     and the content published.
+//     new content's SHA-256 (nil for a delete: there is none), just before
+//     the version is checked a last time and the content published.
 //   - Done, exactly once after Keep, whatever happened: with what was
 //     published, or nil when nothing was.
 //
@@ -30,7 +32,7 @@ import (
 // unconditional write.
 type Keeper interface {
 	Keep(ctx context.Context, r Replaced) error
-	Prepare(ctx context.Context, sha256 [32]byte) error
+	Prepare(ctx context.Context, sha256 *[32]byte) error
 	Done(p *Published)
 }
 
@@ -44,14 +46,19 @@ type Replaced struct {
 	Exists  bool
 	Version Version
 	Size    int64
+	// Mode is its permission bits (0o777), which a revert that recreates
+	// the file gives it again.
+	Mode uint32
 	// Content reads the replaced bytes (concurrent reads are fine) until
 	// Keep returns; nil when the file is absent or could not be opened for
 	// reading (a write-only file, say).
 	Content io.ReaderAt
 }
 
-// Published is what a write or edit published, as its Keeper hears of it.
+// Published is what a mutation published, as its Keeper hears of it.
 type Published struct {
+	// Version is the new version ("" for a delete, or when the folder's
+	// sync failed after the publication).
 	Version Version
 	// Before and After are the LF-normalized texts before and after the
 	// change (a create's Before is ""), nil when the provider declined a
@@ -82,8 +89,9 @@ func startKeeping(ctx context.Context, k Keeper, r Replaced) *keeping {
 }
 
 // prepare waits for Keep and calls Prepare with the staged content's
-// SHA-256, mapping a failure for op on display.
-func (kp *keeping) prepare(ctx context.Context, op, display string, sum [32]byte) error {
+// SHA-256 (nil: the mutation removes the file), mapping a failure for op
+// on display.
+func (kp *keeping) prepare(ctx context.Context, op, display string, sum *[32]byte) error {
 	if kp == nil {
 		return nil
 	}

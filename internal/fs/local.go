@@ -340,7 +340,7 @@ func (r *ctxReader) Close() error { return r.f.Close() }
 
 // infoOf converts a followed stat into Info.
 func infoOf(st *unix.Stat_t) Info {
-	info := Info{Type: TypeOther, Size: -1, Version: versionOf(st), Changed: time.Unix(st.Ctim.Unix())}
+	info := Info{Type: TypeOther, Size: -1, Version: versionOf(st), Changed: time.Unix(st.Ctim.Unix()), Mode: keptMode(st)}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		info.Type, info.Size = TypeFile, st.Size

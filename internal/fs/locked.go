@@ -33,8 +33,9 @@ type LockedTargets interface {
 	// Stage writes a new content for the target (fill writes it, and may be
 	// called again from scratch) into a synced temporary file, as a write
 	// stages it (missing parent folders are made now); nothing is published
-	// until Publish. A present target's permission bits are kept.
-	Stage(ctx context.Context, t Target, fill func(io.Writer) error) (PendingFile, error)
+	// until Publish. A present target's permission bits are kept; a missing
+	// one gets mode's (0o777), or a new file's when mode is 0.
+	Stage(ctx context.Context, t Target, mode uint32, fill func(io.Writer) error) (PendingFile, error)
 	// Remove removes the target if it is a regular file at version expect,
 	// and syncs its folder; a missing target is not an error when expect is
 	// "". Anything else is fault.CodeStaleVersion.
@@ -147,7 +148,7 @@ func (k *lockedTargets) Open(ctx context.Context, t Target) (io.ReadCloser, Info
 	return &ctxReader{ctx: ctx, f: o.f, display: t.Display, hash: xxh3.New()}, infoOf(&o.st), nil
 }
 
-func (k *lockedTargets) Stage(ctx context.Context, t Target, fill func(io.Writer) error) (PendingFile, error) {
+func (k *lockedTargets) Stage(ctx context.Context, t Target, newMode uint32, fill func(io.Writer) error) (PendingFile, error) {
 	if err := k.holds(t); err != nil {
 		return nil, err
 	}
@@ -168,6 +169,9 @@ func (k *lockedTargets) Stage(ctx context.Context, t Target, fill func(io.Writer
 	case w.kind == walkFound && isRegular(&w.st):
 		mode, owner = keptMode(&w.st), &w.st
 	case w.kind == walkMissing && w.dir >= 0:
+		if newMode != 0 {
+			mode = newMode & 0o777
+		}
 	default:
 		w.close(l)
 		return nil, notRegular("revert", t.Display)

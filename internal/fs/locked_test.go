@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ type recordingKeeper struct {
 	replaced  Replaced
 	content   string
 	sum       [32]byte
+	removed   bool // Prepare heard of no new content
 	published *Published
 	keepErr   error
 }
@@ -43,11 +45,14 @@ func (k *recordingKeeper) Keep(ctx context.Context, r Replaced) error {
 	return k.keepErr
 }
 
-func (k *recordingKeeper) Prepare(ctx context.Context, sum [32]byte) error {
+func (k *recordingKeeper) Prepare(ctx context.Context, sum *[32]byte) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.calls = append(k.calls, "prepare")
-	k.sum = sum
+	k.removed = sum == nil
+	if sum != nil {
+		k.sum = *sum
+	}
 	return nil
 }
 
@@ -112,6 +117,50 @@ func TestKeeperSeesWhatIsReplaced(t *testing.T) {
 	f.assertClean(t)
 }
 
+// An upload and a delete hand their Keeper what they replace too, under
+// the target's lock: the file with its mode, the new content's SHA-256
+// (none for a delete), and what they published; a Keeper's refusal
+// changes nothing.
+func TestFilesKeeper(t *testing.T) {
+	f := newFixture(t, "a.txt = one\n")
+	require.NoError(t, os.Chmod(f.path("a.txt"), 0o640))
+	ctx := context.Background()
+	a := f.resolve(t, "upload", "a.txt")
+
+	k := &recordingKeeper{}
+	out, err := f.l.PutFile(ctx, a, strings.NewReader("two\n"), PutOptions{IfMatch: f.version(t, a), MaxBytes: 100, Keeper: k})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"keep", "prepare", "done(true)"}, k.calls)
+	assert.Equal(t, "a.txt", k.replaced.Path)
+	assert.True(t, k.replaced.Exists)
+	assert.Equal(t, uint32(0o640), k.replaced.Mode)
+	assert.Equal(t, "one\n", k.content)
+	assert.Equal(t, sha256.Sum256([]byte("two\n")), k.sum)
+	assert.Equal(t, out.Version, k.published.Version)
+
+	k = &recordingKeeper{}
+	_, err = f.l.PutFile(ctx, f.resolve(t, "upload", "new/b.txt"), strings.NewReader("b"), PutOptions{MaxBytes: 100, Keeper: k})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"keep", "prepare", "done(true)"}, k.calls)
+	assert.Equal(t, Replaced{Path: "new/b.txt"}, k.replaced, "a create replaces nothing")
+
+	k = &recordingKeeper{keepErr: errors.New("disk full")}
+	err = f.l.DeleteFile(ctx, a, f.version(t, a), k)
+	requireCode(t, err, fault.CodeIO, `cannot delete "`+a.Display+`": the server cannot keep a checkpoint of the file`)
+	assert.Equal(t, []string{"keep", "done(false)"}, k.calls)
+	assert.Equal(t, "two\n", f.read(t, "a.txt"), "nothing removed")
+
+	k = &recordingKeeper{}
+	require.NoError(t, f.l.DeleteFile(ctx, a, f.version(t, a), k))
+	assert.Equal(t, []string{"keep", "prepare", "done(true)"}, k.calls)
+	assert.True(t, k.removed, "a delete has no new content")
+	assert.Equal(t, "two\n", k.content)
+	assert.Equal(t, uint32(0o640), k.replaced.Mode)
+	assert.Equal(t, Version(""), k.published.Version)
+	assert.NoFileExists(t, f.path("a.txt"))
+	f.assertClean(t)
+}
+
 // A Keeper's refusal fails the mutation with nothing published; a
 // mutation refused after Keep tells its Keeper Done(nil); an edit that
 // fails its match never calls Keep.
@@ -162,7 +211,7 @@ func TestLockTargets(t *testing.T) {
 	r, info, err := lk.Open(ctx, a)
 	require.NoError(t, err)
 	assert.Equal(t, "a", readAll(t, r))
-	pf, err := lk.Stage(ctx, a, func(w io.Writer) error { _, err := io.WriteString(w, "restored"); return err })
+	pf, err := lk.Stage(ctx, a, 0, func(w io.Writer) error { _, err := io.WriteString(w, "restored"); return err })
 	require.NoError(t, err)
 	v, h, err := pf.Publish(info.Version)
 	require.NoError(t, err)
@@ -171,7 +220,7 @@ func TestLockTargets(t *testing.T) {
 	assert.Equal(t, v, f.version(t, a))
 
 	// Stale: a person's write between the check and the publication.
-	pf, err = lk.Stage(ctx, a, func(w io.Writer) error { _, err := io.WriteString(w, "again"); return err })
+	pf, err = lk.Stage(ctx, a, 0, func(w io.Writer) error { _, err := io.WriteString(w, "again"); return err })
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f.path("a.txt"), []byte("person"), 0o644))
 	_, _, err = pf.Publish(v)
@@ -181,7 +230,7 @@ func TestLockTargets(t *testing.T) {
 	require.NoError(t, lk.Remove(ctx, b, f.version(t, b)))
 	assert.NoFileExists(t, f.path("b.txt"))
 	require.NoError(t, lk.Remove(ctx, b, ""), "absent as expected")
-	pf, err = lk.Stage(ctx, b, func(w io.Writer) error { _, err := io.WriteString(w, "b again"); return err })
+	pf, err = lk.Stage(ctx, b, 0, func(w io.Writer) error { _, err := io.WriteString(w, "b again"); return err })
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f.path("b.txt"), []byte("appeared"), 0o644))
 	_, _, err = pf.Publish("")

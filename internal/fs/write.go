@@ -79,7 +79,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 	}
 	replaced := Replaced{Path: l.relOf(t), Exists: exists, Version: version}
 	if exists {
-		replaced.Size = w.st.Size
+		replaced.Size, replaced.Mode = w.st.Size, keptMode(&w.st)
 		if old != nil {
 			replaced.Content = old
 		}
@@ -102,7 +102,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 	}
 	defer tmp.discard()
 	side.wait().fill(&out)
-	if err := kp.prepare(ctx, "write", t.Display, side.sha256); err != nil {
+	if err := kp.prepare(ctx, "write", t.Display, &side.sha256); err != nil {
 		return WriteOutcome{}, err
 	}
 	if l.hooks.beforePublish != nil {
@@ -645,9 +645,7 @@ func aborted(op string, err error) *fault.Error {
 
 func staleWrite(display string) *fault.Error { return StaleError("write", display) }
 
-func notObserved(display string) *fault.Error {
-	return fault.New(fault.CodeNotObserved, fmt.Sprintf(`cannot overwrite existing "%s" without reading it first`, display))
-}
+func notObserved(display string) *fault.Error { return NotObservedError(display) }
 
 // lockErr maps a failure to take a lock: cancellation, or the lock file.
 func (l *Local) lockErr(op, display string, err error) error {

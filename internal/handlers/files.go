@@ -14,11 +14,12 @@ import (
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
-// filesCall resolves a files request's session (only one its headers name:
-// --default-session is for the model's calls) and cwd (the fence of
-// uploads and deletes) into a tools.Call, as toolCall does for a tool.
+// filesCall resolves a files request's session (as a tool call's: its
+// headers, else --default-session, whose history records its uploads and
+// deletes, docs/files.md) and cwd (the fence of uploads and deletes) into
+// a tools.Call, as toolCall does for a tool.
 func (s *rest) filesCall(next http.Handler) http.Handler {
-	return s.callWith(s.sessions.named, next)
+	return s.callWith(s.sessions.tool, next)
 }
 
 // filePath hands the generated binding the path after /files/ as chi

@@ -77,7 +77,7 @@ type auditing struct {
 	log   *audit.Log
 	res   []*audit.Reservation
 	base  audit.Record
-	keep  *auditKeeper
+	keeps []*auditKeeper // one per target, in order
 	spent int
 }
 
@@ -160,15 +160,17 @@ func (x *Executor) auditLost(c Call, tool, rel string, err *fault.Error) *fault.
 	return err
 }
 
-// keeper is the Keeper of a write or edit: the checkpoint's (inner, nil
-// without one) wrapped so the audit record learns the states around the
-// change from what the provider and the checkpoint already computed.
+// keeper is the Keeper of a change's next target: the checkpoint's
+// (inner, nil without one) wrapped so the audit record learns the states
+// around the change from what the provider and the checkpoint already
+// computed.
 func (a *auditing) keeper(inner fs.Keeper) fs.Keeper {
 	if a == nil {
 		return inner
 	}
-	a.keep = &auditKeeper{inner: inner}
-	return a.keep
+	k := &auditKeeper{inner: inner}
+	a.keeps = append(a.keeps, k)
+	return k
 }
 
 // auditKeeper learns, under the target's lock, the replaced file's state
@@ -210,9 +212,12 @@ func (k *auditKeeper) Keep(ctx context.Context, rep fs.Replaced) error {
 	return nil
 }
 
-// Prepare records the new content's SHA-256.
-func (k *auditKeeper) Prepare(ctx context.Context, sum [32]byte) error {
-	k.after = hex.EncodeToString(sum[:])
+// Prepare records the new content's SHA-256 (nil: the change removes the
+// file).
+func (k *auditKeeper) Prepare(ctx context.Context, sum *[32]byte) error {
+	if sum != nil {
+		k.after = hex.EncodeToString(sum[:])
+	}
 	if k.inner != nil {
 		return k.inner.Prepare(ctx, sum)
 	}
@@ -226,17 +231,36 @@ func (k *auditKeeper) Done(p *fs.Published) {
 	}
 }
 
-// commitKept commits the record of a write or edit its keeper saw, with
-// the new version and size.
-func (a *auditing) commitKept(x *Executor, t fs.Target, version fs.Version, size int64) *fault.Error {
+// auditStates are a file's states around a change (nil: absent), as its
+// audit record names them, when the step learned them itself.
+type auditStates struct {
+	rel           string
+	before, after *audit.State
+}
+
+// commitOutcome commits the record of a change's i-th outcome: with the
+// states its step learned, or those its Keeper saw, the new version and
+// size (docs/audit.md).
+func (a *auditing) commitOutcome(x *Executor, i int, o *outcome) *fault.Error {
 	if a == nil {
 		return nil
 	}
-	rel := a.keep.rel
-	if r, ok := x.fs.Rel(t); ok {
+	if o.states != nil {
+		return a.commit(o.states.rel, o.states.before, o.states.after)
+	}
+	var k auditKeeper
+	if i < len(a.keeps) {
+		k = *a.keeps[i]
+	}
+	rel := k.rel
+	if r, ok := x.fs.Rel(o.target); ok {
 		rel = r
 	}
-	return a.commit(rel, a.keep.before, &audit.State{Version: string(version), SHA256: a.keep.after, Bytes: size})
+	var after *audit.State
+	if !o.removed {
+		after = &audit.State{Version: string(o.version), SHA256: k.after, Bytes: o.size}
+	}
+	return a.commit(rel, k.before, after)
 }
 
 // sha256Of hashes r to its end, in chunks, stopping when ctx is done.
@@ -265,44 +289,4 @@ func stateOfCheckpoint(s *checkpoint.State) *audit.State {
 		return nil
 	}
 	return &audit.State{Version: s.Version, SHA256: s.SHA256, Bytes: s.Bytes}
-}
-
-// hashingReader is an upload's body, hashed as the provider reads it, so
-// its record needs no second pass over the new file.
-type hashingReader struct {
-	r io.Reader
-	h interface {
-		io.Writer
-		Sum([]byte) []byte
-	}
-}
-
-func (h *hashingReader) Read(p []byte) (int, error) {
-	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
-	return n, err
-}
-
-func (h *hashingReader) sum() string { return hex.EncodeToString(h.h.Sum(nil)) }
-
-// stateOf is the state of t's regular file if it is at version (hashed
-// now: an upload or delete has no Keeper), nil when it is absent or at
-// another version (the provider then refuses the call as stale).
-func (x *Executor) stateOf(ctx context.Context, t fs.Target, version fs.Version) (*audit.State, error) {
-	f, info, err := x.filesFS.OpenFile(ctx, t)
-	if err != nil {
-		if fault.CodeOf(err) == fault.CodeNotFound {
-			return nil, nil
-		}
-		return nil, err
-	}
-	defer f.Close()
-	if info.Version != version {
-		return nil, nil
-	}
-	sum, err := sha256Of(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return &audit.State{Version: string(info.Version), SHA256: sum, Bytes: info.Size}, nil
 }

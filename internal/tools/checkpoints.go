@@ -6,10 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/fault"
-	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -96,70 +94,53 @@ func ChangesOutput(cs []checkpoint.Change) string {
 type RevertMetadata = checkpoint.RevertMetadata
 
 // Revert undoes session's changes after the seq of raw's "to" (0: all),
-// with "dry_run" only checking and showing the diffs. Under a sandbox
-// fence each file it would restore is fenced as a write of it is, and
-// "sandbox_permissions" with "justification" asks a person about the
-// revert's whole change (docs/sandbox.md). Each restored file is
-// published to the change feed as a mutation of tool revert; the
+// with "dry_run" only checking and showing the diffs: a journaled change
+// of every file those changes touched, whose step is the checkpoint
+// store's revert (it finds the files under their locks, asks the
+// pipeline's fence of each, and journals the change in the history
+// itself). Its call is its session's, the {id} of its URL. Each restored
+// file is published to the change feed as a mutation of tool revert; the
 // session's observations do not move, so its next edit of a restored file
 // must read it again.
 func (x *Executor) Revert(ctx context.Context, c Call, session string, raw []byte) (Result, *fault.Error) {
 	c = c.started()
 	a, aerr := revertArgsOf(raw)
-	if aerr == nil {
-		aerr = x.checkEscalation(a.esc)
-	}
 	if aerr != nil {
 		return Result{}, x.fail(c, ToolRevert, aerr)
 	}
 	if err := x.checkpointsCall(session); err != nil {
 		return Result{}, x.fail(c, ToolRevert, err)
 	}
-	key := SessionKey(c.owner(), session)
-	// The revert's call is its session's, the {id} of its URL.
-	rc := c
-	rc.Session = session
-	opts, ferr := x.revertFence(ctx, rc, x.fenceOf(a.esc))
-	if ferr == nil && a.esc.present {
-		opts, ferr = x.approveRevert(ctx, rc, key, a)
-	}
-	if ferr != nil {
-		x.obs.Revert(revertOutcome(ferr))
-		return Result{}, x.fail(c, ToolRevert, ferr)
-	}
-	opts.DryRun = a.dryRun
-	var au *auditing
-	if !a.dryRun {
-		n := x.expectReverted(ctx, key, a.to)
-		var aerr *fault.Error
-		if au, aerr = x.reserveAudit(ctx, rc, ToolRevert, n); aerr != nil {
-			x.obs.Revert("error")
-			return Result{}, x.fail(c, ToolRevert, aerr)
-		}
-		defer au.cancel()
-	}
-	res, err := x.ckpt.RevertWith(ctx, key, a.to, opts)
-	if err != nil {
-		e := checkpointError(err)
-		x.obs.Revert(revertOutcome(e))
-		return Result{}, x.fail(c, ToolRevert, e)
-	}
-	if a.dryRun {
-		x.obs.Revert("dry_run")
-	} else {
-		x.obs.Revert("reverted")
-		var lost *fault.Error
-		for _, f := range res.Files {
-			if err := au.commit(f.Path, stateOfCheckpoint(f.Before), stateOfCheckpoint(f.After)); err != nil && lost == nil {
-				lost = x.auditLost(c, ToolRevert, f.Path, err)
+	c.Session = session
+	var res *checkpoint.Result
+	_, err := x.apply(ctx, &change{tool: ToolRevert, call: c, paths: x.revertedPaths(ctx, c.key(), a.to), from: fromHistory, verb: "write",
+		esc: a.esc, dryRun: a.dryRun,
+		step: func(ctx context.Context, in stepIn) (stepOut, error) {
+			pin, _ := in.pin.(checkpoint.Plan)
+			r, err := x.ckpt.RevertWith(ctx, c.key(), a.to, checkpoint.RevertOptions{DryRun: in.dryRun, Fence: in.fence, Pin: pin})
+			if err != nil {
+				return stepOut{}, err
 			}
-			x.mutated(Mutation{Tool: ToolRevert, Session: session, Subject: c.owner(), Target: f.Target, Version: f.Version, Diffs: f.Diffs})
-		}
-		if lost != nil {
-			return Result{}, x.fail(c, ToolRevert, lost)
-		}
+			res = r
+			out := stepOut{files: make([]outcome, len(r.Files)), pin: r.Plan}
+			for i, f := range r.Files {
+				out.files[i] = outcome{target: f.Target, version: f.Version, hash: f.Hash, created: f.Before == nil, removed: f.After == nil, diffs: f.Diffs,
+					states: &auditStates{rel: f.Path, before: stateOfCheckpoint(f.Before), after: stateOfCheckpoint(f.After)}}
+			}
+			if in.dryRun {
+				_, out.shown, _ = strings.Cut(r.Output, "\n") // each file's diff
+			}
+			return out, nil
+		}})
+	switch {
+	case err != nil:
+		x.obs.Revert(revertOutcome(err))
+		return Result{}, err
+	case a.dryRun:
+		x.obs.Revert("dry_run")
+	default:
+		x.obs.Revert("reverted")
 	}
-	x.done(c, ToolRevert, CodeOK)
 	return Result{Output: res.Output, Metadata: res.Metadata}, nil
 }
 
@@ -174,82 +155,27 @@ func revertOutcome(e *fault.Error) string {
 	return "error"
 }
 
-// revertFence is the fence of a revert's files under mode: none without
-// one or under danger-full-access (the root stays the boundary), every
-// file denied under read-only, under workspace-write only files under the
-// call's cwd (X-Session-Cwd), as for a write of each (docs/sandbox.md).
-func (x *Executor) revertFence(ctx context.Context, c Call, mode Fence) (checkpoint.RevertOptions, *fault.Error) {
-	if !mode.Fenced() || mode == FenceDangerFullAccess {
-		return checkpoint.RevertOptions{}, nil
-	}
-	var cwd fs.Target
-	if mode == FenceWorkspaceWrite {
-		var err *fault.Error
-		if cwd, err = x.cwdOf(ctx, c); err != nil {
-			return checkpoint.RevertOptions{}, err
-		}
-	}
-	return checkpoint.RevertOptions{Fence: func(t fs.Target) error {
-		if !x.allows(mode, t, cwd) {
-			return fenceDenied(mode)
-		}
-		return nil
-	}}, nil
-}
-
-// approveRevert asks a person about the revert's whole change, as its dry
-// run shows it (tool revert, path its first file, paths all of them; no
-// channel: nobody is asked), and once approved checks the call again from
-// the start under the granted mode: the fence with the cwd resolved anew,
-// and every check of the revert, pinned to the change shown, so what runs
-// is exactly what was approved or it fails with FS_STALE_VERSION
-// (docs/sandbox.md). A revert with nothing to undo asks nobody.
-func (x *Executor) approveRevert(ctx context.Context, c Call, key string, a revertArgs) (checkpoint.RevertOptions, *fault.Error) {
-	if !x.asks {
-		return checkpoint.RevertOptions{}, escalationNoChannel(a.esc.mode)
-	}
-	dry, err := x.ckpt.RevertWith(ctx, key, a.to, checkpoint.RevertOptions{DryRun: true})
-	if err != nil {
-		return checkpoint.RevertOptions{}, checkpointError(err)
-	}
-	if len(dry.Files) > 0 {
-		paths := make([]string, len(dry.Files))
-		for i, f := range dry.Files {
-			paths[i] = f.Target.Display
-		}
-		// The dry run's text after its first line: each file's diff.
-		_, diff, _ := strings.Cut(dry.Output, "\n")
-		r := approval.Request{Session: c.Session, Subject: c.Subject, Tool: ToolRevert, Path: paths[0], Paths: paths, Diff: diff}
-		if err := x.askFor(ctx, r, a.esc); err != nil {
-			return checkpoint.RevertOptions{}, err
-		}
-	}
-	opts, ferr := x.revertFence(ctx, c, a.esc.mode)
-	opts.Pin = dry.Plan
-	return opts, ferr
-}
-
-// expectReverted announces the files a revert of session after to may
-// publish, so the change feed takes their inotify echoes for the revert's
-// own (BeforeMutation). A file it misses is reported as an external
-// change at worst. It returns how many files it announced: the audit
-// records the revert reserves.
-func (x *Executor) expectReverted(ctx context.Context, session string, to int64) int {
+// revertedPaths lists the files a revert of session after to may change
+// (root-relative, as the history records them): the targets the pipeline
+// announces to the change feed (BeforeMutation, so it takes their inotify
+// echoes for the revert's own) and reserves audit records for. A file it
+// misses (a change recorded meanwhile) is reported as an external change
+// at worst, and its record is appended past the reserved ones.
+func (x *Executor) revertedPaths(ctx context.Context, session string, to int64) []string {
 	cs, err := x.ckpt.Changes(ctx, session)
 	if err != nil {
-		return 0
+		return nil
 	}
 	seen := map[string]bool{}
+	var paths []string
 	for _, ch := range cs {
 		if ch.Seq <= to || seen[ch.Path] {
 			continue
 		}
 		seen[ch.Path] = true
-		if t, err := x.fs.Resolve(ctx, "write", ch.Path, ""); err == nil {
-			x.mutating(t)
-		}
+		paths = append(paths, ch.Path)
 	}
-	return len(seen)
+	return paths
 }
 
 // checkpointsCall checks what changes and revert need: checkpoints on and

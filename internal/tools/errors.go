@@ -22,7 +22,7 @@ func sessionError(message string) *fault.Error { return fault.New(fault.CodeInva
 // errorOf maps what a layer returned to the *fault.Error a transport
 // answers: a *fault.Error keeps its code and message (a copy, so what the
 // executor appends never changes what a layer returned; the provider's
-// edit hint is left out, editFailure sets the one shown); a cancellation
+// edit hint is left out, the change pipeline's failure sets the one shown); a cancellation
 // is FS_ABORTED; anything else is an internal fault, logged by the caller,
 // sent as a bare FS_IO_ERROR.
 func errorOf(err error) *fault.Error {

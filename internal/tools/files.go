@@ -2,12 +2,10 @@ package tools
 
 import (
 	"context"
-	"crypto/sha256"
 	"io"
 	"os"
 	"strings"
 
-	"github.com/toolfs/toolfs-api/internal/audit"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
@@ -61,10 +59,10 @@ const msgFilesUnavailable = "the files endpoints are not available with this fil
 
 // files is the provider's files operations, or a refusal.
 func (x *Executor) files() (fs.Files, *fault.Error) {
-	if x.filesFS == nil {
+	if x.fs.files == nil {
 		return nil, fault.New(fault.CodeNoSuchEndpoint, msgFilesUnavailable)
 	}
-	return x.filesFS, nil
+	return x.fs.files, nil
 }
 
 // filesTarget resolves a files path: relative to the root whatever the
@@ -137,124 +135,58 @@ func (x *Executor) Download(ctx context.Context, c Call, path string) (*os.File,
 }
 
 // Upload stores body as a file's whole content under pre (docs/files.md):
-// the root, the sandbox fence of writes (docs/sandbox.md; a files call has
-// no escalation, so a fenced upload is refused) and the no-blind-overwrite
-// precondition. An upload is a change like any other: it is published on
-// the change feed, and records nothing for any session, so a session that
-// read the file before must read it again before it writes or edits.
+// a change of one file, whose step is the provider's PutFile, so it is
+// fenced as a write is (docs/sandbox.md; a files call has no escalation,
+// so a fenced upload is refused), recorded in the history of the session
+// the call names, audited and published on the change feed. The
+// no-blind-overwrite precondition is its guard: it records nothing for any
+// session's observations, so a session that read the file before must
+// read it again before it writes or edits.
 func (x *Executor) Upload(ctx context.Context, c Call, path string, body io.Reader, pre Precondition) (Upload, *fault.Error) {
 	c = c.started()
-	t, err := x.filesMutation(ctx, c, "upload", path)
+	fsys, err := x.files()
 	if err != nil {
 		return Upload{}, x.fail(c, OpUpload, err)
 	}
-	// Not recorded in a session's history yet (docs/files.md): a Keeper for
-	// the replaced content goes here.
-	au, err := x.reserveAudit(ctx, c, OpUpload, 1)
-	if err != nil {
-		return Upload{}, x.fail(c, OpUpload, err)
-	}
-	defer au.cancel()
-	var before *audit.State
-	var hashed *hashingReader
-	if au != nil {
-		// The replaced file is hashed now (it is at If-Match's version, or
-		// the upload is refused), the new one as it streams in.
-		if pre.IfMatch != "" {
-			var serr error
-			if before, serr = x.stateOf(ctx, t, fs.Version(pre.IfMatch)); serr != nil {
-				return Upload{}, x.fail(c, OpUpload, errorOf(serr))
+	var up Upload
+	_, err = x.apply(ctx, &change{tool: OpUpload, call: c, paths: []string{path}, from: fromRoot, verb: "upload",
+		step: func(ctx context.Context, in stepIn) (stepOut, error) {
+			t := in.targets[0]
+			out, err := fsys.PutFile(ctx, t, body, fs.PutOptions{IfMatch: fs.Version(pre.IfMatch), IfNoneMatch: pre.IfNoneMatch,
+				MaxBytes: x.filesCfg.MaxUploadBytes, Keeper: in.keepers[0]})
+			if err != nil {
+				return stepOut{}, err
 			}
-		}
-		hashed = &hashingReader{r: body, h: sha256.New()}
-		body = hashed
+			up = Upload{Created: out.Created, Version: out.Version, Size: out.Size}
+			return stepOut{files: []outcome{{target: t, version: out.Version, size: out.Size, created: out.Created}}}, nil
+		}})
+	if err != nil {
+		return Upload{}, err
 	}
-	x.mutating(t)
-	out, perr := x.filesFS.PutFile(ctx, t, body, fs.PutOptions{IfMatch: fs.Version(pre.IfMatch), IfNoneMatch: pre.IfNoneMatch, MaxBytes: x.filesCfg.MaxUploadBytes})
-	if perr != nil {
-		e := errorOf(perr)
-		if e.Code == fault.CodeStaleVersion {
-			x.obs.StaleVersion(OpUpload)
-		}
-		return Upload{}, x.fail(c, OpUpload, e)
-	}
-	var lost *fault.Error
-	if au != nil {
-		rel, _ := x.fs.Rel(t)
-		lost = au.commit(rel, before, &audit.State{Version: string(out.Version), SHA256: hashed.sum(), Bytes: out.Size})
-	}
-	x.mutated(Mutation{Tool: OpUpload, Session: c.Session, Subject: c.Subject, Target: t, Version: out.Version})
-	if lost != nil {
-		return Upload{}, x.fail(c, OpUpload, x.auditLost(c, OpUpload, t.Display, lost))
-	}
-	x.done(c, OpUpload, CodeOK)
-	return Upload{Created: out.Created, Version: out.Version, Size: out.Size}, nil
+	return up, nil
 }
 
-// Delete removes a file (never a folder) at the version If-Match names,
-// under the same checks as an upload.
+// Delete removes a file (never a folder) at the version If-Match names: a
+// change of one file, whose step is the provider's DeleteFile, under the
+// same lines as an upload.
 func (x *Executor) Delete(ctx context.Context, c Call, path string, pre Precondition) *fault.Error {
 	c = c.started()
 	if pre.IfMatch == "" {
 		return x.fail(c, OpDelete, fault.New(fault.CodePreconditionRequired, "a delete needs If-Match with the file's ETag"))
 	}
-	t, err := x.filesMutation(ctx, c, "delete", path)
+	fsys, err := x.files()
 	if err != nil {
 		return x.fail(c, OpDelete, err)
 	}
-	// The Keeper goes here too (see Upload).
-	au, err := x.reserveAudit(ctx, c, OpDelete, 1)
-	if err != nil {
-		return x.fail(c, OpDelete, err)
-	}
-	defer au.cancel()
-	var before *audit.State
-	if au != nil {
-		var serr error
-		if before, serr = x.stateOf(ctx, t, fs.Version(pre.IfMatch)); serr != nil {
-			return x.fail(c, OpDelete, errorOf(serr))
-		}
-	}
-	x.mutating(t)
-	if derr := x.filesFS.DeleteFile(ctx, t, fs.Version(pre.IfMatch)); derr != nil {
-		e := errorOf(derr)
-		if e.Code == fault.CodeStaleVersion {
-			x.obs.StaleVersion(OpDelete)
-		}
-		return x.fail(c, OpDelete, e)
-	}
-	var lost *fault.Error
-	if au != nil {
-		rel, _ := x.fs.Rel(t)
-		lost = au.commit(rel, before, nil)
-	}
-	x.mutated(Mutation{Tool: OpDelete, Session: c.Session, Subject: c.Subject, Target: t})
-	if lost != nil {
-		return x.fail(c, OpDelete, x.auditLost(c, OpDelete, t.Display, lost))
-	}
-	x.done(c, OpDelete, CodeOK)
-	return nil
-}
-
-// filesMutation resolves an upload's or delete's target and applies the
-// sandbox fence of writes: read-only refuses it, workspace-write allows
-// it under the session cwd (X-Session-Cwd; the root without one).
-func (x *Executor) filesMutation(ctx context.Context, c Call, op, path string) (fs.Target, *fault.Error) {
-	if _, err := x.files(); err != nil {
-		return fs.Target{}, err
-	}
-	t, err := x.filesTarget(ctx, op, path)
-	if err != nil {
-		return fs.Target{}, err
-	}
-	cwd, err := x.cwdOf(ctx, c)
-	if err != nil {
-		return fs.Target{}, err
-	}
-	if !x.allows(x.fence, t, cwd) {
-		return fs.Target{}, fenceDenied(x.fence)
-	}
-	return t, nil
+	_, err = x.apply(ctx, &change{tool: OpDelete, call: c, paths: []string{path}, from: fromRoot, verb: "delete",
+		step: func(ctx context.Context, in stepIn) (stepOut, error) {
+			t := in.targets[0]
+			if err := fsys.DeleteFile(ctx, t, fs.Version(pre.IfMatch), in.keepers[0]); err != nil {
+				return stepOut{}, err
+			}
+			return stepOut{files: []outcome{{target: t, removed: true}}}, nil
+		}})
+	return err
 }
 
 // MaxUploadBytes is the bound of an upload's body (--max-upload-bytes), so

@@ -43,13 +43,16 @@ func (nopObserver) SessionStoreError(string)                           {}
 func (nopObserver) CacheLookup(string, bool)                           {}
 func (nopObserver) Revert(string)                                      {}
 
-// statCounter counts the provider's Stat calls where they happen, so the
-// count is the provider's, whichever step of a call made them: one per
-// read, plus one for a session cwd; none per write or edit (the provider
-// checks under its lock).
+// statCounter is the executor's one handle on the provider. It counts the
+// provider's Stat calls where they happen, so the count is the provider's,
+// whichever step of a call made them: one per read, plus one for a session
+// cwd; none per change (the provider checks under its lock).
 type statCounter struct {
 	fs.FileSystem
 	count func()
+	// files is the provider's files operations (docs/files.md); nil when
+	// it has none. They make no Stat.
+	files fs.Files
 }
 
 func (s statCounter) Stat(ctx context.Context, t fs.Target) (fs.Info, error) {

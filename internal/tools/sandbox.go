@@ -179,15 +179,10 @@ func (x *Executor) fenceOf(e escalation) Fence {
 	return x.fence
 }
 
-// ask opens a pending approval for the call, showing diff (its change as
-// its dry run shows it), and waits for the outcome. Nothing is granted
-// without a person's decision. The caller checked x.asks.
-func (x *Executor) ask(ctx context.Context, c Call, tool string, t fs.Target, e escalation, diff string) *fault.Error {
-	return x.askFor(ctx, approval.Request{Session: c.Session, Subject: c.Subject, Tool: tool, Path: t.Display, Diff: diff}, e)
-}
-
-// askFor is ask for the change r describes (a revert's names its files),
-// with the mode and the reason of e.
+// askFor opens a pending approval for the change r describes (its diff as
+// its dry run shows it; a change of several files names them all) with
+// the mode and the reason of e, and waits for the outcome. Nothing is
+// granted without a person's decision. The caller checked x.asks.
 func (x *Executor) askFor(ctx context.Context, r approval.Request, e escalation) *fault.Error {
 	r.Mode = string(e.mode)
 	r.Reason = "escalate sandbox to " + string(e.mode) + ": " + e.justification

@@ -129,7 +129,7 @@ type Options struct {
 
 // Executor runs tool calls. It is safe for concurrent use.
 type Executor struct {
-	fs        fs.FileSystem // counts Stat calls (Observer.StatCall)
+	fs        statCounter // the provider, counting its Stat calls (Observer.StatCall)
 	gate      policy.Gate
 	policyOn  bool
 	search    *search.Searcher
@@ -146,8 +146,7 @@ type Executor struct {
 	// asks is whether an escalation opens an approval (else it is denied).
 	asks        bool
 	diagnostics *diagnostics.Runner // nil: none
-	// filesFS serves the files operations (nil: none); filesCfg bounds them.
-	filesFS  fs.Files
+	// filesCfg bounds the files operations.
 	filesCfg FilesConfig
 	// audit is the audit log (nil: none); auditToken as Options.AuditToken.
 	audit      *audit.Log
@@ -186,7 +185,7 @@ func New(opts Options) *Executor {
 		x.log = slog.New(slog.DiscardHandler)
 	}
 	x.fs = statCounter{FileSystem: opts.FS, count: x.obs.StatCall}
-	x.filesFS, _ = opts.FS.(fs.Files)
+	x.fs.files, _ = opts.FS.(fs.Files)
 	x.filesCfg = opts.Files
 	if x.filesCfg.ListMaxEntries <= 0 {
 		x.filesCfg.ListMaxEntries = DefaultListMaxEntries
@@ -229,10 +228,11 @@ func (x *Executor) touchHistory(session string) {
 	}
 }
 
-// keeper is the Keeper that records a write or edit of c's session; nil
-// with checkpoints off, without a session, or for a dry run.
-func (x *Executor) keeper(c Call, tool string, dryRun bool) fs.Keeper {
-	if x.ckpt == nil || c.Session == "" || dryRun {
+// keeper is the Keeper that records a change of c's session in its
+// history (docs/checkpoints.md); nil with checkpoints off or without a
+// session.
+func (x *Executor) keeper(c Call, tool string) fs.Keeper {
+	if x.ckpt == nil || c.Session == "" {
 		return nil
 	}
 	return x.ckpt.Recording(c.key(), tool)
@@ -389,15 +389,7 @@ func (x *Executor) cwd(ctx context.Context, c Call) (fs.Target, *fault.Error) {
 
 // resolveStat resolves path and stats its target, counting one Stat.
 func (x *Executor) resolveStat(ctx context.Context, op, path, cwd string) (fs.Target, fs.Info, error) {
-	if sc, ok := x.fs.(statCounter); ok {
-		return sc.ResolveStat(ctx, op, path, cwd)
-	}
-	t, err := x.fs.Resolve(ctx, op, path, cwd)
-	if err != nil {
-		return fs.Target{}, fs.Info{}, err
-	}
-	info, err := x.fs.Stat(ctx, t)
-	return t, info, err
+	return x.fs.ResolveStat(ctx, op, path, cwd)
 }
 
 func badCwd(p string) *fault.Error {
