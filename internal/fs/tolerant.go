@@ -66,7 +66,8 @@ func endingsOf(text []byte) endings {
 // fitEndings makes repl's line endings the file's when the file has one
 // kind: in a CRLF file every bare "\n" becomes "\r\n" (not a leading one
 // when the matched needle itself starts with "\n": the file's "\r" is
-// before it), in an LF file every "\r\n" becomes "\n". A file with both
+// before it), in an LF file every "\r\n" becomes "\n" (CRs before a
+// "\n" all go: "\r\r\n" would otherwise leave one). A file with both
 // kinds, or none, keeps repl as it is.
 func fitEndings(repl []byte, k endings, needleStartsLF bool) []byte {
 	switch {
@@ -88,9 +89,27 @@ func fitEndings(repl []byte, k endings, needleStartsLF bool) []byte {
 			return b
 		}
 	case k.lf && !k.crlf:
-		if bytes.Contains(repl, []byte("\r\n")) {
-			return bytes.ReplaceAll(repl, []byte("\r\n"), []byte("\n"))
+		if !bytes.Contains(repl, []byte("\r\n")) {
+			break
 		}
+		// Every CR before a "\n" goes: "\r\r\n" would otherwise leave one.
+		b := make([]byte, 0, len(repl))
+		for i := 0; i < len(repl); {
+			j := i
+			for j < len(repl) && repl[j] == '\r' {
+				j++
+			}
+			if j == i {
+				b = append(b, repl[i])
+				i++
+				continue
+			}
+			if j == len(repl) || repl[j] != '\n' {
+				b = append(b, repl[i:j]...)
+			}
+			i = j
+		}
+		return b
 	}
 	return repl
 }
