@@ -72,7 +72,7 @@ func TestMatchLinesAndHintLines(t *testing.T) {
 
 func TestApplyEditsGrowthBounded(t *testing.T) {
 	text := bytes.Repeat([]byte("x"), 1<<20)
-	_, _, err := applyEdits(text, []Edit{{OldString: "x", NewString: strings.Repeat("y", 65), ReplaceAll: true}}, "/w/a.txt", false)
+	_, _, _, err := applyEdits(text, []Edit{{OldString: "x", NewString: strings.Repeat("y", 65), ReplaceAll: true}}, "/w/a.txt", false, false)
 	requireCode(t, err, fault.CodeTooLarge, `cannot edit "/w/a.txt": the edits would make the file larger than 64 MiB, the most a batch of edits holds in memory`)
 }
 

@@ -43,7 +43,11 @@ type seeker func(yield func(start, end int, repl []byte) bool)
 // endings is what kinds of line ending a text has.
 type endings struct{ crlf, lf bool }
 
-func endingsOf(text []byte) endings {
+func endingsOf(text []byte) endings { return endingsAfter(text, false) }
+
+// endingsAfter is endingsOf for a piece of a text, prevCR saying whether
+// the byte before it is "\r".
+func endingsAfter(text []byte, prevCR bool) endings {
 	var k endings
 	for i := 0; ; {
 		j := bytes.IndexByte(text[i:], '\n')
@@ -51,7 +55,7 @@ func endingsOf(text []byte) endings {
 			return k
 		}
 		i += j
-		if i > 0 && text[i-1] == '\r' {
+		if i > 0 && text[i-1] == '\r' || i == 0 && prevCR {
 			k.crlf = true
 		} else {
 			k.lf = true
@@ -469,6 +473,8 @@ func indentOf(l []byte) []byte {
 	return l[:i]
 }
 
+var utf8BOM = []byte("\ufeff")
+
 // lineOf is one line of the file: where it starts, where its text ends
 // (before "\r\n" or "\n") and where the next line starts.
 type lineOf struct{ start, textEnd, end int }
@@ -518,7 +524,11 @@ func (l *locator) lines(level int, dropLeading bool) seeker {
 		ring := make([]lineOf, len(keys)) // the last len(keys) lines read
 		cand := make([]lineOf, len(keys))
 		state := 0 // KMP state over the line hashes
-		for pos, n := 0, 0; pos < len(text); n++ {
+		pos := 0
+		if bytes.HasPrefix(text, utf8BOM) {
+			pos = len(utf8BOM) // not part of the first line, as read shows it
+		}
+		for n := 0; pos < len(text); n++ {
 			fl := lineOf{start: pos}
 			nl := bytes.IndexByte(text[pos:], '\n')
 			if nl < 0 {

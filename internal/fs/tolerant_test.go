@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // TestLocateLevels: each level of the tolerant edit (docs/edits.md,
@@ -212,4 +215,63 @@ func FuzzLocate(f *testing.F) {
 			require.False(t, endingsOf(out).crlf, "an LF file gained a CRLF: %q", out)
 		}
 	})
+}
+
+// TestEditTextTolerant: the provider's edit with Tolerant (the extended
+// profile) through real files: the streamed single edit for levels 0 and
+// 1, the loaded one for the levels after, batches per item, and the
+// refusals with their hints.
+func TestEditTextTolerant(t *testing.T) {
+	tests := []struct {
+		name, content string
+		edit          EditRequest
+		want          string
+		tols          []Tolerance
+		wantCode      fault.Code
+		wantMsg       string
+		wantStarts    []int
+	}{
+		{name: "LF new_string in a CRLF file stays CRLF", content: "a\r\nb\r\nc\r\n", edit: EditRequest{OldString: "b", NewString: "x\ny"},
+			want: "a\r\nx\r\ny\r\nc\r\n"},
+		{name: "CRLF old_string in an LF file", content: "a\nb\nc\n", edit: EditRequest{OldString: "a\r\nb", NewString: "A\r\nB"},
+			want: "A\nB\nc\n"},
+		{name: "trailing whitespace", content: "\ufefff() {  \r\n  x\r\n}\r\n", edit: EditRequest{OldString: "f() {\n  x\n}", NewString: "f() {\n  y\n}"},
+			want: "\ufefff() {\r\n  y\r\n}\r\n", tols: []Tolerance{{Level: LevelTrailing, Count: 1, Places: [][2]int{{1, 3}}}}},
+		{name: "indentation, replace all", content: "  a\nx\n    a\n", edit: EditRequest{OldString: "a ", NewString: "b", ReplaceAll: true},
+			want: "  b\nx\n    b\n", tols: []Tolerance{{Level: LevelIndent, Count: 2, Places: [][2]int{{1, 1}, {3, 3}}}}},
+		{name: "batch discloses per item", content: "one\n  two\nthree\n", edit: EditRequest{Batch: []Edit{
+			{OldString: "one", NewString: "1"}, {OldString: "2:   two", NewString: "2:   2"}, {OldString: "three  ", NewString: "3"}}},
+			want: "1\n  2\n3\n", tols: []Tolerance{{Item: 2, Level: LevelPrefixes, Count: 1, Places: [][2]int{{2, 2}}}, {Item: 3, Level: LevelTrailing, Count: 1, Places: [][2]int{{3, 3}}}}},
+		{name: "ambiguous at a tolerant level", content: "  a\n  b\nc\n    a\n    b\n", edit: EditRequest{OldString: "a\nb", NewString: "x"},
+			wantCode: fault.CodeAmbiguousEdit, wantMsg: `old_string matched 2 times in "$P"; provide a more specific old_string or set replace_all to true`, wantStarts: []int{1, 4}},
+		{name: "ambiguous in a batch", content: "“a” “a”\n", edit: EditRequest{Batch: []Edit{{OldString: `"a"`, NewString: "b"}}},
+			wantCode: fault.CodeAmbiguousEdit, wantMsg: `edit 1 of 1: old_string matched 2 times in "$P"; provide a more specific old_string or set replace_all to true`, wantStarts: []int{1, 1}},
+		{name: "no level finds it", content: "alpha\n", edit: EditRequest{OldString: "beta", NewString: "x"},
+			wantCode: fault.CodeEditNotFound, wantMsg: `old_string was not found in "$P"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, "f.txt = "+tt.content)
+			tg := f.resolve(t, "edit", "f.txt")
+			tt.edit.Tolerant, tt.edit.Hints = true, true
+			out, err := f.l.EditText(context.Background(), tg, tt.edit, ptrV(f.version(t, tg)))
+			if tt.wantCode != "" {
+				requireCode(t, err, tt.wantCode, strings.ReplaceAll(tt.wantMsg, "$P", tg.Display))
+				if tt.wantStarts != nil {
+					var fe *fault.Error
+					require.ErrorAs(t, err, &fe)
+					require.NotNil(t, fe.Hint)
+					assert.Equal(t, tt.wantStarts, fe.Hint.MatchLines)
+				}
+				assert.Equal(t, tt.content, f.read(t, "f.txt"), "file touched by a failed edit")
+				f.assertClean(t)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, f.read(t, "f.txt"))
+			assert.Equal(t, tt.tols, out.Tolerances)
+			assert.Equal(t, f.version(t, tg), out.Version)
+			f.assertClean(t)
+		})
+	}
 }
