@@ -34,9 +34,13 @@ type WriteMetadata struct {
 }
 
 // EditMetadata is an edit's metadata; Diagnostics as for a write.
+// Match (one edit) or Matches (a batch) say where an edit found its place
+// at a tolerant level (docs/edits.md, "Tolerant edits").
 type EditMetadata struct {
-	Diffs       []render.Diff `json:"diffs"`
-	Diagnostics any           `json:"diagnostics,omitempty"`
+	Diffs       []render.Diff      `json:"diffs"`
+	Match       *render.EditMatch  `json:"match,omitempty"`
+	Matches     []render.EditMatch `json:"matches,omitempty"`
+	Diagnostics any                `json:"diagnostics,omitempty"`
 }
 
 // msgNoSession is the refusal of a write or edit without a session while
@@ -229,9 +233,14 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 		return Result{}, x.fail(c, ToolEdit, x.editFailure(eerr))
 	}
 	meta := EditMetadata{Diffs: diffsOf(a.path, out.Before, out.After)}
+	note, match, matches := disclose(out.Tolerances, len(a.batch))
+	meta.Match, meta.Matches = match, matches
+	if note != "" {
+		note = "\n" + note
+	}
 	if a.dryRun {
 		x.done(c, ToolEdit, CodeOK) // nothing recorded (docs/edits.md)
-		return Result{Output: render.DryRunOutput(t.Display, unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
+		return Result{Output: render.DryRunOutput(t.Display, strings.TrimPrefix(note+"\n", "\n")+unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
 	lost := au.commitKept(x, t, out.Version, out.Size)
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), t.Key, out.Version, out.Hash))
@@ -246,7 +255,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	if a.batch != nil {
 		output = render.BatchEditOutput(t.Display, len(a.batch), a.batch[0].ReplaceAll)
 	}
-	return Result{Output: output + found, Metadata: meta}, nil
+	return Result{Output: output + note + found, Metadata: meta}, nil
 }
 
 // checkEdit is checkWrite for an edit: the session, the root, the policy's
@@ -306,6 +315,7 @@ func (x *Executor) editRequest(a editArgs, guard *fs.Observed) fs.EditRequest {
 	req := fs.EditRequest{
 		OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll,
 		Batch: a.batch, DryRun: a.dryRun, Hints: x.profile != render.ProfileOriginal,
+		Tolerant: x.profile != render.ProfileOriginal,
 	}
 	if guard != nil {
 		req.SeenHash = guard.Hash
