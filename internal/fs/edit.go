@@ -164,12 +164,12 @@ func (l *Local) openForEdit(t Target) (*opened, error) {
 type editScan struct {
 	lit, alt, lfAlt *matcher
 	hasCRLF, hasLF  bool
-	keepBasis     bool
-	size          int64
-	before, after strings.Builder
-	hash          *xxh3.Hasher // of the rewritten content
-	sum           bool         // sha too, for a Keeper
-	sha           hash.Hash    // SHA-256 of the rewritten content, with sum
+	keepBasis       bool
+	size            int64
+	before, after   strings.Builder
+	hash            *xxh3.Hasher // of the rewritten content
+	sum             bool         // sha too, for a Keeper
+	sha             hash.Hash    // SHA-256 of the rewritten content, with sum
 }
 
 // scan checks the text (no NUL, valid UTF-8, runes split by a chunk
