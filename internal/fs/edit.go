@@ -71,7 +71,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if edit.Batch != nil {
 		return l.editBatch(ctx, o, t, edit, version)
 	}
-	sc, err := l.scan(ctx, o, edit.OldString, t.Display, edit.Tolerant)
+	sc, err := l.scan(ctx, o, edit.OldString, edit.NewString, t.Display, edit.Tolerant)
 	if err != nil {
 		return EditOutcome{}, err
 	}
@@ -174,7 +174,7 @@ type editScan struct {
 
 // scan checks the text (no NUL, valid UTF-8, runes split by a chunk
 // boundary included) and counts both needles in one pass.
-func (l *Local) scan(ctx context.Context, o *opened, old, display string, tolerant bool) (*editScan, error) {
+func (l *Local) scan(ctx context.Context, o *opened, old, newString, display string, tolerant bool) (*editScan, error) {
 	sc := &editScan{lit: &matcher{needle: []byte(old)}, size: o.st.Size}
 	if a := crlfAdapt(old); a != old {
 		sc.alt = &matcher{needle: []byte(a)}
@@ -182,6 +182,11 @@ func (l *Local) scan(ctx context.Context, o *opened, old, display string, tolera
 	if a := lfAdapt(old); tolerant && a != old {
 		sc.lfAlt = &matcher{needle: []byte(a)}
 	}
+	// Whether the file has bare LF is asked only where it matters: the LF
+	// retry, or a new_string with line endings to fit (a CRLF file is
+	// one kind only if none of its lines ends in a bare LF: every line is
+	// looked at).
+	kinds := tolerant && (sc.lfAlt != nil || strings.ContainsAny(newString, "\r\n"))
 	// The diff basis is gathered in builders sized up front: growing slices
 	// to ~10 MiB by appending copied the file about eight times over, and
 	// Builder.String does not copy again.
@@ -196,11 +201,13 @@ func (l *Local) scan(ctx context.Context, o *opened, old, display string, tolera
 			return fault.New(fault.CodeNotText, fmt.Sprintf(`cannot edit "%s": binary file`, display))
 		}
 		validUTF8 = validUTF8 && text.write(chunk)
-		if !sc.hasCRLF || !sc.hasLF {
-			k := endingsAfter(chunk, prevCR)
-			sc.hasCRLF, sc.hasLF = sc.hasCRLF || k.crlf, sc.hasLF || k.lf
-			prevCR = chunk[len(chunk)-1] == '\r'
+		if !sc.hasCRLF {
+			sc.hasCRLF = prevCR && chunk[0] == '\n' || bytes.Contains(chunk, []byte("\r\n"))
 		}
+		if kinds && !sc.hasLF {
+			sc.hasLF = endingsAfter(chunk, prevCR).lf
+		}
+		prevCR = chunk[len(chunk)-1] == '\r'
 		sc.lit.feed(chunk, false, nil)
 		if sc.alt != nil {
 			sc.alt.feed(chunk, false, nil)
