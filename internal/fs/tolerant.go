@@ -629,6 +629,16 @@ func placeRepl(text []byte, lines []lineOf, oldLines [][]byte, repl []byte, leve
 			break
 		}
 	}
+	// A change between tabs and spaces re-indents only to indentations the
+	// place itself has: deeper lines of new would come out half tabs, half
+	// spaces ("\t" for four spaces, then "    " more), a guess at the unit.
+	var known map[string]bool
+	if kinds := string(removed) + string(added); strings.ContainsRune(kinds, ' ') && strings.ContainsRune(kinds, '\t') {
+		known = map[string]bool{}
+		for _, l := range lines {
+			known[string(indentOf(text[l.start:l.textEnd]))] = true
+		}
+	}
 	out := make([]byte, 0, len(repl)+len(newLines)*len(added))
 	for i, l := range newLines {
 		if i > 0 {
@@ -641,7 +651,11 @@ func placeRepl(text []byte, lines []lineOf, oldLines [][]byte, repl []byte, leve
 		if !bytes.HasPrefix(l, removed) {
 			return nil, false
 		}
+		at := len(out)
 		out = append(append(out, added...), l[len(removed):]...)
+		if known != nil && !known[string(indentOf(out[at:]))] {
+			return nil, false
+		}
 	}
 	return out, true
 }

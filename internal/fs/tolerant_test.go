@@ -60,6 +60,8 @@ func TestLocateLevels(t *testing.T) {
 			"  // c\n\n  function neu() {}", LevelIndent, [][2]int{{2, 3}}},
 		{"spurious leading blank line", "    line1\n    line2\n    line3\n", "\n  line1\n  line2\n", "  new_line1\n  new_line2\n", false,
 			"    new_line1\n    new_line2\n    line3\n", LevelIndent, [][2]int{{1, 2}}},
+		{"spaces to a tab, one level", "\tfoo()\n\tbar()\n", "    foo()\n    bar()", "    baz()", false, "\tbaz()\n", LevelIndent, [][2]int{{1, 2}}},
+		{"spaces to a tab where the file mixes them", "\ta\n\t    b\n", "    a\n        b", "    a\n        c", false, "\ta\n\t    c\n", LevelIndent, [][2]int{{1, 2}}},
 		{"blank lines inside keep theirs", "  a\n\n  b\n", "a\n  \nb", "a\n\nc", false, "  a\n\n  c\n", LevelIndent, [][2]int{{1, 3}}},
 		// 5: escapes written literally.
 		{"escaped newline", "const a = 1;\nconst b = 2;\n", `const a = 1;\nconst b = 2;`, `const a = 1;\nconst c = 3;`, false,
@@ -103,6 +105,8 @@ func TestLocateRefuses(t *testing.T) {
 		{"punctuation twice", "“a” and “a”", `"a"`, LevelPunct, 2, []int{1, 1}},
 		{"non-uniform indentation", "  hello\n    world\n", "hello\nworld", 0, 0, nil},
 		{"new cannot be re-indented", "a\n  b\n", "  a\n    b", 0, 0, nil},
+		{"spaces to a tab, deeper new lines", "\tfoo()\n\tbar()\n", "    foo()\n    bar()", 0, 0, nil},
+		{"tabs to spaces, deeper", "  a\n    b\n", "\ta\n\t\tb", 0, 0, nil},
 		{"escapes written out in the file", `x\ny` + "\nx\ny\n", `x\ny\nq`, 0, 0, nil},
 		{"prefixes not consecutive", "a\nb\n", "1: a\n3: b", 0, 0, nil},
 		{"prefixes on some lines only", "1: a\nb\n", "1: a\nb\nc", 0, 0, nil},
@@ -113,8 +117,11 @@ func TestLocateRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			new := "Z"
-			if tc.name == "new cannot be re-indented" {
+			switch tc.name {
+			case "new cannot be re-indented":
 				new = "  a\nb" // the change removes two spaces new's second line lacks
+			case "spaces to a tab, deeper new lines":
+				new = "    if x {\n        foo()\n    }" // "\t    foo()": refused
 			}
 			got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: new}, true, LevelLiteral)
 			assert.Equal(t, tc.count, got.count)
