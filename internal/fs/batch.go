@@ -101,7 +101,7 @@ func (l *Local) loadText(ctx context.Context, o *opened, display string) ([]byte
 // the edits found at a disclosed level, or the first failing edit's error
 // prefixed "edit <i> of <n>: ". No intermediate text exceeds BatchMaxBytes.
 func applyEdits(text []byte, edits []Edit, display string, hints, tolerant bool) ([]byte, int, []Tolerance, error) {
-	total, binary := 0, false
+	total, binary, work := 0, false, TolerantWork
 	var tols []Tolerance
 	for i, e := range edits {
 		prefix := "edit " + strconv.Itoa(i+1) + " of " + strconv.Itoa(len(edits)) + ": "
@@ -110,7 +110,7 @@ func applyEdits(text []byte, edits []Edit, display string, hints, tolerant bool)
 			// to edit what is now a binary file.
 			return nil, 0, nil, fault.New(fault.CodeNotText, fmt.Sprintf(`%scannot edit "%s": binary file`, prefix, display))
 		}
-		res := locate(text, e, tolerant, LevelLiteral)
+		res := locate(text, e, tolerant, LevelLiteral, &work)
 		if err := checkCount(res.count, e.ReplaceAll, display); err != nil {
 			if hints {
 				err.Hint = hintOf(text, err.Code, e.OldString, res)

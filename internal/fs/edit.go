@@ -270,7 +270,8 @@ func (l *Local) editTolerant(ctx context.Context, o *opened, t Target, edit Edit
 	if err != nil {
 		return EditOutcome{}, err
 	}
-	res := locate(text, Edit{OldString: edit.OldString, NewString: edit.NewString, ReplaceAll: edit.ReplaceAll}, true, LevelPrefixes)
+	work := TolerantWork
+	res := locate(text, Edit{OldString: edit.OldString, NewString: edit.NewString, ReplaceAll: edit.ReplaceAll}, true, LevelPrefixes, &work)
 	if err := checkCount(res.count, edit.ReplaceAll, t.Display); err != nil {
 		if edit.Hints {
 			err.Hint = hintOf(text, err.Code, edit.OldString, res)

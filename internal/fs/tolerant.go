@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -43,7 +44,11 @@ type seeker func(yield func(start, end int, repl []byte) bool)
 // endings is what kinds of line ending a text has.
 type endings struct{ crlf, lf bool }
 
-func endingsOf(text []byte) endings { return endingsAfter(text, false) }
+func endingsOf(text []byte) endings {
+	// Counting is a vector pass where walking the lines is a call per line.
+	crlf := bytes.Count(text, []byte("\r\n"))
+	return endings{crlf: crlf > 0, lf: bytes.Count(text, []byte{'\n'}) > crlf}
+}
 
 // endingsAfter is endingsOf for a piece of a text, prevCR saying whether
 // the byte before it is "\r".
@@ -134,8 +139,14 @@ func lfAdapt(s string) string {
 // (line levels hash each line once and run a KMP over the line hashes,
 // their checks of candidates within seekBudget), and holds at most text,
 // the replaced text and old_string's lines.
-func locate(text []byte, e Edit, tolerant bool, from int) located {
-	l := &locator{text: text, e: e, tolerant: tolerant, budget: seekBudget(len(text))}
+func locate(text []byte, e Edit, tolerant bool, from int, work *int) located {
+	return locateWith(text, e, tolerant, from, work, anchorMax)
+}
+
+// locateWith is locate with the line levels' anchorMax given (0: always
+// the full pass), so a test can compare the two ways.
+func locateWith(text []byte, e Edit, tolerant bool, from int, work *int, anchors int) located {
+	l := &locator{text: text, e: e, tolerant: tolerant, budget: seekBudget(len(text)), work: work, anchors: anchors}
 	if from <= LevelEndings && l.literal(LevelLiteral, text, e.OldString, e.NewString, nil) {
 		return l.res
 	}
@@ -153,10 +164,33 @@ func locate(text []byte, e Edit, tolerant bool, from int) located {
 	if old, repl, ok := unescapeEdit(text, e.OldString, e.NewString); ok && l.literal(LevelEscapes, text, old, repl, nil) {
 		return l.res
 	}
-	if hay, old, ok := punctForms(text, e.OldString); ok && l.literal(LevelPunct, hay, old, e.NewString, punctMapper(text)) {
-		return l.res
+	if punctCandidate(text, e.OldString) && l.charge() {
+		if hay, old, ok := punctForms(text, e.OldString); ok && l.literal(LevelPunct, hay, old, e.NewString, punctMapper(text)) {
+			return l.res
+		}
 	}
 	return l.done()
+}
+
+// TolerantWork is how many bytes the tolerant levels (2-6) of one call may
+// read in their heavy passes (hashing every line, normalizing punctuation),
+// across a batch's items: a pass is charged its text's size. Once it is
+// spent no tolerant level claims a place (the edit is a miss, with its
+// hint): 16 such passes over a 64 MiB file (docs/edits.md, "Bounds").
+const TolerantWork = 1 << 30
+
+// charge takes one pass over the text from the call's work; false (and
+// no tolerant level may claim a place) when it is spent.
+func (l *locator) charge() bool {
+	if l.work == nil {
+		return true
+	}
+	if *l.work < len(l.text) {
+		l.spent = true
+		return false
+	}
+	*l.work -= len(l.text)
+	return true
 }
 
 // seekBudget is how many bytes the line levels may compare checking
@@ -173,7 +207,9 @@ type locator struct {
 	k        *endings
 	res      located
 	budget   int
-	spent    bool // the budget ran out: no tolerant level may claim a place
+	work     *int // the call's TolerantWork left; nil: unbounded (tests)
+	anchors  int  // anchorMax
+	spent    bool // a budget ran out: no tolerant level may claim a place
 }
 
 func (l *locator) kind() endings {
@@ -515,12 +551,49 @@ func (l *locator) lines(level int, dropLeading bool) seeker {
 		}
 		return b
 	}
+	// Each old line, normalized, is part of a file line: when its longest
+	// occurs nowhere in the file, no place can (one fast search instead of
+	// hashing every line).
+	var longest []byte
+	for _, ol := range oldLines {
+		if n := norm(ol); len(n) > len(longest) {
+			longest = n
+		}
+	}
+	if len(longest) > 0 && !bytes.Contains(text, longest) {
+		return nil
+	}
+	// check is one candidate place, the lines cand: the bytes, the level's
+	// own conditions, within the budget; its span and replacement.
+	check := func(cand []lineOf) (int, int, []byte, bool) {
+		last := cand[len(cand)-1]
+		l.budget -= last.end - cand[0].start + len(l.e.OldString) + len(newText)
+		if l.budget < 0 {
+			l.spent = true
+			return 0, 0, nil, false
+		}
+		repl, ok := placeRepl(text, cand, oldLines, newText, level, norm)
+		if !ok || endsNL && last.end == last.textEnd { // old_string ends with a newline the file lacks here
+			return 0, 0, nil, false
+		}
+		end := last.textEnd
+		if endsNL {
+			end = last.end
+		}
+		return cand[0].start, end, fitEndings(repl, k, false), true
+	}
+	if hits := anchorHits(text, longest, l.anchors); hits != nil && l.anchors > 0 {
+		return l.anchored(hits, longest, oldLines, norm, check)
+	}
 	keys := make([]uint64, len(oldLines))
 	for i, ol := range oldLines {
 		keys[i] = xxh3.Hash(norm(ol))
 	}
 	fail := kmpTable(keys)
 	return func(yield func(int, int, []byte) bool) {
+		if !l.charge() {
+			return
+		}
 		ring := make([]lineOf, len(keys)) // the last len(keys) lines read
 		cand := make([]lineOf, len(keys))
 		state := 0 // KMP state over the line hashes
@@ -529,16 +602,7 @@ func (l *locator) lines(level int, dropLeading bool) seeker {
 			pos = len(utf8BOM) // not part of the first line, as read shows it
 		}
 		for n := 0; pos < len(text); n++ {
-			fl := lineOf{start: pos}
-			nl := bytes.IndexByte(text[pos:], '\n')
-			if nl < 0 {
-				fl.textEnd, fl.end = len(text), len(text)
-			} else {
-				fl.textEnd, fl.end = pos+nl, pos+nl+1
-				if nl > 0 && text[pos+nl-1] == '\r' {
-					fl.textEnd--
-				}
-			}
+			fl := lineFrom(text, pos)
 			pos = fl.end
 			ring[n%len(ring)] = fl
 			h := xxh3.Hash(norm(text[fl.start:fl.textEnd]))
@@ -558,30 +622,131 @@ func (l *locator) lines(level int, dropLeading bool) seeker {
 			for i := range cand {
 				cand[i] = ring[(first+i)%len(ring)]
 			}
-			last := cand[len(cand)-1]
-			l.budget -= last.end - cand[0].start + len(l.e.OldString) + len(newText)
-			if l.budget < 0 {
-				l.spent = true
+			start, end, repl, ok := check(cand)
+			if l.spent {
 				return
-			}
-			repl, ok := placeRepl(text, cand, oldLines, newText, level, norm)
-			if ok && endsNL && last.end == last.textEnd {
-				ok = false // old_string ends with a newline the file lacks here
 			}
 			if !ok {
 				state = fail[state-1]
 				continue
 			}
-			end := last.textEnd
-			if endsNL {
-				end = last.end
-			}
-			if !yield(cand[0].start, end, fitEndings(repl, k, false)) {
+			if !yield(start, end, repl) {
 				return
 			}
 			state = 0 // non-overlapping: the next place starts after this one
 		}
 	}
+}
+
+// anchorMax is how many occurrences of old's longest line a line level
+// checks one by one before it hashes every line of the file instead.
+const anchorMax = 64
+
+// anchorHits are the offsets of needle in text, at most one per line; nil
+// when there are more than max (or needle is empty).
+func anchorHits(text, needle []byte, max int) []int {
+	if len(needle) == 0 {
+		return nil
+	}
+	hits := []int{}
+	for pos := 0; ; {
+		j := bytes.Index(text[pos:], needle)
+		if j < 0 {
+			return hits
+		}
+		if len(hits) == max {
+			return nil
+		}
+		hits = append(hits, pos+j)
+		pos += j + len(needle)
+		if nl := bytes.IndexByte(text[pos:], '\n'); nl >= 0 {
+			pos += nl + 1 // the next hit is on another line
+		} else {
+			return hits
+		}
+	}
+}
+
+// anchored is a line level's seeker when old's longest line occurs in few
+// places: each place is checked around its lines (each line of old equal to
+// the anchor may be where it is), and the places found are given left to
+// right, non-overlapping, as the full pass would give them.
+func (l *locator) anchored(hits []int, anchor []byte, oldLines [][]byte, norm func([]byte) []byte, check func([]lineOf) (int, int, []byte, bool)) seeker {
+	text := l.text
+	first := 0 // where the first line starts
+	if bytes.HasPrefix(text, utf8BOM) {
+		first = len(utf8BOM)
+	}
+	startOf := func(p int) int { return max(bytes.LastIndexByte(text[:p], '\n')+1, first) }
+	var at []int // old's lines the anchor may be
+	for j, ol := range oldLines {
+		if bytes.Equal(norm(ol), anchor) {
+			at = append(at, j)
+		}
+	}
+	return func(yield func(int, int, []byte) bool) {
+		type place struct {
+			start, end, stop int // stop: where the line after the place starts
+			repl             []byte
+		}
+		var places []place
+		cand := make([]lineOf, len(oldLines))
+		for _, p := range hits {
+			if p < first {
+				continue
+			}
+			for _, j := range at {
+				s, ok := startOf(p), true
+				for u := 0; u < j && ok; u++ {
+					if ok = s > first; ok {
+						s = startOf(s - 1)
+					}
+				}
+				for i := 0; i < len(cand) && ok; i++ {
+					if ok = s < len(text) || i == 0 && s == len(text) && len(text) == first; ok {
+						cand[i] = lineFrom(text, s)
+						s = cand[i].end
+					}
+				}
+				if !ok {
+					continue
+				}
+				start, end, repl, found := check(cand)
+				if l.spent {
+					return
+				}
+				if found {
+					places = append(places, place{start, end, cand[len(cand)-1].end, repl})
+				}
+			}
+		}
+		slices.SortFunc(places, func(a, b place) int { return a.start - b.start })
+		stop := -1
+		for _, pl := range places {
+			if pl.start < stop {
+				continue // overlaps the place before (or is it)
+			}
+			if !yield(pl.start, pl.end, pl.repl) {
+				return
+			}
+			stop = pl.stop
+		}
+	}
+}
+
+// lineFrom is the line of text that starts at pos.
+func lineFrom(text []byte, pos int) lineOf {
+	l := lineOf{start: pos}
+	nl := bytes.IndexByte(text[pos:], '\n')
+	if nl < 0 {
+		l.textEnd, l.end = len(text), len(text)
+		return l
+	}
+	l.textEnd, l.end = pos+nl, pos+nl+1
+	if nl > 0 && text[pos+nl-1] == '\r' {
+		l.textEnd--
+	}
+	return l
 }
 
 // placeRepl checks a candidate place of a line level (each line equal once
@@ -742,32 +907,47 @@ func punctASCII(r rune) (byte, bool) {
 }
 
 // normalizePunct is s with each typographic rune replaced by its ASCII
-// form, and whether it had any.
+// form, and whether it had any. Every such rune starts with byte 0xC2,
+// 0xE2 or 0xE3, so the runs between those bytes are copied whole.
 func normalizePunct(s []byte) ([]byte, bool) {
 	var b []byte
+	copied := 0 // s[:copied] is in b
 	for i := 0; i < len(s); {
-		if s[i] < utf8.RuneSelf {
-			if b != nil {
-				b = append(b, s[i])
-			}
+		if c := s[i]; c != 0xC2 && c != 0xE2 && c != 0xE3 {
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRune(s[i:])
 		if a, ok := punctASCII(r); ok {
 			if b == nil {
-				b = append(make([]byte, 0, len(s)), s[:i]...)
+				b = make([]byte, 0, len(s))
 			}
-			b = append(b, a)
-		} else if b != nil {
-			b = append(b, s[i:i+size]...)
+			b = append(append(b, s[copied:i]...), a)
+			copied = i + size
 		}
 		i += size
 	}
 	if b == nil {
 		return s, false
 	}
-	return b, true
+	return append(b, s[copied:]...), true
+}
+
+// punctCandidate says whether LevelPunct could find old in text: the
+// longest run of old without a character that normalization touches (or
+// makes: quotes, dashes, spaces; and line endings, which the level
+// adapts) must occur in text as it is.
+func punctCandidate(text []byte, old string) bool {
+	var longest string
+	for run := range strings.FieldsFuncSeq(old, func(r rune) bool {
+		_, typographic := punctASCII(r)
+		return typographic || strings.ContainsRune("'\"- \r\n", r)
+	}) {
+		if len(run) > len(longest) {
+			longest = run
+		}
+	}
+	return longest == "" || bytes.Contains(text, []byte(longest))
 }
 
 // punctForms are text and old with typographic punctuation as its ASCII

@@ -62,6 +62,7 @@ func TestLocateLevels(t *testing.T) {
 			"    new_line1\n    new_line2\n    line3\n", LevelIndent, [][2]int{{1, 2}}},
 		{"spaces to a tab, one level", "\tfoo()\n\tbar()\n", "    foo()\n    bar()", "    baz()", false, "\tbaz()\n", LevelIndent, [][2]int{{1, 2}}},
 		{"spaces to a tab where the file mixes them", "\ta\n\t    b\n", "    a\n        b", "    a\n        c", false, "\ta\n\t    c\n", LevelIndent, [][2]int{{1, 2}}},
+		{"anchored on old's second line, after a BOM", "\ufeff  ab\n  longer line\n", "ab\nlonger line", "X", false, "\ufeff  X\n", LevelIndent, [][2]int{{1, 2}}},
 		{"blank lines inside keep theirs", "  a\n\n  b\n", "a\n  \nb", "a\n\nc", false, "  a\n\n  c\n", LevelIndent, [][2]int{{1, 3}}},
 		// 5: escapes written literally.
 		{"escaped newline", "const a = 1;\nconst b = 2;\n", `const a = 1;\nconst b = 2;`, `const a = 1;\nconst c = 3;`, false,
@@ -79,7 +80,7 @@ func TestLocateLevels(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: tc.new, ReplaceAll: tc.all}, true, LevelLiteral)
+			got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: tc.new, ReplaceAll: tc.all}, true, LevelLiteral, nil)
 			require.Equal(t, len(tc.places), got.count, "places")
 			assert.Equal(t, tc.level, got.level)
 			assert.Equal(t, tc.places, got.places)
@@ -123,7 +124,7 @@ func TestLocateRefuses(t *testing.T) {
 			case "spaces to a tab, deeper new lines":
 				new = "    if x {\n        foo()\n    }" // "\t    foo()": refused
 			}
-			got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: new}, true, LevelLiteral)
+			got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: new}, true, LevelLiteral, nil)
 			assert.Equal(t, tc.count, got.count)
 			assert.Nil(t, got.out)
 			if tc.count > 0 {
@@ -148,7 +149,7 @@ func TestLocateOriginalRules(t *testing.T) {
 		{"  a\n", "a ", "b", ""},
 		{"“a”", `"a"`, "b", ""},
 	} {
-		got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: tc.new}, false, LevelLiteral)
+		got := locate([]byte(tc.text), Edit{OldString: tc.old, NewString: tc.new}, false, LevelLiteral, nil)
 		assert.Equal(t, tc.want, string(got.out), "%q", tc.old)
 	}
 }
@@ -165,13 +166,13 @@ func TestLocateBounded(t *testing.T) {
 	}
 	text := []byte(strings.Repeat("x\n", 200_000))
 	start := time.Now()
-	got := locate(text, Edit{OldString: old.String(), NewString: "y\n"}, true, LevelLiteral)
+	got := locate(text, Edit{OldString: old.String(), NewString: "y\n"}, true, LevelLiteral, nil)
 	assert.Equal(t, 0, got.count)
 	assert.Less(t, time.Since(start), 5*time.Second)
 
 	big := bytes.Repeat([]byte("    some code here;\n"), 1<<20/20*8) // 8 MiB
 	start = time.Now()
-	got = locate(big, Edit{OldString: "nothing like it\nanywhere", NewString: "y"}, true, LevelLiteral)
+	got = locate(big, Edit{OldString: "nothing like it\nanywhere", NewString: "y"}, true, LevelLiteral, nil)
 	assert.Equal(t, 0, got.count)
 	t.Logf("8 MiB, no level matches: %v", time.Since(start))
 }
@@ -196,7 +197,11 @@ func FuzzLocate(f *testing.F) {
 		if old == "" || old == new || !utf8.ValidString(text) || len(text) > 1<<16 {
 			return
 		}
-		got := locate([]byte(text), Edit{OldString: old, NewString: new, ReplaceAll: all}, true, LevelLiteral)
+		got := locate([]byte(text), Edit{OldString: old, NewString: new, ReplaceAll: all}, true, LevelLiteral, nil)
+		// The line levels check a few anchored places, or hash every line:
+		// the same places either way.
+		full := locateWith([]byte(text), Edit{OldString: old, NewString: new, ReplaceAll: all}, true, LevelLiteral, nil, 0)
+		require.Equal(t, full, got, "anchored and full passes differ")
 		if got.out == nil {
 			return
 		}
