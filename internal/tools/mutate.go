@@ -235,12 +235,9 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	meta := EditMetadata{Diffs: diffsOf(a.path, out.Before, out.After)}
 	note, match, matches := disclose(out.Tolerances, len(a.batch))
 	meta.Match, meta.Matches = match, matches
-	if note != "" {
-		note = "\n" + note
-	}
 	if a.dryRun {
 		x.done(c, ToolEdit, CodeOK) // nothing recorded (docs/edits.md)
-		return Result{Output: render.DryRunOutput(t.Display, strings.TrimPrefix(note+"\n", "\n")+unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
+		return Result{Output: render.DryRunOutput(t.Display, note+unifiedOf(t.Display, out.Before, out.After)), Metadata: meta}, nil
 	}
 	lost := au.commitKept(x, t, out.Version, out.Size)
 	x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), t.Key, out.Version, out.Hash))
@@ -255,7 +252,10 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	if a.batch != nil {
 		output = render.BatchEditOutput(t.Display, len(a.batch), a.batch[0].ReplaceAll)
 	}
-	return Result{Output: output + note + found, Metadata: meta}, nil
+	if note != "" {
+		output += "\n" + strings.TrimSuffix(note, "\n")
+	}
+	return Result{Output: output + found, Metadata: meta}, nil
 }
 
 // checkEdit is checkWrite for an edit: the session, the root, the policy's

@@ -9,9 +9,10 @@ import (
 
 // disclose is what an edit's answer says of the edits that found their
 // place at a tolerant level (SPEC §25, docs/edits.md "Tolerant edits"):
-// the lines that follow the success sentence, one per such edit (a batch's
-// prefixed "edit <i> of <n>: "), "" when none; and the metadata, match for
-// one edit, matches for a batch of n.
+// the lines that follow the success sentence (or a dry run's first line),
+// one per such edit (a batch's prefixed "edit <i> of <n>: "), each ending
+// in a newline, "" when none; and the metadata, match for one edit,
+// matches for a batch of n.
 func disclose(tols []fs.Tolerance, batch int) (string, *render.EditMatch, []render.EditMatch) {
 	if len(tols) == 0 {
 		return "", nil, nil
@@ -33,8 +34,9 @@ func disclose(tols []fs.Tolerance, batch int) (string, *render.EditMatch, []rend
 			lines[i] = render.MatchedLine(t.Level, t.Places, more)
 		}
 	}
+	note := strings.Join(lines, "\n") + "\n"
 	if batch > 0 {
-		return strings.Join(lines, "\n"), nil, matches
+		return note, nil, matches
 	}
-	return lines[0], &matches[0], nil
+	return note, &matches[0], nil
 }
