@@ -256,6 +256,8 @@ func TestEditTextTolerant(t *testing.T) {
 			want: "1\n  2\n3\n", tols: []Tolerance{{Item: 2, Level: LevelPrefixes, Count: 1, Places: [][2]int{{2, 2}}}, {Item: 3, Level: LevelTrailing, Count: 1, Places: [][2]int{{3, 3}}}}},
 		{name: "ambiguous at a tolerant level", content: "  a\n  b\nc\n    a\n    b\n", edit: EditRequest{OldString: "a\nb", NewString: "x"},
 			wantCode: fault.CodeAmbiguousEdit, wantMsg: `old_string matched 2 times in "$P"; provide a more specific old_string or set replace_all to true`, wantStarts: []int{1, 4}},
+		{name: "ambiguous at the LF retry", content: "a\nb\na\nb\n", edit: EditRequest{OldString: "a\r\nb", NewString: "x"},
+			wantCode: fault.CodeAmbiguousEdit, wantMsg: `old_string matched 2 times in "$P"; provide a more specific old_string or set replace_all to true`, wantStarts: []int{1, 3}},
 		{name: "ambiguous in a batch", content: "“a” “a”\n", edit: EditRequest{Batch: []Edit{{OldString: `"a"`, NewString: "b"}}},
 			wantCode: fault.CodeAmbiguousEdit, wantMsg: `edit 1 of 1: old_string matched 2 times in "$P"; provide a more specific old_string or set replace_all to true`, wantStarts: []int{1, 1}},
 		{name: "no level finds it", content: "alpha\n", edit: EditRequest{OldString: "beta", NewString: "x"},
