@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
@@ -24,11 +25,18 @@ func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditReq
 	if err != nil {
 		return EditOutcome{}, err
 	}
-	after, count, err := applyEdits(text, edit.Batch, t.Display, edit.Hints)
+	after, count, tols, err := applyEdits(text, edit.Batch, t.Display, edit.Hints, edit.Tolerant)
 	if err != nil {
 		return EditOutcome{}, err
 	}
-	out := EditOutcome{Replacements: count, Version: version}
+	return l.publishInMemory(ctx, o, t, edit, version, text, after, EditOutcome{Replacements: count, Tolerances: tols})
+}
+
+// publishInMemory stages and publishes after, the edited text, in place of
+// text (unless a dry run), and fills out's version, hash, size and diff
+// bases: the end of a batch, and of a single edit found at a tolerant level.
+func (l *Local) publishInMemory(ctx context.Context, o *opened, t Target, edit EditRequest, version Version, text, after []byte, out EditOutcome) (EditOutcome, error) {
+	out.Version = version
 	var kp *keeping
 	if edit.DryRun {
 		if err := revalidate(o, version, t.Display); err != nil {
@@ -87,44 +95,54 @@ func (l *Local) loadText(ctx context.Context, o *opened, display string) ([]byte
 }
 
 // applyEdits applies edits in order, each to the result of the ones
-// before, with one edit's rules: literal, non-overlapping, left to right;
-// the CRLF-adapted needle when the literal one occurs nowhere and the text
-// has CRLF; exactly one match unless ReplaceAll. It returns the new text
-// and the replacements made, or the first failing edit's error prefixed
-// "edit <i> of <n>: ". No intermediate text exceeds BatchMaxBytes.
-func applyEdits(text []byte, edits []Edit, display string, hints bool) ([]byte, int, error) {
-	total, binary := 0, false
+// before, with one edit's rules (locate: literal, non-overlapping, left to
+// right; then, when tolerant, the levels of SPEC §25; exactly one place
+// unless ReplaceAll). It returns the new text, the replacements made and
+// the edits found at a disclosed level, or the first failing edit's error
+// prefixed "edit <i> of <n>: ". No intermediate text exceeds BatchMaxBytes.
+func applyEdits(text []byte, edits []Edit, display string, hints, tolerant bool) ([]byte, int, []Tolerance, error) {
+	total, binary, work := 0, false, TolerantWork
+	var tols []Tolerance
 	for i, e := range edits {
 		prefix := "edit " + strconv.Itoa(i+1) + " of " + strconv.Itoa(len(edits)) + ": "
 		if binary {
 			// An earlier edit wrote a NUL: as a single edit would, refuse
 			// to edit what is now a binary file.
-			return nil, 0, fault.New(fault.CodeNotText, fmt.Sprintf(`%scannot edit "%s": binary file`, prefix, display))
+			return nil, 0, nil, fault.New(fault.CodeNotText, fmt.Sprintf(`%scannot edit "%s": binary file`, prefix, display))
 		}
-		needle, repl := []byte(e.OldString), []byte(e.NewString)
-		n := bytes.Count(text, needle)
-		if n == 0 && bytes.Contains(text, []byte("\r\n")) {
-			if a := crlfAdapt(e.OldString); a != e.OldString {
-				needle, repl = []byte(a), []byte(crlfAdapt(e.NewString))
-				n = bytes.Count(text, needle)
-			}
-		}
-		if err := checkCount(n, e.ReplaceAll, display); err != nil {
+		res := locate(text, e, tolerant, LevelLiteral, &work)
+		if err := checkCount(res.count, e.ReplaceAll, display); err != nil {
 			if hints {
-				err.Hint = hintFor(text, err.Code, e.OldString)
+				err.Hint = hintOf(text, err.Code, e.OldString, res)
 			}
 			err.Message = prefix + err.Message
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		if int64(len(text))+int64(n)*int64(len(repl)-len(needle)) > BatchMaxBytes {
-			return nil, 0, fault.New(fault.CodeTooLarge, fmt.Sprintf(
+		if res.grew {
+			return nil, 0, nil, fault.New(fault.CodeTooLarge, fmt.Sprintf(
 				`cannot edit "%s": the edits would make the file larger than %d MiB, the most a batch of edits holds in memory`, display, BatchMaxBytes>>20))
 		}
-		text = bytes.Replace(text, needle, repl, -1)
-		total += n
-		binary = bytes.IndexByte(repl, 0) >= 0
+		if res.level >= LevelPrefixes {
+			tols = append(tols, Tolerance{Item: i + 1, Level: res.level, Count: res.count, Places: res.places})
+		}
+		text = res.out
+		total += res.count
+		binary = strings.IndexByte(e.NewString, 0) >= 0
 	}
-	return text, total, nil
+	return text, total, tols, nil
+}
+
+// hintOf is the hint of a failed locate: the most similar region of a
+// miss, or the first lines of an ambiguous edit's places.
+func hintOf(text []byte, code fault.Code, old string, res located) *fault.Hint {
+	if code != fault.CodeAmbiguousEdit {
+		return hintFor(text, code, old)
+	}
+	starts := make([]int, len(res.places))
+	for i, p := range res.places {
+		starts[i] = p[0]
+	}
+	return &fault.Hint{MatchLines: starts}
 }
 
 // checkCount is one edit's rule on its number of matches.

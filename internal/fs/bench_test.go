@@ -110,6 +110,26 @@ func BenchmarkEdit10MiB(b *testing.B) {
 	b.Run("local-guarded", func(b *testing.B) {
 		benchEdits(b, content, nil)
 	})
+	// The extended profile's edit (Tolerant) on the same literal match:
+	// its cost over local-guarded is the tolerant edit's on the streamed
+	// path (docs/performance.md).
+	b.Run("local-guarded-tolerant", func(b *testing.B) {
+		benchEditsWith(b, content, [2]EditRequest{
+			{OldString: "NEEDLE", NewString: "PINPIN", Tolerant: true}, {OldString: "PINPIN", NewString: "NEEDLE", Tolerant: true}}, nil)
+	})
+	// An edit found at the indentation level (4): the file is loaded and
+	// the levels after 1 run over it. Baseline: local-guarded.
+	b.Run("tolerant-level-4", func(b *testing.B) {
+		indented := bytes.Clone(content)
+		copy(indented[len(indented)/2:], "  NEEDLE\n  NEEDLE\n")
+		benchEditsWith(b, indented, [2]EditRequest{
+			{OldString: "NEEDLE\nNEEDLE", NewString: "PINPIN\nPINPIN", Tolerant: true}, {OldString: "PINPIN\nPINPIN", NewString: "NEEDLE\nNEEDLE", Tolerant: true}},
+			func(out EditOutcome) {
+				if len(out.Tolerances) != 1 || out.Tolerances[0].Level != LevelIndent {
+					b.Fatalf("not found at level 4: %+v", out.Tolerances)
+				}
+			})
+	})
 	b.Run("baseline", func(b *testing.B) {
 		_, root := benchFixture(b)
 		p := filepath.Join(root, "f.txt")
@@ -137,6 +157,11 @@ func BenchmarkEditDiffBasis9MiB(b *testing.B) {
 // benchEdits times guarded edits of content that swap one unique needle back
 // and forth, so every edit has the same size; check, if set, sees each outcome.
 func benchEdits(b *testing.B, content []byte, check func(EditOutcome)) {
+	benchEditsWith(b, content, [2]EditRequest{{OldString: "NEEDLE", NewString: "PINPIN"}, {OldString: "PINPIN", NewString: "NEEDLE"}}, check)
+}
+
+// benchEditsWith is benchEdits with the two edits given.
+func benchEditsWith(b *testing.B, content []byte, edits [2]EditRequest, check func(EditOutcome)) {
 	l, root := benchFixture(b)
 	if err := os.WriteFile(filepath.Join(root, "f.txt"), content, 0o644); err != nil {
 		b.Fatal(err)
@@ -151,7 +176,6 @@ func benchEdits(b *testing.B, content []byte, check func(EditOutcome)) {
 		b.Fatal(err)
 	}
 	v := info.Version
-	edits := [2]EditRequest{{OldString: "NEEDLE", NewString: "PINPIN"}, {OldString: "PINPIN", NewString: "NEEDLE"}}
 	b.SetBytes(int64(len(content)))
 	i := 0
 	for b.Loop() {

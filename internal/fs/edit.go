@@ -71,12 +71,15 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if edit.Batch != nil {
 		return l.editBatch(ctx, o, t, edit, version)
 	}
-	sc, err := l.scan(ctx, o, edit.OldString, t.Display)
+	sc, err := l.scan(ctx, o, edit.OldString, edit.NewString, t.Display, edit.Tolerant)
 	if err != nil {
 		return EditOutcome{}, err
 	}
 	m, err := chooseNeedle(sc, edit, t.Display)
 	if err != nil {
+		if edit.Tolerant && m != nil && m.count == 0 && o.st.Size <= BatchMaxBytes {
+			return l.editTolerant(ctx, o, t, edit, version)
+		}
 		return EditOutcome{}, l.withHint(ctx, o, err, edit)
 	}
 	sc.sum = edit.Keeper != nil && !edit.DryRun
@@ -155,27 +158,35 @@ func (l *Local) openForEdit(t Target) (*opened, error) {
 }
 
 // editScan is what one pass over the file learnt: the match counts of the
-// literal needle and of its CRLF adaptation (alt, nil when the same),
-// whether the file has CRLF, and the diff basis while it stays below the
-// limit.
+// literal needle and of its CRLF adaptation (alt, nil when the same) and,
+// for a tolerant edit, its LF adaptation (lfAlt), the kinds of line ending
+// the file has, and the diff basis while it stays below the limit.
 type editScan struct {
-	lit, alt      *matcher
-	hasCRLF       bool
-	keepBasis     bool
-	size          int64
-	before, after strings.Builder
-	hash          *xxh3.Hasher // of the rewritten content
-	sum           bool         // sha too, for a Keeper
-	sha           hash.Hash    // SHA-256 of the rewritten content, with sum
+	lit, alt, lfAlt *matcher
+	hasCRLF, hasLF  bool
+	keepBasis       bool
+	size            int64
+	before, after   strings.Builder
+	hash            *xxh3.Hasher // of the rewritten content
+	sum             bool         // sha too, for a Keeper
+	sha             hash.Hash    // SHA-256 of the rewritten content, with sum
 }
 
 // scan checks the text (no NUL, valid UTF-8, runes split by a chunk
 // boundary included) and counts both needles in one pass.
-func (l *Local) scan(ctx context.Context, o *opened, old, display string) (*editScan, error) {
+func (l *Local) scan(ctx context.Context, o *opened, old, newString, display string, tolerant bool) (*editScan, error) {
 	sc := &editScan{lit: &matcher{needle: []byte(old)}, size: o.st.Size}
 	if a := crlfAdapt(old); a != old {
 		sc.alt = &matcher{needle: []byte(a)}
 	}
+	if a := lfAdapt(old); tolerant && a != old {
+		sc.lfAlt = &matcher{needle: []byte(a)}
+	}
+	// Whether the file has bare LF is asked only where it matters: the LF
+	// retry, or a new_string with line endings to fit (a CRLF file is
+	// one kind only if none of its lines ends in a bare LF: every line is
+	// looked at).
+	kinds := tolerant && (sc.lfAlt != nil || strings.ContainsAny(newString, "\r\n"))
 	// The diff basis is gathered in builders sized up front: growing slices
 	// to ~10 MiB by appending copied the file about eight times over, and
 	// Builder.String does not copy again.
@@ -192,11 +203,17 @@ func (l *Local) scan(ctx context.Context, o *opened, old, display string) (*edit
 		validUTF8 = validUTF8 && text.write(chunk)
 		if !sc.hasCRLF {
 			sc.hasCRLF = prevCR && chunk[0] == '\n' || bytes.Contains(chunk, []byte("\r\n"))
-			prevCR = chunk[len(chunk)-1] == '\r'
 		}
+		if kinds && !sc.hasLF {
+			sc.hasLF = endingsAfter(chunk, prevCR).lf
+		}
+		prevCR = chunk[len(chunk)-1] == '\r'
 		sc.lit.feed(chunk, false, nil)
 		if sc.alt != nil {
 			sc.alt.feed(chunk, false, nil)
+		}
+		if sc.lfAlt != nil {
+			sc.lfAlt.feed(chunk, false, nil)
 		}
 		if sc.keepBasis {
 			if sc.keepBasis = int64(sc.before.Len()+len(chunk)) < l.diffMax; sc.keepBasis {
@@ -217,17 +234,56 @@ func (l *Local) scan(ctx context.Context, o *opened, old, display string) (*edit
 }
 
 // chooseNeedle picks the literal needle, or its CRLF adaptation when the
-// literal bytes occur nowhere in a file with CRLF, and checks the count. The
-// matcher it returns carries the replacement.
+// literal bytes occur nowhere in a file with CRLF, or for a tolerant edit
+// its LF adaptation in a file with bare LF (levels 0 and 1 of SPEC §25),
+// and checks the count. The matcher it returns carries the replacement,
+// fitted to a one-kind file's line endings when tolerant; on a failed
+// count it is returned too, with the error.
 func chooseNeedle(sc *editScan, edit EditRequest, display string) (*matcher, error) {
-	m := &matcher{needle: sc.lit.needle, repl: []byte(edit.NewString), count: sc.lit.count}
-	if sc.lit.count == 0 && sc.hasCRLF && sc.alt != nil {
-		m = &matcher{needle: sc.alt.needle, repl: []byte(crlfAdapt(edit.NewString)), count: sc.alt.count}
+	k := endings{crlf: sc.hasCRLF, lf: sc.hasLF}
+	pick := func(needle []byte, repl string, count int) *matcher {
+		r := []byte(repl)
+		if edit.Tolerant {
+			r = fitEndings(r, k, needle[0] == '\n')
+		}
+		return &matcher{needle: needle, repl: r, count: count}
+	}
+	m := pick(sc.lit.needle, edit.NewString, sc.lit.count)
+	if m.count == 0 && sc.hasCRLF && sc.alt != nil {
+		m = pick(sc.alt.needle, crlfAdapt(edit.NewString), sc.alt.count)
+	}
+	if m.count == 0 && sc.hasLF && sc.lfAlt != nil {
+		m = pick(sc.lfAlt.needle, lfAdapt(edit.NewString), sc.lfAlt.count)
 	}
 	if err := checkCount(m.count, edit.ReplaceAll, display); err != nil {
-		return nil, err
+		return m, err
 	}
 	return m, nil
+}
+
+// editTolerant is a single edit whose old_string occurs nowhere, even with
+// its line endings adapted: the file (at most BatchMaxBytes) is loaded and
+// the tolerant levels from LevelPrefixes on are tried (locate); a place
+// found is published as a batch's result is.
+func (l *Local) editTolerant(ctx context.Context, o *opened, t Target, edit EditRequest, version Version) (EditOutcome, error) {
+	text, err := l.loadText(ctx, o, t.Display)
+	if err != nil {
+		return EditOutcome{}, err
+	}
+	work := TolerantWork
+	res := locate(text, Edit{OldString: edit.OldString, NewString: edit.NewString, ReplaceAll: edit.ReplaceAll}, true, LevelPrefixes, &work)
+	if err := checkCount(res.count, edit.ReplaceAll, t.Display); err != nil {
+		if edit.Hints {
+			err.Hint = hintOf(text, err.Code, edit.OldString, res)
+		}
+		return EditOutcome{}, err
+	}
+	if res.grew {
+		return EditOutcome{}, fault.New(fault.CodeTooLarge, fmt.Sprintf(
+			`cannot edit "%s": the edit would make the file larger than %d MiB, the most a tolerant edit holds in memory`, t.Display, BatchMaxBytes>>20))
+	}
+	tol := Tolerance{Level: res.level, Count: res.count, Places: res.places}
+	return l.publishInMemory(ctx, o, t, edit, version, text, res.out, EditOutcome{Replacements: res.count, Tolerances: []Tolerance{tol}})
 }
 
 // rewriteInto is the fill of the staged file: it streams the file again

@@ -214,6 +214,12 @@ type EditRequest struct {
 	// Hints asks, on a miss, for the most similar text and, on an ambiguous
 	// edit, for the lines of the matches (Error.Hint).
 	Hints bool
+	// Tolerant is the extended profile's edit (SPEC §25, docs/edits.md,
+	// "Tolerant edits"): new_string follows a one-kind file's line endings,
+	// and where old_string does not occur literally the levels after the
+	// literal one are tried. Without it only §4's rules apply. A single
+	// edit of a file above BatchMaxBytes gets levels 0 and 1 only.
+	Tolerant bool
 	// SeenHash is the hash of the bytes seen at the expected version: a
 	// file at another version whose bytes still have this hash is edited,
 	// not stale ("" = compare versions only).
@@ -250,4 +256,19 @@ type EditOutcome struct {
 	After     *string
 	BeforeRaw *string
 	AfterRaw  *string
+	// Tolerances are the edits that found their place at a disclosed
+	// level (2-6), in batch order.
+	Tolerances []Tolerance
+}
+
+// Tolerance is how one edit found its place when old_string did not occur
+// literally, at a level the answer discloses (LevelPrefixes to
+// LevelPunct).
+type Tolerance struct {
+	Item  int // the batch item, 1-based; 0 for a single edit
+	Level int
+	Count int // places replaced
+	// Places are each place's first and last line (1-based) in the text
+	// the edit saw, the first HintMaxLines+1 of them.
+	Places [][2]int
 }

@@ -57,9 +57,14 @@ func hintFor(text []byte, code fault.Code, old string) *fault.Hint {
 		}
 		return &fault.Hint{StartLine: start + 1, EndLine: end, Lines: hintLines(text, start, end)}
 	case fault.CodeAmbiguousEdit:
+		// The needle that matched: as sent, or adapted as level 1 adapts it
+		// (to CRLF, or for a tolerant edit to LF).
 		needle := []byte(old)
-		if !bytes.Contains(text, needle) {
-			needle = []byte(crlfAdapt(old))
+		for _, a := range []string{crlfAdapt(old), lfAdapt(old)} {
+			if bytes.Contains(text, needle) {
+				break
+			}
+			needle = []byte(a)
 		}
 		return &fault.Hint{MatchLines: matchLines(text, needle, HintMaxLines+1)}
 	}

@@ -72,7 +72,7 @@ func TestMatchLinesAndHintLines(t *testing.T) {
 
 func TestApplyEditsGrowthBounded(t *testing.T) {
 	text := bytes.Repeat([]byte("x"), 1<<20)
-	_, _, err := applyEdits(text, []Edit{{OldString: "x", NewString: strings.Repeat("y", 65), ReplaceAll: true}}, "/w/a.txt", false)
+	_, _, _, err := applyEdits(text, []Edit{{OldString: "x", NewString: strings.Repeat("y", 65), ReplaceAll: true}}, "/w/a.txt", false, false)
 	requireCode(t, err, fault.CodeTooLarge, `cannot edit "/w/a.txt": the edits would make the file larger than 64 MiB, the most a batch of edits holds in memory`)
 }
 
@@ -135,30 +135,36 @@ func FuzzEditBatch(f *testing.F) {
 				return
 			}
 		}
-		fx := newFixture(t, "batch.txt = "+content, "ref.txt = "+content)
-		ctx := context.Background()
-		run := func(name string, req EditRequest) error {
-			tg := fx.resolve(t, "edit", name)
-			_, err := fx.l.EditText(ctx, tg, req, nil)
-			return err
-		}
-		batchErr := run("batch.txt", EditRequest{Batch: edits})
-		var refErr error
-		for _, e := range edits {
-			if refErr = run("ref.txt", EditRequest{OldString: e.OldString, NewString: e.NewString, ReplaceAll: e.ReplaceAll}); refErr != nil {
-				break
+		// The same with the extended profile's tolerant edit: a single edit
+		// goes through the streamed levels 0 and 1, then the loaded ones; a
+		// batch item through locate alone.
+		for _, tolerant := range []bool{false, true} {
+			fx := newFixture(t, "batch.txt = "+content, "ref.txt = "+content)
+			ctx := context.Background()
+			run := func(name string, req EditRequest) error {
+				tg := fx.resolve(t, "edit", name)
+				req.Tolerant = tolerant
+				_, err := fx.l.EditText(ctx, tg, req, nil)
+				return err
 			}
+			batchErr := run("batch.txt", EditRequest{Batch: edits})
+			var refErr error
+			for _, e := range edits {
+				if refErr = run("ref.txt", EditRequest{OldString: e.OldString, NewString: e.NewString, ReplaceAll: e.ReplaceAll}); refErr != nil {
+					break
+				}
+			}
+			got, err := os.ReadFile(filepath.Join(fx.root, "batch.txt"))
+			require.NoError(t, err)
+			if refErr != nil {
+				require.Error(t, batchErr, "tolerant %v", tolerant)
+				assert.Equal(t, fault.CodeOf(refErr), fault.CodeOf(batchErr), "tolerant %v", tolerant)
+				assert.Equal(t, content, string(got), "a failed batch writes nothing")
+				continue
+			}
+			require.NoError(t, batchErr, "tolerant %v", tolerant)
+			assert.Equal(t, fx.read(t, "ref.txt"), string(got), "tolerant %v", tolerant)
 		}
-		got, err := os.ReadFile(filepath.Join(fx.root, "batch.txt"))
-		require.NoError(t, err)
-		if refErr != nil {
-			require.Error(t, batchErr)
-			assert.Equal(t, fault.CodeOf(refErr), fault.CodeOf(batchErr))
-			assert.Equal(t, content, string(got), "a failed batch writes nothing")
-			return
-		}
-		require.NoError(t, batchErr)
-		assert.Equal(t, fx.read(t, "ref.txt"), string(got))
 	})
 }
 
@@ -174,12 +180,11 @@ func BenchmarkEditMiss10MiB(b *testing.B) {
 	}
 	content := buf.Bytes()
 	needle := "    value := compute(xxxxxxxxxx)\n    value := compute(xxxxxxxxxxx)\n"
-	for _, hints := range []bool{false, true} {
-		name := "plain"
-		if hints {
-			name = "hint"
-		}
-		b.Run(name, func(b *testing.B) {
+	// extended is the extended profile's miss: the hint, and first the
+	// tolerant levels, none of which finds the needle.
+	for _, mode := range []string{"plain", "hint", "extended"} {
+		hints, tolerant := mode != "plain", mode == "extended"
+		b.Run(mode, func(b *testing.B) {
 			l, root := benchFixture(b)
 			if err := os.WriteFile(filepath.Join(root, "f.txt"), content, 0o644); err != nil {
 				b.Fatal(err)
@@ -188,7 +193,7 @@ func BenchmarkEditMiss10MiB(b *testing.B) {
 			tg, _ := l.Resolve(ctx, "edit", "f.txt", "")
 			b.SetBytes(int64(len(content)))
 			for b.Loop() {
-				_, err := l.EditText(ctx, tg, EditRequest{OldString: needle, NewString: "y", Hints: hints}, nil)
+				_, err := l.EditText(ctx, tg, EditRequest{OldString: needle, NewString: "y", Hints: hints, Tolerant: tolerant}, nil)
 				var fe *fault.Error
 				if !asError(err, &fe) || fe.Code != fault.CodeEditNotFound || hints && (fe.Hint == nil || fe.Hint.StartLine != 11) {
 					b.Fatalf("want a miss (with hint %v), got %v %+v", hints, err, fe)

@@ -88,6 +88,8 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"write create", "POST", "/tools/write", `{"file_path":"new.txt","content":"n\n"}`, nil, 200, h},
 		{"write update", "POST", "/tools/write", `{"file_path":"new.txt","content":"m\n"}`, nil, 200, h},
 		{"edit", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"alpha","new_string":"A"}`, nil, 200, h},
+		{"edit tolerant", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"beta ","new_string":"beta","replace_all":true}`, nil, 200, h},
+		{"edit tolerant batch", "POST", "/tools/edit", `{"file_path":"a.txt","edits":[{"old_string":"1: A","new_string":"1: alpha"}]}`, nil, 200, h},
 		{"glob", "POST", "/tools/glob", `{"pattern":"*.go"}`, nil, 200, h},
 		{"grep", "POST", "/tools/grep", `{"pattern":"needle"}`, nil, 200, h},
 		{"grep no match", "POST", "/tools/grep", `{"pattern":"absent-text"}`, nil, 200, h},

@@ -83,3 +83,59 @@ func MatchesHint(lines []int) string {
 	b.WriteByte('.')
 	return b.String()
 }
+
+// EditMatch is, in an edit's metadata, where an edit found its place at a
+// tolerant level (SPEC §25): `match` for one edit, `matches` for a batch
+// (Edit is then its 1-based item). StartLine and EndLine are the first
+// place's lines; with several places (replace_all) Places lists them, the
+// first HintMaxLines.
+type EditMatch struct {
+	Edit      int         `json:"edit,omitempty"`
+	Level     int         `json:"level"`
+	StartLine int         `json:"startLine"`
+	EndLine   int         `json:"endLine"`
+	Places    []LineRange `json:"places,omitempty"`
+}
+
+// LineRange is a place's first and last line, 1-based.
+type LineRange struct {
+	StartLine int `json:"startLine"`
+	EndLine   int `json:"endLine"`
+}
+
+// matchedWhat names each disclosed level of the tolerant edit.
+var matchedWhat = map[int]string{
+	2: "removing line-number prefixes",
+	3: "ignoring trailing whitespace",
+	4: "ignoring indentation",
+	5: "reading escaped characters",
+	6: "normalizing punctuation",
+}
+
+// MatchedLine is the disclosure of an edit found at a tolerant level:
+// "Matched after <what> at lines <a>-<b>." (a single line too is
+// "<a>-<a>"); several places are "<a>-<b>, <c>-<d>", and more than
+// HintMaxLines end with ", ..." before the period. places are each
+// place's first and last line; more says whether there were more than
+// listed.
+func MatchedLine(level int, places [][2]int, more bool) string {
+	var b strings.Builder
+	b.WriteString("Matched after " + matchedWhat[level] + " at lines ")
+	for i, p := range places[:min(len(places), HintMaxLines)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(p[0]) + "-" + strconv.Itoa(p[1]))
+	}
+	if more || len(places) > HintMaxLines {
+		b.WriteString(", ...")
+	}
+	b.WriteByte('.')
+	return b.String()
+}
+
+// BatchMatchedLine is MatchedLine for item i (1-based) of a batch of n:
+// "edit <i> of <n>: Matched after ...".
+func BatchMatchedLine(i, n, level int, places [][2]int, more bool) string {
+	return "edit " + strconv.Itoa(i) + " of " + strconv.Itoa(n) + ": " + MatchedLine(level, places, more)
+}

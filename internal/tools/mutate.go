@@ -33,9 +33,13 @@ type WriteMetadata struct {
 }
 
 // EditMetadata is an edit's metadata; Diagnostics as for a write.
+// Match (one edit) or Matches (a batch) say where an edit found its place
+// at a tolerant level (docs/edits.md, "Tolerant edits").
 type EditMetadata struct {
-	Diffs       []render.Diff `json:"diffs"`
-	Diagnostics any           `json:"diagnostics,omitempty"`
+	Diffs       []render.Diff      `json:"diffs"`
+	Match       *render.EditMatch  `json:"match,omitempty"`
+	Matches     []render.EditMatch `json:"matches,omitempty"`
+	Diagnostics any                `json:"diagnostics,omitempty"`
 }
 
 // msgNoSession is the refusal of a write or edit without a session while
@@ -102,16 +106,21 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	if err != nil {
 		return Result{}, x.fail(c, ToolEdit, err)
 	}
+	// tolerances are where the last run of the step found its places at a
+	// tolerant level (docs/edits.md, "Tolerant edits").
+	var tolerances []fs.Tolerance
 	out, err := x.apply(ctx, &change{tool: ToolEdit, call: c, paths: []string{a.path}, verb: "edit", asks: askEdit, esc: a.esc, dryRun: a.dryRun,
 		step: func(ctx context.Context, in stepIn) (stepOut, error) {
 			t, w := in.targets[0], in.wants[0]
 			e, err := x.fs.EditText(ctx, t, fs.EditRequest{
 				OldString: a.oldString, NewString: a.newString, ReplaceAll: a.replaceAll, Batch: a.batch,
-				DryRun: in.dryRun, Hints: x.profile != render.ProfileOriginal, SeenHash: w.seenHash(), Keeper: in.keepers[0],
+				DryRun: in.dryRun, Hints: x.profile != render.ProfileOriginal, Tolerant: x.profile != render.ProfileOriginal,
+				SeenHash: w.seenHash(), Keeper: in.keepers[0],
 			}, w.version())
 			if err != nil {
 				return stepOut{}, err
 			}
+			tolerances = e.Tolerances
 			o := outcome{target: t, version: e.Version, hash: e.Hash, size: e.Size,
 				diffs: diffsOf(a.path, e.Before, e.After), texts: &texts{before: e.BeforeRaw, after: e.AfterRaw}}
 			if in.dryRun {
@@ -124,12 +133,17 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 	}
 	o := out.files[0]
 	meta := EditMetadata{Diffs: o.diffs, Diagnostics: o.diagnostics}
+	note, match, matches := disclose(tolerances, len(a.batch))
+	meta.Match, meta.Matches = match, matches
 	if a.dryRun {
-		return Result{Output: render.DryRunOutput(o.target.Display, out.shown), Metadata: meta}, nil
+		return Result{Output: render.DryRunOutput(o.target.Display, note+out.shown), Metadata: meta}, nil
 	}
 	output := render.EditOutput(o.target.Display, a.replaceAll)
 	if a.batch != nil {
 		output = render.BatchEditOutput(o.target.Display, len(a.batch), a.batch[0].ReplaceAll)
+	}
+	if note != "" {
+		output += "\n" + strings.TrimSuffix(note, "\n")
 	}
 	return Result{Output: output + o.found, Metadata: meta}, nil
 }
