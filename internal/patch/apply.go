@@ -42,6 +42,7 @@ type Place struct {
 type Result struct {
 	Content []byte
 	Places  []Place
+	lines   int // the result's lines, an empty last one without ending too
 }
 
 // HunkError is the cause of a refused hunk (the *fault.Error's Err): which
@@ -88,7 +89,13 @@ func Apply(content []byte, hunks []Hunk, name string) (*Result, error) {
 	if len(content) > MaxFileBytes {
 		return nil, fault.New(fault.CodeTooLarge, msgFileTooLarge(name))
 	}
+	return apply(content, hunks, name, searchBudget(len(content)))
+}
+
+// apply is Apply with the search's byte budget.
+func apply(content []byte, hunks []Hunk, name string, budget int) (*Result, error) {
 	f := newFile(content)
+	f.budget = budget
 	type repl struct {
 		hunk  int
 		lines []Line
@@ -100,8 +107,8 @@ func Apply(content []byte, hunks []Hunk, name string) (*Result, error) {
 	for i := range hunks {
 		h := &hunks[i]
 		from := cursor
-		if h.Header != "" {
-			at, ok := f.header(h.Header, cursor)
+		for k, hd := range h.Headers {
+			at, ok := f.header(hd, from)
 			if f.spent {
 				return nil, fault.New(fault.CodeTooLarge, msgBudget(name))
 			}
@@ -109,18 +116,19 @@ func Apply(content []byte, hunks []Hunk, name string) (*Result, error) {
 				return nil, &fault.Error{Code: fault.CodeEditNotFound, Message: msgNotFound(i, name), Err: &HunkError{Hunk: i, Old: h.Old()}}
 			}
 			from = at + 1
-			// A header that is also the hunk's first line is that line: the
-			// search starts on it, not after it.
-			if old := h.Old(); len(old) > 0 && trimSpace([]byte(old[0])) == trimSpace([]byte(h.Header)) {
+			// A last header that is also the hunk's first line is that
+			// line: the search starts on it, not after it.
+			if old := h.Old(); k == len(h.Headers)-1 && len(old) > 0 && trimSpace([]byte(old[0])) == trimSpace([]byte(hd)) {
 				from = at
 			}
 		}
+		hasHeader := len(h.Headers) > 0
 		lines := h.Lines
-		found, places, level, shift := f.seek(lines, from, h, h.Header != "")
+		found, places, level, shift := f.seek(lines, from, h, hasHeader)
 		if !found && len(places) == 0 {
 			if trimmed := trimBare(lines); len(trimmed) != len(lines) {
 				lines = trimmed
-				found, places, level, shift = f.seek(lines, from, h, h.Header != "")
+				found, places, level, shift = f.seek(lines, from, h, hasHeader)
 			}
 		}
 		if f.spent {
@@ -140,7 +148,7 @@ func Apply(content []byte, hunks []Hunk, name string) (*Result, error) {
 		start := places[0]
 		end := start + countOld(lines)
 		rs = append(rs, repl{hunk: i, lines: lines, place: Place{Level: level, Start: start, End: end}, shift: shift})
-		if end > start || h.Header != "" && !h.EOF {
+		if end > start || hasHeader && !h.EOF {
 			cursor = max(cursor, end)
 		}
 	}
@@ -175,7 +183,7 @@ func Apply(content []byte, hunks []Hunk, name string) (*Result, error) {
 		prev = r.place.End
 	}
 	w.copyLines(prev, f.n)
-	res := &Result{Content: w.finish(), Places: make([]Place, len(hunks))}
+	res := &Result{Content: w.finish(), Places: make([]Place, len(hunks)), lines: w.lines}
 	for _, r := range rs {
 		res.Places[r.hunk] = r.place
 	}

@@ -51,7 +51,6 @@ func newFile(content []byte) *file {
 	if crlf > lf {
 		f.eol = []byte("\r\n")
 	}
-	f.budget = searchBudget(len(content))
 	return f
 }
 
@@ -257,10 +256,10 @@ func indentOf(l []byte) []byte {
 // indentation changed the same way (its common part with the file's kept,
 // the same prefix taken away and the same put instead) and every added
 // line starts with what is taken away; nil otherwise (added lines as
-// written), or when the added lines already carry the file's indentation.
+// written). A patch's added lines are written in the frame of its context
+// lines, so they move with them.
 func (f *file) shiftOf(old [][]byte, s int, lines []Line) *indentShift {
 	var sh *indentShift
-	var oldFirst, fileFirst []byte
 	for j, o := range old {
 		t := f.text(s + j)
 		if len(bytes.TrimSpace(t)) == 0 {
@@ -273,7 +272,7 @@ func (f *file) shiftOf(old [][]byte, s int, lines []Line) *indentShift {
 		}
 		r, a := oi[:len(oi)-c], fi[:len(fi)-c]
 		if sh == nil {
-			sh, oldFirst, fileFirst = &indentShift{removed: r, added: a}, oi, fi
+			sh = &indentShift{removed: r, added: a}
 		} else if !bytes.Equal(r, sh.removed) || !bytes.Equal(a, sh.added) {
 			return nil
 		}
@@ -281,17 +280,10 @@ func (f *file) shiftOf(old [][]byte, s int, lines []Line) *indentShift {
 	if sh == nil || bytes.Equal(sh.removed, sh.added) {
 		return nil
 	}
-	first := true
 	for _, l := range lines {
 		t := []byte(l.Text)
 		if l.Kind != '+' || len(bytes.TrimSpace(t)) == 0 {
 			continue
-		}
-		if first {
-			first = false
-			if ni := indentOf(t); !bytes.Equal(ni, oldFirst) && bytes.Equal(ni, fileFirst) {
-				return nil // already indented as the file is
-			}
 		}
 		if !bytes.HasPrefix(t, sh.removed) {
 			return nil
@@ -333,19 +325,33 @@ func (w *writer) copyLines(a, b int) {
 // line writes one line with its ending.
 func (w *writer) line(text, end []byte) {
 	w.endLine()
-	w.out = append(append(w.out, text...), end...)
+	w.out = append(w.out, text...)
+	w.mid = true
+	if len(end) > 0 {
+		w.end(end)
+	}
 	w.lines++
-	w.mid, w.endN = len(end) == 0, len(end)
 }
 
 // endLine gives the last line written the file's ending when a line
 // follows it.
 func (w *writer) endLine() {
 	if w.mid {
-		w.out = append(w.out, w.f.eol...)
-		w.mid, w.endN = false, len(w.f.eol)
+		w.end(w.f.eol)
 	}
 }
+
+// end ends the line written last with end; a line whose text ends with a
+// CR gets "\r\n", so the CR stays its text rather than turn into an ending.
+func (w *writer) end(end []byte) {
+	if len(end) == 1 && len(w.out) > 0 && w.out[len(w.out)-1] == '\r' {
+		end = crlf
+	}
+	w.out = append(w.out, end...)
+	w.mid, w.endN = false, len(end)
+}
+
+var crlf = []byte("\r\n")
 
 // finish is the result, its final newline as the file had it (an empty
 // file's lines end with one).

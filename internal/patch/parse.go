@@ -290,18 +290,17 @@ func (p *parser) update(head line, path string) error {
 		return err
 	}
 	f.Hunks = hunks
+	if f.MoveTo != "" && sameName(f.MoveTo) == sameName(f.Path) {
+		f.MoveTo = "" // a move onto itself is an update
+	}
 	if len(f.Hunks) == 0 && f.MoveTo == "" {
 		return parseError(head.n, reasonEmptyUpdate(path))
 	}
-	moveLine := head.n + 1
 	if err := p.file(f); err != nil {
 		return err
 	}
-	if f.MoveTo != "" && sameName(f.MoveTo) != sameName(f.Path) {
-		return p.name(moveLine, f.MoveTo)
-	}
-	if f.MoveTo != "" { // a move onto itself is an update
-		p.out.Files[len(p.out.Files)-1].MoveTo = ""
+	if f.MoveTo != "" {
+		return p.name(head.n+1, f.MoveTo)
 	}
 	return nil
 }
@@ -346,16 +345,25 @@ func (r *hunkReader) fail(n int, reason string) *fault.Error {
 	return parseError(n, reason)
 }
 
-// start opens a new hunk at line n with header h, after checking the one
-// before it has lines.
+// start opens a new hunk at line n with header h ("": none), after
+// checking the one before it has lines; a hunk with no line yet takes h
+// as one more header.
 func (r *hunkReader) start(n int, h string) error {
-	if err := r.closeLast(); err != nil {
-		return err
+	if r.open && len(r.hunks[len(r.hunks)-1].Lines) == 0 {
+		if h != "" {
+			last := &r.hunks[len(r.hunks)-1]
+			last.Headers = append(last.Headers, h)
+		}
+		return nil
 	}
+	r.open = false
 	if len(r.hunks) == r.limit {
 		return r.fail(n, reasonHunks)
 	}
-	r.hunks = append(r.hunks, Hunk{Header: h, Line: n})
+	r.hunks = append(r.hunks, Hunk{Line: n})
+	if h != "" {
+		r.hunks[len(r.hunks)-1].Headers = []string{h}
+	}
 	r.open = true
 	return nil
 }

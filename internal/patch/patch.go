@@ -73,9 +73,10 @@ type File struct {
 
 // Hunk is one "@@" section of an Update.
 type Hunk struct {
-	// Header is the text after "@@" (trimmed; "" without one): the hunk is
-	// sought after the first line equal to it, trimmed.
-	Header string
+	// Headers are the texts after its "@@" lines (trimmed; none for a
+	// bare "@@"): several "@@ <header>" lines before a hunk's lines narrow
+	// in turn, the hunk sought after the first line equal to each, trimmed.
+	Headers []string
 	Lines  []Line
 	// EOF: "*** End of File" ended the hunk, so its lines end the file.
 	EOF bool
