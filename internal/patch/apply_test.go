@@ -25,7 +25,7 @@ func hunksOf(t testing.TB, body string) []Hunk {
 func TestApply(t *testing.T) {
 	tests := []struct {
 		name, in, hunks, want string
-		places               []Place
+		places                []Place
 	}{
 		{"exact", "a\nb\nc\n", "@@\n a\n-b\n+B\n c", "a\nB\nc\n",
 			[]Place{{Level: LevelExact, Start: 0, End: 3, OutStart: 0, OutEnd: 3}}},

@@ -77,7 +77,7 @@ type Hunk struct {
 	// bare "@@"): several "@@ <header>" lines before a hunk's lines narrow
 	// in turn, the hunk sought after the first line equal to each, trimmed.
 	Headers []string
-	Lines  []Line
+	Lines   []Line
 	// EOF: "*** End of File" ended the hunk, so its lines end the file.
 	EOF bool
 	// Line is the 1-based line of the hunk's "@@" (or its first line).

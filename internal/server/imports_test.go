@@ -43,6 +43,7 @@ var ours = map[string][]string{
 	"internal/hydratest":         nil,
 	"internal/render":            nil,
 	"internal/fs":                nil,
+	"internal/patch":             nil,
 	"internal/fault":             nil,
 	"internal/redistest":         nil,
 	"internal/server/servertest": {"internal/server"},
