@@ -20,6 +20,40 @@ type file struct {
 	eol    []byte // the ending added lines take
 	budget int    // bytes the search may still read
 	spent  bool   // it ran out: no place may be claimed
+	// keys are each line's hash at a level, computed on the first scan at
+	// that level and kept within keysMax, so the next hunks' scans read
+	// 8 bytes a line instead of hashing it again.
+	keys map[Level][]uint64
+	kept int // bytes the keys hold
+}
+
+// keysMax bounds the hashes one file keeps (8 bytes a line and level).
+const keysMax = 64 << 20
+
+// keysOf is every line's hash at lv, nil when keeping them would pass
+// keysMax (then each scan hashes the lines it reads).
+func (f *file) keysOf(lv Level) []uint64 {
+	if ks, ok := f.keys[lv]; ok {
+		return ks
+	}
+	if f.keys == nil {
+		f.keys = map[Level][]uint64{}
+	}
+	if f.kept+8*f.n > keysMax {
+		f.keys[lv] = nil
+		return nil
+	}
+	ks := make([]uint64, f.n)
+	for i := range ks {
+		t := f.text(i)
+		if !f.spend(len(t)) {
+			return nil
+		}
+		ks[i] = xxh3.Hash(norm(lv, t))
+	}
+	f.kept += 8 * f.n
+	f.keys[lv] = ks
+	return ks
 }
 
 func newFile(content []byte) *file {
@@ -141,14 +175,26 @@ func (f *file) find(lv Level, old [][]byte, from int) []int {
 		keys[j] = xxh3.Hash(norm(lv, o))
 	}
 	fail := kmpTable(keys)
+	lines := f.keysOf(lv)
+	if f.spent {
+		return nil
+	}
 	var places []int
 	state := 0
 	for i := from; i < f.n; i++ {
-		t := f.text(i)
-		if !f.spend(len(t)) {
-			return nil
+		var h uint64
+		if lines != nil {
+			if !f.spend(8) {
+				return nil
+			}
+			h = lines[i]
+		} else {
+			t := f.text(i)
+			if !f.spend(len(t)) {
+				return nil
+			}
+			h = xxh3.Hash(norm(lv, t))
 		}
-		h := xxh3.Hash(norm(lv, t))
 		for state > 0 && keys[state] != h {
 			state = fail[state-1]
 		}

@@ -63,6 +63,9 @@ func FromOperations(ops []Operation) (*Patch, error) {
 		if o.Path == "" {
 			return nil, fault.New(fault.CodeInvalidArgument, msgOpPath(i))
 		}
+		if strings.IndexByte(o.Path, 0) >= 0 {
+			return nil, fault.New(fault.CodeInvalidArgument, "operations["+strconv.Itoa(i)+"].path must not contain a NUL byte")
+		}
 		if size += len(o.Diff) + len(o.Path); size > MaxBytes {
 			return nil, opError(i, 0, reasonTooLarge)
 		}

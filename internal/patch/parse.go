@@ -29,6 +29,7 @@ const (
 	reasonAfterEnd  = `text after "*** End Patch"`
 	reasonNoFile    = `the patch changes no file`
 	reasonEmptyPath = `the path is empty`
+	reasonNULPath   = `the path contains a NUL byte`
 	reasonAddLine   = `a line of an added file must start with "+"`
 	reasonNoLines   = `the hunk has no lines`
 	reasonEOF       = `"*** End of File" must end a hunk`
@@ -212,7 +213,11 @@ func (p *parser) file(f File) error {
 
 // name claims path for one operation: a file changed twice in one patch
 // is refused rather than applied in an order the model may not have meant.
+// No path holds a NUL byte (the kernel would cut it there).
 func (p *parser) name(n int, path string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return parseError(n, reasonNULPath)
+	}
 	k := sameName(path)
 	if p.names[k] {
 		return parseError(n, reasonTwice(path))

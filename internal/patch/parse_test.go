@@ -111,6 +111,8 @@ func TestParseErrors(t *testing.T) {
 		{"move alone", "*** Begin Patch\n*** Move to: g\n*** End Patch", `invalid patch: line 2: "*** Move to:" must directly follow "*** Update File:"`},
 		{"a path twice", "*** Begin Patch\n*** Add File: a/b\n+x\n*** Delete File: a/./b\n*** End Patch", `invalid patch: line 4: "a/./b" is named by more than one file operation`},
 		{"a move onto another operation's path", "*** Begin Patch\n*** Delete File: b\n*** Update File: a\n*** Move to: b\n*** End Patch", `invalid patch: line 4: "b" is named by more than one file operation`},
+		{"a NUL in a path", "*** Begin Patch\n*** Delete File: a\x00b\n*** End Patch", `invalid patch: line 2: the path contains a NUL byte`},
+		{"a NUL in a move's path", "*** Begin Patch\n*** Update File: a\n*** Move to: b\x00\n*** End Patch", `invalid patch: line 3: the path contains a NUL byte`},
 		{"too many files", many(MaxFiles+1, "*** Delete File: #\n"), `invalid patch: line 1002: more than 1000 file operations`},
 		{"too many hunks", "*** Begin Patch\n*** Update File: f\n" + strings.Repeat("@@\n-a\n", MaxHunks+1) + "*** End Patch", `invalid patch: line 20003: more than 10000 hunks`},
 		{"too large", "*** Begin Patch\n*** Add File: a\n" + strings.Repeat("+"+strings.Repeat("x", 1022)+"\n", MaxBytes/1024) + "*** End Patch", `invalid patch: line 16386: the patch is larger than 16777216 bytes`},
@@ -163,6 +165,7 @@ func TestFromOperations(t *testing.T) {
 		{"create line", []Operation{{Type: TypeCreate, Path: "a", Diff: "+x\ny\n"}}, `invalid patch: operations[0].diff line 2: a line of an added file must start with "+"`},
 		{"update line", []Operation{{Type: TypeUpdate, Path: "a", Diff: "@@\n-x\n*** End Patch\n"}}, `invalid patch: operations[0].diff line 3: a hunk line must start with " ", "-" or "+", found "*** End Patch"`},
 		{"update empty", []Operation{{Type: TypeUpdate, Path: "a", Diff: "\n"}}, `invalid patch: operations[0].diff: the update of "a" has no hunk`},
+		{"NUL", []Operation{{Type: TypeDelete, Path: "a\x00"}}, "operations[0].path must not contain a NUL byte"},
 		{"twice", []Operation{{Type: TypeDelete, Path: "a"}, {Type: TypeCreate, Path: "./a", Diff: "+x"}}, `invalid patch: operations[1].path: "./a" is named by more than one file operation`},
 	}
 	for _, tt := range errs {

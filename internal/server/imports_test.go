@@ -30,7 +30,7 @@ var ours = map[string][]string{
 	"internal/handlers":          {"api", "internal/events", "internal/identity", "internal/render", "internal/tools"},
 	"internal/mcp":               {"internal/identity", "internal/render", "internal/tools"},
 	"internal/metrics":           {"internal/tools"},
-	"internal/tools":             {"internal/approval", "internal/audit", "internal/checkpoint", "internal/diagnostics", "internal/fs", "internal/policy", "internal/render", "internal/search"},
+	"internal/tools":             {"internal/approval", "internal/audit", "internal/checkpoint", "internal/diagnostics", "internal/fs", "internal/patch", "internal/policy", "internal/render", "internal/search"},
 	"internal/events":            {"internal/fs", "internal/render"},
 	"internal/search":            {"internal/fs", "internal/sandbox"},
 	"internal/sandbox":           nil,
