@@ -69,7 +69,7 @@ func (c contract) check(t *testing.T, name string, req *http.Request, resp *http
 // health, session deletion, and a problem of every status.
 func TestAnswersMatchTheContract(t *testing.T) {
 	c := loadContract(t)
-	h := start(t, options{token: "tok", maxBody: 4096})
+	h := start(t, options{token: "tok", maxBody: 4096, checkpoints: true})
 	noRg := start(t, options{noRg: true})
 	h.file("a.txt", "alpha\nbeta\nbeta\n")
 	h.file("src/b.go", "package b\n// needle\n")
