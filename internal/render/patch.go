@@ -68,20 +68,13 @@ type PatchFile struct {
 	Path, To string
 }
 
-// PatchMatch is a hunk found at a tolerant level: the level's number (as
-// the tolerant edit's, docs/edits.md), its first and last line, the file.
+// PatchMatch is a hunk found at a tolerant level: the level's number and
+// name (the tolerant edit's: 3, 4 or 6, docs/edits.md), its first and
+// last line, the file.
 type PatchMatch struct {
 	Level              int
 	StartLine, EndLine int
 	Path               string
-}
-
-// patchWhat names the levels a patch's hunk can be found at after the
-// exact one, as the tolerant edit names them.
-var patchWhat = map[int]string{
-	3: "ignoring trailing whitespace",
-	4: "ignoring indentation",
-	6: "normalizing punctuation",
 }
 
 // PatchOutput is apply_patch's success text: "Applied the patch: <n>
@@ -134,5 +127,5 @@ func PatchFileLine(f PatchFile) string {
 // PatchMatchLine is the disclosure of a hunk found at a tolerant level:
 // "Matched after <what> at lines <a>-<b> of <p>.".
 func PatchMatchLine(m PatchMatch) string {
-	return "Matched after " + patchWhat[m.Level] + " at lines " + strconv.Itoa(m.StartLine) + "-" + strconv.Itoa(m.EndLine) + " of " + m.Path + "."
+	return "Matched after " + matchedWhat[m.Level] + " at lines " + strconv.Itoa(m.StartLine) + "-" + strconv.Itoa(m.EndLine) + " of " + m.Path + "."
 }
