@@ -21,6 +21,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ApplyPatchRequestSandboxPermissions.
+const (
+	ApplyPatchRequestSandboxPermissionsDangerFullAccess ApplyPatchRequestSandboxPermissions = "danger-full-access"
+	ApplyPatchRequestSandboxPermissionsWorkspaceWrite   ApplyPatchRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the ApplyPatchRequestSandboxPermissions enum.
+func (e ApplyPatchRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case ApplyPatchRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case ApplyPatchRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ApprovalMode.
 const (
 	ApprovalModeDangerFullAccess ApprovalMode = "danger-full-access"
@@ -168,6 +186,90 @@ func (e OpenAIToolType) Valid() bool {
 	}
 }
 
+// Defines values for PatchFileOperation.
+const (
+	PatchFileOperationAdd    PatchFileOperation = "add"
+	PatchFileOperationDelete PatchFileOperation = "delete"
+	PatchFileOperationMove   PatchFileOperation = "move"
+	PatchFileOperationUpdate PatchFileOperation = "update"
+)
+
+// Valid indicates whether the value is a known member of the PatchFileOperation enum.
+func (e PatchFileOperation) Valid() bool {
+	switch e {
+	case PatchFileOperationAdd:
+		return true
+	case PatchFileOperationDelete:
+		return true
+	case PatchFileOperationMove:
+		return true
+	case PatchFileOperationUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PatchMatchLevel.
+const (
+	N3 PatchMatchLevel = 3
+	N4 PatchMatchLevel = 4
+	N6 PatchMatchLevel = 6
+)
+
+// Valid indicates whether the value is a known member of the PatchMatchLevel enum.
+func (e PatchMatchLevel) Valid() bool {
+	switch e {
+	case N3:
+		return true
+	case N4:
+		return true
+	case N6:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PatchOperationType.
+const (
+	CreateFile PatchOperationType = "create_file"
+	DeleteFile PatchOperationType = "delete_file"
+	UpdateFile PatchOperationType = "update_file"
+)
+
+// Valid indicates whether the value is a known member of the PatchOperationType enum.
+func (e PatchOperationType) Valid() bool {
+	switch e {
+	case CreateFile:
+		return true
+	case DeleteFile:
+		return true
+	case UpdateFile:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PatchOperationOutputStatus.
+const (
+	Completed PatchOperationOutputStatus = "completed"
+	Failed    PatchOperationOutputStatus = "failed"
+)
+
+// Valid indicates whether the value is a known member of the PatchOperationOutputStatus enum.
+func (e PatchOperationOutputStatus) Valid() bool {
+	switch e {
+	case Completed:
+		return true
+	case Failed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RevertRequestSandboxPermissions.
 const (
 	RevertRequestSandboxPermissionsDangerFullAccess RevertRequestSandboxPermissions = "danger-full-access"
@@ -188,16 +290,16 @@ func (e RevertRequestSandboxPermissions) Valid() bool {
 
 // Defines values for WriteMetadataOperation.
 const (
-	Create WriteMetadataOperation = "create"
-	Update WriteMetadataOperation = "update"
+	WriteMetadataOperationCreate WriteMetadataOperation = "create"
+	WriteMetadataOperationUpdate WriteMetadataOperation = "update"
 )
 
 // Valid indicates whether the value is a known member of the WriteMetadataOperation enum.
 func (e WriteMetadataOperation) Valid() bool {
 	switch e {
-	case Create:
+	case WriteMetadataOperationCreate:
 		return true
-	case Update:
+	case WriteMetadataOperationUpdate:
 		return true
 	default:
 		return false
@@ -254,6 +356,48 @@ type AnthropicTool struct {
 
 // AnthropicTools The tools as Anthropic Messages `tools`.
 type AnthropicTools = []AnthropicTool
+
+// ApplyPatchMetadata defines model for ApplyPatchMetadata.
+type ApplyPatchMetadata struct {
+	// Diagnostics What the --diagnostics checkers found, per file they ran on (docs/diagnostics.md); absent when none ran.
+	Diagnostics *[]Diagnostics `json:"diagnostics,omitempty"`
+
+	// Files Each file of the patch, in patch order.
+	Files []PatchFile `json:"files"`
+
+	// Matches The hunks found at a tolerant level (docs/edits.md); absent when none.
+	Matches *[]PatchMatch `json:"matches,omitempty"`
+
+	// Operations For the operations form, each operation's apply_patch_call_output (not for a dry run).
+	Operations *[]PatchOperationOutput `json:"operations,omitempty"`
+}
+
+// ApplyPatchRequest Either input (the patch) or operations; not both.
+type ApplyPatchRequest struct {
+	// DryRun Check everything (arguments, the read-before-write policy, every hunk) and return the change as unified diffs without writing anything. Defaults to false.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Input The patch: "*** Begin Patch", its file operations, "*** End Patch".
+	Input *string `json:"input,omitempty"`
+
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// Operations Instead of input: the operations of an OpenAI apply_patch_call, applied as one patch (1-1000 items).
+	Operations *[]PatchOperation `json:"operations,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *ApplyPatchRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+}
+
+// ApplyPatchRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type ApplyPatchRequestSandboxPermissions string
+
+// ApplyPatchResult defines model for ApplyPatchResult.
+type ApplyPatchResult struct {
+	Metadata ApplyPatchMetadata `json:"metadata"`
+	Output   string             `json:"output"`
+}
 
 // Approval defines model for Approval.
 type Approval struct {
@@ -654,6 +798,61 @@ type OpenAIToolType string
 // OpenAITools The tools as OpenAI Chat Completions `tools`.
 type OpenAITools = []OpenAITool
 
+// PatchFile defines model for PatchFile.
+type PatchFile struct {
+	Diffs     []Diff             `json:"diffs"`
+	Operation PatchFileOperation `json:"operation"`
+
+	// Path The path as the patch names it.
+	Path string `json:"path"`
+
+	// To A move's destination, as the patch names it.
+	To *string `json:"to,omitempty"`
+}
+
+// PatchFileOperation defines model for PatchFile.Operation.
+type PatchFileOperation string
+
+// PatchMatch defines model for PatchMatch.
+type PatchMatch struct {
+	EndLine int `json:"endLine"`
+
+	// Hunk The hunk, counted from 1 in its file's order.
+	Hunk int `json:"hunk"`
+
+	// Level 3 trailing whitespace ignored, 4 indentation ignored, 6 punctuation normalized.
+	Level     PatchMatchLevel `json:"level"`
+	Path      string          `json:"path"`
+	StartLine int             `json:"startLine"`
+}
+
+// PatchMatchLevel 3 trailing whitespace ignored, 4 indentation ignored, 6 punctuation normalized.
+type PatchMatchLevel int
+
+// PatchOperation defines model for PatchOperation.
+type PatchOperation struct {
+	// Diff create_file: the new file's lines, each after "+"; update_file: its hunks; delete_file: none.
+	Diff *string `json:"diff,omitempty"`
+
+	// Path The file's path.
+	Path string `json:"path"`
+
+	// Type What the operation does.
+	Type PatchOperationType `json:"type"`
+}
+
+// PatchOperationType What the operation does.
+type PatchOperationType string
+
+// PatchOperationOutput defines model for PatchOperationOutput.
+type PatchOperationOutput struct {
+	Output string                     `json:"output"`
+	Status PatchOperationOutputStatus `json:"status"`
+}
+
+// PatchOperationOutputStatus defines model for PatchOperationOutput.Status.
+type PatchOperationOutputStatus string
+
 // Problem RFC 9457 problem details with two extension members.
 type Problem struct {
 	// Code Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). GET /readyz answers NOT_READY (503) while a dependency cannot serve.
@@ -845,6 +1044,9 @@ type ListTools200JSONResponseBody struct {
 // DecideApprovalJSONRequestBody defines body for DecideApproval for application/json ContentType.
 type DecideApprovalJSONRequestBody = ApprovalDecision
 
+// ModelApplyPatchJSONRequestBody defines body for ModelApplyPatch for application/json ContentType.
+type ModelApplyPatchJSONRequestBody = ApplyPatchRequest
+
 // ModelEditJSONRequestBody defines body for ModelEdit for application/json ContentType.
 type ModelEditJSONRequestBody = EditRequest
 
@@ -862,6 +1064,9 @@ type ModelWriteJSONRequestBody = WriteRequest
 
 // RevertSessionJSONRequestBody defines body for RevertSession for application/json ContentType.
 type RevertSessionJSONRequestBody = RevertRequest
+
+// ApplyPatchToolJSONRequestBody defines body for ApplyPatchTool for application/json ContentType.
+type ApplyPatchToolJSONRequestBody = ApplyPatchRequest
 
 // EditToolJSONRequestBody defines body for EditTool for application/json ContentType.
 type EditToolJSONRequestBody = EditRequest
@@ -1077,6 +1282,9 @@ type ServerInterface interface {
 	// Healthz Liveness; needs no token.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
+	// ModelApplyPatch apply_patch, answered as the model text.
+	// (POST /model/apply_patch)
+	ModelApplyPatch(w http.ResponseWriter, r *http.Request)
 	// ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 	// (POST /model/edit)
 	ModelEdit(w http.ResponseWriter, r *http.Request)
@@ -1107,6 +1315,9 @@ type ServerInterface interface {
 	// ListTools The tool catalog, ready to hand to a model.
 	// (GET /tools)
 	ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams)
+	// ApplyPatchTool Add, delete, update and move files with one patch, all or nothing.
+	// (POST /tools/apply_patch)
+	ApplyPatchTool(w http.ResponseWriter, r *http.Request)
 	// EditTool Edit an existing UTF-8 text file by replacing literal text.
 	// (POST /tools/edit)
 	EditTool(w http.ResponseWriter, r *http.Request)
@@ -1170,6 +1381,12 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ModelApplyPatch apply_patch, answered as the model text.
+// (POST /model/apply_patch)
+func (_ Unimplemented) ModelApplyPatch(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 // (POST /model/edit)
 func (_ Unimplemented) ModelEdit(w http.ResponseWriter, r *http.Request) {
@@ -1227,6 +1444,12 @@ func (_ Unimplemented) RevertSession(w http.ResponseWriter, r *http.Request, id 
 // ListTools The tool catalog, ready to hand to a model.
 // (GET /tools)
 func (_ Unimplemented) ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ApplyPatchTool Add, delete, update and move files with one patch, all or nothing.
+// (POST /tools/apply_patch)
+func (_ Unimplemented) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1492,6 +1715,20 @@ func (siw *ServerInterfaceWrapper) Healthz(w http.ResponseWriter, r *http.Reques
 	handler.ServeHTTP(w, r)
 }
 
+// ModelApplyPatch operation middleware
+func (siw *ServerInterfaceWrapper) ModelApplyPatch(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelApplyPatch(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ModelEdit operation middleware
 func (siw *ServerInterfaceWrapper) ModelEdit(w http.ResponseWriter, r *http.Request) {
 
@@ -1678,6 +1915,20 @@ func (siw *ServerInterfaceWrapper) ListTools(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListTools(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ApplyPatchTool operation middleware
+func (siw *ServerInterfaceWrapper) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ApplyPatchTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1892,6 +2143,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/apply_patch", wrapper.ModelApplyPatch)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/model/edit", wrapper.ModelEdit)
 	})
 	r.Group(func(r chi.Router) {
@@ -1922,6 +2176,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/tools", wrapper.ListTools)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/apply_patch", wrapper.ApplyPatchTool)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/tools/edit", wrapper.EditTool)
 	})
 	r.Group(func(r chi.Router) {
@@ -1945,184 +2202,198 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9s4lij+VVD6TZWlHkqW89oeu7p+5U7sbs8mdq7tTHa2mbUgEpLQpgA2AFrRdPm73zrnAHxIlCwn",
-	"ztzemvnPFkk8Ds77hd87iZ7nWgnlbOfw907ODZ8LJwz+dyoz8Z67GfydCpsYmTupVeewcz0TbCIzETEj",
-	"Mu7knWBOMzcTzGjtWHdvf49ZAaM5kUZM8GTGrJjOhXIsFyYRyvWFSnQqUsYtU0KkIu0NOlFHwvA5TBp1",
-	"FJ+L6j8jfiukEWnn0JlCRB2bzMScw9rcMof3rDNSTTv391HnZ2mdNsuzN+1Lt8JaqRVbzLQVbEYvMzeT",
-	"lkm7YRUy3bqGnDsnDHz2P78c9/+b9/8x7P9lcHPY//T7QXTw7Pv7P3WitYXew4g218oKBPg7nYrsxBht",
-	"4L9EKyeUwx2Kz24/z7hURyyZcWOF+6Fwk/738HAzIO6jls3nRo8zMd+zbKQLlxduxLojnPSQxcVw+DyZ",
-	"C2v5VOA/YtSL2EK6GZ6uddwVlukJk84yOL8BO7kTZskmXGaFEUwrtj+Hbex/x7iyC2EsszpivHAzxlXK",
-	"CnWr9EIxowsnLJMqyYpUpIPOfUT7vxaf3TfcvtM6q+09YuIzT1y2xP3BRPgHboFZISwu7D3BbGVZPM8z",
-	"mXAYfN9D9c+/Wpipvqo/GTHpHHb+v/2K1Pbpqd0P47as9Vixy9PX7C8vXv5HOLLGOYwzwUZwAiMEa7Vo",
-	"3EPY3gDJwU8HqzlWbmZ0LpNrrTNEXKNzYZwkDGysYQ2iQBh54W6qzfE0lfAyz97XxiHiWId9wh3P9BTA",
-	"X3Ga0aCiDD3+VSSuE3U+96e6738EkA4u+eIdoSUsg2iyjfIrCv2F3mquY2UHn1Znvo+aELLtDASQyALn",
-	"Kl9mfnWWjfAh7ko6MbcP4UDzRO7LFXFj+BIXlOdG3/GW00qMAAYLf060mXPXOeyk3Im+k7jzteNL5WTS",
-	"vqOEZ0AWyYyrqYCdcVYoOZEiZfBRRSbcIu2nZslMoZid6QX8wvjECYNoOJHGOpZJJVg31YndF6l0djBP",
-	"e4cs7vT7fc9mgL8Sj4k7EYs7f/7zn1uelNg9K9StjZimSZR2grkZd0ALKgVGwibaMI7LhQNiGTdTlEu3",
-	"QuQDduzYXFvHXr18+fwVGy+dsBFLirByDtIgE7juI5hCMWcKlQCAmbTwjxgwOguQac4DDaBgmVbZki1m",
-	"MhMAi4UuspRZJ7OMzfmtqPEYWcKYYGO5Ssf6M0Bn0HZi4nMuTQttdj7iCsMirNO5ZQsunVRT1u33uUca",
-	"RAVd7tJjDM61G8rItJURAK9pxyR4Ui2M21sLBwMTClXMgS4X2tzanCeivzDSIYkCREx/UmRZnyeJsLZG",
-	"mtWk+UZl5M3Z1fu3x39n8AaIJ2TmcP7uCP7lzIg7YVyEuEsICvpLK8hhjBaAH/sx9ix+aiMmUPJpJfyM",
-	"c9atr8NGtJySJnoRYCn8q00qTBCjwLCPGB9b0I4IhxEugOpAOq2oCx8Df7ORx1uthPV4i5PfrGNvnSOt",
-	"7XqV66wM0oqAbiYMzcYW3BIxta+y3N8CFggkAmqfdrUDGGudCa46yMS5F6PNKeOOsAnPuBPM0w2Qt1da",
-	"dOo1lqDG/FpYJydeQAd20nbgXh3czBiBpoLO2I07cYe2USL5jKdMaSXaSdgWJFvWIQjiXKZCOQkcHchW",
-	"g57Ul9YWwvSIydwJQ3zYjxPQOyyM6IU5fSvUETEi4ov+9S5i1ExnHuVAPE3sIU/nUvVYJq2zyGNTkchU",
-	"WBw7cA/PpPwal8il2LE/SelmwFi0aicj5xWMkuo9rQNKoyoNxNRK5jsgHTL5dpxrQ6kVxQB1+XDqfqVR",
-	"0PeRs5U46GVmfVFRKXcr9tyqSHggvhGJDPi1qm1VTwKYCPS0AhxpHUIruylH2baIt9K69QWEc8Z/dtNW",
-	"gjLSwjKSwlgyXdbJSImFsK5CLJ0LBTit2YSbI2aFSlGLsGyEkmoElA3yDDkiSnzx2TXEllTu1YvqsKVy",
-	"YirMGniqPZYrbAPUa9JN12Hkghq4E3z8MJt0uULxOy4z0N5b4IRaJeoIVpg7YdiMWzYuHEu4UtqhwqX0",
-	"gnWnmR4j0U6NyEtKNDKH/+sGG2Hxzrroh2p57TtYgS3BZgs4v8zKmBYy5SoRm5XvPcvs0jox7+dGz3PH",
-	"wicoTVv50QabIVpxejzOovFr+evVxTlDy4IRKBv6ctOgZNI92uLZxbCpbaMGwdazQQW0hRukaRvPfSuV",
-	"sAwfHjFVZBlJPyGRE1uZiiDNyfbUhh0M2Tv5I/yFSrhh3WcvX7H/lD96/abUpPRCeX3YRgxlTTITyW2u",
-	"pSKTAUAFcxLF0DGsEnzUQZax2U1F8pLU7kxMXH0bYTHMiDlo9v54VudsQsrO+LOXr1qx6U4Y247XK4cY",
-	"XozCaG1HNRYTbcSWndELtQ3W91bbthdZO+0OxWjDqNzEaqNvA4nIL6ENIu02wKXWrh98kRGzy3km1a1l",
-	"Rlidob3GLcuFzjPkiShruhwVBtKWJCHwh+vT/vfeqOWWffjz6enpm95GM+GmBFWLxONzsWeJD3htWCo2",
-	"5la8ehGx3AjUorzh6LX2wOgtR3/U/JAkH5+LsMA7nsmUlom2MOh1YZ1gTYhsMmDXC002ClOA28zOuBGI",
-	"6Yk26VHAeJ44sFxhDiv8ErstRAjG+Tlo8QQqGKuEVdxp2pIwShu0Nqn0H2fLOpr6XdIC5XiDheZJFUZ7",
-	"mDdUY9UwsWZsWPHb+rJOjZ6zg6MNrMoDFCw/K35jXfgjFwZh3ttJR4k6aG/v7LgJynRzlahSR2gkAi7Q",
-	"UlsgtkJvsGO/gFXl1/ObwFEb0Iu8gKjgv1m42Ethi6xF4/QQ3F2fIlnVokqRh7Od9oJLn9uaUzTCA0O/",
-	"FBwWreRhaPl5onLpbbt+I/lUaetk0uqq4eRV7vfT6j2GRCaMZRNdqLR0oEnbNP9j1RWfnVCpSFluNODY",
-	"EYnK2mDkXYP9GQQ8sRT4388Sqzl3yUyk3h2RiYhxtP6AKyVaTeS0MGgqe+8ESGoLp8+zYL3HCocFU5eF",
-	"4bRhSodZgH7DWCIdxMDTtRIXk87hL9vPuQZAjzr30Y4o0vbpCrZ8ah5RzZ2/gp1tVLYqT2mnU34ncOc6",
-	"K+ZqNzUFcK/GhGpPfMjlYVmJQ0S40OqrBzCyosXmxi4q9NizPlozYBMj7Cz4jKp9+xgEnO9csAnwRzcT",
-	"sQrwANtEq0Y0xct1wmkanhmRa+PsEZvwzNLwsZKOJegyBd7vX+zWTCWQh5YtZsuISeWMTouE3Fpinrtl",
-	"j/Bslc/gsloVE9xhuzCohm9nLCUU6jKr/Ab9e8hgkIQixr3j7mA43NkGa8HTFu43b1ULf9YLNudqWQdT",
-	"uWQQWTm3xIoOhkOkfpGybkMXcTOh6gpPQ5KSMrVl3nIy76QKKODVVFjCtOkwqo2/1TiuFAXCt3WEiVGk",
-	"pazydr+0FFlIJb1pHTfOayzbySygT0CWBmbUINFOeW1BFiC2WaFuyTZ/jmiCYMKA4md3RAqgJO/yDf7D",
-	"LYODGaxhtxKLECZdw26dpeHZBo607lDfDgyvG4SBo3L6tt2fpNL9LFUru2GnVzcnb86ub84vrm9OLz6c",
-	"v2Frss17PeHPPdDfp4A+SERWzmXGDXOa6Sy9ocVGwcAmMb1nWdx513hbfHZxx4MbFHtU/ZtxqXUAC5W+",
-	"3ciscayGBvOgNx0xb9OIq+pZ+W5UriNMugniZ65NnCmx8GBqs+odiHZgyBlPBKZmoO+EfbCCcUW8ldHn",
-	"APNUZMKRpYmyv1Uzrw5m84wUZNdh5gF7V1hHYwbxsUHrx/dveNYipC/pIeMYcgPVxA7YGzHhReYszIby",
-	"5ojkGf4d1bCIzQtyTgpuShGmVSK2yPVNzuUaCKL6CWw6unew2lZPt6FzSNEJWqCD1DLaJql31foDh9NJ",
-	"UphYZQTqbMk26Y4B94E9XutMGK4cTmXjTu8wVpm4Exl7hnTTV8V8LAzYrBP5WdjgKonYc+YMlxiGWMyk",
-	"ExjVi5WcKm3g+QsmVSqUI73S/8y6FVSYEX16RaS9iL1kwiY8FynoFdzwxIF+DAZ7xF6xvFCJK2gsBWZT",
-	"Jv8h0gErCQZdop5kYsW9X4TCfQi3PesZgY/DrbpQENZd9FHFaowYCTRexu18fgh3+DOzfNE7IobuNWWa",
-	"xsaqW8PWnv/VB1sET2ZRbWXPhm0KDIZJWnWQ+roO+mNuAaRjwnmU4cjP5lLJeTHvHB60idoaf9v+IuIB",
-	"vsY/02uvamM/a/uENtvgjxuZ6/bJG1xz26s7cNA28tvKpR8xHwEp2nleJHvheModb/GON23JHXXFkN6x",
-	"u2mNekqbahkY0raPK84VvhCtMXPEyz1LrIVIh3iZmwlpPDfjjnHmAhdCaALJBRL0yjRmESKxwVAB85EQ",
-	"uyMYf+QtgZ1239jA1iAHQXXTOV6K3wphW0j1hPzjNSYN3KnG+rq4lzqfiILNb4+Qm4+1m63rJqlZ3pii",
-	"xZf2GpRWykpwM5yBm2kBkt1GIRqU9ondUeoFy3Umk2VEIlOqaQ8XaYQrTMN9vJYQVAadYBzaHE3aInUH",
-	"7DhJRI7uZ4WbCsLIHjGeooPJ0kNXZYmxMSn8pQDzdsND4pgizC3IeOVZNKEiJu/RpHX8Cmms5EXxVowG",
-	"kUFwi1DDQKeHh/FBH2wpxLnegF1hIFNZJ3gKn9c11drZE5TLk39aCO2M/6g1Iv1+PqNvDoZDZO/h343g",
-	"LrlFaa2sA/w9Zr9oBHhUuuLDqnF3GMNjY57cCpW2an2NLI42vY8I1Uthygq5yYWZSwzv20PvplVOqESU",
-	"0eTCCtD0MKmU1BefnUX+elQMgOi8tiFESmbGQqbC+JyLLdhYCzv+Wwf/J+jgUafl6NvVJzrBkD/ks9W8",
-	"2b165AN2obKlD7ogD9RK9O0MQxTOLDG3TNW+wuRcPzRgLkuFkgJDLoinljXwmTKiARVDloKfsVCwyH7f",
-	"j9XHZWoUKG4GM04m7QmEj82xewB/V0RhReybxWG7339eU3ceFMvh3YaXf0cvfTlR2wpPZSZOlDPLlgU+",
-	"LiCzIQzZUg0RsUY1RHuKmPzHhiCvgNX66BO8xbo8RDf3LJOUjEuZjmDcCDV1s51DUPhLlXoEp4sJTwZ0",
-	"WZqkE3UQ7VoTtWoR3vVcyWmRcRP8OP5Nyr9M9UJlmqd7lp1c82kz99GrEUyA4vCgn867pvAlD8bIH+Wm",
-	"838rrfO8cdUscUY+IjRVIVOLEk227o29lXnemsgG4mr0/9NrP0ylG5GKNphKRz/6CG7X1EPbPXK6Z7QH",
-	"r0qPC1c6AECtWfqc0IiNRcILiwJjWb4ykS5WUrEFKOMLbjElIqg6fuQ9y8ZFOhXOsu4B5nIApzp4fhAN",
-	"/+NZrEyBCbDA6GmVTk8xMa93yDwY2VhkeuHV/AlmH1o250s2FrFChQoXRanStOMqtRDzS6iuBLgybROW",
-	"6rW2FT3/QffblozCE7/chTDCQ6JwR2xUfnIzXo5CAEImMzbGxVin4WDrMGvPZa2P06Iiedc77riacxTi",
-	"L4ds5OE58rGSfh+m68/5536ANGV4EoxJD5oD/qgQslf1VcaKPOeO34peuQ0JW/Y4C6KDZvOJZE00jVUb",
-	"ngD+AFaUlgQzIKYKN2DeEFrwJZ1prJCphfCDtKihIbsEtMJ0/ahM+w+oTokO0tlY2RnPMo35hDk3wZuL",
-	"iOg9WmdEQThe3PFmYWBzgc5LIoUNP5xmWX1WYdMmHvMhB/62zmI2+NsrAbAD197IdH2aZcVreWZJDFGE",
-	"xLPbnZlqLS0HVte2158yPa4ZwO2bba7yjTQioXo7zazgJpkxqZp6oqvX6AVFhpIxvHzF8Ii3KCzjUw4m",
-	"14bkpjbZTbV6q2uD7TD/FNZB+jCyIMpyDxN1xWA6YHHnu+/2vxs4H2WyJtmnH4R1g18R8dhxOR6SktIs",
-	"7uzHnaAf41bH3ArM8eEO5B9LRe5mEbPw7ne+Aibu0ERkHHq4oUGC2f/OCHEUiukYD+qGxmgJV8nMmz04",
-	"9E4YgBBqPXMj8o1n7lfQHv7CrNWJzJzPLiB+GgRI2FQJ2xKw3w1+/9VGv9rP9wjScxBzyBeOmBJT71um",
-	"xCFb5Lk2Xs3aOfy1kvuDhoBh6Tqm/jHQ9NLrVuJzbvz0FfgAsF2fCczsUjn+ufd1B/6z4BnBaSUJEotB",
-	"6wqk3oGN+q/aJgqe15UgFgYf2iNxrj0IupouSyP419tmfvf6fXumMqbjIYY9Mjn43ev3mBzMaiOwrhE8",
-	"BfvuZ6lcxFJhnSkSwBT6QedCfdQmS+Hf3hfURe5Uvnn1v716028gapzOlmMNtQ9b6ji5YnBiVLu5D7xl",
-	"5H2A6/7XxxUEBNT68lT6i1yo47PTQiVuQxXJ9kP/JonvT4QMj0xs3wyedvKd1IC27ZBWQNxmG4dnDzI4",
-	"b4u2fNC25ocKjOlN9hpstdd6nmeCWMljq4xrUGqxj2oJcSuiZrUEPRWOy8z6CpOFJuczyqC5ADZr1wkm",
-	"aa0VvaIadmGMNthKIGIo+U+vbq6uj9+e3Pzt5PLq7OKcdV8M/0KhkauTK/jl5ur64vLk5sP58d+Oz94e",
-	"//j2hHVfDp9HoXCyyoidaAO2CRXmgri+FClW15DUtA6sBJ9zPcb4SDLDKgfv3AeTE4Z0QvUG7Mo79nwR",
-	"IrH0VScc42nKTq5eH789voa1vjk5Pzt5A5t43ovY9cXFzbvj87/fHL9/f3nxt+O3V7j0XsTOL679jyeX",
-	"4e3wUj1f5sXwBQVpGg/fn5y/OTv/iWA1YD+dXLN9EDbLf5RdGOC1y5PjN3+nGT1QOKiEQqVCJcsy+1yY",
-	"u/bEazr9DXW/RNNlYAjAHXdCY4mOzx5oHXbm84UecgxiXtEDqb/kv69n/VaLWO9uEXceUwJ8QeUik8KK",
-	"tEoMX0XYqO66wIgnBdFSZiVWKFVq455lGbfhBdDipFv1+DyubLdSytpSzl0mtoyy5sXLFnxpGR/rwh2O",
-	"M65uj5BQ0TlRdaGg6tCJFOZhPdMzR1pJudqIWER5sG0s81LwdHPMPOPk0Vvb2Xqu1jYkQw20Ldd8MrHC",
-	"tUN1x6L0Lh9bnRVO1CJhIYu2ZEjJIq0Vr1AlBL3b21Bj63j2NmzxgSyFkMZHewmgaQyyCfAb7b0don+U",
-	"vfOF0b9MztvSYN5RMgrziUl64tN6cDpXmBV/wrPhcDhg12j/4q+ldynhOQt5QlRzuWdZv4+Bcpy72ShB",
-	"F1QIUc8N2WDHeaOjgTzNTYQMhlq/jA3rP/jqVTwqjkMn/nVxnAa57s6y+xOeYKyzvYrzi4I+l8ioN6Lw",
-	"A+kUgCmYNoruEzmZ2CNfn+GVhHa37//2sPW/w6nfIpwKzHYdjB9Uqr3OENJtqlogK347YkPYgSZ34Zzx",
-	"LGuN8JX8YPhgxprTW0nlYdpvPjECVem03e9H7v5QILfeBCVkVh4RfZFYXISiKUSkmchS7AhAuZdsCgo7",
-	"T24HrNaWhb4Gdo4xGpFurGa8Lp3icad3xDhNQu3gMLspuBNneqFYt17q3CgUDfXO0rJQ4FzWPJetimhZ",
-	"PstUOmZzzPOo++UpxKYn9G4P6/7ps18+UXMO+OdiDpZIut7MZTV/8CmyAOszbo5bdWEtvVAl5MneH0UD",
-	"iOFsSXVU7JdP7Xxzp/LeP1gt7/YaXtbdVLcLDLxRudvDrXny8DWMO1TXtut5m9MWt/qhSlJu+3KbFK9M",
-	"LjD3iJOI1Btdvv+O529d24NdenvMPwLM6dreYa0HmC2bgHUdhSMByFbPRY3WQ8w2cJLApai+UYER+gZf",
-	"rggapCnNctucnHUHg0H7EnoVPVPrsz3q3EQSHHMHPe430iQxNIvNyixfBokt3QqD2dT54CnUnyuMC+zC",
-	"03f3AP5uZzwXcM4Eo04UOl6VsdGIoV1xj8CeZnp8xKqvfPQLvkND4JD98jsMEIW4GPwAh3eO+muEB3n/",
-	"6f7TxgmMyNedj0+eP7TaH2U9WLHJ11rVv+/k9favt63hIyggf9zs8VJ5q3tPqftEJ+oUeQp/POhErUbZ",
-	"xsgQFBsV+1qnzpUAX5FldQHuX0T9AkZsd339O+t6ewLmDq4A7539F80E/rdJ9U/NUI1KBrCFdXydk6PJ",
-	"ip9Y2mBrkqQw0i0x4Ol78whuhDku2rNPPQXokD0nVIoKBaYI7s8wkP8P4koXMEapLLEunPPri8sr9NNn",
-	"cjpztldV//t+ZNjrFOmr38eGg6DfNLsWDthHel7/kUw8/EACjv7143WjbyHpbqi64+tEm2UftD3LeJFK",
-	"INuo1Jwpv7ZwoHLZROeCdX1rQ/I4+n88zwldD6m7XtTsgnjIOEOSVFPqo0Ie/nLBL4YHPhPu48ePfQCc",
-	"UA4IRByyH/FAkKcVJhE3AaI/xB2vRRbjTCb9wmSkSu4PFiLL+tgFe5+AlBvtROJE2g/DxJ1RhDVRsIJ6",
-	"RIV2+mL4nJ2dX304PT17fXZyfn1z9fri/clDa8RQ2w9xRypbTCYykUK5GxwQFDH8o1w1/ex131FbH8iO",
-	"7yuNYgAnqJj2zLmcmlpLNdFb7IXg76NYCQY96fRIUGI9J9ZkBodtKm2iEbfx7Vg1WuH1GDxjP19fv9//",
-	"69XFea0THnHzlgbfEdZ6eocB2pMLqVK9oBRE3iK+LZ8It/RSfBCrWJ2UKyrDbaPfY0/mlMQU8CLu3I+A",
-	"QG1B+I+TVL2+YxUirWOdLuvLd4aHEGto/N2lCAypD6Hld6y2tnOPatCoTLYeLMn3cMcdHdNucBHSN7hD",
-	"i59bNnpNjLV/vQR1vt4G/Ver1egIIFp/h2gbHVhg9OTcWK/czEUqOQOsgVkC4XVfDIc9dNjDydAKUkHX",
-	"BQBHTVy2PGRSNYxqrlihco4MEH46eMVsYYyecidiRXXFQFO3Ysmm8g4Y20ImgnWBsXP4KuFW9KWyQlnp",
-	"5J3IlgRZZJDokqPc1zueFdTLor5gNjo7/9vx27M3N8eXP314d3J+PeoN2DHIXjKqWNALGfXSAUiCcBux",
-	"RBfKUR4KJkBTvmomE6GsqMyKzruz61ocr0M8rM9zWcvWPOwMBweDoVfFFTw87DwfDAfPO7W45n6j8+e0",
-	"LTxxAiZtLhQy27JvJ7Lv1r5TZfdpavGXC2O12rOxCv1JW9QBkhUj+NIjpm/mAb9Y1vX9U2L1amh7rFBO",
-	"AoGtdREld2loHCptWHZEviYsu8ajQ9/pUSXWsMGoUKkN2ZmkwSuBXSKoXJtcjjZWARY4ZjfX1spxtgwf",
-	"9QbsPbfW98oRd1IXtnLwjajz6IhOfUuHU9S3gwj1AsjVtE78KVb+i9DnWxh613dcCsreWYolX9Yd13qg",
-	"1rN+fmlr5JJpKjYr18YRIAHoQEM/aZaGblG2SLBTyfOhPWJDdHhQFn/ghNxRGVfVxnpYXbLxWyHMsrpl",
-	"A+bsbL3bo7VHMwKXGn2vwN53RC7RvYkydPolKpRWFBuCxFmuoz/iinS9TesPbdOqDTzOS/9p5UaQZ8Ph",
-	"lksnHnfZRKMV8KbLQVY2bLFCT2C7dGPdgJJAEEabpivXX7vdIurYYj7nZrkyjV3PqIka/IOKHhOZklHO",
-	"p7bZ0vcTjF0xs/3fZXqP+rxuS/nz3fsPa12qEDnrnfzJrgGMmBquwHqeY24SufmofoHMHPTXDdgltmk+",
-	"rLW893i/lgQ0YC+GL2LVktVDlU/l3SgS26rBuniGWTweBukRezH8y8oIIfUndFavmiBpQ9e08CwDloo0",
-	"ueBLYi+xWmUetd7h9P+ch4kxIamZouSZVqz4VCiHUXP8qtfGg97gKGXv6DUm9Pj7dlb5wid6WVj3o06X",
-	"T04zZQ/v+6YpB8u6X6PZF+0abykIUdVJtMETDcwH6AHxZ6qxj8dT0JpHeBLS1DxebaO+bUQm7vwtUfAP",
-	"umw2qw6+MMliKj4bL30KTNtlUb2yS1prbZNUWGXWDYkbB8PhcHhEfcykWymZihX2rEOrATVy6mKDTQkx",
-	"dbJs9sJZKkQuiMiwbYcFxL0KqTcYWMD6pMj3UJ1orDnyB1bapbmRd9wJX30Vq9Gg0sroZh7r+BSMSTHP",
-	"teE+Lyx0ZqVy5wE7DuVbQH6xKlVl8Rk7NIIJ+oKdXlUsowxawrNnz8KzN2eXJ6+vLy7/vkkTOMWDe0AL",
-	"wO7CuJ5NF3xxlgmOSDTaH4V8MHzkI1llUecP5aNNMtPT/SNk/ls4VvR0whlF7AD+/J51RWbBNh6yVU28",
-	"V0n2g03LwNKYtnXUYuirCxlNpRsBKO6AZAtXRa3X6jilwvBxBSd8SEbmaEAFoCBj0FdbgJoRKur8VTVU",
-	"HAevlyV2C21uPcOuVGffYZF1myWMUVnf52tSRxuVGHqv8yC7/UZ6Sr1Id4OaUlZcfj2LhJmq6knSPcgb",
-	"YYRYKS3s1fkjsUDijfj3Poaw7okdArNZZ4znqMePziZ9bD0zqux7HztMCmOAak6u+fSwdPxIx148+z5W",
-	"7y9PXl+cvzlDneLy5P98OLs8eeNVE+61khcHz6pRwWSO1WqCao3dNLnH5clPH94eX96cnr09GbD3xTiT",
-	"Fnu8qlh5/o/2P21v1C7p4dEpVZKvMJm246le2S+vG2zBrhdbWqDLsiHZU+DDJQ7lkSAw/xI/dsCHqF0m",
-	"HqtlCDRFbCwVSIJw+V3ErDOCg97WtUKlPhtF+MTEW2GUyGKVcNUbsBHgRslzm/X1rGud0WoaroAYveXW",
-	"9d/pFENIo6NYAe6dayUCAgZl9fnwBRh2VqppJtjokqupGLFnw1ewIuqbY7D98SH5QKjskGD0DL01x6XI",
-	"OD07vYiY1cmtQCU0FXcyCZIK0XEV2ZCtySAUvYk2Qa0FpUwrpvkuAk+Oa9s4mU6ccH06rSZHq3I08Gzb",
-	"b3tsx+A9G3h8w7M2YlbJycSj9bPhq3YaMD5UeEsgw5efP0QwdDeZFxwBeRRi4HjJGjjyFEQVzgrdqY3G",
-	"EPWu8w+QVWvmyVUgHKcZX1Gy2FiUMhe9xXtML1SgaUwpkypWczHXZhmVSWPjJeujDlpgFXc/LDEoEOwn",
-	"+WOlgb44eB6rHy/e/P3m+uLi5u3x5U+EzcGXJK2/coLGHOt06UcslTzs2dCLYmWXKhEpfp6XzJc7PZdg",
-	"GCzB1swzcphzRbph6TxHFxHRd122oAFYEyqsGwSFP/XDXSRG74gukCDnWJBhFY4csu9G1BQrVjmYNooy",
-	"SY7W1xlkWlgnsYVNwm3A3vm4TM4N9QihThKgoM95Kiit2+fPx2qCoV09IRdl6BdhyX6FXR2fv/nx4r+8",
-	"Qd7bJuTo9Ec0AXqhwR52/BZd1+gkw7sQPUDC5X+xGgO9o9srE4Ak/YBIc6n6BowFOn/OLEKKYhaCJ2iT",
-	"+3fhvT4FIuqo95/yx31LHxzMMXPRglViAPjWgaGfVi7zpPDZSSV6Xr29+Aiw+L7XhqNtXJY6GTwFj93F",
-	"OP9K9vqQXf60Oqpv8tDC2H0jrPRoRVjXujN4nn7wT1rRa7r+5aEFfSWbv3KhkSqiIEZ4PJ8nfSFk2uyo",
-	"VvuAdc3P0ETOn/3zb3jQvvh9g/T2YXFpWZEPGiH7zuEvn5pmxp1Qwtojzy6UJidbfevl5sL+58IZyuPC",
-	"//Ba5dAXtt3DiYvi8/LyTTZ6f3F1zfaprhmbZLLuTHDgoVFgmzYKGUkgDHHKXuQ1QwyJ+77wjRTPWggT",
-	"HpX3KceqiiTWLw6o3zddSpvqGVWCAbOVNlbSh11GWMjo41gDDC4yPZmAAJBzbPRgbBvXoou0w0WDT+8W",
-	"rDf+3J3zbCep6vLrxxBi7crwJi3CEhvSt5bwRsrR0nf/g4dZrS/ggB17o2DlUmnAgzq+4qOAqoic00yP",
-	"vxQ54dt/HeT8CSD1bZCz3pTnD4qcp1Kl3i9GRRfUXof67XBqFBP65oRmJr2vwUsj8i/GSyPyfyG8BEh9",
-	"I7ysNQ76g+Llle+hIytdxacG8HC7ZmnAVt13vgIxjfBtwr4AMeHbfx3EvARIfRvErFc4/0ERE5bI+JoM",
-	"r6WN1y5qEGlA3q/ATErK/ULUxI//dXDzo09g/hbI2ahx+INiJ1mX2HClyLKgV4p1hP0ifPSHgnnhAw+8",
-	"2u9tPy35PPM/UReUjaHqZ8Ohd934Atzy9rqVxihk6x3WusjoSaz6fY/ZfeolE9zp7zEjIyBfGS1OjMAU",
-	"Wp5hJC9WKXd8zK2o+l1SBvSeZbdiuX4lPPq9ZiJLB+yvRToVaaywWpZTNkp54dhLZpnOUrqaEvNaaHvk",
-	"ceodsZc+nwM7wsRq5cJojLtTs5eQdefbFNA0M25Zzq0VaRT6yMRqQyMZ2pq/OLD2fQjJk6P/JQPyChY/",
-	"EOnSYgEfmc0h2eZaF9g2UenAUtqI8pLO/P+JWwDnRmfKy+HzRzpSNvgOLjEI0uI88H6UVOSZXs6B31N5",
-	"c/lBuOtsk4MhsOUyb6oKXLaF9a7KK/O/On+nbG7Y+Z9fjvv/zfv/GPb/Mrg57H/6/SA6ePb9/Z9aXHw7",
-	"xwVDPxVpsQWUdg6Ahf1QQ5rUgtuQb9V7Ct/XKbWa4rXWPnqMBIApIK6RwBbg3nYM+7UrUtuza5CSVxLk",
-	"ffFr2DhmLzrDlQXZFTF/PVCsQsixV3GccKmtnmC0gLJ5LVVT+P96kb/AP1bIBnx4sboclhL0iXkEWne9",
-	"WhNfJax3ceMlsl5zoaitv7utbCsEagXeTNq4vnXAjis/f4gi8PKq1xleQV5Lnq2V0/6ABXGH7MVwGKvV",
-	"3JBNmTL+IttHu71/pgWdvel80yyJ5j27G/yTZQ35E6SS1RDblyf60QNueAmxuZh5F+QnlNqsd36g3KhG",
-	"t4wV3KfUXit+YyOnR6w7ZD8wul1nBYc5dZ6uauMoEFM175Lqzt8eXtZ3xyoUyJOyKie+mpsiqiu3/re2",
-	"+YoVlqxLN2BnE2z4S/Zmo0lYt8qg9/en+LhdrPygsJ8qfhNWBUj+l/UeelX2KuZrAwhwf2yEnpcREFd5",
-	"nSkpAtSRrNZPoU7t2Ic7ePPD7f+3Inc9XxNha82J6cPDlej/304ur89+fHvCFJ/jJpwnXV9pW54xKAzS",
-	"YrSPlKaqqQaWz0ersSzfsY8id744oZZyiUFf17wleoUHYlF+jf9F4a7vHrZllg40nFiNw/B4wTywYkCT",
-	"EkFCsD2vxRipNR+FGQex+tBWRVkiG8op7Nbux0SBJihIbEHn8jdFByTEBrN9QMxDDz6/fTxHP0iIyhzF",
-	"aqUG89D75HThqmQ1Mj32LPuvvpf//deLtAeI9pwixY2Yaq1kqUwr9Y34yq6KdD4RnHSsUDsNYmnQVrhL",
-	"Q66UpdpbW2aJxyqUUJS9YHy8iVC6W68ZofXVzxZIIFZw7sTBKKvFd/zOMs9f5tFK9wfq1UI1Jv4eZFuv",
-	"A8d2zxvyyUn+wc6DyYs3HsJifbsUytelC7YTrhKRZUTdz9cTy2O1XlrTqhbDfjcqcY+Ua9/CD1Nv1PVP",
-	"jug2Wh+16vW+oUl3rQ0IGX1PokViK6im5AisicQa6Je/rV9C9kiZW7YwblUwP3rlakRB91F5NZrO9ixm",
-	"CWHv6vBFRNWB2JqZEThjhZnPWNPfz42e545NC5lyrAOioq9y8FLno/pPlD/cxUokmkbYA0aP1Xu1WW2j",
-	"LDYMfshG6AOQo1h1NzXN7UVsxJWbGZ3LZMS6vhtx4/k8yWGIzX2hy7TLsgU1VfvRlV1hd3jbRqO27wgl",
-	"vk/BwUJCzO5uKx/cpJlS3+B2I2wlldenTdQtr7JZO8IJu2h7UHSizjzJ25pzfK0iq5W4mGxkMqVKSy0o",
-	"8Ob/3XoZ2wffPQ6b2+31esfw+08btGrfKqNsCFTD21JegiIHOPtUFVMosMqJqSjIaTZDC0szToZSneR9",
-	"Q/GK3tdSB5qYdZJKxKw/VMj8CafeZidRZhonVftp8oi/Iv6+9RBXQ+zNQ/wp0+NveIhfFlp+kqkbbaxa",
-	"jvFdKIpAve1JPDpfFKTefngrceiVwzMi/5aH90Xx13/u4ZGjaGp0kVMmLkYNniI17csiu1tPc3vwlrQc",
-	"6sF0iIS9jz2GRvVinbrLy3vBylIAsvCSWaFuRcpG9RHGOl1GbJIVlCEcbjXnBgNdaZGAJXUcgmOx8i4R",
-	"HBnAPBZTMInGWCiEIsxwZSfCbPKmf0O0/LLo6xNO7ZGSrochCB+B1m2scD8UbtL/vjniTnn9tUYiT1OV",
-	"8mXx3634uxbibZ47Rh6/4cF/YWTzKefeSScI7qQnOMbdA6VtB9cMETV7Qf3yCZR0/0nZMMSVSq//geKq",
-	"tR9Kw7D2W1X5W/uxFjuq/UrZuvef7v9vAAAA//8=",
+	"7H3tcttGtuCrdHGnSmQGpChb9k2kSm0plpRori15JXl85wa+YhNokh2B3Qi6IZpJ6Xn2PfbJts453fgg",
+	"AYqS5WzuzvxxWSDQH6fP91f/3on0PNVKKGs6B793Up7xubAiw79OZSLeczuD/8fCRJlMrdSqc9C5ngk2",
+	"kYkIWCYSbuWdYFYzOxMs09qy7s7uDjMCRrMiDpjg0YwZMZ0LZVkqskgo2xcq0rGIGTdMCRGLuDfoBB0J",
+	"w6cwadBRfC7KvzLxay4zEXcObJaLoGOimZhzWJtdpvCesZlU0879fdD5SRqrs+XZcfPSjTBGasUWM20E",
+	"m9HLzM6kYdK0rELGG9eQcmtFBp/9189H/f/k/d+G/e8GNwf9T7/vBXsvvr3/SydYW+g9jGhSrYxAgL/T",
+	"sUhOskxn8FeklRXK4g7FZ7ubJlyqQxbNeGaE/T63k/638GM7IO6Dhs2nmR4nYr5j2EjnNs3tiHVHOOkB",
+	"C/Ph8GU0F8bwqcA/xKgXsIW0MzxdY7nNDdMTJq1hcH4DdnInsiWbcJnkmWBasd05bGP3G8aVWYjMMKMD",
+	"xnM7Y1zFLFe3Si8Uy3RuhWFSRUkei3jQuQ9o/9fis/2K27daJ5W9B0x85pFNlrg/mAj/g1tgRgiDC3tP",
+	"MFtZFk/TREYcBt91UP3rLwZmqq7qL5mYdA46/2O3JLVd+tXs+nEb1nqk2OXpG/bd/qt/80dWO4dxItgI",
+	"TmCEYC0XjXvw2xsgObjpYDVHys4yncroWusEETfTqcisJAysrWENokAYaW5vys3xOJbwMk/eV8Yh4liH",
+	"fcQtT/QUwF9ymtGgpAw9/kVEthN0Pvenuu8eAkgHl3zxjtASlkE02UT5JYX+TG/V17Gyg0+rM98HdQiZ",
+	"ZgYCSGSAcxUvM7c6w0b4I+5KWjE3D+FA/UTuixXxLONLXFCaJsv33Eazd8LymFvecG6ST5U2VkYNK/44",
+	"44TV/X7lPRbNRHQL9DnRuYoDYMzI1OHVJcu4AmLuxjoyu5XPBvO4d8j42AAvX8yEYkorAa9vvePjymIb",
+	"9gtraNjFCQgRXJ+e4G5SAEnApKL/MZ3FItt6EQhQkHBNS5jDj6Ll8Ge5unVAY9wyzqxORMaVZYm4E4kD",
+	"mYilbQHW49b4Dv5pWiScPzKfhnWe6gxhVL7DJjqbO1FcPN0xDJjY8gYheBPxJLkhzsG6Slv4hnEWZ0uW",
+	"5ar3uHVf+EkucMD1HaxQKx17I0UWBHApfs2FsQ3IIe1MZAyJm3UL7OgxnVVgcMhgU2NtZ7CVFQrKljdZ",
+	"rtaHfgNkwgRIOTuTasq6PJvmoMqYgFQeweP+WEx0JvqLTFrBUp3IaBnQR4gvPWTSmbB5pvCjaMbVVAAL",
+	"yZWcSBGzWE4mBlm8zi2DgWAyrmjWATsWE54n1oCmNeGJQTRSeZKAKPA818FurHUiuCo4djMiI4gOWNj5",
+	"5ptv2A9iKhVDKIedAOU7EVsBvcC9eaJi/95gXakJOr/kxsqJE4zrM1+6MydpZriKx/rzTSqyuUStzBww",
+	"YChAMkJFAnEQIJYbkTHxGdUAgMxi5lQ2FOAri0WV0uB3CxmLjPEoEsZsAFm5/k10daaMFTxGDQgAe7BK",
+	"ZXrCuGIXqVBHZ2u0FeATSUovbJIYV3evvzccDhnS1lOpjNjW5zP6EsYLOnOp/N+t+y7YScNJNKMNAdS9",
+	"jkoHnUPTCQzYhUqW7I4nEjfNYdt9M9MWiCFbOniVX6F244YGRGKxUFLEh8yxCsNq6EUqJWAGT9NM3/HE",
+	"zZgrWGS/78bq4zI1Mgk7gxknE8eo3RvAqgH0QuVzYEcLnd2alEeOpkGPAIrN+pM8SfqETsCtHkCn+wf4",
+	"mckTuy7O5xVBv1F3WFcNAIGJ4T6oH7n3gnK6Fu6LgF1fZZQJsO/gvyBcuO0cdGJuRd9KVLzWKAtYXDNO",
+	"AXXsmApX5DW+WGrp3CBrciKJmZlewBPGJ1YQn5jIzFiWSCVWJTGwun6/76wcMO/IxAF+F3b++te/NvxS",
+	"KNco9QPmmJHSFrCeW1DFVQx2jBeWcjIB/ZAlPJuiWXwrRDpgR5bNtbHs9atXL1+z8dIKE7Ao9yvnYIwm",
+	"Atd9CFMoZrNcRQBgJg38IQaMzgJMauuABlAAXpIs2WIGBCgtW+g8iZmxMknYnN+KiokjCxg3Iv/aiYnP",
+	"KRBdk04pVLkIY3Vq2IKTzOr2+54aERV0sUuHMTjXdigj40Y7BMi5GZMcP3IL4wZVtewplL02adrqCzk+",
+	"u3r/9ugfwM9nXj21cP72EDkcy0AVsF6sAoICt2wEOYzRAPAjN8YOMVrjtQsQIzTjnHWr6zABLaegiR7q",
+	"yiivQFP2VjzYi4WOSjhMWozOGJBOI+rCx2BemcDhrVbCOLzFyW/Wsbcq19Z2vSqNVgZpREDk5vgiW3BD",
+	"xNS8yroODiTCDdBw5QAqKlMmuGnSXMKOMBFPuC1FlNXeZ6Jj5zDxXpSanPLspOnAnTeqnTECTXmXVTfs",
+	"hB3aRoHkMx6jXdFMwiYnVr4OQdC/ZCyUlcDRgWw1z+2sL43JRdYjJnMnMuLDbhyP3n5hRC/M6luhDokR",
+	"EV90r3cRo2Y6cSgH1vHEHPB4LlWPJdJYgzw2FpGMBalsnns4JuXWuEQuxY7cSTpF2dlT6wjl/BsF1Tta",
+	"B5RGTx4QUyOZb4F0yOSbca4JpVbkLroS/am7lQbe3YicrcBBJzOriwoKuVuy501y+1hE0uPXqrOn/MWD",
+	"iUBPK8CRPgUPaBHFKJsW8VaaBjXHnzP+sZ2zxCsjDSwjyjNDntN1MlJiIYwtEUunQgFOgymVHYKxEaMW",
+	"YdgIJdUIKBvkWWF+KPHZ1sSWVPb1fnnYUlkxFdkaeMo9FitsAtQbco2tw8h6L9RW8HHDtLmScsXvuHT6",
+	"6hqc0KmFOoIR2Z3I2IwbNs4ti7gCwxkULqUXrDtN9BiJdpqJtKDETKbwd9VfTFi8tUXzoVxe8w5WYEuw",
+	"2QDOpzk5p7mMuYpEu+9vxzCzNFbM+2mm56ll/hOUpo38qMVlGazEXB7nUHVr+dvVxbnzfRAoa/py3Z/N",
+	"pH20w3Ubv2plGxUINp4NKqAN3CCOm3juW6mEYfjjIQNri6SfII+PkbHw0pxc3zpje0P2Tv4A/0MlPGPd",
+	"F69es3+XPzj9ptCk9EI5fdgEDGUNOkVTLRWZDBscBgXBBx1kGe1RsqrDJxETW92GXwzLxBw0e3c8q3PW",
+	"IWVm/MWr143YdCcy04zXK4foXwz8aE1HRV6tDTujFyobrO6tsm0nsrbaHYrRmlHZxmqDrwOJwC2hCSLN",
+	"NsCl1rbvQ6EBM8t5ItWtYZkwOkF7jRuWCp0m5C4EWdPlqDCQtiQJgT9cn/a/dUYtN+zDX09PT497rWbC",
+	"TQGqBonH52LHO8dIG5aKjbkRr/cDlmYCtShnODqt3TN6wzEcNifvFozkF0iOHFwm2sKg1/l1gjUhksmA",
+	"XS802ShMAW4zM+OZQEyPdIauHMR4HlmwXGEOI9wSuw1ECMb5OWjxBCoYq4BV2KnbkjBKE7TaVPqPs2UV",
+	"Td0uaYFy3GKhOVKF0R7mDeVYFUysGBtG/Nrgvs/0nO0dtrAqB1Dykv7KuuhJdMGb3lY6StBBe3trx41X",
+	"puurRJU6QCMRcIGW2gCxFXqDHbsFrCq/jt94jlqDXuAERAn/duFi2hxrDoLb61Mkq5qiL4WTrSFC5DIK",
+	"uKnEZAM8MPRLwWHRSh6GVuGk80tv2vXxF4f/CgeaNHXzP1Rd8dkKFYuYpZkGHDtkTUFBcttnCHhiKfC3",
+	"myVUFFKLnTsiEQHjaP0BV4q0mshp7lzA5J0ASW3g9HnirfdQlfFGP5zOmNJ+FqBfP5aIByHwdK3ExaRz",
+	"8PPWIUmHOvfB74+OZhafrmDLp/oRVbIJVrCzicpW5SntdMrvBO5cJ/lcbaemAO5VmFDlF5fx8bCsxCEC",
+	"XGj51QMYWdJifWMXJXrsGJcsMmCTTJiZ9xmV+3YpEHC+c8EmwB/tTITKwwNsE61qyRxOrhNO0/AsE6nO",
+	"rDmkCBoOHyppWYQuU+D97sVuxVQCeWjYYrYMmFQ203EekVtLzFO77BGerfIZXFajYoI7bBYG5fAtETsP",
+	"harMKr5B/x4yGCShgHHnuNsbDp8SnC+yUxoC5I1q4U96weZcLatgKpYMIivlhljR3nCI1C9i1q3pInYm",
+	"VFXhqUlSUqY2zFtM5pxUHgWcmgpLmNYdRpXxNxrHpaJA+LaOMCGKtJiV3u5XhiILsaQ3jeWZdRrLZjLz",
+	"6OORpYYZFUg0U15TkAWIbZarW7LNXyKaIJgwn+mzPSQF0IXxbvAPbjAKux4rV2Lhs7TWo6dJ7H97MNLq",
+	"lenNwHC6gR84KKZv2v1JLO1PUjWyG3Z6dXNyfHZ9c35xfXN68eH8mK3JNuf1hP/ugP4+BfRBIjJyLhOe",
+	"MauZTuIbWmzgDWwS0zuGhZ13tbfFZxt2HLhBsUfVvx6XWgewUPHbVmaNY9U0mAe96Yh5bSOuqmfFu0Gx",
+	"Dj9pG8TPbJM4U2LhwNRk1VsQ7cCQEx4JzAxF3wn7YATjingro88B5rFIhCVLE2V/o2ZeHkz7jJTjp/3M",
+	"A/YuN5bG9OKjRevH9294kjQlNeCPjGPIDZOHGjI2Dkme4f+DChaxeU7OScGzQoRpFW2V4rGqL5YgCKon",
+	"0HZ0lF7U5OnO6BxidILm6CA1jLZJ6l25fs/hdBTlWagSAnWyZG26o8d9YI/XPn0KH4ad3kGoKJPqBdJN",
+	"X+XzscjAZp3Iz8J4V0nAXjKbcZlQNoi0AqN6oZJTpTP4fZ9JFQtlSa90j1m3hArLRJ9eEXEvYK+YMBFP",
+	"RQx6Bc94ZEE/BoM9YK9ZmqvI5i65AcymRP4m4gErCAZdoo5kQsWdX4TCfQi3HeMYgYvDrbpQENZd9FGF",
+	"aowYCTRexO1ceiq3+JgZvugdujQa0pRpGhOqbgVbe+6pC7YIHs2CyspeDJsUGAyTNOog1XXt9cfcAEjH",
+	"hPMow5GfzaWS83yOmSfrLKzC3za/iHiAr/HP9Nrrytgvmj6hzdb4Yytz3Tx5jWtuenULDtpEfhu59CPm",
+	"IyAFW8+LZL9tKukjEjkxg21r0xr1lLbcy4c+LjnXpmzNI0LWHUOshUiHeJmdCZk5btaQxAkk50nQKdOY",
+	"OYnEBkN5zEdC7I5g/JGzBLbafW0DG4McBNW2c3woI7LCpIE7VVhfF/dS5ROBt/n/8ERJPEGpphvSJOsJ",
+	"QY/Kk2RHUSRSdD8r3JQXRuaQ8RgdTIZ+tGWSOhuTwl8IMGc3PJxxiRBcB8+VY9GEij4RUKoafvkqGvKi",
+	"OCtGg8gguAWoYaDTw8EYcwd96iC7wkBmmaRY1VQrZ09QLk7+eSG0Nf6j1riatvjIrMXCWlkH+HvMftEI",
+	"8KBwxftV4+4whsfGPLoVKv7/Mpn1Xzr4H6GD/yt79qtlz66WCBCxt4vDL0uoralGz55KeyoTcaJstmxY",
+	"4OMCMi1hyIZizIDVijGbU8Tkby1BXgGrddEneIt1uY9u7hgmKRmXMh3BuBFqamdbh6DwSZl6BKeLCU8Z",
+	"6LI0SSfoINo1JmpVIrzruZLTPOGZ9+O4Nyn/MtYLlWge7xh2cs2n9dxHp0Yw4QostnJN4UsOjIE7yrbz",
+	"fyuNdbxx1SyxmXxEaKpEpgYlmmzdG3Mr07QxkQ3E1eh/0mvfT6UdkYo2mEpLD10Et5tVQ9s9crontAen",
+	"So9zWzgAsOLB5YQGbCwinhtXUOZfmUgbKqnYApTxBTeYEuFVHTfyjmHjPJ4Ka1h3D3M5gFPtvdwLhv/2",
+	"IlRZjgmwwOhplVZPMTGvd8AcGNlYJHrh1PwJZh8aNudLNhahQoUKF0Wp0rTjMrUQ80uorBW4Mm0Tluq0",
+	"thU9/0H324aMwhO33IXIhINEbg/ZqPjkZrwc+QCEjGZsjIsxVsPBVmHWnMtaHadBRXKud9xxOefIx18O",
+	"2MjBc+RiJf0+TNef8899D2nK8CQYkx40B/xRPmSvqqsMFXnOLb8VvWIbErbscBZEB83mEsnqaBqqJjwB",
+	"/AGsKCwJql/M7YA5Q2jBl3SmoUKm5sMPkipxkF0CWmG6flCk/XtUp0QHaU2ozIwnicZ8wpRn3puLiOg8",
+	"WmdEQThe2HFmoWdzns4LIoUNP5xmWX5WYlMbj/mQAn9bZzEt/vZSAGzBtVuZrkuzLHktTwyJIYqQOHa7",
+	"NVOtpOXA6pr2+mOixxUDuHmz9VUey0xEVO6vmRE8i2ZMqrqeaKstArwiQ8kYTr5ieMRZFIbxKQeTqyW5",
+	"qUl2U6uA1bXBdpj7FdZB+jCyIMpy9xN1xWA6wGq83W8G1kWZTBbt0gNh7OAXRDx2VIyHpKQ0Czu7Ycfr",
+	"x7jVMTcCc3y4BfnHYpHaWcAMvPuNq4AJOzQRGYcObmiQYPa/zYQ49LX8jHt1Q2O0hKto5sweHHorDEAI",
+	"NZ55JtLWM3craA5/YdbqRCbWZRcQP/UCxG+qgG0B2G8Gv/9igl/M53sE6TmIOeQLh0yJqfMtU+KQydNU",
+	"Z07N2jr8tZL7g4ZAxuJ1TP1zoOml063E5zRz05fgA8B2XSYwM0tl+efelx34T4InBKeVJEjsRVFVIPUW",
+	"bNR91TSR97yuBLEw+NAcibPNQdDVdFkawb3eNPO7N++bM5UxHa+sRd0+Ofjdm/eYHMwqI7BuJngM9t1P",
+	"UtmAxcLYLI8AU+iBToX6qLMkhj97T2jLsFX3iKv/7s0j3AaC2ulsOFZf+7ChjQRXDE6MWkfsAm8ZOR/g",
+	"uv/1cQUBHrWenkpPtcynuYpsSxXJ5kP/Konvz4QMj0xsbwdPM/lOKkDbdEgrIG6yjf1vDzI4Z4s2fNC0",
+	"5of6m7hC9jdgq73R8zQRxEoe2+SkAqUG+6jsxdEQjXqOmFLhIauVOsVxJ+jkaczJQYXOTazAuhOPrP/0",
+	"6TJF4wln/UjbUpvW5LOAeXcMsmWpcLXB1mO2pMwU2w42hJEqXUY2xUrXxd8sV7ftLVICFulcgYmF2Xp7",
+	"TKqiq8SOKbu1bAj61gdujPazzcH+DXH70iR7GewHrz81xpJbDaZHJNS4w0BoBY8O1q50eWgkkHVYUb3F",
+	"DcDaJfGLhYc8piC4eBMlqoWdv4adQ0ak4D6Co8Ka90Pn9nfP1eY42DbU4tYBLzSTh2N+LWnMpbs71lRv",
+	"6Sm6suuCsv1flU1szURbXc2NDW7WjqbVeRw0KK8RcVfM75twmdTM+83KbOGmblxqmWy8osavdheLheUy",
+	"Ma56b6EpsIf6/VyACmvWlZGosQ7/itqTiSzTGXaJCxhaVadXN1fXR29Pbv5+cnl1dnHOuvvD7yjsfHVy",
+	"BU9urq4vLk9uPpwf/f3o7O3RD29PWPfV8GXgi9LLaoOJzqbCuqYHgBaXIsbKRbJIjNWZ8PUsY4w9RzOs",
+	"IHOB0wWnRHcrVG/ArlzQxBV4k7q8GuBgPI7ZydWbo7dH17DW45Pzs5Nj2MTLXsCuLy5u3h2d/+Pm6P37",
+	"y4u/H729wqX3AnZ+ce0enlz6t/1L1VzE/eE+BcBrP74/OT8+O/+RYDVgP55cs11Q5Je/FQ324LXLk6Pj",
+	"f9CMDigczG0BPDFaFpU9IrtrLmqh02/pqUD6UhF0B3CHHd8zsOMysxqHnblczIeCLpiz+UBZBcVGqxUV",
+	"5SLWGxe2dCdqaa9wQaV4k9yIuCy6WUXYoOoWxmwSSlCImZFY/Vma5MBoufEvgIUs7ao3/XEtEUqe0VTO",
+	"YxOxYZQ1bSNZ8KVhfKxzezBOuLo9REJFx2/ZYJAq7yeyJqk380xaSVDypogK2jewqEvB4/Z8pIRTtGRt",
+	"Z+t5sJuQDAVsk2o4mRhhm6G6ZcOPLh8bneRWVLIMfIVCwZCiRVwpDKQqM3q316IjWp689VvcTsVwe/Gg",
+	"qQ3SBvhWX9oWmRWUGfnEzIpEzptSDN9Roh9zSZ964lImcTqbZyu+2hfD4XDArtG3iE8Lz33EU+ZzMKme",
+	"fcewfh+TkHDuehManVORWTXvrkXHcQ6dGvLUN+Gzwyq9iFrWv/fFq3hUjJxO/Mti5DVy3Z5l9yc8wjyS",
+	"5gr5JwXUL5FRt6LwA6lqgCmYko+uabCPDl3tm1MSmkNq/91Tgv6VqvI1UlWarfoPKtZOZ/CpjGWdpRG/",
+	"HrIh7EBTKGbOeJI0Zk8U/GD4YDaw1RtJ5WHar/+SCVSl4+aYCoVSffHxeoMpn7V+6NpbolhceEsOEWkm",
+	"khi7rVBeO5uCws6j2wGrtLyir4GdY/xbxK2V4tdFwDHs9A4Zp0mo0zdmjvpQzUwvFOtW20jUivB9Lwlp",
+	"mG8eUfSTKNrA0bJcBr+0zKSYQ1eNeVL6gp7Quz3sqUKf/fyJGh/BHxdzsETi9UZZX8MbVp2xPSegC2vp",
+	"+QpMWThu1oDoz5ZUR8V+/tTMN7dqnfAn65OwuT8CNclt6okADLzWFaGHW3Pk4erDt+hc0KzntfvyNvr4",
+	"C1Ju+nKTFC9NLjD3iJOI2BldrreZ429d04NdOnvM/QSY0zW9g0p/RVM0WOxaSvUAIBs9FxVa9/kwnpN4",
+	"LkW14wqM0GN8uSRokKY0y219ctYdDAbNS+iV9ExtJXeoKx5JcOH7Tu/Ue/UyTHvBRpCGL73ElnaFwbR1",
+	"lXkO9ecKY67b8PTtoyu/mxlPBZwzwagT+G6CRd5JwNCuuEdgTxM9PmTlVy6zAL5DQ+CA/fw7DBD4nAN4",
+	"AId3jvprgAd5/+n+U+sEmUjXAzvPnpu52ntqPRDcFscqe4tsFVF0rzet4SMoIH/eypzGKAr5XMtAyoNO",
+	"y+2CEgiKVsW+cgnDSvJEniRVAe5eRP0CRmx2ff2romVzcvsWrgDnnf0nrbL4l0n1h2b/BwUD2MA6vszJ",
+	"UWfFzyxtsO1TlGfSLjGZxPU9EzwT2VHenNnvKED7zGShYlQoMP16d4ZJUr8RV7qAMQpliXXhnN9cXF6h",
+	"nz6R05k1vbKziuv1iH2kkb76fWzmCvpNvSPsgH2k36sPycTDDyTg6N8+Xtd6wpLuhqo7vk60WfSY3DGM",
+	"57EEsg0KzZlqF3ILKpeJdCpY17WNJY+j+8PxHN9RljqXBvUOsweMMyRJNaUeVeThLxa8P9xzWcYfP37s",
+	"A+CEskAg4oD9gAeCPC3PInHjIfp92HFaZD5OZNTPs4RUyd3BQiRJHy842iUgpZm2IrIi7vthws4owHpT",
+	"WEE1okI73R++ZGfnVx9OT8/enJ2cX99cvbl4f/LQGjHU9n3Ykcrkk4mMpFD2BgcERQz/U6yaHjvdd9TU",
+	"Y7fjrgxCMYATlEx7Zm1K9xVJNdEb7AXv76NYCSaU0OmRoMRaeax39w7bWJpII27j26GqtRntMfiN/XR9",
+	"/X73b1cX55Uuo8TNG+5uCrCO3jkM0J5cSBXrBaV38wbxbfhE2KWT4oNQheqkWFERbhv9HjoypwRRjxdh",
+	"534EBGpywn+cpLzGKVQ+0jrW8bK6fJtxH2L1dzp1KQJD6oO/zSlUG2/qCirQKE22HizJXc+FOzqi3eAi",
+	"pGseihY/N2z0hhhr/3oJ6nz1hqtfjFajQ4Bo9R2ibXRggdGT8sw45WYuYskZYA3M4gmvuz8c9tBhDydD",
+	"K4gF3QQHHDWyyfKASVUzqrliuUo5MkB4tPeamTzL9JRbESrq2QA0dSuWbCrvgLEtZCRYFxg7h68ibkRf",
+	"KiOUkVbeiWRJkEUGiS45qiu440lOfYKqC2ajs/O/H709O745uvzxw7uT8+tRb8COQPaSUcW8XsioTxlA",
+	"EoTbiHJgKMcPi0uoFiCRkVBGlGZF593ZdSWO1yEe1ueprGTCH3SGg73B0KniCn486LwcDAcvO5W45m6t",
+	"q/K0KTyBVymlQiGzLXoiI/tu7OlXdPan9qmpyIxWOyZUvvdzgzpAsmIEXzrEdI2S4IlhXdebKlSvh6bH",
+	"cmUlENhah2Zyl/qmzNL4ZQfka8KWFnh06Ds9LMUaNm8WKjY+8500eCWwAw+1wiCXowmVhwWO2U21MXKc",
+	"LP1HvQF7z43LxMrEndS5KR18I+rqPKJT39A9GvVtL0KdALIVrRMfhcp94e9QEBm967rZeWXvLMZyWmOP",
+	"Kv2lqxmVPzc1yUo0FfIWa+MIEA90oKEfNYt9Jz6TR5jW9nJoDtkQHR5UIeU5IbdUIlteETAs70/8NRfZ",
+	"srxAEebsbLy2sbH/PQKXLlFYgb3rNl+gex1l6PQLVCisKDYEibNcR3/EFWl7bev3LSnLDTzOS/9p5bLH",
+	"F8PhhvsEH3ePYK3Netu9jysbNlj9LPAqiszYASWBIIzapivWX7m4MOiYfD7n2XJlGrOeURPU+AcVlEcy",
+	"JqOcT029XfonGLtkZru/y/ge9XndlE7tbkY5qHQAROSs3pJCdg1gxDTjmJk4x9wkcvNRbRiZOeivG7BL",
+	"bIF/ULlOxOH9WhLQgO0P90PVkNVDVaXFtZcSW1bCuniCWTwOBvEh2x9+tzKCT/3xt1aUDeZ0Rjdw8iQB",
+	"loo0ueBLYi+hWmUelXsZ6O859xNjQlI9RckxrVDxqVAWo+b4Va+JBx3jKEVf/jUm9PirVFf5wid6WRj7",
+	"g46Xz04zxf0I93VTDpZ1v0az+80abyEIUdWJdIYn6pkP0APiz1Rjj6TnoDWH8CSk6WIOtYn6NhGZuHMX",
+	"AMMfxfWLzaqDK/o0WObExkuXAtN0D3Cv6EDZWDcqFVbwdn3ixt5wOBweUo9IaVfKUUOF/UDRakCNnDqE",
+	"YcNXSpwsmjyyWIhUEJFhlq0BxL3yqTcYWMDaz8D1p55orOd0B1bYpWkm77gVrrI1VKNBqZXRpavG8ikY",
+	"k2Ke6oy7vDDf9ZpaSQzYkS+NBfILVaEqi8/Y/RZM0H12elWyjCJoCb+9eOF/Oz67PHlzfXH5jzZN4BQP",
+	"7gEtAPNvcT1tdzdzlgiOSDTaHfl8MPzJRbKKgvnvi5/aZKaj+0fI/LdwrOjphDMK2B7891vWFYkB23jI",
+	"VjXxXinZ99qWgWWHTeuoxNBXFzKaSjsCUNwByea2jFqv1chLheHjEk74IxmZowEV14OMQV9tDmqGr1Z2",
+	"14BR4TG8XpQvL3R26xh2qTq77rWsWy8PD4raaVfvP2pVYui9zoPs9ivpKdUGCC1qSlHN/uUsEmYqK9NJ",
+	"9yBvRCbEStl2r8of3VWk9wU73MUQ1j2xQywTWWOM56jHj84mfSylGJX2vYsdRnmWAdWcXPPpQeH4kZbt",
+	"v/g2VO8vT95cnB+foU5xefK/Ppxdnhw71YQ7rWR/70U5KpjMoVpNUK2wmzr3uDz58cPbo8ub07O3JwP2",
+	"Ph8n0mD/bBUqx//R/qftjZolPfx0Sun0K0ym6XjKV3aLm+QbsGt/w/USsmj2+Bz4cIlDOSTwzL/Ajy3w",
+	"IWiWiUdq6QNNARtLBZLA32seMGMzwUFv6xqhYpeNIlxi4q3IlEhCFXHVG7AR4EbBc+u9S1jX2Eyrqb9e",
+	"Z/SWG9t/p2MMIY0OQwW4d66V8AjoldWXw30w7IxU00Sw0SVXUzFiL4avYUXUkyzD1vIH5AOhkm6C0Qv0",
+	"1hwVIuP07PQiYEZHtwKV0FjcychLKkTHVWRDtia9UHQm2gS1FpQyjZjmOrQ8O65t4mQ6ssL26bTqHK3M",
+	"0cCzbb7Iv7XMxfH4mmdtxIySk4lD6xfD1800kLlQ4S2BDF9++RDB0L2PTnB45FGIgeMlq+HIcxCVPyt0",
+	"p9aa7lRv9HiArBozT6484VjN+IqSxcaikLnoLd5heqE8TWNKmVShmou5zpZBkTQ2XrI+6qA5dsjo+yV6",
+	"BYL9KH8oNdD9vZeh+uHi+B831xcXN2+PLn8kbPa+JGncdT405ljHSzdioeRhP5xeECqzVJGI8fO0YL7c",
+	"6rkEw2AJtmaakMOcK9INC+c5uoiIvquyBQ3AilBhXS8o3KkfbCMxeod0OQ85x7wMK3HkgH0zooaDoUrB",
+	"tFGUSXK4vk4v0/w6iS20CbcBe+fiMinPqP8SdekBBX3OY0Fp3S5/PlQTDO3qCbkofS8eQ/Yr7Oro/PiH",
+	"i/9wBnlvk5Cj0x/RBOiFBnvY8lt0XaOTDO+ZdQDxF6uGagz0jm6vRACS9D0izaXqZ2As0PlzZhBSFLMQ",
+	"PEKb3L0L7/UpEFFFvX+XP+wa+mBvjpmLBqySDIBvLBj6cekyj3KXnVSg59Xbi48Ai297TTjaxGWpS8xz",
+	"8NhtjPMvZK8P2eXPq6O6BjoNjN01GYwPV4R1pfON4+l7f9CK3tDVWg8t6AvZ/JX1TaoRBTHC4/g86Qs+",
+	"02ZLtdoFrCt+hjpy/uR+/4oH7RqLtEhvFxaXhuXpoBay7xz8/KluZtwJJYw5dOxCaXKyVbdeuVOe9j8X",
+	"NqM8LvxLxyLZrVwX3+7oxLXxeXG/MRu9v7i6ZrvUOqIyxChwGiCGvt3dGqGq5nJWYpVwsj7MGFQihtXL",
+	"V3ZACLl3SrFS/Mio5KuJ1byDScvLyjtfzaNX3KtOiWPbs47NNIHrxzsnHkNJ+BXGa1eIqXJK/pBEXL+q",
+	"saiScQiETz3uILb4Du1PQRNsV826M8FB4gZeyJrA56+B6oQI2mvCIrYNEoWqDYvYFkjErmfShEq6IN0I",
+	"y15d1HOAoWimJxNQF+QcWy5l7Yh34q/8fX6Uq7bg/pMiGyyxpqtV0iNJlV66PrzwY1Lp0DtgR86ErJ85",
+	"4sFm5JwmevxU5IRv/3mQ80eA1NdBzmp7vD8pcp5KFTsvKpXoUKM76nzHqWWb72Dn24r1vgQvM5E+GS8z",
+	"kf4T4SVA6ivhZaWF358UL69cNztZarYukYT7e64Ld0fZB+8LEDMTrmHnExATvv3nQcxLgNTXQcxqPfyf",
+	"FDFhiYyvyfBKkUHlyiQRe+T9AsykFO4noiZ+/M+Dmx9duvvXQM5aRcyfFDvJF4HtefIk8XqlWEfYJ+Gj",
+	"OxSsIhg44FWeNz1a8nniHlHPnNbEhhfDoXP0uXLt4h7ZlTY65Bk4qPQc0pNQ9fsOs/vUecgHX95j/o5H",
+	"viK3IMoEJlzzBOO+oYq55WNuRNl5mvLldwy7FUvDuvWs+x56SWciiQfsb3k8FXGosLaaU+5ScfXnK2aY",
+	"TmK6JBqzoGh75J/sHbJXLvsH+weFqlgqlalhlga1BvI5mq6pBU0z44al3BgRB77rUKha2g7R1twVvpXv",
+	"i85XGBZ6xYC8vH8IiHRpsNyTnCw+Neta59jAWGnPUpqI8pLO/P+JEwnnRtfbq+HLR7rdWjxNlxgya3A1",
+	"Oa9bLNJEL+fA76kYvvjA3zra5o7ybLnIsivD3E1B4Ct6/TmyvYo2w53/+vmo/5+8/9uw/93g5qD/6fe9",
+	"YO/Ft/d/aXAIbx1F9t13pMGGYdpaABZ2JvdJdQtufHZe7zk8pafUmIxXGkHpMRIAJgzZWrqjh3vTMexW",
+	"LitvzsVCSl4pp3Cl0n7jmOtqM64MyK6AuYv6QuUD1L2S4/jr5fUEY0uU+22o9sb91cNrpISxoUI24ILR",
+	"5TXtVM5BzMPTuu1V2ukrYVxABK9zd5oLxfjdLapFEypQK/CO8NpF6gN2VEaFfMyJF5euA0tR1VTrSvH1",
+	"91g+ecD2h8NQrWYSteVVuSvlHx0k+YkWdHbc+ao5NfUb71u82UXHgWdIPKwgtitmdaN73HASor30fRvk",
+	"J5Rq1zs/UCZdrbfKCu5TIrgRv7KR1SPWHbLvGd1zt4LDnO6AKCspKWxXtnqT6g7LWoOyG0CofDsFUlbl",
+	"xNX+U/zdpyE7p25jU7hQYYMDaQfsbIKt98nerLWU65b1Fu4mMxflDZUbFPZTRvv8qgDJv1vvuFjmOmN2",
+	"P4AA98dG6HkZAXEVF4uTIkD96yrdN6rUjjdi+NjPgtMLtyK1PVdBYyrXBNCHByu5In8/ubw+++HtCVN8",
+	"jpuwjnRdXXZxxqAwSIOxYVKayhYs2GwhWI18uv6OFOd1pSyVBF1MEaj044DDWuGB2MKhwv8CV2j8aw8v",
+	"SJAWNJxQjf3wgCLIigFNCgTxqRlpJSJNjRwpKD0I1YemmtsC2VBO4b0pbkwUaIJSCgzoXCQFtEdCbPXe",
+	"B8Q8cOBz28dzdIP4GN5hqFYqdg+cT07ntkxtJNNjx7D/6Dv533+ziHuAaC8pr6AWga8UuBVJyK5tY9GD",
+	"k84ngJMOFWqnXiwNmsq8aciVImZza4qaglD5gpuic5CLThJKd6sVRrS+6tkCCYSKmhRnxrocKHf3RpI4",
+	"/jIPVnqFUGcfqkgKFeKpqXYNwIsXWqoPSP7BzssQnVusa65D2d0C6wYiriKRJETdL9fLEEK1XojVqBbD",
+	"fluVuEfKta/hh6m2dfuD4/+1RlmNer1rf9NdaxpDRt+zaJHYOKwuOTxrIrEG+uWv69eBPlLmFpcJNCqY",
+	"H51yNaIUjVFxSalOdgzmlOEtEv6LgGpJ8ZIERuAMFebJYweIfprpeWrZNJcxx6oxKhEsBi90PqoWRvnD",
+	"bahEpGmEHWD0WOtZmdXUiqj94AdshD4AOQpVt619fS9gI67sLNOpjEas6+4FqP0+j1IYov2GhiJJt7gM",
+	"gmpD6fJMvzu896pWCXqIEt8lbGHZKdYCNBWbtmmm1MG/2QhbSfx2STZVy6u4NgXhhPdZOFB0gs48Spta",
+	"uXypIquVuJi0MplCpaWGJZ37YNtbBcyD7x75zW33evXujvtPLVq1a6xStI+q4G0hL0GRA5x9rvo6FFjF",
+	"xFRCZjWboYWlGSdDqUry7mqPkt63TzSpvMhiyRMRWaeG0jq6V+9P3rD/879fvArq9/qHKqxmOYSd3gF7",
+	"o2Pxmfq+RzMQgrAt6oqW5rYA4qUHQqiO3p/tmOoibtDJXHovBuykoqSbov1MwH5BpxgbL0nDa2vUUxim",
+	"vmBqQp0oyjqjWa5uQa3Amw5dhZG/JLJUMQ+pdFjUVlNJ9DR46aBj4QN24lvwuLY9JPy7+8P9soOinErF",
+	"E9A3G2V4meyC7ar+fBk1z76ATfYt4VTlikaQzo4zOzMiIAsC+y0/gxUcx4G7GCFwFydQAY++82VBODkW",
+	"5blEn5qo3kyhq8k99bM/iaX9iqf+tKSWZ5x600lTpjEnLvQ8dSFfkCGz8RBXk2Dqh/hjosdf8RCflvzx",
+	"LFPX2hI2HOM7X+SGltWz+FyflEay+fBWMkVWDi8T6dc8vCdlSPyxh0eu3Gmm85QqKzCu9xypxk/Lvdh4",
+	"mpvTK8gOoZ56B0jYu9gzblQtvqw6pZ2fuijtIh9MBLqCiNmoOsJYx8uATZLcKQIObjzDUHScRyLGAisK",
+	"X4fKOS1xZADzWEy5YnyMhZ+oZGZcmYnI2uJdXxEtn5Yf8YxTO6SkqxQJwoegVGVG2O9zO+l/Wx9xqzqt",
+	"SmOo56kyfFqGxkb8XUvCqJ875gZ8xYN/Yu7Bc869lU7gHb7PcIzbpzI0HVw9iFvv7ffzJzCj3SdFAyhb",
+	"mKXuAWU+VB4UrpvKs7KTQ+VhJbpbeUrVF/ef7v9vAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

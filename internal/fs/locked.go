@@ -21,11 +21,14 @@ type TargetsLocker interface {
 	// count once) in one global order, so two calls over overlapping sets,
 	// and single writes and edits, never deadlock. It waits for ctx.
 	LockTargets(ctx context.Context, ts []Target) (LockedTargets, error)
+	// LockTargetsFor is LockTargets for an operation whose messages say op
+	// ("patch", ...; LockTargets says "revert").
+	LockTargetsFor(ctx context.Context, op string, ts []Target) (LockedTargets, error)
 }
 
 // LockedTargets is a set of targets locked together. Its verbs act on one of
 // them under the locks already held; a target outside the set is refused.
-// Messages use the verb "revert".
+// Messages use the verb the set was locked for ("revert" by LockTargets).
 type LockedTargets interface {
 	// Open opens the target's regular file for reading, as OpenText does; a
 	// missing target is a nil reader, Info{Type: TypeMissing} and no error.
@@ -67,18 +70,24 @@ var _ TargetsLocker = (*Local)(nil)
 // bucket, so it never waits while holding what a LockTargets call waits for
 // next.
 func (l *Local) LockTargets(ctx context.Context, ts []Target) (LockedTargets, error) {
+	return l.LockTargetsFor(ctx, "revert", ts)
+}
+
+// LockTargetsFor is LockTargets for an operation whose messages say op
+// ("patch", ...).
+func (l *Local) LockTargetsFor(ctx context.Context, op string, ts []Target) (LockedTargets, error) {
 	keys := make([]TargetKey, 0, len(ts))
 	for _, t := range ts {
 		keys = append(keys, t.Key)
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	k := &lockedTargets{l: l, keys: keys}
+	k := &lockedTargets{l: l, op: op, keys: keys}
 	for _, key := range keys {
 		unlock, err := l.locks.lock(ctx, key)
 		if err != nil {
 			k.Unlock()
-			return nil, locksErr(err)
+			return nil, locksErr(op, err)
 		}
 		k.unlocks = append(k.unlocks, unlock)
 	}
@@ -88,7 +97,7 @@ func (l *Local) LockTargets(ctx context.Context, ts []Target) (LockedTargets, er
 	p, err := l.private.get(true)
 	if err != nil {
 		k.Unlock()
-		return nil, locksErr(err)
+		return nil, locksErr(op, err)
 	}
 	var buckets []uint64
 	for _, key := range keys {
@@ -100,7 +109,7 @@ func (l *Local) LockTargets(ctx context.Context, ts []Target) (LockedTargets, er
 		unlock, err := lockFileAt(ctx, p.locks, bucketName(b), unix.LOCK_EX)
 		if err != nil {
 			k.Unlock()
-			return nil, locksErr(err)
+			return nil, locksErr(op, err)
 		}
 		k.unlocks = append(k.unlocks, unlock)
 	}
@@ -110,6 +119,7 @@ func (l *Local) LockTargets(ctx context.Context, ts []Target) (LockedTargets, er
 // lockedTargets is the local provider's LockedTargets.
 type lockedTargets struct {
 	l       *Local
+	op      string      // the verb of its messages
 	keys    []TargetKey // sorted
 	unlocks []func()    // in the order taken
 }
@@ -135,9 +145,9 @@ func (k *lockedTargets) Open(ctx context.Context, t Target) (io.ReadCloser, Info
 		return nil, Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, Info{}, aborted("revert", err)
+		return nil, Info{}, aborted(k.op, err)
 	}
-	o, err := k.l.openRegular(t, "revert", true)
+	o, err := k.l.openRegular(t, k.op, true)
 	if err == errMissing {
 		return nil, Info{Type: TypeMissing, Size: -1}, nil
 	}
@@ -153,7 +163,7 @@ func (k *lockedTargets) Stage(ctx context.Context, t Target, newMode uint32, fil
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, aborted("revert", err)
+		return nil, aborted(k.op, err)
 	}
 	l := k.l
 	w, err := l.walkKey(t, false)
@@ -162,7 +172,7 @@ func (k *lockedTargets) Stage(ctx context.Context, t Target, newMode uint32, fil
 		w, err = l.walkKey(t, true) // make the missing parents
 	}
 	if err != nil {
-		return nil, l.fail("revert", t.Display, err)
+		return nil, l.fail(k.op, t.Display, err)
 	}
 	mode, owner := l.newMode, (*unix.Stat_t)(nil)
 	switch {
@@ -174,7 +184,7 @@ func (k *lockedTargets) Stage(ctx context.Context, t Target, newMode uint32, fil
 		}
 	default:
 		w.close(l)
-		return nil, notRegular("revert", t.Display)
+		return nil, notRegular(k.op, t.Display)
 	}
 	h := xxh3.New()
 	tmp, err := l.stage(w.dir, w.name, mode, owner, func(out io.Writer) error {
@@ -183,9 +193,9 @@ func (k *lockedTargets) Stage(ctx context.Context, t Target, newMode uint32, fil
 	})
 	if err != nil {
 		w.close(l)
-		return nil, l.fail("revert", t.Display, err)
+		return nil, l.fail(k.op, t.Display, err)
 	}
-	return &pendingFile{l: l, t: t, w: w, tmp: tmp, hash: h}, nil
+	return &pendingFile{l: l, op: k.op, t: t, w: w, tmp: tmp, hash: h}, nil
 }
 
 func (k *lockedTargets) Remove(ctx context.Context, t Target, expect Version) error {
@@ -193,7 +203,7 @@ func (k *lockedTargets) Remove(ctx context.Context, t Target, expect Version) er
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return aborted("revert", err)
+		return aborted(k.op, err)
 	}
 	l := k.l
 	w, err := l.walkKey(t, false)
@@ -201,20 +211,20 @@ func (k *lockedTargets) Remove(ctx context.Context, t Target, expect Version) er
 		w, err = walked{kind: walkMissing, dir: -1}, nil
 	}
 	if err != nil {
-		return l.fail("revert", t.Display, err)
+		return l.fail(k.op, t.Display, err)
 	}
 	defer w.close(l)
 	switch {
 	case w.kind == walkMissing && expect == "":
 		return nil
 	case w.kind != walkFound || !isRegular(&w.st) || versionOf(&w.st) != expect:
-		return staleRevert(t.Display)
+		return staleLocked(k.op, t.Display)
 	}
 	if err := unix.Unlinkat(w.dir, w.name, 0); err != nil {
-		return l.fail("revert", t.Display, err)
+		return l.fail(k.op, t.Display, err)
 	}
 	if err := syncDir(w.dir); err != nil {
-		return l.fail("revert", t.Display, err)
+		return l.fail(k.op, t.Display, err)
 	}
 	return nil
 }
@@ -223,6 +233,7 @@ func (k *lockedTargets) Remove(ctx context.Context, t Target, expect Version) er
 // walk to the target's folder it will be published in.
 type pendingFile struct {
 	l    *Local
+	op   string
 	t    Target
 	w    walked
 	tmp  *staged
@@ -239,26 +250,26 @@ func (p *pendingFile) Publish(expect Version) (Version, Hash, error) {
 	if expect == "" {
 		err = p.tmp.publishNew()
 		if errors.Is(err, unix.EEXIST) {
-			return "", "", staleRevert(p.t.Display)
+			return "", "", staleLocked(p.op, p.t.Display)
 		}
 	} else {
 		// The rename replaces whatever the name holds now: a writer outside
 		// our locks may have been quicker.
 		cur, ok := statAt(p.w.dir, p.w.name)
 		if !ok || !isRegular(&cur) || versionOf(&cur) != expect {
-			return "", "", staleRevert(p.t.Display)
+			return "", "", staleLocked(p.op, p.t.Display)
 		}
 		err = p.tmp.publish()
 	}
 	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) {
-		return "", "", notRegular("revert", p.t.Display)
+		return "", "", notRegular(p.op, p.t.Display)
 	}
 	if err != nil {
-		return "", "", p.l.fail("revert", p.t.Display, err)
+		return "", "", p.l.fail(p.op, p.t.Display, err)
 	}
 	v, err := p.tmp.commit()
 	if err != nil {
-		return "", "", p.l.fail("revert", p.t.Display, err)
+		return "", "", p.l.fail(p.op, p.t.Display, err)
 	}
 	return v, hashOf(p.hash), nil
 }
@@ -289,13 +300,15 @@ func syncDir(dir int) error {
 
 // locksErr maps a failure to lock several targets, which no one path
 // names: cancellation, or the lock files (the cause goes to the log).
-func locksErr(err error) error {
+func locksErr(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return aborted("revert", err)
+		return aborted(op, err)
 	}
-	return &fault.Error{Code: fault.CodeIO, Message: "cannot revert: the server cannot take the locks of its files in " + PrivateDir, Err: err}
+	return &fault.Error{Code: fault.CodeIO, Message: "cannot " + op + ": the server cannot take the locks of its files in " + PrivateDir, Err: err}
 }
 
-func staleRevert(display string) *fault.Error {
-	return fault.New(fault.CodeStaleVersion, fmt.Sprintf(`cannot revert "%s": file changed since it was checked`, display))
+// staleLocked is a locked target found changed since its check, by a
+// writer that does not take our locks.
+func staleLocked(op, display string) *fault.Error {
+	return fault.New(fault.CodeStaleVersion, fmt.Sprintf(`cannot %s "%s": file changed since it was checked`, op, display))
 }

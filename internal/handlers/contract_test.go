@@ -69,7 +69,7 @@ func (c contract) check(t *testing.T, name string, req *http.Request, resp *http
 // health, session deletion, and a problem of every status.
 func TestAnswersMatchTheContract(t *testing.T) {
 	c := loadContract(t)
-	h := start(t, options{token: "tok", maxBody: 4096})
+	h := start(t, options{token: "tok", maxBody: 4096, checkpoints: true})
 	noRg := start(t, options{noRg: true})
 	h.file("a.txt", "alpha\nbeta\nbeta\n")
 	h.file("src/b.go", "package b\n// needle\n")
@@ -90,6 +90,10 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"edit", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"alpha","new_string":"A"}`, nil, 200, h},
 		{"edit tolerant", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"beta ","new_string":"beta","replace_all":true}`, nil, 200, h},
 		{"edit tolerant batch", "POST", "/tools/edit", `{"file_path":"a.txt","edits":[{"old_string":"1: A","new_string":"1: alpha"}]}`, nil, 200, h},
+		{"apply_patch", "POST", "/tools/apply_patch", `{"input":"*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha \n+A2\n*** Add File: p.txt\n+p\n*** End Patch"}`, nil, 200, h},
+		{"apply_patch operations", "POST", "/tools/apply_patch", `{"operations":[{"type":"update_file","path":"p.txt","diff":"@@\n-p\n+q\n"},{"type":"create_file","path":"q.txt","diff":"+q\n"}]}`, nil, 200, h},
+		{"apply_patch dry run", "POST", "/tools/apply_patch", `{"dry_run":true,"input":"*** Begin Patch\n*** Delete File: q.txt\n*** End Patch"}`, nil, 200, h},
+		{"model apply_patch", "POST", "/model/apply_patch", `{"input":"*** Begin Patch\n*** Delete File: q.txt\n*** End Patch"}`, nil, 200, h},
 		{"glob", "POST", "/tools/glob", `{"pattern":"*.go"}`, nil, 200, h},
 		{"grep", "POST", "/tools/grep", `{"pattern":"needle"}`, nil, 200, h},
 		{"grep no match", "POST", "/tools/grep", `{"pattern":"absent-text"}`, nil, 200, h},
@@ -132,6 +136,9 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"422 binary", "POST", "/tools/read", `{"file_path":"bin.dat"}`, nil, 422, h},
 		{"422 edit miss", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"gamma","new_string":"G"}`, nil, 422, h},
 		{"422 ambiguous", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"beta","new_string":"B"}`, nil, 422, h},
+		{"400 invalid patch", "POST", "/tools/apply_patch", `{"input":"*** Begin Patch\n*** End Patch"}`, nil, 400, h},
+		{"422 patch miss", "POST", "/tools/apply_patch", `{"input":"*** Begin Patch\n*** Update File: a.txt\n@@\n-bet\n*** End Patch"}`, nil, 422, h},
+		{"422 patch ambiguous", "POST", "/tools/apply_patch", `{"input":"*** Begin Patch\n*** Update File: a.txt\n@@\n-beta\n*** End Patch"}`, nil, 422, h},
 		{"500 search failed", "POST", "/tools/glob", `{"pattern":"*"}`, nil, 500, noRg},
 	}
 	for _, cl := range calls {

@@ -160,6 +160,15 @@ func (s *rest) EditTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolEdit, s.x.Edit)
 }
 
+// ApplyPatchTool serves POST /tools/apply_patch (extended profile only).
+func (s *rest) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolApplyPatch) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.call(w, r, tools.ToolApplyPatch, s.x.ApplyPatch)
+}
+
 // GlobTool serves POST /tools/glob.
 func (s *rest) GlobTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolGlob, s.x.Glob)
@@ -237,6 +246,15 @@ func (s *rest) ModelWrite(w http.ResponseWriter, r *http.Request) {
 // ModelEdit serves POST /model/edit.
 func (s *rest) ModelEdit(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolEdit)
+}
+
+// ModelApplyPatch serves POST /model/apply_patch (extended profile only).
+func (s *rest) ModelApplyPatch(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolApplyPatch) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.model(w, r, tools.ToolApplyPatch)
 }
 
 // ModelGlob serves POST /model/glob.

@@ -216,6 +216,7 @@ func (s *rest) toolRoutes(g api.ServerInterfaceWrapper) []toolRoute {
 		{tools.ToolRead, g.ReadTool, g.ModelRead},
 		{tools.ToolWrite, g.WriteTool, g.ModelWrite},
 		{tools.ToolEdit, g.EditTool, g.ModelEdit},
+		{tools.ToolApplyPatch, g.ApplyPatchTool, g.ModelApplyPatch},
 		{tools.ToolGlob, g.GlobTool, g.ModelGlob},
 		{tools.ToolGrep, g.GrepTool, g.ModelGrep},
 	}

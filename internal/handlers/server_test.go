@@ -43,6 +43,9 @@ type options struct {
 	publicURL string
 	root      string      // "" = a new temporary folder
 	store     policy.Gate // nil = the memory store
+	// checkpoints turns the history on (a patch, a change of several
+	// files, is journaled there).
+	checkpoints bool
 }
 
 func start(t *testing.T, o options) *harness {
@@ -54,7 +57,7 @@ func start(t *testing.T, o options) *harness {
 		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
 		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
 		PublicURL: o.publicURL,
-		Root:      o.root,
+		Root:      o.root, Checkpoints: o.checkpoints,
 	}
 	if o.caps != nil {
 		so.ReadLimit, so.ReadMaxLineLength, so.ReadMaxBytes = o.caps.Limit, o.caps.MaxLineLength, o.caps.MaxBytes

@@ -250,8 +250,11 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 	order := map[string]int{}
 	// The checkpoint tools follow the catalog's (extended profile only;
 	// docs/checkpoints.md).
-	for i, t := range append(cat.Tools, x.HistoryCatalog()...) {
-		order[t.Name] = i
+	listed := append(cat.Tools, x.HistoryCatalog()...)
+	for i, t := range append(listed, x.DialectCatalog()...) {
+		if i < len(listed) {
+			order[t.Name] = i
+		}
 		srv.AddTool(&sdk.Tool{
 			Name:        t.Name,
 			Description: t.Description,
@@ -265,12 +268,14 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 
 // catalogOrder puts tools/list in catalog order (read, write, edit, glob,
 // grep), the order a model is shown them everywhere else; the SDK sorts
-// them by name.
+// them by name. A tool registered but not in order (another dialect's
+// edit tool, SPEC §25) is callable and not listed.
 func catalogOrder(order map[string]int) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			res, err := next(ctx, method, req)
 			if list, ok := res.(*sdk.ListToolsResult); ok && err == nil {
+				list.Tools = slices.DeleteFunc(list.Tools, func(t *sdk.Tool) bool { _, ok := order[t.Name]; return !ok })
 				slices.SortStableFunc(list.Tools, func(a, b *sdk.Tool) int { return order[a.Name] - order[b.Name] })
 			}
 			return res, err

@@ -44,22 +44,38 @@ func ParseProfile(s string) (Profile, bool) {
 // of the catalog (REST, MCP, OpenAPI) reads it. fenced (a sandbox mode
 // other than off) adds write's and edit's escalation arguments.
 func Catalog(limit int, search bool, profile Profile, fenced bool) []Tool {
-	ext := profile != ProfileOriginal
 	tools := make([]Tool, 0, len(Tools))
 	for _, d := range Tools {
 		if d.Search && !search {
 			continue
 		}
-		var shown []Param
-		for _, p := range d.Params {
-			if p.Extended && !ext || p.Fenced && !fenced {
-				continue
-			}
-			shown = append(shown, p)
-		}
-		tools = append(tools, Tool{Name: d.Name, Description: d.Description, Parameters: schema(shown, strconv.Itoa(limit)), Guidance: d.Guidance})
+		tools = append(tools, entryOf(d, limit, profile, fenced))
 	}
 	return tools
+}
+
+// DialectCatalog is DialectTools as catalog entries (the extended
+// profile's; fenced as for Catalog): what MCP registers so they can be
+// called, and what a dialect that lists them shows.
+func DialectCatalog(fenced bool) []Tool {
+	tools := make([]Tool, 0, len(DialectTools))
+	for _, d := range DialectTools {
+		tools = append(tools, entryOf(d, 0, ProfileExtended, fenced))
+	}
+	return tools
+}
+
+// entryOf is d's catalog entry in profile, fenced or not.
+func entryOf(d Decl, limit int, profile Profile, fenced bool) Tool {
+	ext := profile != ProfileOriginal
+	var shown []Param
+	for _, p := range d.Params {
+		if p.Extended && !ext || p.Fenced && !fenced {
+			continue
+		}
+		shown = append(shown, p)
+	}
+	return Tool{Name: d.Name, Description: d.Description, Parameters: schema(shown, strconv.Itoa(limit)), Guidance: d.Guidance}
 }
 
 // schema builds {"type":"object","properties":{...},"required":[...]} over

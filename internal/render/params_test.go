@@ -24,8 +24,12 @@ func TestContractMatchesTheDeclaration(t *testing.T) {
 	schemas := child(child(doc.Content[0], "components"), "schemas")
 	require.NotNil(t, schemas, "components.schemas")
 	limit := strconv.Itoa(DefaultCaps().Limit)
-	for _, d := range Tools {
-		name := strings.ToUpper(d.Name[:1]) + d.Name[1:] + "Request"
+	for _, d := range append(Tools[:len(Tools):len(Tools)], DialectTools...) {
+		var name string
+		for _, part := range strings.Split(d.Name, "_") {
+			name += strings.ToUpper(part[:1]) + part[1:]
+		}
+		name += "Request"
 		t.Run(name, func(t *testing.T) {
 			checkSchema(t, schemas, name, child(schemas, name), d.Params, limit)
 		})

@@ -548,6 +548,13 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 			t = events.TypeUpload
 		case tools.OpDelete:
 			t = events.TypeDelete
+		case tools.ToolApplyPatch:
+			// Each file of a patch: an edit, or a delete when the patch
+			// removed it (a deletion, or the source of a move).
+			t = events.TypeEdit
+			if m.Version == "" {
+				t = events.TypeDelete
+			}
 		}
 		hub.Publish(events.Event{Type: t, Path: rel, Session: m.Session, Subject: m.Subject, Version: string(m.Version), Diffs: m.Diffs})
 	}, before, nil

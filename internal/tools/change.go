@@ -41,8 +41,11 @@ type change struct {
 	paths []string
 	from  base
 	verb  string
-	// asks is what the read-before-write policy asks of each target.
-	asks ask
+	// asks is what the read-before-write policy asks of each target;
+	// asksOf, when set, of each path in turn (a patch asks the edit guard
+	// of a file it updates and the write intent of one it adds).
+	asks   ask
+	asksOf []ask
 	// esc is the call's sandbox_permissions and justification (zero: none).
 	esc    escalation
 	dryRun bool
@@ -197,8 +200,9 @@ type outcome struct {
 	diffs   []render.Diff
 	// fill writes the file's new content, for a change of several files
 	// (nil: the change removes the file); the pipeline journals and
-	// publishes it.
+	// publishes it, a file it creates with mode (0: a new file's).
 	fill func(io.Writer) error
+	mode uint32
 	// texts are the versions' exact bytes for the --diagnostics checkers;
 	// nil: none run (not a text tool's change).
 	texts *texts
@@ -258,7 +262,11 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 	var lost *fault.Error
 	for i := range out.files {
 		o := &out.files[i]
-		if ch.asks != askNothing {
+		switch {
+		case ch.asks == askNothing:
+		case o.removed:
+			x.storeFailed("observe", x.gateOf(c).ObserveAbsent(c.key(), o.target.Key))
+		default:
 			x.storeFailed("observe", x.gateOf(c).ObservePresent(c.key(), o.target.Key, o.version, o.hash))
 		}
 		if err := au.commitOutcome(x, i, o); err != nil && lost == nil {
@@ -292,7 +300,7 @@ func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, err
 	if x.ckpt == nil || !ok {
 		return stepOut{}, fault.New(fault.CodeInvalidArgument, msgSeveralUnavailable)
 	}
-	lk, err := locker.LockTargets(ctx, in.targets)
+	lk, err := locker.LockTargetsFor(ctx, ch.verb, in.targets)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -310,7 +318,7 @@ func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, err
 	files := make([]checkpoint.FileChange, len(out.files))
 	for i := range out.files {
 		o := &out.files[i]
-		files[i] = checkpoint.FileChange{Target: o.target, Fill: o.fill}
+		files[i] = checkpoint.FileChange{Target: o.target, Fill: o.fill, Mode: o.mode}
 		for j, t := range in.targets {
 			if t.Key == o.target.Key {
 				files[i].Expect = in.current[j].Version
@@ -394,7 +402,7 @@ func (x *Executor) judge(ctx context.Context, ch *change, mode Fence) (stepIn, *
 	}
 	in := stepIn{targets: targets, wants: make([]*want, len(targets)), keepers: make([]fs.Keeper, len(targets))}
 	for i, t := range targets {
-		if in.wants[i], err = x.wantOf(ch, t); err != nil {
+		if in.wants[i], err = x.wantOf(ch, ch.askOf(i), t); err != nil {
 			return stepIn{}, err
 		}
 	}
@@ -459,10 +467,18 @@ func (x *Executor) targetsOf(ctx context.Context, ch *change, mode Fence) ([]fs.
 	return targets, cwd, err
 }
 
-// wantOf asks the policy what t must be for ch's change.
-func (x *Executor) wantOf(ch *change, t fs.Target) (*want, *fault.Error) {
+// askOf is what the policy asks of ch's i-th target.
+func (ch *change) askOf(i int) ask {
+	if i < len(ch.asksOf) {
+		return ch.asksOf[i]
+	}
+	return ch.asks
+}
+
+// wantOf asks the policy what t must be for ch's change, as a asks.
+func (x *Executor) wantOf(ch *change, a ask, t fs.Target) (*want, *fault.Error) {
 	g, key := x.gateOf(ch.call), ch.call.key()
-	switch ch.asks {
+	switch a {
 	case askWrite:
 		intent, err := g.WriteIntent(key, t)
 		switch {
@@ -480,13 +496,29 @@ func (x *Executor) wantOf(ch *change, t fs.Target) (*want, *fault.Error) {
 		switch {
 		case err != nil:
 			x.storeFailed("decide", err)
-			return nil, x.failure(ch, err)
+			return nil, x.failure(ch, ch.guardRefusal(t, err))
 		case guard == nil:
 			return nil, nil
 		}
 		return &want{seen: *guard}, nil
 	}
 	return nil, nil
+}
+
+// guardRefusal is the edit guard's refusal in the words of ch's tool (the
+// policy words it for edit): "<tool> requires reading "<p>" first", and
+// "cannot <verb> "<p>": not found" after a read confirmed absence.
+func (ch *change) guardRefusal(t fs.Target, err error) error {
+	if ch.tool == ToolEdit {
+		return err
+	}
+	switch fault.CodeOf(err) {
+	case fault.CodeNotObserved:
+		return fault.New(fault.CodeNotObserved, ch.tool+` requires reading "`+t.Display+`" first`)
+	case fault.CodeNotFound:
+		return fault.New(fault.CodeNotFound, `cannot `+ch.verb+` "`+t.Display+`": not found`)
+	}
+	return err
 }
 
 // approve asks a person about ch's change as its dry run shows it (no

@@ -352,6 +352,10 @@ func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Re
 		return x.Glob(ctx, c, raw)
 	case ToolGrep:
 		return x.Grep(ctx, c, raw)
+	case ToolApplyPatch:
+		if x.Offers(ToolApplyPatch) {
+			return x.ApplyPatch(ctx, c, raw)
+		}
 	case ToolChanges:
 		if x.HistoryCatalog() != nil {
 			res, err := x.Changes(ctx, c, c.Session)

@@ -60,6 +60,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tools/apply_patch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add, delete, update and move files with one patch, all or nothing.
+         * @description The apply_patch dialect's edit tool (SPEC §25, docs/edits.md
+         *     "apply_patch"): Codex's patch grammar as input, or the Responses
+         *     API's apply_patch_call operations. Every file is resolved, judged by
+         *     the read-before-write policy and the sandbox fence, and every hunk
+         *     found before anything is written; then every file is published as
+         *     one change. Extended profile only (404 in the original one).
+         */
+        post: operations["applyPatchTool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tools/glob": {
         parameters: {
             query?: never;
@@ -182,6 +207,28 @@ export interface paths {
          *     is what `GET /openapi.json` offers importers.
          */
         post: operations["modelEdit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/apply_patch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * apply_patch, answered as the model text.
+         * @description The same call as `POST /tools/apply_patch`, answering only the
+         *     model text: on success the `output`, on failure the problem's
+         *     `output` with the problem's status.
+         */
+        post: operations["modelApplyPatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -648,6 +695,33 @@ export interface components {
             /** @description Replace all matches. Defaults to false; when false, old_string must appear exactly once. */
             replace_all?: boolean | null;
         };
+        /** @description Either input (the patch) or operations; not both. */
+        ApplyPatchRequest: {
+            /** @description The patch: "*** Begin Patch", its file operations, "*** End Patch". */
+            input?: string;
+            /** @description Instead of input: the operations of an OpenAI apply_patch_call, applied as one patch (1-1000 items). */
+            operations?: components["schemas"]["PatchOperation"][] | null;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
+            /** @description Check everything (arguments, the read-before-write policy, every hunk) and return the change as unified diffs without writing anything. Defaults to false. */
+            dry_run?: boolean | null;
+        };
+        PatchOperation: {
+            /**
+             * @description What the operation does.
+             * @enum {string}
+             */
+            type: "create_file" | "update_file" | "delete_file";
+            /** @description The file's path. */
+            path: string;
+            /** @description create_file: the new file's lines, each after "+"; update_file: its hunks; delete_file: none. */
+            diff?: string | null;
+        };
         GlobRequest: {
             /** @description Glob pattern to match file paths against (e.g. "**\/*.ts", "src/**\/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth. */
             pattern: string;
@@ -695,7 +769,74 @@ export interface components {
         };
         EditMetadata: {
             diffs: components["schemas"]["Diff"][];
+            match?: components["schemas"]["EditMatch"];
+            /**
+             * @description A batch's edits that found their place at a tolerant level, in
+             *     batch order, each with its 1-based item (`edit`).
+             */
+            matches?: components["schemas"]["EditMatch"][];
             diagnostics?: components["schemas"]["Diagnostics"];
+        };
+        /**
+         * @description Where an edit found its place when old_string did not occur
+         *     literally (extended profile; docs/edits.md, "Tolerant edits"):
+         *     level 2 line-number prefixes removed, 3 trailing whitespace
+         *     ignored, 4 indentation ignored (new_string re-indented), 5 escaped
+         *     characters read, 6 punctuation normalized. startLine and endLine
+         *     are the first place's lines in the file before the edit (for a
+         *     batch item, in the text that item saw); with several places
+         *     (replace_all) places lists each, the first 20.
+         */
+        EditMatch: {
+            /** @description The batch item, 1-based (batches only). */
+            edit?: number;
+            level: number;
+            startLine: number;
+            endLine: number;
+            places?: {
+                startLine: number;
+                endLine: number;
+            }[];
+        };
+        ApplyPatchResult: {
+            output: string;
+            metadata: components["schemas"]["ApplyPatchMetadata"];
+        };
+        ApplyPatchMetadata: {
+            /** @description Each file of the patch, in patch order. */
+            files: components["schemas"]["PatchFile"][];
+            /** @description The hunks found at a tolerant level (docs/edits.md); absent when none. */
+            matches?: components["schemas"]["PatchMatch"][];
+            /** @description For the operations form, each operation's apply_patch_call_output (not for a dry run). */
+            operations?: components["schemas"]["PatchOperationOutput"][];
+            /** @description What the --diagnostics checkers found, per file they ran on (docs/diagnostics.md); absent when none ran. */
+            diagnostics?: components["schemas"]["Diagnostics"][];
+        };
+        PatchFile: {
+            /** @description The path as the patch names it. */
+            path: string;
+            /** @enum {string} */
+            operation: "add" | "update" | "delete" | "move";
+            /** @description A move's destination, as the patch names it. */
+            to?: string;
+            diffs: components["schemas"]["Diff"][];
+        };
+        PatchMatch: {
+            path: string;
+            /** @description The hunk, counted from 1 in its file's order. */
+            hunk: number;
+            /**
+             * @description 3 trailing whitespace ignored, 4 indentation ignored, 6 punctuation normalized.
+             * @enum {integer}
+             */
+            level: 3 | 4 | 6;
+            startLine: number;
+            endLine: number;
+        };
+        PatchOperationOutput: {
+            /** @enum {string} */
+            status: "completed" | "failed";
+            output: string;
         };
         /**
          * @description What the --diagnostics checkers found after this write or edit
@@ -1214,6 +1355,50 @@ export interface operations {
             default: components["responses"]["Problem"];
         };
     };
+    applyPatchTool: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplyPatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The patch was applied (or, with dry_run, checked). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApplyPatchResult"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
     globTool: {
         parameters: {
             query?: never;
@@ -1426,6 +1611,42 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EditRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelApplyPatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplyPatchRequest"];
             };
         };
         responses: {
