@@ -400,20 +400,6 @@ func badCwd(p string) *fault.Error {
 	return sessionError("X-Session-Cwd " + quote(p) + " is not an existing folder inside the workspace root")
 }
 
-// targetIn resolves a tool's file_path against the session cwd, and also
-// returns the session cwd's Target (zero for the root), for the fence.
-func (x *Executor) targetIn(ctx context.Context, c Call, op, path string) (fs.Target, fs.Target, *fault.Error) {
-	ct, err := x.cwdOf(ctx, c)
-	if err != nil {
-		return fs.Target{}, fs.Target{}, err
-	}
-	t, rerr := x.fs.Resolve(ctx, op, path, ct.Display)
-	if rerr != nil {
-		return fs.Target{}, fs.Target{}, errorOf(rerr)
-	}
-	return t, ct, nil
-}
-
 // cwdOf is the session cwd's Target, zero for the root (no X-Session-Cwd).
 func (x *Executor) cwdOf(ctx context.Context, c Call) (fs.Target, *fault.Error) {
 	if c.Cwd == "" {
