@@ -18,6 +18,15 @@ export interface paths {
          * @description With `Accept: text/plain` the answer is the same output streamed as a
          *     chunked `text/plain` body, flushed as lines are produced. A failure
          *     after streaming began aborts the transfer.
+         *
+         *     In the extended profile a PNG, JPEG, GIF or WebP file (known by its
+         *     bytes) answers `<type>image</type>` text and `metadata.image`, and a
+         *     PDF its text page by page (`<type>pdf</type>`, offset and limit
+         *     counting pages, `metadata.pages`); streamed, both answer the text
+         *     alone. An image whose header claims more pixels than can be decoded,
+         *     or a file past the media size bounds, is 422 `FS_TOO_LARGE`; a
+         *     broken image or PDF, or an encrypted PDF, 422 `FS_NOT_TEXT`
+         *     (docs/media.md).
          */
         post: operations["readTool"];
         delete?: never;
@@ -748,6 +757,28 @@ export interface components {
             lines: components["schemas"]["Line"][];
             totalLines: number;
             lang?: string;
+            image?: components["schemas"]["ReadImage"];
+            /** @description A PDF read's pages (extended profile; docs/media.md); offset counts pages and lines is empty. */
+            pages?: components["schemas"]["Page"][];
+            /** @description A PDF's page count (extended profile). */
+            totalPages?: number;
+        };
+        /** @description An image read's picture as the model is sent it (extended profile; docs/media.md), scaled down to --read-image-max-pixels on its long side and --read-image-max-bytes encoded; MCP sends the same bytes as an image block after the text block. lines is empty. */
+        ReadImage: {
+            /** @enum {string} */
+            mediaType: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+            width: number;
+            height: number;
+            /**
+             * Format: byte
+             * @description The encoded picture, base64.
+             */
+            data: string;
+        };
+        Page: {
+            number: number;
+            /** @description The page's text, lines truncated as a read truncates them; "(no text on this page)" when it has none. */
+            text: string;
         };
         Line: {
             number: number;
