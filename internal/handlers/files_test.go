@@ -176,7 +176,10 @@ func TestFilesListIgnoreBounded(t *testing.T) {
 		require.Equal(t, 200, status)
 		took := time.Since(start)
 		t.Logf("%s: %d entries, truncated_by %q, %d skipped, %s", query, len(l.Entries), l.TruncatedBy, len(l.IgnoreSkipped), took.Round(time.Millisecond))
-		assert.Less(t, took, 8*time.Second, "bounded (generous: -race on a shared machine)")
+		// The CPU bound is TestListIgnoreBoundedChild's (test/reliability, no
+		// -race); here only "no longer unbounded": a bound of 8 s failed under
+		// -race at load average 15 (8.5 s), the code before took minutes.
+		assert.Less(t, took, 30*time.Second, "bounded (generous: -race on a shared machine)")
 		return l
 	}
 
