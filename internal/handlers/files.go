@@ -19,7 +19,7 @@ import (
 // deletes, docs/files.md) and cwd (the fence of uploads and deletes) into
 // a tools.Call, as toolCall does for a tool.
 func (s *rest) filesCall(next http.Handler) http.Handler {
-	return s.callWith(s.sessions.tool, next)
+	return s.callWith(s.sessions.tool, false, next)
 }
 
 // filePath hands the generated binding the path after /files/ as chi
