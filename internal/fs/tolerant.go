@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolfs/toolfs-api/internal/textnorm"
 	"github.com/zeebo/xxh3"
 )
 
@@ -500,15 +501,6 @@ func trimLeft(l []byte) []byte {
 	return l
 }
 
-// indentOf is l's leading spaces and tabs.
-func indentOf(l []byte) []byte {
-	i := 0
-	for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
-		i++
-	}
-	return l[:i]
-}
-
 var utf8BOM = []byte("\ufeff")
 
 // lineOf is one line of the file: where it starts, where its text ends
@@ -589,7 +581,7 @@ func (l *locator) lines(level int, dropLeading bool) seeker {
 	for i, ol := range oldLines {
 		keys[i] = xxh3.Hash(norm(ol))
 	}
-	fail := kmpTable(keys)
+	fail := textnorm.KMPTable(keys)
 	return func(yield func(int, int, []byte) bool) {
 		if !l.charge() {
 			return
@@ -768,7 +760,7 @@ func placeRepl(text []byte, lines []lineOf, oldLines [][]byte, repl []byte, leve
 		if level != LevelIndent || len(trimLeft(fl)) == 0 {
 			continue
 		}
-		oi, fi := indentOf(ol), indentOf(fl)
+		oi, fi := textnorm.IndentOf(ol), textnorm.IndentOf(fl)
 		c := 0 // their common suffix
 		for c < len(oi) && c < len(fi) && oi[len(oi)-1-c] == fi[len(fi)-1-c] {
 			c++
@@ -787,7 +779,7 @@ func placeRepl(text []byte, lines []lineOf, oldLines [][]byte, repl []byte, leve
 	newLines := bytes.Split(repl, []byte{'\n'})
 	for _, l := range newLines {
 		if len(trimLeft(l)) > 0 {
-			ni := indentOf(l)
+			ni := textnorm.IndentOf(l)
 			if !bytes.Equal(ni, oldFirst) && bytes.Equal(ni, fileFirst) {
 				return repl, true
 			}
@@ -801,7 +793,7 @@ func placeRepl(text []byte, lines []lineOf, oldLines [][]byte, repl []byte, leve
 	if kinds := string(removed) + string(added); strings.ContainsRune(kinds, ' ') && strings.ContainsRune(kinds, '\t') {
 		known = map[string]bool{}
 		for _, l := range lines {
-			known[string(indentOf(text[l.start:l.textEnd]))] = true
+			known[string(textnorm.IndentOf(text[l.start:l.textEnd]))] = true
 		}
 	}
 	out := make([]byte, 0, len(repl)+len(newLines)*len(added))
@@ -818,26 +810,11 @@ func placeRepl(text []byte, lines []lineOf, oldLines [][]byte, repl []byte, leve
 		}
 		at := len(out)
 		out = append(append(out, added...), l[len(removed):]...)
-		if known != nil && !known[string(indentOf(out[at:]))] {
+		if known != nil && !known[string(textnorm.IndentOf(out[at:]))] {
 			return nil, false
 		}
 	}
 	return out, true
-}
-
-// kmpTable is the failure function of keys.
-func kmpTable(keys []uint64) []int {
-	fail := make([]int, len(keys))
-	for i, k := 1, 0; i < len(keys); i++ {
-		for k > 0 && keys[i] != keys[k] {
-			k = fail[k-1]
-		}
-		if keys[i] == keys[k] {
-			k++
-		}
-		fail[i] = k
-	}
-	return fail
 }
 
 // escapes are the sequences LevelEscapes reads, by the byte after "\".
@@ -890,49 +867,6 @@ func unescape(s string) (string, map[byte]bool) {
 	return string(b), used
 }
 
-// punctASCII is the ASCII form LevelPunct compares typographic punctuation
-// as (the set Codex's apply_patch normalizes, and U+2000/U+2001).
-func punctASCII(r rune) (byte, bool) {
-	switch {
-	case r >= 0x2010 && r <= 0x2015, r == 0x2212:
-		return '-', true
-	case r >= 0x2018 && r <= 0x201B:
-		return '\'', true
-	case r >= 0x201C && r <= 0x201F:
-		return '"', true
-	case r == 0x00A0, r >= 0x2000 && r <= 0x200A, r == 0x202F, r == 0x205F, r == 0x3000:
-		return ' ', true
-	}
-	return 0, false
-}
-
-// normalizePunct is s with each typographic rune replaced by its ASCII
-// form, and whether it had any. Every such rune starts with byte 0xC2,
-// 0xE2 or 0xE3, so the runs between those bytes are copied whole.
-func normalizePunct(s []byte) ([]byte, bool) {
-	var b []byte
-	copied := 0 // s[:copied] is in b
-	for i := 0; i < len(s); {
-		if c := s[i]; c != 0xC2 && c != 0xE2 && c != 0xE3 {
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if a, ok := punctASCII(r); ok {
-			if b == nil {
-				b = make([]byte, 0, len(s))
-			}
-			b = append(append(b, s[copied:i]...), a)
-			copied = i + size
-		}
-		i += size
-	}
-	if b == nil {
-		return s, false
-	}
-	return append(b, s[copied:]...), true
-}
-
 // punctCandidate says whether LevelPunct could find old in text: the
 // longest run of old without a character that normalization touches (or
 // makes: quotes, dashes, spaces; and line endings, which the level
@@ -940,7 +874,7 @@ func normalizePunct(s []byte) ([]byte, bool) {
 func punctCandidate(text []byte, old string) bool {
 	var longest string
 	for run := range strings.FieldsFuncSeq(old, func(r rune) bool {
-		_, typographic := punctASCII(r)
+		_, typographic := textnorm.PunctASCII(r)
 		return typographic || strings.ContainsRune("'\"- \r\n", r)
 	}) {
 		if len(run) > len(longest) {
@@ -954,8 +888,8 @@ func punctCandidate(text []byte, old string) bool {
 // form, for LevelPunct to find old in; not ok when neither has any. new
 // is written as sent.
 func punctForms(text []byte, old string) ([]byte, string, bool) {
-	nOld, oldHas := normalizePunct([]byte(old))
-	nText, textHas := normalizePunct(text)
+	nOld, oldHas := textnorm.NormalizePunct([]byte(old))
+	nText, textHas := textnorm.NormalizePunct(text)
 	if !oldHas && !textHas {
 		return nil, "", false
 	}
@@ -973,7 +907,7 @@ func punctMapper(text []byte) func() func(int) int {
 				size := 1
 				if text[op] >= utf8.RuneSelf {
 					r, n := utf8.DecodeRune(text[op:])
-					if _, ok := punctASCII(r); ok {
+					if _, ok := textnorm.PunctASCII(r); ok {
 						size = n
 					}
 				}

@@ -3,8 +3,8 @@ package patch
 import (
 	"bytes"
 	"unicode"
-	"unicode/utf8"
 
+	"github.com/toolfs/toolfs-api/internal/textnorm"
 	"github.com/zeebo/xxh3"
 )
 
@@ -144,7 +144,8 @@ func norm(lv Level, l []byte) []byte {
 	case LevelIndent:
 		return bytes.TrimFunc(l, unicode.IsSpace)
 	case LevelPunct:
-		return bytes.TrimFunc(asciiPunct(l), unicode.IsSpace)
+		n, _ := textnorm.NormalizePunct(l)
+		return bytes.TrimFunc(n, unicode.IsSpace)
 	}
 	return l
 }
@@ -174,7 +175,7 @@ func (f *file) find(lv Level, old [][]byte, from int) []int {
 	for j, o := range old {
 		keys[j] = xxh3.Hash(norm(lv, o))
 	}
-	fail := kmpTable(keys)
+	fail := textnorm.KMPTable(keys)
 	lines := f.keysOf(lv)
 	if f.spent {
 		return nil
@@ -217,65 +218,6 @@ func (f *file) find(lv Level, old [][]byte, from int) []int {
 	return places
 }
 
-// kmpTable is the failure function of keys.
-func kmpTable(keys []uint64) []int {
-	fail := make([]int, len(keys))
-	for i, k := 1, 0; i < len(keys); i++ {
-		for k > 0 && keys[i] != keys[k] {
-			k = fail[k-1]
-		}
-		if keys[i] == keys[k] {
-			k++
-		}
-		fail[i] = k
-	}
-	return fail
-}
-
-// asciiPunct is l with typographic punctuation as its ASCII form: the set
-// Codex's applier normalizes (dashes, curly quotes, Unicode spaces), as the
-// tolerant edit's level 6 reads it.
-func asciiPunct(l []byte) []byte {
-	var b []byte
-	for i := 0; i < len(l); {
-		if l[i] < utf8.RuneSelf {
-			if b != nil {
-				b = append(b, l[i])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(l[i:])
-		if a, ok := punctASCII(r); ok {
-			if b == nil {
-				b = append(make([]byte, 0, len(l)), l[:i]...)
-			}
-			b = append(b, a)
-		} else if b != nil {
-			b = append(b, l[i:i+size]...)
-		}
-		i += size
-	}
-	if b == nil {
-		return l
-	}
-	return b
-}
-
-func punctASCII(r rune) (byte, bool) {
-	switch {
-	case r >= 0x2010 && r <= 0x2015, r == 0x2212:
-		return '-', true
-	case r >= 0x2018 && r <= 0x201B:
-		return '\'', true
-	case r >= 0x201C && r <= 0x201F:
-		return '"', true
-	case r == 0x00A0, r >= 0x2000 && r <= 0x200A, r == 0x202F, r == 0x205F, r == 0x3000:
-		return ' ', true
-	}
-	return 0, false
-}
-
 // indentShift is how a hunk found with its indentation ignored re-indents
 // its added lines: the indentation the patch's lines had in front
 // (removed) becomes the file's (added). nil changes nothing.
@@ -286,15 +228,6 @@ func (s *indentShift) apply(l []byte) []byte {
 		return l
 	}
 	return append(append(make([]byte, 0, len(s.added)+len(l)), s.added...), l[len(s.removed):]...)
-}
-
-// indentOf is l's leading spaces and tabs.
-func indentOf(l []byte) []byte {
-	i := 0
-	for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
-		i++
-	}
-	return l[:i]
 }
 
 // shiftOf is the re-indentation of a hunk whose old lines matched from
@@ -311,7 +244,7 @@ func (f *file) shiftOf(old [][]byte, s int, lines []Line) *indentShift {
 		if len(bytes.TrimSpace(t)) == 0 {
 			continue
 		}
-		oi, fi := indentOf(o), indentOf(t)
+		oi, fi := textnorm.IndentOf(o), textnorm.IndentOf(t)
 		c := 0
 		for c < len(oi) && c < len(fi) && oi[len(oi)-1-c] == fi[len(fi)-1-c] {
 			c++
