@@ -14,12 +14,21 @@ import (
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
-// filesCall resolves a files request's session (as a tool call's: its
-// headers, else --default-session, whose history records its uploads and
-// deletes, docs/files.md) and cwd (the fence of uploads and deletes) into
-// a tools.Call, as toolCall does for a tool.
+// filesCall resolves a files request's session and cwd (the fence of
+// uploads and deletes) into a tools.Call, as toolCall does for a tool. An
+// upload or delete is a change of its session, as a tool call's: its
+// headers, else --default-session, whose history records it
+// (docs/files.md); a listing or download touches only a session its
+// headers name, so a file browser does not keep the default session alive.
 func (s *rest) filesCall(next http.Handler) http.Handler {
-	return s.callWith(s.sessions.tool, next)
+	change, read := s.callWith(s.sessions.tool, next), s.callWith(s.sessions.named, next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut || r.Method == http.MethodDelete {
+			change.ServeHTTP(w, r)
+			return
+		}
+		read.ServeHTTP(w, r)
+	})
 }
 
 // filePath hands the generated binding the path after /files/ as chi

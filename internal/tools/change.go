@@ -204,8 +204,8 @@ type outcome struct {
 	fill func(io.Writer) error
 	mode uint32
 	// texts are the versions' exact bytes for the --diagnostics checkers;
-	// nil: none run (not a text tool's change).
-	texts *texts
+	// none run unless texts.held (a text tool's change).
+	texts texts
 	// states are the file's states around the change when the step
 	// learned them itself (a journaled change); nil: its Keeper did.
 	states *auditStates
@@ -215,8 +215,13 @@ type outcome struct {
 	diagnostics any
 }
 
-// texts are a change's two versions as exact bytes (nil: not held).
-type texts struct{ before, after *string }
+// texts are a change's two versions as exact bytes (nil: not held, as
+// the provider declines past its diff-basis limit), held by a step whose
+// change the checkers judge.
+type texts struct {
+	held          bool
+	before, after *string
+}
 
 // apply runs ch through the pipeline and returns what its step did, or the
 // call's error (counted and logged: the caller returns it as it is).
@@ -278,7 +283,7 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 		return stepOut{}, x.fail(c, ch.tool, lost)
 	}
 	for i := range out.files {
-		if o := &out.files[i]; o.texts != nil {
+		if o := &out.files[i]; o.texts.held {
 			o.found, o.diagnostics = x.diagnose(ctx, o.target, o.created, o.texts.before, o.texts.after)
 		}
 	}
@@ -396,41 +401,66 @@ func (x *Executor) judge(ctx context.Context, ch *change, mode Fence) (stepIn, *
 	if ch.asks != askNothing && x.policyOn && c.Session == "" {
 		return stepIn{}, sessionError(msgNoSession)
 	}
-	targets, cwd, err := x.targetsOf(ctx, ch, mode)
+	var in stepIn
+	if len(ch.paths) == 1 { // the usual change: its slices in one allocation
+		one := new(oneTarget)
+		in.targets, in.wants, in.keepers = one.t[:0], one.w[:], one.k[:]
+	} else {
+		in.targets = make([]fs.Target, 0, len(ch.paths))
+	}
+	targets, cwd, err := x.targetsOf(ctx, ch, mode, in.targets)
 	if err != nil {
 		return stepIn{}, err
 	}
-	in := stepIn{targets: targets, wants: make([]*want, len(targets)), keepers: make([]fs.Keeper, len(targets))}
+	in.targets = targets
+	if len(ch.paths) != 1 || len(targets) != 1 {
+		in.wants, in.keepers = make([]*want, len(targets)), make([]fs.Keeper, len(targets))
+	}
 	for i, t := range targets {
 		if in.wants[i], err = x.wantOf(ch, ch.askOf(i), t); err != nil {
 			return stepIn{}, err
 		}
 	}
-	// The fence (docs/sandbox.md): one rule for every change. A journaled
-	// change's step asks it of each file it finds under its locks; the
-	// pipeline asks it of every other change's targets.
-	fence := func(t fs.Target) error {
-		if !x.allows(mode, t, cwd) {
-			return fenceDenied(mode)
-		}
-		return nil
-	}
+	// The fence (docs/sandbox.md): one rule for every change. A revert's
+	// step asks it of each file it finds under its locks; the pipeline asks
+	// it of every other change's targets.
 	if ch.from == fromHistory {
-		in.fence = fence
+		in.fence = func(t fs.Target) error {
+			if err := x.fenced(mode, t, cwd); err != nil {
+				return err
+			}
+			return nil
+		}
 		return in, nil
 	}
 	for _, t := range targets {
-		if err := fence(t); err != nil {
-			return stepIn{}, err.(*fault.Error)
+		if err := x.fenced(mode, t, cwd); err != nil {
+			return stepIn{}, err
 		}
 	}
 	return in, nil
 }
 
-// targetsOf resolves ch's paths, and the session cwd's Target (zero for
-// the root) that the fence judges them by under mode.
-func (x *Executor) targetsOf(ctx context.Context, ch *change, mode Fence) ([]fs.Target, fs.Target, *fault.Error) {
-	targets := make([]fs.Target, 0, len(ch.paths))
+// fenced is the fence's answer for a change of t under mode, the session
+// cwd being cwd: nil, or the original's denial.
+func (x *Executor) fenced(mode Fence, t, cwd fs.Target) *fault.Error {
+	if !x.allows(mode, t, cwd) {
+		return fenceDenied(mode)
+	}
+	return nil
+}
+
+// oneTarget holds the per-target slices of a change of one file.
+type oneTarget struct {
+	t [1]fs.Target
+	w [1]*want
+	k [1]fs.Keeper
+}
+
+// targetsOf resolves ch's paths, appended to targets, and the session
+// cwd's Target (zero for the root) that the fence judges them by under
+// mode.
+func (x *Executor) targetsOf(ctx context.Context, ch *change, mode Fence, targets []fs.Target) ([]fs.Target, fs.Target, *fault.Error) {
 	switch ch.from {
 	case fromCwd:
 		cwd, err := x.cwdOf(ctx, ch.call)

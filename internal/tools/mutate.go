@@ -65,7 +65,7 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 				return stepOut{}, err
 			}
 			o := outcome{target: t, version: w.Version, hash: w.Hash, size: int64(len(a.content)), created: w.Operation == fs.OpCreate,
-				diffs: diffsOf(a.path, w.Before, &w.After), texts: &texts{before: w.BeforeRaw, after: &a.content}}
+				diffs: diffsOf(a.path, w.Before, &w.After), texts: texts{held: true, before: w.BeforeRaw, after: &a.content}}
 			if in.dryRun {
 				return stepOut{files: []outcome{o}, shown: writeDiff(t, a.content, w)}, nil
 			}
@@ -122,7 +122,7 @@ func (x *Executor) Edit(ctx context.Context, c Call, raw []byte) (Result, *fault
 			}
 			tolerances = e.Tolerances
 			o := outcome{target: t, version: e.Version, hash: e.Hash, size: e.Size,
-				diffs: diffsOf(a.path, e.Before, e.After), texts: &texts{before: e.BeforeRaw, after: e.AfterRaw}}
+				diffs: diffsOf(a.path, e.Before, e.After), texts: texts{held: true, before: e.BeforeRaw, after: e.AfterRaw}}
 			if in.dryRun {
 				return stepOut{files: []outcome{o}, shown: unifiedOf(t.Display, e.Before, e.After)}, nil
 			}

@@ -534,6 +534,6 @@ func (f *patchFile) outcome() outcome {
 		before = &s
 	}
 	after := string(content)
-	o.texts = &texts{before: before, after: &after}
+	o.texts = texts{held: true, before: before, after: &after}
 	return o
 }
