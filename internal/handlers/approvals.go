@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/api"
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -100,11 +101,11 @@ func (s *rest) DecideApproval(w http.ResponseWriter, r *http.Request, id string)
 	case errors.As(err, &fe): // the audit log's AUDIT_UNAVAILABLE
 		writeError(w, fe)
 	case errors.Is(err, tools.ErrApprovalsUnavailable):
-		writeProblem(w, fault.CodeSessionStoreUnavailable, "cannot decide approval "+quote(id)+": the session store is unavailable; retry shortly")
+		writeProblem(w, fault.CodeSessionStoreUnavailable, "cannot decide approval "+render.Quote(id)+": the session store is unavailable; retry shortly")
 	case errors.Is(err, tools.ErrApprovalNotPending):
-		writeProblem(w, fault.CodeApprovalNotPending, "approval "+quote(id)+" is no longer pending: its call timed out or went away")
+		writeProblem(w, fault.CodeApprovalNotPending, "approval "+render.Quote(id)+" is no longer pending: its call timed out or went away")
 	case err != nil:
-		writeProblem(w, fault.CodeApprovalNotFound, "no pending approval "+quote(id)+": unknown, or decided already")
+		writeProblem(w, fault.CodeApprovalNotFound, "no pending approval "+render.Quote(id)+": unknown, or decided already")
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}

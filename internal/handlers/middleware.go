@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -187,7 +188,7 @@ func isPreflight(r *http.Request) bool {
 func loopbackHosts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
-			writeProblem(w, fault.CodeForbiddenHost, "host "+quote(r.Host)+" is not served: without --token this server answers only to localhost and loopback addresses")
+			writeProblem(w, fault.CodeForbiddenHost, "host "+render.Quote(r.Host)+" is not served: without --token this server answers only to localhost and loopback addresses")
 			return
 		}
 		next.ServeHTTP(w, r)

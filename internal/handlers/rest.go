@@ -80,7 +80,7 @@ func jsonContentType(values []string) *fault.Error {
 	}
 	mt, _, err := mime.ParseMediaType(values[0])
 	if err != nil {
-		return fault.New(fault.CodeInvalidArgument, "malformed Content-Type "+quote(values[0])+
+		return fault.New(fault.CodeInvalidArgument, "malformed Content-Type "+render.Quote(values[0])+
 			": it must parse as a media type (RFC 9110 §8.3); send Content-Type: application/json")
 	}
 	if mt != "application/json" {
@@ -91,13 +91,6 @@ func jsonContentType(values []string) *fault.Error {
 
 func bodyTooLargeMessage(limit int64) string {
 	return "request body is larger than the " + strconv.FormatInt(limit, 10) + "-byte limit"
-}
-
-func quote(s string) string {
-	if len(s) > 256 {
-		s = s[:256] + "..."
-	}
-	return `"` + s + `"`
 }
 
 // ReadTool serves POST /tools/read, as JSON or, with Accept: text/plain, as

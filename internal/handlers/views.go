@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -47,7 +48,7 @@ func catalogIn(format string, cat tools.Catalog) (any, *fault.Error) {
 		}
 		return out, nil
 	}
-	return nil, fault.New(fault.CodeInvalidArgument, "unknown catalog format "+quote(format)+
+	return nil, fault.New(fault.CodeInvalidArgument, "unknown catalog format "+render.Quote(format)+
 		": use format=openai, format=anthropic or format=mcp, or no format for the catalog itself")
 }
 

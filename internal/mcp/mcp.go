@@ -170,7 +170,7 @@ func New(cfg Config, x *tools.Executor) *Handler {
 // counted against the budget.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.allowedOrigin(r) {
-		forbidden(w, "origin "+quote(r.Header.Get("Origin"))+" is not allowed: send no Origin, the server's own, or one of --cors-origins")
+		forbidden(w, "origin "+render.Quote(r.Header.Get("Origin"))+" is not allowed: send no Origin, the server's own, or one of --cors-origins")
 		return
 	}
 	serve := h.serveStateful
@@ -397,11 +397,4 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 // REST problem's output, remedy included.
 func failure(err *fault.Error) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: tools.Output(err)}}}
-}
-
-func quote(s string) string {
-	if len(s) > 256 {
-		s = s[:256] + "..."
-	}
-	return `"` + s + `"`
 }

@@ -114,6 +114,17 @@ func EditOutput(display string, replaceAll bool) string {
 	return "The file " + display + " has been updated successfully."
 }
 
+// Quote puts a value the caller sent (a key, a tool name, a header) in
+// double quotes for a message, cut to its first 256 bytes and "..." so a
+// huge value cannot make the message huge. The bytes are as sent: nothing
+// is escaped.
+func Quote(s string) string {
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return `"` + s + `"`
+}
+
 // ErrorOutput is the model text of any failure.
 func ErrorOutput(message string) string { return "Error: " + message }
 

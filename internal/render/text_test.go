@@ -2,6 +2,7 @@ package render
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -113,3 +114,13 @@ func TestLang(t *testing.T) {
 // LineText is one numbered line of a read output, newline included: the
 // form ReadOutput and the transports write without building it.
 func LineText(l Line) string { return strconv.Itoa(l.Number) + ": " + l.Text + "\n" }
+
+// A value quoted in a message keeps its bytes and stops after 256 of them.
+func TestQuote(t *testing.T) {
+	assert.Equal(t, `"edit"`, Quote("edit"))
+	assert.Equal(t, `""`, Quote(""))
+	assert.Equal(t, `"a\"b"`, Quote(`a\"b`), "nothing is escaped")
+	long := strings.Repeat("k", 256)
+	assert.Equal(t, `"`+long+`"`, Quote(long))
+	assert.Equal(t, `"`+long+`..."`, Quote(long+"kk"))
+}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/render"
 )
 
 // Body messages: decoders are lenient where a tool call must not be
@@ -71,7 +72,7 @@ func decodeArgs(raw []byte) (args, *fault.Error) {
 			seen = make(map[string]bool, 8)
 		}
 		if seen[folded] {
-			return nil, argError("request body has a duplicate key " + quote(key))
+			return nil, argError("request body has a duplicate key " + render.Quote(key))
 		}
 		seen[folded] = true
 		i = skipSpace(raw, skipSpace(raw, end)+1) // past the ':'
@@ -180,13 +181,6 @@ func unquote(v []byte) (string, bool) {
 			return out.String(), true
 		}
 	}
-}
-
-func quote(s string) string {
-	if len(s) > 256 {
-		s = s[:256] + "..."
-	}
-	return `"` + s + `"`
 }
 
 func hex4(b []byte) rune {

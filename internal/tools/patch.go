@@ -181,7 +181,7 @@ func patchTargets(p *patch.Patch) ([]string, []ask) {
 func (x *Executor) ApplyPatch(ctx context.Context, c Call, raw []byte) (Result, *fault.Error) {
 	c = c.started()
 	if !x.Offers(ToolApplyPatch) {
-		return Result{}, x.fail(c, ToolApplyPatch, argError("unknown tool "+quote(ToolApplyPatch)))
+		return Result{}, x.fail(c, ToolApplyPatch, argError("unknown tool "+render.Quote(ToolApplyPatch)))
 	}
 	a, err := patchArgsOf(raw)
 	if err != nil {

@@ -366,7 +366,7 @@ func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Re
 			return x.Revert(ctx, c, c.Session, raw)
 		}
 	}
-	return Result{}, argError("unknown tool " + quote(tool))
+	return Result{}, argError("unknown tool " + render.Quote(tool))
 }
 
 // Result is a successful write, edit, glob or grep: the exact model-facing
@@ -397,7 +397,7 @@ func (x *Executor) resolveStat(ctx context.Context, op, path, cwd string) (fs.Ta
 }
 
 func badCwd(p string) *fault.Error {
-	return sessionError("X-Session-Cwd " + quote(p) + " is not an existing folder inside the workspace root")
+	return sessionError("X-Session-Cwd " + render.Quote(p) + " is not an existing folder inside the workspace root")
 }
 
 // cwdOf is the session cwd's Target, zero for the root (no X-Session-Cwd).
