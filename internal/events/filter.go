@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/toolfs/toolfs-api/internal/render"
 )
 
 // Filter selects the events of one subscription (docs/events.md,
@@ -39,7 +41,7 @@ const (
 
 var (
 	errFilterCount   = errors.New("at most 16 session values and 16 path values")
-	errFilterSession = errors.New("session must be 1-128 characters of A-Za-z0-9._:- only")
+	errFilterSession = errors.New("session must be " + render.SessionIDRule + " only")
 	errFilterPath    = errors.New("path must name a folder or file relative to the workspace root, with no .. segment")
 )
 
@@ -52,7 +54,7 @@ func NewFilter(sessions, paths []string) (Filter, error) {
 	}
 	var f Filter
 	for _, s := range sessions {
-		if !validSession(s) {
+		if !render.ValidSessionID(s) {
 			return Filter{}, errFilterSession
 		}
 		f.Sessions = append(f.Sessions, s)
@@ -94,23 +96,6 @@ func (f Filter) matches(r *record) bool {
 		}
 	}
 	return false
-}
-
-// validSession is the session id rule of docs/api.md ("Session headers").
-func validSession(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // ownerOf is what an event keeps of its subject, in memory and in the

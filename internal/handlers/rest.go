@@ -290,8 +290,8 @@ func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request, p api.ListTools
 
 // DeleteSession serves DELETE /sessions/{id}: 204 whether or not it existed.
 func (s *rest) DeleteSession(w http.ResponseWriter, r *http.Request, id string) {
-	if !tools.ValidSessionID(id) {
-		writeProblem(w, fault.CodeInvalidSession, "malformed session id: it must be 1-128 characters of A-Za-z0-9._:-")
+	if !render.ValidSessionID(id) {
+		writeProblem(w, fault.CodeInvalidSession, "malformed session id: it must be "+render.SessionIDRule)
 		return
 	}
 	c := sessionCaller(r)

@@ -285,8 +285,8 @@ func (c Config) validateSettings() error {
 	if c.SessionKeyPrefix == "" {
 		return errors.New("--session-key-prefix must not be empty")
 	}
-	if c.DefaultSession != "" && !tools.ValidSessionID(c.DefaultSession) {
-		return fmt.Errorf("--default-session %q: it must be 1-128 characters of A-Za-z0-9._:-", c.DefaultSession)
+	if c.DefaultSession != "" && !render.ValidSessionID(c.DefaultSession) {
+		return fmt.Errorf("--default-session %q: it must be "+render.SessionIDRule, c.DefaultSession)
 	}
 	for _, h := range c.SessionHeaders {
 		if !validHeaderName(h) {

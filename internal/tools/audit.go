@@ -13,6 +13,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/render"
 )
 
 // The audit log's hook (--audit-log, docs/audit.md): every mutation
@@ -49,7 +50,7 @@ const RequestIDHeader = "X-Request-Id"
 
 // ValidRequestID reports whether a client's request id can be kept: 1-128
 // characters of A-Za-z0-9._:- (as session ids), so it is safe in a log line.
-func ValidRequestID(id string) bool { return ValidSessionID(id) }
+func ValidRequestID(id string) bool { return render.ValidSessionID(id) }
 
 // requestIDs makes the ids of requests that came without one: a random
 // prefix per process and a counter, unique and cheap.

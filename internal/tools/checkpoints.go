@@ -184,7 +184,7 @@ func (x *Executor) checkpointsCall(session string) *fault.Error {
 	if x.ckpt == nil {
 		return fault.New(fault.CodeInvalidArgument, msgCheckpointsOff)
 	}
-	if !ValidSessionID(session) {
+	if !render.ValidSessionID(session) {
 		return sessionError("the changes and the revert of a session need its id: 1-128 characters of A-Za-z0-9._:-")
 	}
 	return nil

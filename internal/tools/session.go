@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/render"
 )
 
 // The session headers every HTTP transport reads (docs/api.md, "Sessions").
@@ -40,8 +41,8 @@ func (s Sessions) Resolve(header func(name string) []string, transportSession st
 		if !present {
 			continue
 		}
-		if !ValidSessionID(v) {
-			return "", "", sessionError("malformed " + name + ": it must be 1-128 characters of A-Za-z0-9._:-")
+		if !render.ValidSessionID(v) {
+			return "", "", sessionError("malformed " + name + ": it must be " + render.SessionIDRule)
 		}
 		session = v
 		break
@@ -88,21 +89,4 @@ func headerValue(values []string, ids bool) (v string, present, conflict bool) {
 		}
 	}
 	return v, present, conflict
-}
-
-// ValidSessionID reports whether s is 1-128 characters of A-Za-z0-9._:-.
-func ValidSessionID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
