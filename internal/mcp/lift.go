@@ -3,7 +3,7 @@ package mcp
 import (
 	"bytes"
 
-	"github.com/toolfs/toolfs-api/internal/tools"
+	"github.com/toolfs/toolfs-api/internal/jsonscan"
 )
 
 // liftArgs takes a tools/call's arguments out of a request body before the
@@ -23,11 +23,11 @@ import (
 // the SDK answers it as it always did.
 func liftArgs(body []byte) (spliced, args []byte, ok bool) {
 	const sdkDepth = 1000 // the SDK's decoder refuses a body nested deeper
-	if !tools.ValidJSON(body) || depthOf(body) >= sdkDepth {
+	if !jsonscan.Valid(body) || jsonscan.Depth(body) >= sdkDepth {
 		return nil, nil, false
 	}
 	call := false
-	params, ok := member(body, skipWS(body, 0), "params", func(key string, v []byte) bool {
+	params, ok := member(body, jsonscan.SkipSpace(body, 0), "params", func(key string, v []byte) bool {
 		if key != "method" {
 			return true
 		}
@@ -41,7 +41,7 @@ func liftArgs(body []byte) (spliced, args []byte, ok bool) {
 	if !ok || !isObject(body, at) {
 		return nil, nil, false
 	}
-	end := skipValue(body, at)
+	end := jsonscan.ValueEnd(body, at)
 	spliced = make([]byte, 0, len(body)-(end-at)+2)
 	spliced = append(append(append(spliced, body[:at]...), "{}"...), body[end:]...)
 	return spliced, body[at:end], true
@@ -63,107 +63,26 @@ func member(b []byte, i int, key string, check func(key string, v []byte) bool) 
 // escape (it would unescape it, perhaps into key); and when check refuses a
 // member.
 func field(b []byte, i int, key string, check func(key string, v []byte) bool) (at int, clear bool) {
-	if i >= len(b) || b[i] != '{' {
+	if !isObject(b, i) {
 		return -1, false
 	}
 	at = -1
-	i = skipWS(b, i+1)
-	for i < len(b) && b[i] == '"' {
-		end := skipValue(b, i)
-		k := b[i+1 : end-1]
+	for m := range jsonscan.Members(b, i) {
+		k := m.Key[1 : len(m.Key)-1]
 		if bytes.IndexByte(k, '\\') >= 0 {
 			return -1, false
 		}
-		v := skipWS(b, skipWS(b, end)+1) // past the colon
-		vend := skipValue(b, v)
 		if string(k) == key {
 			if at >= 0 {
 				return -1, false
 			}
-			at = v
+			at = m.At
 		}
-		if check != nil && !check(string(k), b[v:vend]) {
+		if check != nil && !check(string(k), b[m.At:m.End]) {
 			return -1, false
-		}
-		i = skipWS(b, vend)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
 		}
 	}
 	return at, true
 }
 
 func isObject(b []byte, i int) bool { return i >= 0 && i < len(b) && b[i] == '{' }
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the value at b[i] of valid JSON.
-func skipValue(b []byte, i int) int {
-	depth := 0
-	for i < len(b) {
-		switch c := b[i]; c {
-		case '"':
-			i = stringEnd(b, i)
-			if depth == 0 {
-				return i
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i
-			}
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		case ',', ':', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index just past the string at b[i] == '"'.
-func stringEnd(b []byte, i int) int {
-	for i++; ; i++ {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		i += j
-		n := 0 // the backslashes before the quote: an odd count escapes it
-		for n < i && b[i-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return i + 1
-		}
-	}
-}
-
-// depthOf is the deepest nesting of b (valid JSON), counted as the SDK's
-// decoder counts it.
-func depthOf(b []byte) int {
-	depth, deepest := 0, 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i = stringEnd(b, i) - 1
-		case '{', '[':
-			depth++
-			deepest = max(deepest, depth)
-		case '}', ']':
-			depth--
-		}
-	}
-	return deepest
-}

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolfs/toolfs-api/internal/jsonscan"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -202,7 +203,7 @@ func readRequest(r *http.Request, scoped bool) request {
 		return request{writes: true} // refused: nothing more to learn
 	}
 	var req request
-	if i := skipWS(buf, 0); i < len(buf) && buf[i] == '[' {
+	if i := jsonscan.SkipSpace(buf, 0); i < len(buf) && buf[i] == '[' {
 		req.batch = batchLen(buf)
 		return req
 	}

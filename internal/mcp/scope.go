@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/jsonscan"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -26,19 +27,16 @@ func needsWrite(r *http.Request) (identity.Principal, bool) {
 // message whose method, params or name is given twice or could hide behind
 // a key written with escapes. Anything else the SDK refuses runs nothing.
 func callsWritingTool(body []byte) bool {
-	if !tools.ValidJSON(body) {
+	if !jsonscan.Valid(body) {
 		return true
 	}
-	i := skipWS(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if body[i] != '[' {
 		return messageWrites(body, i)
 	}
-	for i = skipWS(body, i+1); i < len(body) && body[i] != ']'; {
-		if messageWrites(body, i) {
+	for at := range jsonscan.Elements(body, i) {
+		if messageWrites(body, at) {
 			return true
-		}
-		if i = skipWS(body, skipValue(body, i)); i < len(body) && body[i] == ',' {
-			i = skipWS(body, i+1)
 		}
 	}
 	return false
@@ -77,7 +75,7 @@ func stringAt(b []byte, i int) (string, bool) {
 	if i < 0 || b[i] != '"' {
 		return "", false
 	}
-	raw := b[i:stringEnd(b, i)]
+	raw := b[i:jsonscan.StringEnd(b, i)]
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw[1 : len(raw)-1]), true
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/jsonscan"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -89,7 +90,7 @@ func (vs *values) typePass(a args) *fault.Error {
 		ok := false
 		switch p.Type {
 		case "string":
-			v.str, ok = unquote(v.raw)
+			v.str, ok = jsonscan.Unquote(v.raw)
 			ok = ok && !(p.NonEmpty && v.str == "")
 		case "number":
 			v.num, ok = numberOf(v.raw)
@@ -224,16 +225,11 @@ func editArgsOf(raw []byte) (editArgs, *fault.Error) {
 // named by its JSON path.
 func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 	var items [][]byte
-	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
-		end := valueEnd(raw, i)
+	for at, end := range jsonscan.Elements(raw, 0) {
 		if len(items) == render.MaxEdits {
 			return nil, argError(render.MsgEditsCount)
 		}
-		items = append(items, raw[i:end])
-		i = skipSpace(raw, end)
-		if i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+		items = append(items, raw[at:end])
 	}
 	if len(items) == 0 {
 		return nil, argError(render.MsgEditsCount)

@@ -1,148 +1,17 @@
 package tools
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
-	"unicode/utf8"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
 )
-
-// decodedDuplicateKey is duplicateKey as first written, with a token
-// decoder: the oracle the byte scanner must agree with on valid JSON.
-func decodedDuplicateKey(body []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", false
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		key, _ := tok.(string)
-		folded := foldKey(key)
-		if seen[folded] {
-			return key, true
-		}
-		seen[folded] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// duplicateKey is decodeArgs's duplicate-key verdict on a valid body.
-func duplicateKey(body []byte) (string, bool) {
-	_, err := decodeArgs(body)
-	if err == nil {
-		return "", false
-	}
-	key, ok := strings.CutPrefix(err.Message, "request body has a duplicate key ")
-	if !ok {
-		return "", false
-	}
-	return strings.Trim(key, `"`), true
-}
-
-var keyBodies = []string{
-	`{}`, ` { } `, `[]`, `"x"`, `1`, `null`,
-	`{"a":1,"b":2}`, `{"a":1,"a":2}`, `{"a":1,"A":2}`, `{"file_path":"x","FILE_PATH":"y"}`,
-	`{"ſ":1,"s":2}`, `{"K":1,"k":2}`,
-	`{"a":"x\"y\\","b":{"a":[1,{"a":2}],"c":"}"},"a":3}`,
-	`{"a":[["]"],{"}":"{"}],"b":true,"c":false,"d":null,"e":-1.5e3,"b":0}`,
-	"{\n\t\"a\" :\r\n \"\\u0061\" ,\n \"\\u0061\": 1 }",
-	`{"\u0061":1,"a":2}`, `{"a\"b":1,"a\"B":2}`, `{"x":"\\","y":"\\\"","x":0}`,
-	`{"content":"` + strings.Repeat(`\tv0001 := compute(a, b)\n`, 100) + `","file_path":"f"}`,
-}
-
-func TestDuplicateKeyScannerMatchesDecoder(t *testing.T) {
-	for _, b := range keyBodies {
-		if !json.Valid([]byte(b)) {
-			t.Fatalf("fixture is not valid JSON: %s", b)
-		}
-		wantKey, want := decodedDuplicateKey([]byte(b))
-		gotKey, got := duplicateKey([]byte(b))
-		assert.Equal(t, want, got, "%s", b)
-		assert.Equal(t, wantKey, gotKey, "%s", b)
-	}
-}
-
-func FuzzDuplicateKeyScanner(f *testing.F) {
-	for _, b := range keyBodies {
-		f.Add([]byte(b))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		if !json.Valid(body) || !utf8.Valid(body) || hasLoneSurrogate(body) {
-			return // refused before the key scan
-		}
-		wantKey, want := decodedDuplicateKey(body)
-		gotKey, got := duplicateKey(body)
-		if got != want || gotKey != wantKey {
-			t.Fatalf("%q: scanner (%q, %v), decoder (%q, %v)", body, gotKey, got, wantKey, want)
-		}
-	})
-}
-
-func BenchmarkDuplicateKey(b *testing.B) {
-	body, _ := json.Marshal(map[string]string{"file_path": "src.go", "content": strings.Repeat("\tv0001 := compute(a, b) * 0001\n", 2000)})
-	b.Run("scanner", func(b *testing.B) {
-		for b.Loop() {
-			duplicateKey(body)
-		}
-	})
-	b.Run("decoder", func(b *testing.B) {
-		for b.Loop() {
-			decodedDuplicateKey(body)
-		}
-	})
-}
-
-var stringValues = []string{
-	`""`, `"a"`, `"plain text without escapes"`, `"\"\\\/\b\f\n\r\t"`, `"tab\there\nnew line"`,
-	`"\u0041\u00e9\u65e5\u2028"`, `"\ud83d\ude00 emoji"`, `"\u0000nul"`, `"é 日本語 😀"`, `"end\\"`, `"\\\""`,
-}
-
-// TestUnquoteMatchesDecoder: unquote decodes every string exactly as
-// encoding/json does.
-func TestUnquoteMatchesDecoder(t *testing.T) {
-	for _, v := range stringValues {
-		var want string
-		if err := json.Unmarshal([]byte(v), &want); err != nil {
-			t.Fatalf("fixture %s: %v", v, err)
-		}
-		got, ok := unquote([]byte(v))
-		assert.True(t, ok, v)
-		assert.Equal(t, want, got, v)
-	}
-}
-
-func FuzzUnquote(f *testing.F) {
-	for _, v := range stringValues {
-		f.Add(v)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, _ := json.Marshal(s) // every string, as a JSON string
-		for _, body := range [][]byte{v, []byte(strings.ToUpper(string(v)))} {
-			var want string
-			if !json.Valid(body) || !utf8.Valid(body) || hasLoneSurrogate(body) || json.Unmarshal(body, &want) != nil {
-				continue
-			}
-			got, ok := unquote(body)
-			if !ok || got != want {
-				t.Fatalf("%s: unquote %q (%v), decoder %q", body, got, ok, want)
-			}
-		}
-	})
-}
 
 func BenchmarkDecodeWriteBody(b *testing.B) {
 	body, _ := json.Marshal(map[string]string{"file_path": "src.go", "content": strings.Repeat("\tv0001 := compute(a, b) * 0001\n", 2000)})
@@ -155,35 +24,21 @@ func BenchmarkDecodeWriteBody(b *testing.B) {
 	}
 }
 
-// hasLoneSurrogate, the oracle of checkJSON's surrogate verdict, reports a \u escape of a UTF-16 surrogate that is not a
-// high one directly followed by a low one. body must be valid JSON, so every
-// backslash starts an escape inside a string.
-func hasLoneSurrogate(body []byte) bool {
-	for i := 0; i < len(body); i++ {
-		k := bytes.IndexByte(body[i:], '\\')
-		if k < 0 {
-			return false
-		}
-		i += k + 1 // the escaped character
-		if body[i] != 'u' {
-			continue
-		}
-		r := hex4(body[i+1 : i+5])
-		i += 4
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
-				return true
-			}
-			if lo := hex4(body[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
-				return true
-			}
-			i += 6
-		}
+// reportCPU adds cpu-ns/op, the process's CPU time per operation (from
+// getrusage): on a shared machine it grows much less with others' load than
+// wall time does.
+func reportCPU(b *testing.B) {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	return false
+	start := cpu()
+	b.Cleanup(func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
+		}
+	})
 }
 
 // TestArgumentsOutliveTheBody: no decoded argument shares memory with the
@@ -225,4 +80,34 @@ func TestArgumentsOutliveTheBody(t *testing.T) {
 	assert.Equal(t, "p", s.pattern)
 	assert.Equal(t, "q", *s.path)
 	assert.Equal(t, "*.go", *s.include)
+}
+
+// TestBodyMessages pins the model text of every refusal of a tool body,
+// whichever reader found it (jsonscan.Object), in the order they are
+// checked.
+func TestBodyMessages(t *testing.T) {
+	long := strings.Repeat("k", 300)
+	for body, want := range map[string]string{
+		``:                                       "request body must be a JSON object",
+		" \n\t":                                  "request body must be a JSON object",
+		`[{"file_path":"a"}]`:                    "request body must be a JSON object",
+		`"x"`:                                    "request body must be a JSON object",
+		"{\"file_path\":\"\xff\"":                "request body is not valid UTF-8",
+		`{"file_path":"a"`:                       "request body is not valid JSON",
+		`{"file_path":"a"} {}`:                   "request body is not valid JSON",
+		`{"file_path":"a\ud800"}`:                "request body has an unpaired UTF-16 surrogate escape",
+		`{"file_path":"a","File_Path":"b"}`:      `request body has a duplicate key "File_Path"`,
+		`{"` + long + `":1,"` + long + `":2}`:    `request body has a duplicate key "` + long[:256] + `..."`,
+		`{"file_path":"a","\u0066ile_path":"b"}`: `request body has a duplicate key "file_path"`,
+	} {
+		_, err := decodeArgs([]byte(body))
+		require.NotNil(t, err, "%q", body)
+		assert.Equal(t, "INVALID_ARGUMENT", string(err.Code), "%q", body)
+		assert.Equal(t, want, err.Message, "%q", body)
+	}
+	a, err := decodeArgs([]byte(`{"file_path":"a","offset":null}`))
+	require.Nil(t, err)
+	assert.Equal(t, []byte(`"a"`), a.get("file_path"))
+	assert.Nil(t, a.get("offset"), "null is absent")
+	assert.Nil(t, a.get("File_path"), "lookups are exact")
 }

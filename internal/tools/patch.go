@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/jsonscan"
 	"github.com/toolfs/toolfs-api/internal/patch"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -81,16 +82,11 @@ func patchArgsOf(raw []byte) (patchArgs, *fault.Error) {
 // the values are patch.FromOperations's to check.
 func operationsOf(raw []byte) ([]patch.Operation, *fault.Error) {
 	var items [][]byte
-	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
-		end := valueEnd(raw, i)
+	for at, end := range jsonscan.Elements(raw, 0) {
 		if len(items) == render.MaxOperations {
 			return nil, argError(render.MsgOperationsCount)
 		}
-		items = append(items, raw[i:end])
-		i = skipSpace(raw, end)
-		if i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+		items = append(items, raw[at:end])
 	}
 	if len(items) == 0 {
 		return nil, argError(render.MsgOperationsCount)

@@ -10,6 +10,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/jsonscan"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -115,10 +116,10 @@ func escalationOf(vs *values) escalation {
 	var e escalation
 	perm, reason := vs.of("sandbox_permissions"), vs.of("justification")
 	e.present, e.hasReason = perm.present(), reason.present()
-	if mode, isString := unquote(perm.raw); isString && (mode == render.ModeWorkspaceWrite || mode == render.ModeDangerFullAccess) {
+	if mode, isString := jsonscan.Unquote(perm.raw); isString && (mode == render.ModeWorkspaceWrite || mode == render.ModeDangerFullAccess) {
 		e.mode, e.modeOK = Fence(mode), true
 	}
-	e.justification, e.reasonOK = unquote(reason.raw)
+	e.justification, e.reasonOK = jsonscan.Unquote(reason.raw)
 	return e
 }
 

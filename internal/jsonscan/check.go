@@ -1,4 +1,11 @@
-package tools
+// Package jsonscan reads JSON text as bytes, without reflection and
+// without building values: one validating pass (Check), the scans a reader
+// of checked text needs (SkipSpace, StringEnd, ValueEnd, Members, Depth),
+// a string's decoding (Unquote), and the strict reading of a request
+// object (Object) that the executor applies to every tool body and the MCP
+// transport relies on (docs/api.md, "Request bodies"). It imports nothing
+// of this module: the executor and the MCP transport share it.
+package jsonscan
 
 import "encoding/binary"
 
@@ -6,16 +13,16 @@ import "encoding/binary"
 // valid JSON to it, so not to us either.
 const maxDepth = 10000
 
-// checkJSON reports whether b is one JSON value, exactly as json.Valid
+// Check reports whether b is one JSON value, exactly as json.Valid
 // judges it, and whether a string in it has a \u escape of a UTF-16
 // surrogate that is not a high one directly followed by a low one. It is
 // one pass instead of two, and scans the inside of strings (most of a write
 // body) eight bytes at a time: json.Valid steps a state machine per byte,
 // which was most of a 60 KiB write body's decoding (docs/performance.md,
 // section 5). FuzzCheckJSON holds it to json.Valid.
-func checkJSON(b []byte) (valid, loneSurrogate bool) {
+func Check(b []byte) (valid, loneSurrogate bool) {
 	var open []byte // the containers we are in: '{' or '['
-	i := skipSpace(b, 0)
+	i := SkipSpace(b, 0)
 	for {
 		// A value starts at b[i].
 		if i >= len(b) {
@@ -30,7 +37,7 @@ func checkJSON(b []byte) (valid, loneSurrogate bool) {
 			if c == '[' {
 				close = ']'
 			}
-			if i = skipSpace(b, i+1); i < len(b) && b[i] == close {
+			if i = SkipSpace(b, i+1); i < len(b) && b[i] == close {
 				i++
 				break // an empty container is a whole value
 			}
@@ -56,7 +63,7 @@ func checkJSON(b []byte) (valid, loneSurrogate bool) {
 		}
 		// A value ended before b[i]: what may follow it.
 		for {
-			i = skipSpace(b, i)
+			i = SkipSpace(b, i)
 			if len(open) == 0 {
 				return i == len(b), loneSurrogate
 			}
@@ -66,7 +73,7 @@ func checkJSON(b []byte) (valid, loneSurrogate bool) {
 			top := open[len(open)-1]
 			switch c := b[i]; {
 			case c == ',':
-				if i = skipSpace(b, i+1); top == '{' {
+				if i = SkipSpace(b, i+1); top == '{' {
 					if i = memberStart(b, i, &loneSurrogate); i < 0 {
 						return false, false
 					}
@@ -92,10 +99,10 @@ func memberStart(b []byte, i int, lone *bool) int {
 	if i = stringValue(b, i, lone); i < 0 {
 		return -1
 	}
-	if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return -1
 	}
-	return skipSpace(b, i+1)
+	return SkipSpace(b, i+1)
 }
 
 // plain marks the bytes a JSON string holds as they are: not a quote, not
@@ -230,10 +237,9 @@ func literal(b []byte, i int) int {
 	return -1
 }
 
-// ValidJSON reports whether b is one JSON value, as json.Valid does, in the
-// one fast pass the executor uses: the MCP transport checks a body with it
-// before taking a tools/call's arguments out (internal/mcp).
-func ValidJSON(b []byte) bool {
-	valid, _ := checkJSON(b)
+// Valid reports whether b is one JSON value, as json.Valid does, in
+// Check's one fast pass.
+func Valid(b []byte) bool {
+	valid, _ := Check(b)
 	return valid
 }

@@ -1,11 +1,9 @@
-package tools
+package jsonscan
 
 import (
 	"encoding/json"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // jsonBodies are bodies at the edges of the grammar, valid and not.
@@ -22,7 +20,7 @@ var jsonBodies = []string{
 	`{"file_path":"f","content":"` + strings.Repeat(`\tv0001 := compute(a, b)\n`, 100) + `"}`,
 }
 
-// TestCheckJSONMatchesValid: checkJSON's verdicts are json.Valid's, and its
+// TestCheckJSONMatchesValid: Check's verdicts are json.Valid's, and its
 // surrogate verdict is the oracle's (hasLoneSurrogate, in body_test.go).
 func TestCheckJSONMatchesValid(t *testing.T) {
 	for _, b := range jsonBodies {
@@ -39,12 +37,12 @@ func FuzzCheckJSON(f *testing.F) {
 
 func assertCheckJSON(t *testing.T, b []byte) {
 	t.Helper()
-	valid, lone := checkJSON(b)
+	valid, lone := Check(b)
 	if want := json.Valid(b); valid != want {
-		t.Fatalf("%.200q: checkJSON valid=%v, json.Valid %v", b, valid, want)
+		t.Fatalf("%.200q: Check valid=%v, json.Valid %v", b, valid, want)
 	}
 	if valid && lone != hasLoneSurrogate(b) {
-		t.Fatalf("%.200q: checkJSON lone=%v, hasLoneSurrogate %v", b, lone, !lone)
+		t.Fatalf("%.200q: Check lone=%v, hasLoneSurrogate %v", b, lone, !lone)
 	}
 }
 
@@ -52,35 +50,16 @@ func assertCheckJSON(t *testing.T, b []byte) {
 // KiB write body.
 func BenchmarkCheckJSON(b *testing.B) {
 	body, _ := json.Marshal(map[string]string{"file_path": "src.go", "content": strings.Repeat("\tv0001 := compute(a, b) * 0001\n", 2000)})
-	b.Run("checkJSON", func(b *testing.B) {
+	b.Run("Check", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
-		reportCPU(b)
 		for b.Loop() {
-			checkJSON(body)
+			Check(body)
 		}
 	})
 	b.Run("json.Valid+hasLoneSurrogate", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
-		reportCPU(b)
 		for b.Loop() {
 			_ = json.Valid(body) && hasLoneSurrogate(body)
-		}
-	})
-}
-
-// reportCPU adds cpu-ns/op, the process's CPU time per operation (from
-// getrusage): on a shared machine it grows much less with others' load than
-// wall time does.
-func reportCPU(b *testing.B) {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	b.Cleanup(func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
 		}
 	})
 }
