@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	// The search sandbox re-executes this binary to confine rg
+	// The sandbox re-executes this binary to confine rg and the checkers
 	// (docs/search.md); in that child this never returns.
 	server.RunSandboxChildIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

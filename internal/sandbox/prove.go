@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,12 +63,38 @@ func (p *probe) run() error {
 // Command's, in a fresh folder: it must read a file beneath its readable
 // folder and not one beside it, write in its writable folder and not in
 // the readable one, not leave its process group, and (where the kernel's
-// Landlock handles TCP) not connect to a loopback port. nil means the kernel confines the child as this package
-// says; otherwise the error says what failed.
+// Landlock handles TCP) not connect to a loopback port. nil means the
+// kernel confines the child as this package says; otherwise the error
+// says what failed. The outcome is kept per binary for the life of the
+// process, so the searcher and the checkers of one server share one
+// proof; a proof cut short by ctx is not kept.
 func Prove(ctx context.Context, exe string) error {
 	if why := Problem(); why != "" {
 		return errors.New(why)
 	}
+	proofs.Lock()
+	defer proofs.Unlock()
+	if err, ok := proofs.m[exe]; ok {
+		return err
+	}
+	err := prove(ctx, exe)
+	if ctx.Err() == nil {
+		if proofs.m == nil {
+			proofs.m = make(map[string]error)
+		}
+		proofs.m[exe] = err
+	}
+	return err
+}
+
+// proofs are Prove's outcomes by binary; the lock also makes a second
+// caller wait for the proof under way.
+var proofs struct {
+	sync.Mutex
+	m map[string]error
+}
+
+func prove(ctx context.Context, exe string) error {
 	tmp, err := os.MkdirTemp("", "toolfs-sandbox-proof-")
 	if err != nil {
 		return err
@@ -105,7 +132,7 @@ func Prove(ctx context.Context, exe string) error {
 	}
 	defer dir.Close()
 	s := spec{Policy: Policy{Write: []string{write}, Devices: []string{os.DevNull}}, ReadBeneath: true, Probe: p}
-	cmd, err := childCmd(exe, s, dir, dir)
+	cmd, err := childCmd(exe, s, nil, dir, dir)
 	if err != nil {
 		return err
 	}

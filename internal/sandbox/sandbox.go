@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -51,10 +52,10 @@ func init() {
 // returns in the child: it execs the program, or exits ChildFailed with the
 // reason on stderr.
 func RunChildIfRequested() {
-	if len(os.Args) != 3 || os.Args[1] != childMarker || os.Getenv(childEnv) != "1" {
+	if len(os.Args) < 3 || os.Args[1] != childMarker || os.Getenv(childEnv) != "1" {
 		return
 	}
-	err := child(os.Args[2])
+	err := child(os.Args[2], os.Args[3:])
 	fmt.Fprintf(os.Stderr, "%s%v\n", ChildErrPrefix, err)
 	os.Exit(ChildFailed)
 }
@@ -76,12 +77,16 @@ type Policy struct {
 	Devices []string `json:"devices,omitempty"`
 }
 
-// spec is what the child receives as argv[2].
+// spec is what the child receives as argv[2]. The program's environment
+// and argv follow as argv[3:], one string each, so each may be as long as
+// an exec of the program itself allows (a grep pattern, a large
+// environment), not share the one string's 128 KiB.
 type spec struct {
-	Path   string   `json:"path"`
-	Args   []string `json:"args"`
-	Env    []string `json:"env"`
-	Policy Policy   `json:"policy"`
+	Path   string `json:"path"`
+	Policy Policy `json:"policy"`
+	// Env is how many of the strings after the spec are the program's
+	// environment; the rest are its argv.
+	Env int `json:"env"`
 	// ReadBeneath says fd 4 is a folder readable beneath.
 	ReadBeneath bool `json:"read_beneath,omitempty"`
 	// Probe makes the child test its ruleset instead of executing Path.
@@ -92,6 +97,8 @@ type spec struct {
 type Command struct {
 	// Path is the program, Args its argv (argv[0] included), Env its whole
 	// environment: nothing of the server's own environment is passed on.
+	// Confined, Env and Args reach the child as its own argv strings, one
+	// each, so they are as visible on the host as a command line is.
 	Path string
 	Args []string
 	Env  []string
@@ -125,11 +132,11 @@ func (c Command) Cmd(exe string, unconfined bool) (*exec.Cmd, error) {
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		}, nil
 	}
-	s := spec{Path: c.Path, Args: c.Args, Env: c.Env, Policy: c.Policy, ReadBeneath: c.ReadBeneath != nil}
-	return childCmd(exe, s, c.Dir, c.ReadBeneath)
+	s := spec{Path: c.Path, Policy: c.Policy, Env: len(c.Env), ReadBeneath: c.ReadBeneath != nil}
+	return childCmd(exe, s, append(slices.Clip(c.Env), c.Args...), c.Dir, c.ReadBeneath)
 }
 
-func childCmd(exe string, s spec, dir, beneath *os.File) (*exec.Cmd, error) {
+func childCmd(exe string, s spec, rest []string, dir, beneath *os.File) (*exec.Cmd, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -140,19 +147,23 @@ func childCmd(exe string, s spec, dir, beneath *os.File) (*exec.Cmd, error) {
 	}
 	return &exec.Cmd{
 		Path:        exe,
-		Args:        []string{"toolfs-api", childMarker, string(b)},
+		Args:        append([]string{"toolfs-api", childMarker, string(b)}, rest...),
 		Env:         []string{childEnv + "=1"},
 		ExtraFiles:  files, // fds 3 and 4
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}, nil
 }
 
-func child(arg string) error {
+func child(arg string, rest []string) error {
 	var s spec
 	if err := json.Unmarshal([]byte(arg), &s); err != nil {
 		return fmt.Errorf("malformed arguments: %w", err)
 	}
-	if s.Probe == nil && (s.Path == "" || len(s.Args) == 0) {
+	if s.Env < 0 || s.Env > len(rest) {
+		return errors.New("malformed arguments: no environment")
+	}
+	env, args := rest[:s.Env], rest[s.Env:]
+	if s.Probe == nil && (s.Path == "" || len(args) == 0) {
 		return errors.New("no program")
 	}
 	// The ruleset is enforced on this thread only, and the program is
@@ -175,7 +186,7 @@ func child(arg string) error {
 		}
 		os.Exit(0)
 	}
-	return syscall.Exec(s.Path, s.Args, s.Env)
+	return syscall.Exec(s.Path, args, env)
 }
 
 // restrict applies the ruleset of s to this thread.

@@ -163,6 +163,37 @@ func TestCommandConfines(t *testing.T) {
 	})
 }
 
+// A confined program gets its argv and environment as an exec of it
+// would: each string may be as long as the kernel allows one (128 KiB),
+// and together they may be far longer than the one string the child's
+// own instructions travel in (a grep pattern of 100 KiB, a large
+// environment).
+func TestLongArgumentsAndEnvironment(t *testing.T) {
+	requireLandlock(t)
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	files, err := ProgramFiles(sh, "")
+	require.NoError(t, err)
+	exe, err := Self()
+	require.NoError(t, err)
+	dir, err := os.Open(t.TempDir())
+	require.NoError(t, err)
+	defer dir.Close()
+	const n = 100 << 10
+	c := Command{
+		Path: sh, Args: []string{"sh", "-c", `printf '%s %s %s' ${#1} ${#A} ${#B}`, "sh", strings.Repeat("p", n)},
+		Env:    []string{"A=" + strings.Repeat("a", n), "B=" + strings.Repeat("b", n)},
+		Policy: Policy{Exec: files}, Dir: dir,
+	}
+	for _, unconfined := range []bool{false, true} {
+		cmd, err := c.Cmd(exe, unconfined)
+		require.NoError(t, err)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "unconfined %v: %s", unconfined, out)
+		assert.Equal(t, "102400 102400 102400", string(out), "unconfined %v", unconfined)
+	}
+}
+
 // probeEnv stops this test binary at once (TestMain), so a re-exec that
 // did not become the child shows as empty output.
 const probeEnv = "TOOLFS_SANDBOX_TEST_PROBE"

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
 // errOverflow marks rg's stdout passing the raw budget.
@@ -148,27 +148,16 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 	}
 	defer errR.Close()
 
-	rgArgv := append([]string{"rg", "--no-config"}, args...)
-	cmd := &exec.Cmd{
-		Path:        s.rg,
-		Args:        rgArgv,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	// Confined, the sandbox's child confines itself, moves into the pinned
+	// folder and execs rg in its place (same pid, so the same process
+	// group); unconfined, rg starts in that folder, by descriptor too.
+	cmd, err := s.command(append([]string{"rg", "--no-config"}, args...), pinned).Cmd(s.exe, !s.confined)
+	if err != nil {
+		outW.Close()
+		errW.Close()
+		return 0, launchError(tool, err)
 	}
-	if s.confined {
-		// The child confines itself, moves into the pinned folder and
-		// execs rg in its place (same pid, so the same process group).
-		cmd.Path = s.exe
-		cmd.Args = append([]string{"toolfs-api"}, childArgs(s.rg, s.rgFiles, rgArgv)...)
-		cmd.Env = append(os.Environ(), childEnv+"=1")
-		cmd.ExtraFiles = []*os.File{pinned.root, pinned.cwd} // fds 3 and 4
-	} else {
-		// The forked child still holds our descriptors when os/exec
-		// changes its directory, so this is the pinned folder, not a path
-		// the walk could be led away from.
-		cmd.Dir = "/proc/self/fd/" + strconv.Itoa(int(pinned.cwd.Fd()))
-	}
+	cmd.Stdout, cmd.Stderr = outW, errW
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
@@ -246,7 +235,7 @@ func (s *Searcher) run(ctx context.Context, tool string, at place, args []string
 	}
 	// The cap may split a character; messages must stay valid UTF-8.
 	text := strings.ToValidUTF8(strings.TrimSpace(stderr.buf.String()), "\uFFFD")
-	if s.confined && code == childFailed && strings.HasPrefix(text, childErrPrefix) {
+	if s.confined && code == sandbox.ChildFailed && strings.HasPrefix(text, sandbox.ChildErrPrefix) {
 		return 0, launchError(tool, errors.New(text))
 	}
 	if s.confined && code == 2 {

@@ -81,20 +81,17 @@ type Searcher struct {
 // New returns a Searcher. It never fails: when ripgrep cannot be found, or
 // the sandbox is required and cannot confine it, Available reports false,
 // UnavailableReason says why, and every search fails with SEARCH_FAILED.
-// With Landlock present, New proves the sandbox once per rg binary by
-// running it confined in an empty folder.
+// With Landlock present, New relies on the sandbox's proof (once per
+// process) and starts rg confined once per rg binary.
 func New(cfg Config) *Searcher {
 	s := newSearcher(cfg)
 	if s.rg == "" {
 		return s
 	}
-	why := sandboxProblem(s.rg)
-	if why == "" {
-		p := proveSandbox(s.rg)
-		s.confined, s.exe, s.rgFiles, why = p.ok, p.exe, p.files, p.why
-	}
-	if why != "" && cfg.Sandbox != sandbox.BestEffort {
-		s.unavailable = "the search sandbox cannot confine ripgrep (" + why + "); glob and grep need it (--search-sandbox require)"
+	p := proveSandbox(s.rg)
+	s.confined, s.exe, s.rgFiles = p.ok, p.exe, p.files
+	if p.why != "" && cfg.Sandbox != sandbox.BestEffort {
+		s.unavailable = "the search sandbox cannot confine ripgrep (" + p.why + "); glob and grep need it (--search-sandbox require)"
 	}
 	return s
 }

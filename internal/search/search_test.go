@@ -695,6 +695,18 @@ func TestFakeRgFailures(t *testing.T) {
 	}
 }
 
+// rg starts with an empty environment, confined or not: nothing of the
+// server's own (its token) reaches it.
+func TestRgGetsNoEnvironment(t *testing.T) {
+	t.Setenv("TOOLFS_TOKEN", "s3cret-token")
+	w := newWorkspace(t)
+	s := newSearcher(Config{RgPath: fakeRg(t, "exec env")})
+	res, err := s.Glob(context.Background(), w.fsys, w.cwd(""), "*", nil)
+	require.NoError(t, err)
+	assert.NotContains(t, res.Output, "s3cret-token")
+	assert.NotContains(t, res.Output, "HOME=")
+}
+
 func TestStragglersInTheGroupAreKilled(t *testing.T) {
 	w := newWorkspace(t)
 	// The fake rg exits at once but leaves a child holding stdout open.

@@ -47,10 +47,11 @@ const AccessLogMessage = handlers.AccessLogMessage
 // files, as the flag's help names it (docs/decisions-fs.md).
 const LockFiles = "<root>/" + fs.PrivateDir + "/locks"
 
-// RunSandboxChildIfRequested runs the search sandbox's child and exits when
-// this process is one (docs/search.md); otherwise it returns at once. main
-// calls it first: the sandbox re-executes the server's binary.
-func RunSandboxChildIfRequested() { search.RunSandboxChildIfRequested() }
+// RunSandboxChildIfRequested runs the sandbox's child, which confines rg
+// and the checkers (docs/search.md, docs/diagnostics.md), and exits when
+// this process is one; otherwise it returns at once. main calls it first:
+// the sandbox re-executes the server's binary.
+func RunSandboxChildIfRequested() { sandbox.RunChildIfRequested() }
 
 // Server is a built server. Handler serves every route; Listen and Serve
 // serve it on Config.Addr, or a test serves Handler itself. Shutdown ends
