@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -55,29 +54,16 @@ func globArgs(private []string, pattern, root string) []string {
 // resolving path (FS_SANDBOX_DENIED for a path outside the root).
 func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, pattern string, path *string) (Result, error) {
 	pattern = strings.TrimSpace(pattern)
-	if err := validatePattern(pattern); err != nil {
-		return Result{}, err
-	}
-	if err := validatePath(path); err != nil {
-		return Result{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if !s.Available() {
-		return Result{}, launchError("glob", errors.New(s.unavailable))
-	}
-	at, err := newPlace(ctx, "glob", fsys, cwd)
+	st, err := s.begin(ctx, "glob", fsys, cwd, pattern, path, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	root, empty, err := at.searchArg(ctx, fsys, path)
-	if err != nil {
-		return Result{}, err
-	}
-	at.arg = root
+	at := st.at
 	var paths []string
-	if !empty {
-		_, err = s.run(ctx, "glob", at, globArgs(privateGlobs(fsys), pattern, root), func(r io.Reader) error {
+	if !st.empty {
+		_, err = s.run(ctx, "glob", at, globArgs(privateGlobs(fsys), pattern, at.arg), func(r io.Reader) error {
 			sc := bufio.NewScanner(r)
 			sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 			sc.Split(scanNewlines)
@@ -92,7 +78,7 @@ func (s *Searcher) Glob(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, 
 			return Result{}, err
 		}
 	}
-	return s.globResult(paths, at.shown(root)), nil
+	return s.globResult(paths, at.shown(at.arg)), nil
 }
 
 // scanNewlines splits on "\n" only: unlike bufio.ScanLines it keeps a "\r"

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -49,34 +48,16 @@ func grepArgs(private []string, pattern, include, root string) []string {
 // order rg reports them; every match is counted. Errors are *fault.Error: a search code, or the
 // code of resolving path.
 func (s *Searcher) Grep(ctx context.Context, fsys fs.FileSystem, cwd fs.Target, pattern string, path, include *string) (Result, error) {
-	if err := validatePattern(pattern); err != nil {
-		return Result{}, err
-	}
-	if err := validatePath(path); err != nil {
-		return Result{}, err
-	}
-	glob, err := validateInclude(include)
-	if err != nil {
-		return Result{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if !s.Available() {
-		return Result{}, launchError("grep", errors.New(s.unavailable))
-	}
-	at, err := newPlace(ctx, "grep", fsys, cwd)
+	st, err := s.begin(ctx, "grep", fsys, cwd, pattern, path, include)
 	if err != nil {
 		return Result{}, err
 	}
-	root, empty, err := at.searchArg(ctx, fsys, path)
-	if err != nil {
-		return Result{}, err
-	}
-	at.arg = root
-	acc := matchAccumulator{max: s.grepMax, lineMax: s.lineMax, cwd: at.display()}
+	acc := matchAccumulator{max: s.grepMax, lineMax: s.lineMax, cwd: st.at.display()}
 	code := 1
-	if !empty {
-		code, err = s.run(ctx, "grep", at, grepArgs(privateGlobs(fsys), pattern, glob, root), acc.consume)
+	if !st.empty {
+		code, err = s.run(ctx, "grep", st.at, grepArgs(privateGlobs(fsys), pattern, st.include, st.at.arg), acc.consume)
 		if err != nil {
 			return Result{}, err
 		}

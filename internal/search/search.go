@@ -10,12 +10,15 @@
 package search
 
 import (
+	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
+	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
 )
 
@@ -200,6 +203,43 @@ const (
 	msgIncludeNegation = `include must be a positive glob filter; negated patterns ("!…") are not supported`
 	msgIncludeList     = "include must be one glob, not a comma-separated list (use {a,b} alternation instead)"
 )
+
+// start is what a glob or grep found before rg runs.
+type start struct {
+	at      place  // where rg runs; at.arg is its path argument, "" for none
+	empty   bool   // the path argument holds nothing rg can list: no result
+	include string // grep's include filter, trimmed; "" for none
+}
+
+// begin is the start both glob and grep make, in this order: the pattern,
+// path and include arguments checked (400 before anything else), ripgrep's
+// availability, the place rg runs in, and the path argument resolved
+// within the root. ctx is already bounded by the timeout.
+func (s *Searcher) begin(ctx context.Context, tool string, fsys fs.FileSystem, cwd fs.Target, pattern string, path, include *string) (start, error) {
+	if err := validatePattern(pattern); err != nil {
+		return start{}, err
+	}
+	if err := validatePath(path); err != nil {
+		return start{}, err
+	}
+	glob, err := validateInclude(include)
+	if err != nil {
+		return start{}, err
+	}
+	if !s.Available() {
+		return start{}, launchError(tool, errors.New(s.unavailable))
+	}
+	at, err := newPlace(ctx, tool, fsys, cwd)
+	if err != nil {
+		return start{}, err
+	}
+	arg, empty, err := at.searchArg(ctx, fsys, path)
+	if err != nil {
+		return start{}, err
+	}
+	at.arg = arg
+	return start{at: at, empty: empty, include: glob}, nil
+}
 
 // validatePath checks the optional path argument. A NUL byte can never reach
 // rg's argv, so it is an argument error rather than a launch failure.
