@@ -189,7 +189,7 @@ func textOf(b []byte) *string {
 	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
 		return nil
 	}
-	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	s := fs.NormalizeLF(string(b))
 	return &s
 }
 

@@ -64,7 +64,7 @@ func (l *Local) publishInMemory(ctx context.Context, o *opened, t Target, edit E
 	}
 	if int64(len(text)) < l.diffMax && int64(len(after)) < l.diffMax {
 		rb, ra := string(text), string(after)
-		b, a := lfNormalizeString(rb), lfNormalizeString(ra)
+		b, a := NormalizeLF(rb), NormalizeLF(ra)
 		out.Before, out.After, out.BeforeRaw, out.AfterRaw = &b, &a, &rb, &ra
 	}
 	kp.published(&Published{Version: out.Version, Before: out.Before, After: out.After})

@@ -112,7 +112,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	}
 	if sc.keepBasis {
 		rb, ra := sc.before.String(), sc.after.String()
-		b, a := lfNormalizeString(rb), lfNormalizeString(ra)
+		b, a := NormalizeLF(rb), NormalizeLF(ra)
 		out.Before, out.After, out.BeforeRaw, out.AfterRaw = &b, &a, &rb, &ra
 	}
 	kp.published(&Published{Version: out.Version, Before: out.Before, After: out.After})
@@ -179,7 +179,7 @@ func (l *Local) scan(ctx context.Context, o *opened, old, newString, display str
 	if a := crlfAdapt(old); a != old {
 		sc.alt = &matcher{needle: []byte(a)}
 	}
-	if a := lfAdapt(old); tolerant && a != old {
+	if a := NormalizeLF(old); tolerant && a != old {
 		sc.lfAlt = &matcher{needle: []byte(a)}
 	}
 	// Whether the file has bare LF is asked only where it matters: the LF
@@ -253,7 +253,7 @@ func chooseNeedle(sc *editScan, edit EditRequest, display string) (*matcher, err
 		m = pick(sc.alt.needle, crlfAdapt(edit.NewString), sc.alt.count)
 	}
 	if m.count == 0 && sc.hasLF && sc.lfAlt != nil {
-		m = pick(sc.lfAlt.needle, lfAdapt(edit.NewString), sc.lfAlt.count)
+		m = pick(sc.lfAlt.needle, NormalizeLF(edit.NewString), sc.lfAlt.count)
 	}
 	if err := checkCount(m.count, edit.ReplaceAll, display); err != nil {
 		return m, err

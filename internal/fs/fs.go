@@ -187,6 +187,10 @@ const (
 // the previous content's exact bytes (CRLF and any encoding kept, for a
 // checker that must see the file as it was: docs/diagnostics.md), under
 // the same size limit but whatever its encoding; nil for a create.
+// AfterRaw is the content written, nil at or above the diff-basis limit:
+// the provider's limit is the only one, so a caller asks AfterRaw, not a
+// size, whether the new text may be diffed or checked (a create's diff is
+// against "").
 type WriteOutcome struct {
 	Operation Operation
 	Version   Version
@@ -194,6 +198,7 @@ type WriteOutcome struct {
 	Before    *string
 	After     string
 	BeforeRaw *string
+	AfterRaw  *string
 }
 
 // EditRequest is a literal replacement, or a batch of them. OldString is

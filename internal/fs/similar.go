@@ -60,7 +60,7 @@ func hintFor(text []byte, code fault.Code, old string) *fault.Hint {
 		// The needle that matched: as sent, or adapted as level 1 adapts it
 		// (to CRLF, or for a tolerant edit to LF).
 		needle := []byte(old)
-		for _, a := range []string{crlfAdapt(old), lfAdapt(old)} {
+		for _, a := range []string{crlfAdapt(old), NormalizeLF(old)} {
 			if bytes.Contains(text, needle) {
 				break
 			}

@@ -124,14 +124,6 @@ func fitEndings(repl []byte, k endings, needleStartsLF bool) []byte {
 	return repl
 }
 
-// lfAdapt turns every "\r\n" into "\n": the other way of LevelEndings.
-func lfAdapt(s string) string {
-	if !strings.Contains(s, "\r\n") {
-		return s
-	}
-	return strings.ReplaceAll(s, "\r\n", "\n")
-}
-
 // locate finds where e applies in text, trying the levels from `from` on
 // (LevelLiteral for a batch item; LevelPrefixes after a single edit's
 // streamed pass found nothing at 0 and 1). Without tolerant only levels 0
@@ -265,8 +257,8 @@ func (l *locator) literal(level int, hay []byte, old, repl string, toOrig func()
 			return true
 		}
 	}
-	if a := lfAdapt(old); l.tolerant && a != old && l.kind().lf {
-		if l.try(adapted, mapped(literalSeek(hay, []byte(a), fit(lfAdapt(repl), a)), toOrig)) {
+	if a := NormalizeLF(old); l.tolerant && a != old && l.kind().lf {
+		if l.try(adapted, mapped(literalSeek(hay, []byte(a), fit(NormalizeLF(repl), a)), toOrig)) {
 			return true
 		}
 	}

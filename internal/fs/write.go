@@ -117,7 +117,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 	out.Version, err = tmp.commit()
 	if kp != nil {
 		// Published, even when the folder's sync failed.
-		kp.published(writtenFor(out, content, l.diffMax, err))
+		kp.published(writtenFor(out, err))
 	}
 	if err != nil {
 		return WriteOutcome{}, l.fail("write", t.Display, err)
@@ -128,7 +128,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 
 // writtenFor is what a Keeper hears of a published write: a create's diff
 // basis is "" and the new text, when it is below the limit.
-func writtenFor(out WriteOutcome, content string, diffMax int64, commitErr error) *Published {
+func writtenFor(out WriteOutcome, commitErr error) *Published {
 	p := &Published{Version: out.Version, Before: out.Before}
 	if commitErr != nil {
 		p.Version = ""
@@ -137,8 +137,8 @@ func writtenFor(out WriteOutcome, content string, diffMax int64, commitErr error
 	case out.Before != nil:
 		after := out.After
 		p.After = &after
-	case out.Operation == OpCreate && int64(len(content)) < diffMax:
-		before, after := "", lfNormalizeString(content)
+	case out.Operation == OpCreate && out.AfterRaw != nil:
+		before, after := "", NormalizeLF(*out.AfterRaw)
 		p.Before, p.After = &before, &after
 	}
 	return p
@@ -352,7 +352,7 @@ func textOf(raw *string) *string {
 	if raw == nil || strings.IndexByte(*raw, 0) >= 0 || !utf8.ValidString(*raw) {
 		return nil
 	}
-	s := lfNormalizeString(*raw)
+	s := NormalizeLF(*raw)
 	return &s
 }
 
@@ -369,13 +369,18 @@ type writeSide struct {
 	before *string
 	after  string
 	raw    *string // the old file's exact bytes
+	// content is what is written, when below the diff-basis limit.
+	content *string
 }
 
 // startWriteSide starts the side work of writing content over old (nil for
 // a create); with sum, the SHA-256 of the content too, for a Keeper.
 func (l *Local) startWriteSide(old *oldFile, content string, sum bool) *writeSide {
 	s := &writeSide{done: make(chan struct{})}
-	basis := old != nil && old.size < l.diffMax && int64(len(content)) < l.diffMax
+	if int64(len(content)) < l.diffMax {
+		s.content = &content
+	}
+	basis := old != nil && old.size < l.diffMax && s.content != nil
 	go func() {
 		defer close(s.done)
 		s.hash = HashString(content)
@@ -385,7 +390,7 @@ func (l *Local) startWriteSide(old *oldFile, content string, sum bool) *writeSid
 		if basis {
 			s.raw = old.raw()
 			if s.before = textOf(s.raw); s.before != nil {
-				s.after = lfNormalizeString(content)
+				s.after = NormalizeLF(content)
 			}
 		}
 	}()
@@ -400,12 +405,14 @@ func (s *writeSide) wait() *writeSide {
 
 // fill puts the hash and the diff basis into out.
 func (s *writeSide) fill(out *WriteOutcome) {
-	out.Hash, out.Before, out.After, out.BeforeRaw = s.hash, s.before, s.after, s.raw
+	out.Hash, out.Before, out.After, out.BeforeRaw, out.AfterRaw = s.hash, s.before, s.after, s.raw, s.content
 }
 
-// lfNormalizeString turns CRLF into LF (a lone CR stays); text without CR
-// is returned as is.
-func lfNormalizeString(s string) string {
+// NormalizeLF turns CRLF into LF (a lone CR stays); text without CR is
+// returned as is. It is the one normalisation of diff bases: the
+// provider's, the executor's create diff, the checkpoints' and the
+// tolerant edit's LF level.
+func NormalizeLF(s string) string {
 	if strings.IndexByte(s, '\r') < 0 {
 		return s
 	}

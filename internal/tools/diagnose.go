@@ -29,7 +29,7 @@ func (x *Executor) diagnose(ctx context.Context, t fs.Target, created bool, befo
 	// the provider says it is.
 	ch := diagnostics.Change{Path: filepath.Join(x.fs.RealRoot(), rel), Created: created}
 	switch {
-	case after == nil || !created && before == nil || len(*after) >= fs.DefaultDiffBasisMaxBytes:
+	case after == nil || !created && before == nil: // at or above the provider's diff-basis limit
 		ch.Unchecked = diagnostics.ReasonTooLarge
 	default:
 		ch.After = []byte(*after)

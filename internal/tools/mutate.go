@@ -65,9 +65,9 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 				return stepOut{}, err
 			}
 			o := outcome{target: t, version: w.Version, hash: w.Hash, size: int64(len(a.content)), created: w.Operation == fs.OpCreate,
-				diffs: diffsOf(a.path, w.Before, &w.After), texts: texts{held: true, before: w.BeforeRaw, after: &a.content}}
+				diffs: diffsOf(a.path, w.Before, &w.After), texts: texts{held: true, before: w.BeforeRaw, after: w.AfterRaw}}
 			if in.dryRun {
-				return stepOut{files: []outcome{o}, shown: writeDiff(t, a.content, w)}, nil
+				return stepOut{files: []outcome{o}, shown: writeDiff(t, w)}, nil
 			}
 			return stepOut{files: []outcome{o}}, nil
 		}})
@@ -86,11 +86,12 @@ func (x *Executor) Write(ctx context.Context, c Call, raw []byte) (Result, *faul
 }
 
 // writeDiff is a write's change as its dry run shows it: a create against
-// the empty text (below the diff-basis limit), else the provider's bases.
-func writeDiff(t fs.Target, content string, out fs.WriteOutcome) string {
+// the empty text (below the provider's diff-basis limit), else the
+// provider's bases.
+func writeDiff(t fs.Target, out fs.WriteOutcome) string {
 	before, after := out.Before, &out.After
-	if out.Operation == fs.OpCreate && len(content) < fs.DefaultDiffBasisMaxBytes {
-		empty, lf := "", lfNormalize(content)
+	if out.Operation == fs.OpCreate && out.AfterRaw != nil {
+		empty, lf := "", fs.NormalizeLF(*out.AfterRaw)
 		before, after = &empty, &lf
 	}
 	return unifiedOf(t.Display, before, after)
@@ -160,9 +161,6 @@ func unifiedOf(display string, before, after *string) string {
 // msgNoDiff stands in for a dry run's diff when the old or new text is too
 // large, or the old text is not UTF-8 (docs/edits.md).
 const msgNoDiff = "(The diff is not shown: the old or new text is 10 MiB or larger, or the old text is not UTF-8 text.)"
-
-// lfNormalize turns CRLF into LF, as the provider's diff bases are.
-func lfNormalize(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // diffsOf is the hunks between the provider's diff bases; none when it
 // declined one (a create, or text it would not hold in memory).

@@ -494,7 +494,7 @@ func diffBases(before, after []byte) (string, string, bool) {
 	if len(before) >= fs.DefaultDiffBasisMaxBytes || len(after) >= fs.DefaultDiffBasisMaxBytes || !utf8.Valid(before) || !utf8.Valid(after) {
 		return "", "", false
 	}
-	return lfNormalize(string(before)), lfNormalize(string(after)), true
+	return fs.NormalizeLF(string(before)), fs.NormalizeLF(string(after)), true
 }
 
 // dryRunDiff is one file's change as a dry run shows it.
