@@ -1,8 +1,11 @@
 package tools
 
 import (
+	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolfs/toolfs-api/internal/render"
 )
@@ -37,4 +40,32 @@ func BenchmarkEditArgs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func BenchmarkDecodeWriteBody(b *testing.B) {
+	body, _ := json.Marshal(map[string]string{"file_path": "src.go", "content": strings.Repeat("\tv0001 := compute(a, b) * 0001\n", 2000)})
+	b.SetBytes(int64(len(body)))
+	reportCPU(b)
+	for b.Loop() {
+		if _, err := writeArgsOf(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// reportCPU adds cpu-ns/op, the process's CPU time per operation (from
+// getrusage): on a shared machine it grows much less with others' load than
+// wall time does.
+func reportCPU(b *testing.B) {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	b.Cleanup(func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
+		}
+	})
 }
