@@ -73,21 +73,21 @@ func ReadTail(w Window) string {
 }
 
 // ReadOutput is the whole read output: ReadHeader, each line as
-// "<number>: <text>\n", ReadTail. The transports write the same bytes
+// "<number>: <text>\n" (or "<number>#<tag>: <text>\n" in an anchored
+// window), ReadTail. The transports write the same bytes
 // straight into their bodies (internal/handlers: the JSON answer and the
 // streamed one).
 func ReadOutput(display string, w Window) string {
 	size := len(display) + 160 // header, footer and tail
 	for _, l := range w.Lines {
-		size += len(l.Text) + 12 // number, ": ", newline
+		size += len(l.Text) + 15 // number, "#<tag>: ", newline
 	}
 	var b strings.Builder
 	b.Grow(size)
 	b.WriteString(ReadHeader(display))
-	var num [20]byte
+	var num [24]byte
 	for _, l := range w.Lines {
-		b.Write(strconv.AppendInt(num[:0], int64(l.Number), 10))
-		b.WriteString(": ")
+		b.Write(AppendLinePrefix(num[:0], l))
 		b.WriteString(l.Text)
 		b.WriteByte('\n')
 	}

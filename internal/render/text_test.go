@@ -51,7 +51,7 @@ func TestMessages(t *testing.T) {
 }
 
 func TestFooterAndTail(t *testing.T) {
-	lines := []Line{{5, "five"}, {6, "six"}}
+	lines := []Line{{Number: 5, Text: "five"}, {Number: 6, Text: "six"}}
 	tests := []struct {
 		name   string
 		win    Window
@@ -60,7 +60,7 @@ func TestFooterAndTail(t *testing.T) {
 	}{
 		{"eof", Window{Offset: 5, Lines: lines, TotalLines: 6, Footer: FooterEOF},
 			"(End of file - total 6 lines)", "\n(End of file - total 6 lines)\n</content>"},
-		{"one line", Window{Offset: 1, Lines: []Line{{1, "a"}}, TotalLines: 1, Footer: FooterEOF},
+		{"one line", Window{Offset: 1, Lines: []Line{{Number: 1, Text: "a"}}, TotalLines: 1, Footer: FooterEOF},
 			"(End of file - total 1 lines)", "\n(End of file - total 1 lines)\n</content>"},
 		{"limit", Window{Offset: 5, Lines: lines, TotalLines: 10, Footer: FooterLimit},
 			"(Showing lines 5-6 of 10. Use offset=7 to continue.)", "\n(Showing lines 5-6 of 10. Use offset=7 to continue.)\n</content>"},

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/zeebo/xxh3"
 )
 
 // Caps are the read caps: Limit is the default and maximum number of lines
@@ -29,6 +31,9 @@ func DefaultCaps() Caps { return Caps{Limit: 2000, MaxLineLength: 2000, MaxBytes
 type Line struct {
 	Number int    `json:"number"`
 	Text   string `json:"text"`
+	// Tag is the line's tag in an anchored window (Windower.Anchor), from
+	// its whole text even when Text is truncated; "" otherwise.
+	Tag string `json:"tag,omitempty"`
 }
 
 // Footer says what ended a read window.
@@ -123,6 +128,14 @@ type Windower struct {
 	ends     []int           // end in arena of each unsealed line's text
 	unsealed int
 
+	// An anchored window tags each selected line (anchor.go). A line
+	// longer than hold is hashed as it streams by (tagger), a trailing
+	// '\r' held back until the next byte shows it is not the line's end.
+	anchors   bool
+	tagger    *xxh3.Hasher
+	streaming bool
+	pendingCR bool
+
 	win Window
 }
 
@@ -155,6 +168,14 @@ func NewWindower(offset, limit int, caps Caps) *Windower {
 func ResumeWindower(offset, limit int, caps Caps, at Mark) *Windower {
 	w := NewWindower(offset, limit, caps)
 	w.started, w.lineNo, w.pos = at.Byte > 0, at.Line, at.Byte
+	return w
+}
+
+// Anchor makes the window anchored: each selected line carries its Tag
+// (the read of the anchors dialect, docs/edits.md). Call it before the
+// first Write. It returns w.
+func (w *Windower) Anchor() *Windower {
+	w.anchors = true
 	return w
 }
 
@@ -293,6 +314,22 @@ func (w *Windower) keep(seg []byte) {
 	if len(seg) == 0 {
 		return
 	}
+	if w.anchors {
+		if !w.streaming && w.curLen+len(seg) > w.hold {
+			// The line outgrows what is held: its tag is hashed from here
+			// on as it streams, starting with the bytes held so far (all of
+			// them, since they were within hold).
+			if w.tagger == nil {
+				w.tagger = xxh3.New()
+			}
+			w.tagger.Reset()
+			w.streaming = true
+			w.tagStream(w.cur)
+		}
+		if w.streaming {
+			w.tagStream(seg)
+		}
+	}
 	w.curLen += len(seg)
 	w.curCR = seg[len(seg)-1] == '\r'
 	if room := w.hold - len(w.cur); room > 0 {
@@ -310,6 +347,15 @@ func (w *Windower) finish(stored []byte, n int, cr bool) {
 		stored = stored[:n]
 	}
 	w.lineNo++
+	var tag string
+	if w.anchors {
+		if w.streaming {
+			tag = tagOf(w.tagger.Sum64()) // a held-back '\r' was the line's end
+		} else {
+			tag = Tag(stored[:n]) // the whole line is in stored
+		}
+		w.streaming, w.pendingCR = false, false
+	}
 	keep, truncated := w.shown(stored, n)
 	cost := keep
 	if truncated {
@@ -329,13 +375,31 @@ func (w *Windower) finish(stored []byte, n int, cr bool) {
 		w.arena.WriteString(w.suffix)
 	}
 	w.cur, w.curLen, w.curCR = w.cur[:0], 0, false
-	w.sel = append(w.sel, Line{Number: w.lineNo}) // Text is set by seal
+	w.sel = append(w.sel, Line{Number: w.lineNo, Tag: tag}) // Text is set by seal
 	w.ends = append(w.ends, w.arena.Len())
 	// Any further line costs at least its joining newline.
 	if len(w.sel) >= w.limit || w.outBytes >= w.maxBytes {
 		w.selecting = false
 	}
 }
+
+// tagStream hashes the next bytes of a line too long to hold, all but a
+// final '\r', which is hashed only once more bytes follow it.
+func (w *Windower) tagStream(seg []byte) {
+	if len(seg) == 0 {
+		return
+	}
+	if w.pendingCR {
+		w.tagger.Write(crByte)
+		w.pendingCR = false
+	}
+	if seg[len(seg)-1] == '\r' {
+		seg, w.pendingCR = seg[:len(seg)-1], true
+	}
+	w.tagger.Write(seg)
+}
+
+var crByte = []byte{'\r'}
 
 // reserve sizes the window's slices once, from the text where selection
 // starts: appending line by line to slices that end up holding ~50 KiB

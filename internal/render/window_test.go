@@ -136,7 +136,7 @@ func TestReadOutputGolden(t *testing.T) {
 func TestWindowFields(t *testing.T) {
 	win, err := window("aaaa\nbbbb\ncccc", 1, 10, Caps{10, 2000, 9}, 0)
 	require.NoError(t, err)
-	assert.Equal(t, Window{Offset: 1, Lines: []Line{{1, "aaaa"}, {2, "bbbb"}}, TotalLines: 3, Footer: FooterCapped}, win)
+	assert.Equal(t, Window{Offset: 1, Lines: []Line{{Number: 1, Text: "aaaa"}, {Number: 2, Text: "bbbb"}}, TotalLines: 3, Footer: FooterCapped}, win)
 
 	js, err := json.Marshal(win.Lines)
 	require.NoError(t, err)
@@ -268,7 +268,7 @@ func TestReadyRelease(t *testing.T) {
 		assert.Nil(t, w.Ready())
 		_, err = w.Close()
 		require.NoError(t, err)
-		assert.Equal(t, []Line{{1, "a"}, {2, "b"}, {3, "c"}}, w.Ready())
+		assert.Equal(t, []Line{{Number: 1, Text: "a"}, {Number: 2, Text: "b"}, {Number: 3, Text: "c"}}, w.Ready())
 		assert.Nil(t, w.Ready())
 	})
 	t.Run("lines leave once the sample has passed", func(t *testing.T) {
@@ -283,15 +283,15 @@ func TestReadyRelease(t *testing.T) {
 		require.NoError(t, err)
 		got := w.Ready()
 		require.Len(t, got, 819)
-		assert.Equal(t, Line{2, "zzzzzzzzz"}, got[0])
-		assert.Equal(t, Line{820, "z"}, got[818])
+		assert.Equal(t, Line{Number: 2, Text: "zzzzzzzzz"}, got[0])
+		assert.Equal(t, Line{Number: 820, Text: "z"}, got[818])
 		assert.Nil(t, w.Ready())
 		_, err = w.Write([]byte("tail\npartial"))
 		require.NoError(t, err)
-		assert.Equal(t, []Line{{821, "tail"}}, w.Ready(), "a line leaves when its newline arrives")
+		assert.Equal(t, []Line{{Number: 821, Text: "tail"}}, w.Ready(), "a line leaves when its newline arrives")
 		win, err := w.Close()
 		require.NoError(t, err)
-		assert.Equal(t, []Line{{822, "partial"}}, w.Ready())
+		assert.Equal(t, []Line{{Number: 822, Text: "partial"}}, w.Ready())
 		assert.Len(t, win.Lines, 821, "the Window keeps every line")
 	})
 	t.Run("nothing after a failed Close", func(t *testing.T) {
@@ -336,7 +336,7 @@ func TestSelecting(t *testing.T) {
 func TestNonPositiveArgumentsCountAsOne(t *testing.T) {
 	win, err := window("ab\ncd\n", 0, -3, Caps{}, 0)
 	require.NoError(t, err)
-	assert.Equal(t, Window{Offset: 1, Lines: []Line{{1, "a... (line truncated to 1 chars)"}}, TotalLines: 2, Footer: FooterLimit}, win)
+	assert.Equal(t, Window{Offset: 1, Lines: []Line{{Number: 1, Text: "a... (line truncated to 1 chars)"}}, TotalLines: 2, Footer: FooterLimit}, win)
 }
 
 // trickyInputs exercise every chunk-boundary hazard: multi-byte characters,
