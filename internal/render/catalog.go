@@ -38,35 +38,31 @@ func ParseProfile(s string) (Profile, bool) {
 	return "", false
 }
 
-// Catalog returns the declared tools (Tools), without the search ones
-// when search is false. limit is the configured read limit, quoted in
-// read's schema. The profile is applied here and nowhere else: every view
-// of the catalog (REST, MCP, OpenAPI) reads it. fenced (a sandbox mode
-// other than off) adds write's and edit's escalation arguments.
-func Catalog(limit int, search bool, profile Profile, fenced bool) []Tool {
+// Catalog returns the declared tools (Tools) the dialect lists, without
+// the search ones when search is false. limit is the configured read
+// limit, quoted in read's schema. The profile and the dialect are applied
+// here and nowhere else: every view of the catalog (REST, MCP, OpenAPI)
+// reads it. fenced (a sandbox mode other than off) adds write's and
+// edit's escalation arguments. The original profile is the original's
+// surface whatever the dialect: it lists edit alone.
+func Catalog(limit int, search bool, profile Profile, fenced bool, dialect Dialect) []Tool {
+	ext := profile != ProfileOriginal
+	if !ext {
+		dialect = DialectStrReplace
+	}
 	tools := make([]Tool, 0, len(Tools))
 	for _, d := range Tools {
-		if d.Search && !search {
+		if d.Search && !search || !dialect.lists(d) {
 			continue
 		}
-		tools = append(tools, entryOf(d, limit, profile, fenced))
+		tools = append(tools, entryOf(d, limit, profile, fenced, dialect))
 	}
 	return tools
 }
 
-// DialectCatalog is DialectTools as catalog entries (the extended
-// profile's; fenced as for Catalog): what MCP registers so they can be
-// called, and what a dialect that lists them shows.
-func DialectCatalog(fenced bool) []Tool {
-	tools := make([]Tool, 0, len(DialectTools))
-	for _, d := range DialectTools {
-		tools = append(tools, entryOf(d, 0, ProfileExtended, fenced))
-	}
-	return tools
-}
-
-// entryOf is d's catalog entry in profile, fenced or not.
-func entryOf(d Decl, limit int, profile Profile, fenced bool) Tool {
+// entryOf is d's catalog entry in profile, fenced or not, in dialect
+// (write's guidance names the dialect's edit tool).
+func entryOf(d Decl, limit int, profile Profile, fenced bool, dialect Dialect) Tool {
 	ext := profile != ProfileOriginal
 	var shown []Param
 	for _, p := range d.Params {
@@ -75,7 +71,8 @@ func entryOf(d Decl, limit int, profile Profile, fenced bool) Tool {
 		}
 		shown = append(shown, p)
 	}
-	return Tool{Name: d.Name, Description: d.Description, Parameters: schema(shown, strconv.Itoa(limit)), Guidance: d.Guidance}
+	guidance := strings.ReplaceAll(d.Guidance, EditToolMark, dialect.editTool())
+	return Tool{Name: d.Name, Description: d.Description, Parameters: schema(shown, strconv.Itoa(limit)), Guidance: guidance}
 }
 
 // schema builds {"type":"object","properties":{...},"required":[...]} over

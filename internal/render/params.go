@@ -54,6 +54,10 @@ type Decl struct {
 	Params                      []Param
 	// Search tools are listed only when ripgrep can run.
 	Search bool
+	// Dialect names the edit dialect whose edit tool this is: the catalog
+	// of another dialect does not list it (DialectAll lists them all), and
+	// the original profile lists edit alone. "" for a tool of every dialect.
+	Dialect Dialect
 }
 
 // The argument messages the original tool-fs does not have; ours, in its
@@ -67,6 +71,18 @@ const (
 	MsgInclude    = "include must be a non-empty glob when given"
 	MsgDryRun     = "dry_run must be a boolean"
 	MsgEditsType  = "edits must be an array of {old_string, new_string, replace_all} objects"
+)
+
+// edit_lines's argument messages (docs/edits.md, "Anchored lines"); an
+// item's are prefixed with its JSON path, "edits[<i>].".
+const (
+	MsgLineEditsType = "edits must be an array of {op, start, end, at, text} objects"
+	MsgLineOp        = `op must be "replace", "insert_after" or "insert_before"`
+	MsgLineText      = "text must be a string"
+	msgAnchorOf      = ` must be a line anchor "<n>#<tag>" as read shows it, e.g. "12#KT"`
+	MsgLineStart     = "start" + msgAnchorOf
+	MsgLineEnd       = "end" + msgAnchorOf
+	MsgLineAt        = "at" + msgAnchorOf
 )
 
 // The sandbox modes a call can ask to be widened to (docs/sandbox.md):
@@ -114,6 +130,10 @@ var escalationParams = []Param{
 	},
 }
 
+// EditToolMark in a Guidance is replaced by the name of the edit tool the
+// catalog's dialect lists (write recommends it for targeted changes).
+const EditToolMark = "{edit_tool}"
+
 var dryRun = Param{Name: "dry_run", Type: "boolean", Description: descDryRun, Message: MsgDryRun, Extended: true, Note: noteBothProfiles}
 
 // Tools declares every tool, in catalog order.
@@ -135,7 +155,7 @@ var Tools = []Decl{
 	{
 		Name:        "write",
 		Description: "Create or fully replace a UTF-8 text file.",
-		Guidance:    "Use the write tool to create files or completely replace file contents. Existing files are overwritten, so read an existing file first (the default fs-policy requires it) and prefer edit for targeted changes.",
+		Guidance:    "Use the write tool to create files or completely replace file contents. Existing files are overwritten, so read an existing file first (the default fs-policy requires it) and prefer " + EditToolMark + " for targeted changes.",
 		Params: concat(
 			[]Param{
 				{Name: "file_path", Type: "string", Required: true, Message: MsgFilePath, Description: "Path to write, resolved by the filesystem backend."},
@@ -147,6 +167,7 @@ var Tools = []Decl{
 	},
 	{
 		Name:        "edit",
+		Dialect:     DialectStrReplace,
 		Description: "Edit an existing UTF-8 text file by replacing literal text.",
 		Guidance:    "Use the edit tool for targeted changes to existing UTF-8 text files. It replaces literal old_string with new_string; by default old_string must appear exactly once. If old_string appears multiple times, provide a more specific old_string or set replace_all to true. Read the file first (the default fs-policy requires it), unless you just created or edited it in this session.",
 		Params: concat(
@@ -169,6 +190,31 @@ var Tools = []Decl{
 				},
 				dryRun,
 			},
+		),
+	},
+	ApplyPatch,
+	{
+		Name:        "edit_lines",
+		Dialect:     DialectAnchors,
+		Description: "Edit an existing UTF-8 text file by line anchors: replace, delete or insert whole lines, each named by the <n>#<tag> anchor read shows before it.",
+		Guidance:    "Use the edit_lines tool for targeted changes to existing UTF-8 text files. The read tool shows each line as <n>#<tag>: <text>; name lines by those anchors (e.g. \"12#KT\"), never by their text. replace puts text in place of the lines start through end (an empty text deletes them); insert_after and insert_before add text next to the line at. Every edit of one call refers to the file as you read it; they apply together or not at all. Read the file first (the default fs-policy requires it); each answer shows the changed lines with their new anchors, so you can go on without reading again.",
+		Params: concat(
+			[]Param{
+				{Name: "file_path", Type: "string", Required: true, Message: MsgFilePath, Description: "Path to edit, resolved by the filesystem backend."},
+				{
+					Name: "edits", Type: "array", Required: true, Min: 1, Max: MaxEdits, Message: MsgLineEditsType,
+					Description: "The edits, all referring to the file as read, applied together or not at all (1-" + strconv.Itoa(MaxEdits) + " items). They must not overlap.",
+					Items: []Param{
+						{Name: "op", Type: "string", Required: true, Enum: []string{"replace", "insert_after", "insert_before"}, Message: MsgLineOp, Description: "replace: the lines start through end become text. insert_after, insert_before: text is added after or before the line at."},
+						{Name: "start", Type: "string", Message: MsgLineStart, Description: `replace: the anchor of the first line to replace, as read shows it (e.g. "12#KT").`},
+						{Name: "end", Type: "string", Message: MsgLineEnd, Description: "replace: the anchor of the last line to replace. Defaults to start (one line)."},
+						{Name: "at", Type: "string", Message: MsgLineAt, Description: "insert_after, insert_before: the anchor of the line to insert next to."},
+						{Name: "text", Type: "string", Required: true, Message: MsgLineText, Description: "The new lines, without anchors, separated by newlines. For replace, an empty string deletes the lines."},
+					},
+				},
+			},
+			escalationParams,
+			[]Param{dryRun},
 		),
 	},
 	{

@@ -24,9 +24,9 @@ func TestContractMatchesTheDeclaration(t *testing.T) {
 	schemas := child(child(doc.Content[0], "components"), "schemas")
 	require.NotNil(t, schemas, "components.schemas")
 	limit := strconv.Itoa(DefaultCaps().Limit)
-	for _, d := range append(Tools[:len(Tools):len(Tools)], DialectTools...) {
-		var name string
-		for _, part := range strings.Split(d.Name, "_") {
+	for _, d := range Tools {
+		name := ""
+		for _, part := range strings.Split(d.Name, "_") { // edit_lines: EditLinesRequest
 			name += strings.ToUpper(part[:1]) + part[1:]
 		}
 		name += "Request"

@@ -6,9 +6,9 @@ import (
 )
 
 // The apply_patch tool (SPEC §25, docs/edits.md "apply_patch"): the patch
-// dialect of an edit. It is declared here with the other tools' arguments,
-// but it is in DialectTools, not Tools: the default dialect (str_replace)
-// lists edit alone, and every tool stays callable at POST /tools/<name>.
+// dialect of an edit, declared in Tools with Dialect DialectApplyPatch: the
+// catalogs of the apply_patch and all dialects list it (dialect.go), and
+// every tool stays callable at POST /tools/<name>.
 
 // MaxOperations is the most operations one apply_patch call may carry (as
 // the patch's file operations).
@@ -31,6 +31,7 @@ var MsgOperationsCount = "operations must contain between 1 and " + strconv.Itoa
 // ApplyPatch is apply_patch's declaration.
 var ApplyPatch = Decl{
 	Name:        "apply_patch",
+	Dialect:     DialectApplyPatch,
 	Description: "Add, delete, update and move files with one patch, all or nothing.",
 	Guidance: "Use the apply_patch tool to edit files. Send the patch as input:\n" +
 		"*** Begin Patch\n*** Update File: path/to/file.py\n@@ def example():\n-    pass\n+    return 123\n*** End Patch\n" +
@@ -55,10 +56,6 @@ var ApplyPatch = Decl{
 		[]Param{{Name: "dry_run", Type: "boolean", Description: "Check everything (arguments, the read-before-write policy, every hunk) and return the change as unified diffs without writing anything. Defaults to false.", Message: MsgDryRun}},
 	),
 }
-
-// DialectTools declares the edit tools of the other dialects (SPEC §25):
-// callable everywhere, listed only where a dialect asks for them.
-var DialectTools = []Decl{ApplyPatch}
 
 // PatchFile is one file of a patch's answer: its operation ("add",
 // "update", "delete" or "move"), its path and, for a move, where to

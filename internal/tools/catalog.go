@@ -21,7 +21,7 @@ type UnavailableTool struct {
 // that cannot run.
 func (x *Executor) Catalog() Catalog {
 	searchable := x.searchable()
-	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable, x.profile, x.fence.Fenced())}
+	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable, x.profile, x.fence.Fenced(), "")}
 	if !searchable {
 		reason := "ripgrep (rg) was not found at start-up; install it or set --rg-path"
 		if x.search != nil {
