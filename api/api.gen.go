@@ -96,6 +96,45 @@ func (e ApprovalDecisionDecision) Valid() bool {
 	}
 }
 
+// Defines values for EditLinesItemOp.
+const (
+	InsertAfter  EditLinesItemOp = "insert_after"
+	InsertBefore EditLinesItemOp = "insert_before"
+	Replace      EditLinesItemOp = "replace"
+)
+
+// Valid indicates whether the value is a known member of the EditLinesItemOp enum.
+func (e EditLinesItemOp) Valid() bool {
+	switch e {
+	case InsertAfter:
+		return true
+	case InsertBefore:
+		return true
+	case Replace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EditLinesRequestSandboxPermissions.
+const (
+	EditLinesRequestSandboxPermissionsDangerFullAccess EditLinesRequestSandboxPermissions = "danger-full-access"
+	EditLinesRequestSandboxPermissionsWorkspaceWrite   EditLinesRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the EditLinesRequestSandboxPermissions enum.
+func (e EditLinesRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case EditLinesRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case EditLinesRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EditRequestSandboxPermissions.
 const (
 	EditRequestSandboxPermissionsDangerFullAccess EditRequestSandboxPermissions = "danger-full-access"
@@ -588,6 +627,70 @@ type EditItem struct {
 	ReplaceAll *bool `json:"replace_all,omitempty"`
 }
 
+// EditLinesItem defines model for EditLinesItem.
+type EditLinesItem struct {
+	// At insert_after, insert_before: the anchor of the line to insert next to.
+	At *string `json:"at,omitempty"`
+
+	// End replace: the anchor of the last line to replace. Defaults to start (one line).
+	End *string `json:"end,omitempty"`
+
+	// Op replace: the lines start through end become text. insert_after, insert_before: text is added after or before the line at.
+	Op EditLinesItemOp `json:"op"`
+
+	// Start replace: the anchor of the first line to replace, as read shows it (e.g. "12#KT").
+	Start *string `json:"start,omitempty"`
+
+	// Text The new lines, without anchors, separated by newlines. For replace, an empty string deletes the lines.
+	Text string `json:"text"`
+}
+
+// EditLinesItemOp replace: the lines start through end become text. insert_after, insert_before: text is added after or before the line at.
+type EditLinesItemOp string
+
+// EditLinesMetadata defines model for EditLinesMetadata.
+type EditLinesMetadata struct {
+	// Diagnostics What the --diagnostics checkers found after this write or edit
+	// (extended profile; docs/diagnostics.md): one result when one checker
+	// matched the file, a list in configuration order for several; absent
+	// when none matched or no checker is configured.
+	Diagnostics *Diagnostics `json:"diagnostics,omitempty"`
+	Diffs       []Diff       `json:"diffs"`
+
+	// Region The changed lines in the new file with their anchors, at most 20 from startLine; absent when the file has no lines left (and for a dry run).
+	Region *LinesRegion `json:"region,omitempty"`
+
+	// Shift How far the anchors were found from where they said (present only when they had moved), positive when lower (at larger line numbers).
+	Shift *int `json:"shift,omitempty"`
+}
+
+// EditLinesRequest defines model for EditLinesRequest.
+type EditLinesRequest struct {
+	// DryRun Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false. Accepted in both profiles; advertised in the catalog by the extended one.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Edits The edits, all referring to the file as read, applied together or not at all (1-100 items). They must not overlap.
+	Edits []EditLinesItem `json:"edits"`
+
+	// FilePath Path to edit, resolved by the filesystem backend.
+	FilePath string `json:"file_path"`
+
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *EditLinesRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+}
+
+// EditLinesRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type EditLinesRequestSandboxPermissions string
+
+// EditLinesResult defines model for EditLinesResult.
+type EditLinesResult struct {
+	Metadata EditLinesMetadata `json:"metadata"`
+	Output   string            `json:"output"`
+}
+
 // EditMatch Where an edit found its place when old_string did not occur
 // literally (extended profile; docs/edits.md, "Tolerant edits"):
 // level 2 line-number prefixes removed, 3 trailing whitespace
@@ -757,8 +860,19 @@ type HealthStatus string
 
 // Line defines model for Line.
 type Line struct {
-	Number int    `json:"number"`
-	Text   string `json:"text"`
+	Number int `json:"number"`
+
+	// Tag The line's tag, in an anchored read and in edit_lines's region (docs/edits.md, "Anchored lines").
+	Tag  *string `json:"tag,omitempty"`
+	Text string  `json:"text"`
+}
+
+// LinesRegion The changed lines in the new file with their anchors, at most 20 from startLine; absent when the file has no lines left (and for a dry run).
+type LinesRegion struct {
+	// EndLine The region's last line, past the lines shown when it is longer than 20.
+	EndLine   int    `json:"endLine"`
+	Lines     []Line `json:"lines"`
+	StartLine int    `json:"startLine"`
 }
 
 // MCPTool defines model for MCPTool.
@@ -1050,6 +1164,9 @@ type ModelApplyPatchJSONRequestBody = ApplyPatchRequest
 // ModelEditJSONRequestBody defines body for ModelEdit for application/json ContentType.
 type ModelEditJSONRequestBody = EditRequest
 
+// ModelEditLinesJSONRequestBody defines body for ModelEditLines for application/json ContentType.
+type ModelEditLinesJSONRequestBody = EditLinesRequest
+
 // ModelGlobJSONRequestBody defines body for ModelGlob for application/json ContentType.
 type ModelGlobJSONRequestBody = GlobRequest
 
@@ -1070,6 +1187,9 @@ type ApplyPatchToolJSONRequestBody = ApplyPatchRequest
 
 // EditToolJSONRequestBody defines body for EditTool for application/json ContentType.
 type EditToolJSONRequestBody = EditRequest
+
+// EditLinesToolJSONRequestBody defines body for EditLinesTool for application/json ContentType.
+type EditLinesToolJSONRequestBody = EditLinesRequest
 
 // GlobToolJSONRequestBody defines body for GlobTool for application/json ContentType.
 type GlobToolJSONRequestBody = GlobRequest
@@ -1288,6 +1408,9 @@ type ServerInterface interface {
 	// ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 	// (POST /model/edit)
 	ModelEdit(w http.ResponseWriter, r *http.Request)
+	// ModelEditLines Edit an existing UTF-8 text file by line anchors. Answers the model text only.
+	// (POST /model/edit_lines)
+	ModelEditLines(w http.ResponseWriter, r *http.Request)
 	// ModelGlob Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
 	// (POST /model/glob)
 	ModelGlob(w http.ResponseWriter, r *http.Request)
@@ -1321,6 +1444,9 @@ type ServerInterface interface {
 	// EditTool Edit an existing UTF-8 text file by replacing literal text.
 	// (POST /tools/edit)
 	EditTool(w http.ResponseWriter, r *http.Request)
+	// EditLinesTool Edit an existing UTF-8 text file by line anchors.
+	// (POST /tools/edit_lines)
+	EditLinesTool(w http.ResponseWriter, r *http.Request)
 	// GlobTool Find files whose paths match a glob pattern (ripgrep).
 	// (POST /tools/glob)
 	GlobTool(w http.ResponseWriter, r *http.Request)
@@ -1393,6 +1519,12 @@ func (_ Unimplemented) ModelEdit(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ModelEditLines Edit an existing UTF-8 text file by line anchors. Answers the model text only.
+// (POST /model/edit_lines)
+func (_ Unimplemented) ModelEditLines(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ModelGlob Find files whose paths match a glob pattern (ripgrep). Answers the model text only.
 // (POST /model/glob)
 func (_ Unimplemented) ModelGlob(w http.ResponseWriter, r *http.Request) {
@@ -1456,6 +1588,12 @@ func (_ Unimplemented) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
 // EditTool Edit an existing UTF-8 text file by replacing literal text.
 // (POST /tools/edit)
 func (_ Unimplemented) EditTool(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// EditLinesTool Edit an existing UTF-8 text file by line anchors.
+// (POST /tools/edit_lines)
+func (_ Unimplemented) EditLinesTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1743,6 +1881,20 @@ func (siw *ServerInterfaceWrapper) ModelEdit(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// ModelEditLines operation middleware
+func (siw *ServerInterfaceWrapper) ModelEditLines(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelEditLines(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ModelGlob operation middleware
 func (siw *ServerInterfaceWrapper) ModelGlob(w http.ResponseWriter, r *http.Request) {
 
@@ -1952,6 +2104,20 @@ func (siw *ServerInterfaceWrapper) EditTool(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// EditLinesTool operation middleware
+func (siw *ServerInterfaceWrapper) EditLinesTool(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EditLinesTool(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GlobTool operation middleware
 func (siw *ServerInterfaceWrapper) GlobTool(w http.ResponseWriter, r *http.Request) {
 
@@ -2149,6 +2315,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/model/edit", wrapper.ModelEdit)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/edit_lines", wrapper.ModelEditLines)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/model/glob", wrapper.ModelGlob)
 	})
 	r.Group(func(r chi.Router) {
@@ -2182,6 +2351,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/tools/edit", wrapper.EditTool)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/edit_lines", wrapper.EditLinesTool)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/tools/glob", wrapper.GlobTool)
 	})
 	r.Group(func(r chi.Router) {
@@ -2202,198 +2374,212 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3tcttGtuCrdHGnSmQGpChb9k2kSm0plpRori15JXl85wa+YhNokh2B3Qi6IZpJ6Xn2PfbJts453fgg",
-	"AYqS5WzuzvxxWSDQH6fP91f/3on0PNVKKGs6B793Up7xubAiw79OZSLeczuD/8fCRJlMrdSqc9C5ngk2",
-	"kYkIWCYSbuWdYFYzOxMs09qy7s7uDjMCRrMiDpjg0YwZMZ0LZVkqskgo2xcq0rGIGTdMCRGLuDfoBB0J",
-	"w6cwadBRfC7KvzLxay4zEXcObJaLoGOimZhzWJtdpvCesZlU0879fdD5SRqrs+XZcfPSjTBGasUWM20E",
-	"m9HLzM6kYdK0rELGG9eQcmtFBp/9189H/f/k/d+G/e8GNwf9T7/vBXsvvr3/SydYW+g9jGhSrYxAgL/T",
-	"sUhOskxn8FeklRXK4g7FZ7ubJlyqQxbNeGaE/T63k/638GM7IO6Dhs2nmR4nYr5j2EjnNs3tiHVHOOkB",
-	"C/Ph8GU0F8bwqcA/xKgXsIW0MzxdY7nNDdMTJq1hcH4DdnInsiWbcJnkmWBasd05bGP3G8aVWYjMMKMD",
-	"xnM7Y1zFLFe3Si8Uy3RuhWFSRUkei3jQuQ9o/9fis/2K27daJ5W9B0x85pFNlrg/mAj/g1tgRgiDC3tP",
-	"MFtZFk/TREYcBt91UP3rLwZmqq7qL5mYdA46/2O3JLVd+tXs+nEb1nqk2OXpG/bd/qt/80dWO4dxItgI",
-	"TmCEYC0XjXvw2xsgObjpYDVHys4yncroWusEETfTqcisJAysrWENokAYaW5vys3xOJbwMk/eV8Yh4liH",
-	"fcQtT/QUwF9ymtGgpAw9/kVEthN0Pvenuu8eAkgHl3zxjtASlkE02UT5JYX+TG/V17Gyg0+rM98HdQiZ",
-	"ZgYCSGSAcxUvM7c6w0b4I+5KWjE3D+FA/UTuixXxLONLXFCaJsv33Eazd8LymFvecG6ST5U2VkYNK/44",
-	"44TV/X7lPRbNRHQL9DnRuYoDYMzI1OHVJcu4AmLuxjoyu5XPBvO4d8j42AAvX8yEYkorAa9vvePjymIb",
-	"9gtraNjFCQgRXJ+e4G5SAEnApKL/MZ3FItt6EQhQkHBNS5jDj6Ll8Ge5unVAY9wyzqxORMaVZYm4E4kD",
-	"mYilbQHW49b4Dv5pWiScPzKfhnWe6gxhVL7DJjqbO1FcPN0xDJjY8gYheBPxJLkhzsG6Slv4hnEWZ0uW",
-	"5ar3uHVf+EkucMD1HaxQKx17I0UWBHApfs2FsQ3IIe1MZAyJm3UL7OgxnVVgcMhgU2NtZ7CVFQrKljdZ",
-	"rtaHfgNkwgRIOTuTasq6PJvmoMqYgFQeweP+WEx0JvqLTFrBUp3IaBnQR4gvPWTSmbB5pvCjaMbVVAAL",
-	"yZWcSBGzWE4mBlm8zi2DgWAyrmjWATsWE54n1oCmNeGJQTRSeZKAKPA818FurHUiuCo4djMiI4gOWNj5",
-	"5ptv2A9iKhVDKIedAOU7EVsBvcC9eaJi/95gXakJOr/kxsqJE4zrM1+6MydpZriKx/rzTSqyuUStzBww",
-	"YChAMkJFAnEQIJYbkTHxGdUAgMxi5lQ2FOAri0WV0uB3CxmLjPEoEsZsAFm5/k10daaMFTxGDQgAe7BK",
-	"ZXrCuGIXqVBHZ2u0FeATSUovbJIYV3evvzccDhnS1lOpjNjW5zP6EsYLOnOp/N+t+y7YScNJNKMNAdS9",
-	"jkoHnUPTCQzYhUqW7I4nEjfNYdt9M9MWiCFbOniVX6F244YGRGKxUFLEh8yxCsNq6EUqJWAGT9NM3/HE",
-	"zZgrWGS/78bq4zI1Mgk7gxknE8eo3RvAqgH0QuVzYEcLnd2alEeOpkGPAIrN+pM8SfqETsCtHkCn+wf4",
-	"mckTuy7O5xVBv1F3WFcNAIGJ4T6oH7n3gnK6Fu6LgF1fZZQJsO/gvyBcuO0cdGJuRd9KVLzWKAtYXDNO",
-	"AXXsmApX5DW+WGrp3CBrciKJmZlewBPGJ1YQn5jIzFiWSCVWJTGwun6/76wcMO/IxAF+F3b++te/NvxS",
-	"KNco9QPmmJHSFrCeW1DFVQx2jBeWcjIB/ZAlPJuiWXwrRDpgR5bNtbHs9atXL1+z8dIKE7Ao9yvnYIwm",
-	"Atd9CFMoZrNcRQBgJg38IQaMzgJMauuABlAAXpIs2WIGBCgtW+g8iZmxMknYnN+KiokjCxg3Iv/aiYnP",
-	"KRBdk04pVLkIY3Vq2IKTzOr2+54aERV0sUuHMTjXdigj40Y7BMi5GZMcP3IL4wZVtewplL02adrqCzk+",
-	"u3r/9ugfwM9nXj21cP72EDkcy0AVsF6sAoICt2wEOYzRAPAjN8YOMVrjtQsQIzTjnHWr6zABLaegiR7q",
-	"yiivQFP2VjzYi4WOSjhMWozOGJBOI+rCx2BemcDhrVbCOLzFyW/Wsbcq19Z2vSqNVgZpREDk5vgiW3BD",
-	"xNS8yroODiTCDdBw5QAqKlMmuGnSXMKOMBFPuC1FlNXeZ6Jj5zDxXpSanPLspOnAnTeqnTECTXmXVTfs",
-	"hB3aRoHkMx6jXdFMwiYnVr4OQdC/ZCyUlcDRgWw1z+2sL43JRdYjJnMnMuLDbhyP3n5hRC/M6luhDokR",
-	"EV90r3cRo2Y6cSgH1vHEHPB4LlWPJdJYgzw2FpGMBalsnns4JuXWuEQuxY7cSTpF2dlT6wjl/BsF1Tta",
-	"B5RGTx4QUyOZb4F0yOSbca4JpVbkLroS/am7lQbe3YicrcBBJzOriwoKuVuy501y+1hE0uPXqrOn/MWD",
-	"iUBPK8CRPgUPaBHFKJsW8VaaBjXHnzP+sZ2zxCsjDSwjyjNDntN1MlJiIYwtEUunQgFOgymVHYKxEaMW",
-	"YdgIJdUIKBvkWWF+KPHZ1sSWVPb1fnnYUlkxFdkaeMo9FitsAtQbco2tw8h6L9RW8HHDtLmScsXvuHT6",
-	"6hqc0KmFOoIR2Z3I2IwbNs4ti7gCwxkULqUXrDtN9BiJdpqJtKDETKbwd9VfTFi8tUXzoVxe8w5WYEuw",
-	"2QDOpzk5p7mMuYpEu+9vxzCzNFbM+2mm56ll/hOUpo38qMVlGazEXB7nUHVr+dvVxbnzfRAoa/py3Z/N",
-	"pH20w3Ubv2plGxUINp4NKqAN3CCOm3juW6mEYfjjIQNri6SfII+PkbHw0pxc3zpje0P2Tv4A/0MlPGPd",
-	"F69es3+XPzj9ptCk9EI5fdgEDGUNOkVTLRWZDBscBgXBBx1kGe1RsqrDJxETW92GXwzLxBw0e3c8q3PW",
-	"IWVm/MWr143YdCcy04zXK4foXwz8aE1HRV6tDTujFyobrO6tsm0nsrbaHYrRmlHZxmqDrwOJwC2hCSLN",
-	"NsCl1rbvQ6EBM8t5ItWtYZkwOkF7jRuWCp0m5C4EWdPlqDCQtiQJgT9cn/a/dUYtN+zDX09PT497rWbC",
-	"TQGqBonH52LHO8dIG5aKjbkRr/cDlmYCtShnODqt3TN6wzEcNifvFozkF0iOHFwm2sKg1/l1gjUhksmA",
-	"XS802ShMAW4zM+OZQEyPdIauHMR4HlmwXGEOI9wSuw1ECMb5OWjxBCoYq4BV2KnbkjBKE7TaVPqPs2UV",
-	"Td0uaYFy3GKhOVKF0R7mDeVYFUysGBtG/Nrgvs/0nO0dtrAqB1Dykv7KuuhJdMGb3lY6StBBe3trx41X",
-	"puurRJU6QCMRcIGW2gCxFXqDHbsFrCq/jt94jlqDXuAERAn/duFi2hxrDoLb61Mkq5qiL4WTrSFC5DIK",
-	"uKnEZAM8MPRLwWHRSh6GVuGk80tv2vXxF4f/CgeaNHXzP1Rd8dkKFYuYpZkGHDtkTUFBcttnCHhiKfC3",
-	"myVUFFKLnTsiEQHjaP0BV4q0mshp7lzA5J0ASW3g9HnirfdQlfFGP5zOmNJ+FqBfP5aIByHwdK3ExaRz",
-	"8PPWIUmHOvfB74+OZhafrmDLp/oRVbIJVrCzicpW5SntdMrvBO5cJ/lcbaemAO5VmFDlF5fx8bCsxCEC",
-	"XGj51QMYWdJifWMXJXrsGJcsMmCTTJiZ9xmV+3YpEHC+c8EmwB/tTITKwwNsE61qyRxOrhNO0/AsE6nO",
-	"rDmkCBoOHyppWYQuU+D97sVuxVQCeWjYYrYMmFQ203EekVtLzFO77BGerfIZXFajYoI7bBYG5fAtETsP",
-	"harMKr5B/x4yGCShgHHnuNsbDp8SnC+yUxoC5I1q4U96weZcLatgKpYMIivlhljR3nCI1C9i1q3pInYm",
-	"VFXhqUlSUqY2zFtM5pxUHgWcmgpLmNYdRpXxNxrHpaJA+LaOMCGKtJiV3u5XhiILsaQ3jeWZdRrLZjLz",
-	"6OORpYYZFUg0U15TkAWIbZarW7LNXyKaIJgwn+mzPSQF0IXxbvAPbjAKux4rV2Lhs7TWo6dJ7H97MNLq",
-	"lenNwHC6gR84KKZv2v1JLO1PUjWyG3Z6dXNyfHZ9c35xfXN68eH8mK3JNuf1hP/ugP4+BfRBIjJyLhOe",
-	"MauZTuIbWmzgDWwS0zuGhZ13tbfFZxt2HLhBsUfVvx6XWgewUPHbVmaNY9U0mAe96Yh5bSOuqmfFu0Gx",
-	"Dj9pG8TPbJM4U2LhwNRk1VsQ7cCQEx4JzAxF3wn7YATjingro88B5rFIhCVLE2V/o2ZeHkz7jJTjp/3M",
-	"A/YuN5bG9OKjRevH9294kjQlNeCPjGPIDZOHGjI2Dkme4f+DChaxeU7OScGzQoRpFW2V4rGqL5YgCKon",
-	"0HZ0lF7U5OnO6BxidILm6CA1jLZJ6l25fs/hdBTlWagSAnWyZG26o8d9YI/XPn0KH4ad3kGoKJPqBdJN",
-	"X+XzscjAZp3Iz8J4V0nAXjKbcZlQNoi0AqN6oZJTpTP4fZ9JFQtlSa90j1m3hArLRJ9eEXEvYK+YMBFP",
-	"RQx6Bc94ZEE/BoM9YK9ZmqvI5i65AcymRP4m4gErCAZdoo5kQsWdX4TCfQi3HeMYgYvDrbpQENZd9FGF",
-	"aowYCTRexO1ceiq3+JgZvugdujQa0pRpGhOqbgVbe+6pC7YIHs2CyspeDJsUGAyTNOog1XXt9cfcAEjH",
-	"hPMow5GfzaWS83yOmSfrLKzC3za/iHiAr/HP9Nrrytgvmj6hzdb4Yytz3Tx5jWtuenULDtpEfhu59CPm",
-	"IyAFW8+LZL9tKukjEjkxg21r0xr1lLbcy4c+LjnXpmzNI0LWHUOshUiHeJmdCZk5btaQxAkk50nQKdOY",
-	"OYnEBkN5zEdC7I5g/JGzBLbafW0DG4McBNW2c3woI7LCpIE7VVhfF/dS5ROBt/n/8ERJPEGpphvSJOsJ",
-	"QY/Kk2RHUSRSdD8r3JQXRuaQ8RgdTIZ+tGWSOhuTwl8IMGc3PJxxiRBcB8+VY9GEij4RUKoafvkqGvKi",
-	"OCtGg8gguAWoYaDTw8EYcwd96iC7wkBmmaRY1VQrZ09QLk7+eSG0Nf6j1riatvjIrMXCWlkH+HvMftEI",
-	"8KBwxftV4+4whsfGPLoVKv7/Mpn1Xzr4H6GD/yt79qtlz66WCBCxt4vDL0uoralGz55KeyoTcaJstmxY",
-	"4OMCMi1hyIZizIDVijGbU8Tkby1BXgGrddEneIt1uY9u7hgmKRmXMh3BuBFqamdbh6DwSZl6BKeLCU8Z",
-	"6LI0SSfoINo1JmpVIrzruZLTPOGZ9+O4Nyn/MtYLlWge7xh2cs2n9dxHp0Yw4QostnJN4UsOjIE7yrbz",
-	"fyuNdbxx1SyxmXxEaKpEpgYlmmzdG3Mr07QxkQ3E1eh/0mvfT6UdkYo2mEpLD10Et5tVQ9s9crontAen",
-	"So9zWzgAsOLB5YQGbCwinhtXUOZfmUgbKqnYApTxBTeYEuFVHTfyjmHjPJ4Ka1h3D3M5gFPtvdwLhv/2",
-	"IlRZjgmwwOhplVZPMTGvd8AcGNlYJHrh1PwJZh8aNudLNhahQoUKF0Wp0rTjMrUQ80uorBW4Mm0Tluq0",
-	"thU9/0H324aMwhO33IXIhINEbg/ZqPjkZrwc+QCEjGZsjIsxVsPBVmHWnMtaHadBRXKud9xxOefIx18O",
-	"2MjBc+RiJf0+TNef8899D2nK8CQYkx40B/xRPmSvqqsMFXnOLb8VvWIbErbscBZEB83mEsnqaBqqJjwB",
-	"/AGsKCwJql/M7YA5Q2jBl3SmoUKm5sMPkipxkF0CWmG6flCk/XtUp0QHaU2ozIwnicZ8wpRn3puLiOg8",
-	"WmdEQThe2HFmoWdzns4LIoUNP5xmWX5WYlMbj/mQAn9bZzEt/vZSAGzBtVuZrkuzLHktTwyJIYqQOHa7",
-	"NVOtpOXA6pr2+mOixxUDuHmz9VUey0xEVO6vmRE8i2ZMqrqeaKstArwiQ8kYTr5ieMRZFIbxKQeTqyW5",
-	"qUl2U6uA1bXBdpj7FdZB+jCyIMpy9xN1xWA6wGq83W8G1kWZTBbt0gNh7OAXRDx2VIyHpKQ0Czu7Ycfr",
-	"x7jVMTcCc3y4BfnHYpHaWcAMvPuNq4AJOzQRGYcObmiQYPa/zYQ49LX8jHt1Q2O0hKto5sweHHorDEAI",
-	"NZ55JtLWM3craA5/YdbqRCbWZRcQP/UCxG+qgG0B2G8Gv/9igl/M53sE6TmIOeQLh0yJqfMtU+KQydNU",
-	"Z07N2jr8tZL7g4ZAxuJ1TP1zoOml063E5zRz05fgA8B2XSYwM0tl+efelx34T4InBKeVJEjsRVFVIPUW",
-	"bNR91TSR97yuBLEw+NAcibPNQdDVdFkawb3eNPO7N++bM5UxHa+sRd0+Ofjdm/eYHMwqI7BuJngM9t1P",
-	"UtmAxcLYLI8AU+iBToX6qLMkhj97T2jLsFX3iKv/7s0j3AaC2ulsOFZf+7ChjQRXDE6MWkfsAm8ZOR/g",
-	"uv/1cQUBHrWenkpPtcynuYpsSxXJ5kP/Konvz4QMj0xsbwdPM/lOKkDbdEgrIG6yjf1vDzI4Z4s2fNC0",
-	"5of6m7hC9jdgq73R8zQRxEoe2+SkAqUG+6jsxdEQjXqOmFLhIauVOsVxJ+jkaczJQYXOTazAuhOPrP/0",
-	"6TJF4wln/UjbUpvW5LOAeXcMsmWpcLXB1mO2pMwU2w42hJEqXUY2xUrXxd8sV7ftLVICFulcgYmF2Xp7",
-	"TKqiq8SOKbu1bAj61gdujPazzcH+DXH70iR7GewHrz81xpJbDaZHJNS4w0BoBY8O1q50eWgkkHVYUb3F",
-	"DcDaJfGLhYc8piC4eBMlqoWdv4adQ0ak4D6Co8Ka90Pn9nfP1eY42DbU4tYBLzSTh2N+LWnMpbs71lRv",
-	"6Sm6suuCsv1flU1szURbXc2NDW7WjqbVeRw0KK8RcVfM75twmdTM+83KbOGmblxqmWy8osavdheLheUy",
-	"Ma56b6EpsIf6/VyACmvWlZGosQ7/itqTiSzTGXaJCxhaVadXN1fXR29Pbv5+cnl1dnHOuvvD7yjsfHVy",
-	"BU9urq4vLk9uPpwf/f3o7O3RD29PWPfV8GXgi9LLaoOJzqbCuqYHgBaXIsbKRbJIjNWZ8PUsY4w9RzOs",
-	"IHOB0wWnRHcrVG/ArlzQxBV4k7q8GuBgPI7ZydWbo7dH17DW45Pzs5Nj2MTLXsCuLy5u3h2d/+Pm6P37",
-	"y4u/H729wqX3AnZ+ce0enlz6t/1L1VzE/eE+BcBrP74/OT8+O/+RYDVgP55cs11Q5Je/FQ324LXLk6Pj",
-	"f9CMDigczG0BPDFaFpU9IrtrLmqh02/pqUD6UhF0B3CHHd8zsOMysxqHnblczIeCLpiz+UBZBcVGqxUV",
-	"5SLWGxe2dCdqaa9wQaV4k9yIuCy6WUXYoOoWxmwSSlCImZFY/Vma5MBoufEvgIUs7ao3/XEtEUqe0VTO",
-	"YxOxYZQ1bSNZ8KVhfKxzezBOuLo9REJFx2/ZYJAq7yeyJqk380xaSVDypogK2jewqEvB4/Z8pIRTtGRt",
-	"Z+t5sJuQDAVsk2o4mRhhm6G6ZcOPLh8bneRWVLIMfIVCwZCiRVwpDKQqM3q316IjWp689VvcTsVwe/Gg",
-	"qQ3SBvhWX9oWmRWUGfnEzIpEzptSDN9Roh9zSZ964lImcTqbZyu+2hfD4XDArtG3iE8Lz33EU+ZzMKme",
-	"fcewfh+TkHDuehManVORWTXvrkXHcQ6dGvLUN+Gzwyq9iFrWv/fFq3hUjJxO/Mti5DVy3Z5l9yc8wjyS",
-	"5gr5JwXUL5FRt6LwA6lqgCmYko+uabCPDl3tm1MSmkNq/91Tgv6VqvI1UlWarfoPKtZOZ/CpjGWdpRG/",
-	"HrIh7EBTKGbOeJI0Zk8U/GD4YDaw1RtJ5WHar/+SCVSl4+aYCoVSffHxeoMpn7V+6NpbolhceEsOEWkm",
-	"khi7rVBeO5uCws6j2wGrtLyir4GdY/xbxK2V4tdFwDHs9A4Zp0mo0zdmjvpQzUwvFOtW20jUivB9Lwlp",
-	"mG8eUfSTKNrA0bJcBr+0zKSYQ1eNeVL6gp7Quz3sqUKf/fyJGh/BHxdzsETi9UZZX8MbVp2xPSegC2vp",
-	"+QpMWThu1oDoz5ZUR8V+/tTMN7dqnfAn65OwuT8CNclt6okADLzWFaGHW3Pk4erDt+hc0KzntfvyNvr4",
-	"C1Ju+nKTFC9NLjD3iJOI2BldrreZ429d04NdOnvM/QSY0zW9g0p/RVM0WOxaSvUAIBs9FxVa9/kwnpN4",
-	"LkW14wqM0GN8uSRokKY0y219ctYdDAbNS+iV9ExtJXeoKx5JcOH7Tu/Ue/UyTHvBRpCGL73ElnaFwbR1",
-	"lXkO9ecKY67b8PTtoyu/mxlPBZwzwagT+G6CRd5JwNCuuEdgTxM9PmTlVy6zAL5DQ+CA/fw7DBD4nAN4",
-	"AId3jvprgAd5/+n+U+sEmUjXAzvPnpu52ntqPRDcFscqe4tsFVF0rzet4SMoIH/eypzGKAr5XMtAyoNO",
-	"y+2CEgiKVsW+cgnDSvJEniRVAe5eRP0CRmx2ff2romVzcvsWrgDnnf0nrbL4l0n1h2b/BwUD2MA6vszJ",
-	"UWfFzyxtsO1TlGfSLjGZxPU9EzwT2VHenNnvKED7zGShYlQoMP16d4ZJUr8RV7qAMQpliXXhnN9cXF6h",
-	"nz6R05k1vbKziuv1iH2kkb76fWzmCvpNvSPsgH2k36sPycTDDyTg6N8+Xtd6wpLuhqo7vk60WfSY3DGM",
-	"57EEsg0KzZlqF3ILKpeJdCpY17WNJY+j+8PxHN9RljqXBvUOsweMMyRJNaUeVeThLxa8P9xzWcYfP37s",
-	"A+CEskAg4oD9gAeCPC3PInHjIfp92HFaZD5OZNTPs4RUyd3BQiRJHy842iUgpZm2IrIi7vthws4owHpT",
-	"WEE1okI73R++ZGfnVx9OT8/enJ2cX99cvbl4f/LQGjHU9n3Ykcrkk4mMpFD2BgcERQz/U6yaHjvdd9TU",
-	"Y7fjrgxCMYATlEx7Zm1K9xVJNdEb7AXv76NYCSaU0OmRoMRaeax39w7bWJpII27j26GqtRntMfiN/XR9",
-	"/X73b1cX55Uuo8TNG+5uCrCO3jkM0J5cSBXrBaV38wbxbfhE2KWT4oNQheqkWFERbhv9HjoypwRRjxdh",
-	"534EBGpywn+cpLzGKVQ+0jrW8bK6fJtxH2L1dzp1KQJD6oO/zSlUG2/qCirQKE22HizJXc+FOzqi3eAi",
-	"pGseihY/N2z0hhhr/3oJ6nz1hqtfjFajQ4Bo9R2ibXRggdGT8sw45WYuYskZYA3M4gmvuz8c9tBhDydD",
-	"K4gF3QQHHDWyyfKASVUzqrliuUo5MkB4tPeamTzL9JRbESrq2QA0dSuWbCrvgLEtZCRYFxg7h68ibkRf",
-	"KiOUkVbeiWRJkEUGiS45qiu440lOfYKqC2ajs/O/H709O745uvzxw7uT8+tRb8COQPaSUcW8XsioTxlA",
-	"EoTbiHJgKMcPi0uoFiCRkVBGlGZF593ZdSWO1yEe1ueprGTCH3SGg73B0KniCn486LwcDAcvO5W45m6t",
-	"q/K0KTyBVymlQiGzLXoiI/tu7OlXdPan9qmpyIxWOyZUvvdzgzpAsmIEXzrEdI2S4IlhXdebKlSvh6bH",
-	"cmUlENhah2Zyl/qmzNL4ZQfka8KWFnh06Ds9LMUaNm8WKjY+8500eCWwAw+1wiCXowmVhwWO2U21MXKc",
-	"LP1HvQF7z43LxMrEndS5KR18I+rqPKJT39A9GvVtL0KdALIVrRMfhcp94e9QEBm967rZeWXvLMZyWmOP",
-	"Kv2lqxmVPzc1yUo0FfIWa+MIEA90oKEfNYt9Jz6TR5jW9nJoDtkQHR5UIeU5IbdUIlteETAs70/8NRfZ",
-	"srxAEebsbLy2sbH/PQKXLlFYgb3rNl+gex1l6PQLVCisKDYEibNcR3/EFWl7bev3LSnLDTzOS/9p5bLH",
-	"F8PhhvsEH3ePYK3Netu9jysbNlj9LPAqiszYASWBIIzapivWX7m4MOiYfD7n2XJlGrOeURPU+AcVlEcy",
-	"JqOcT029XfonGLtkZru/y/ge9XndlE7tbkY5qHQAROSs3pJCdg1gxDTjmJk4x9wkcvNRbRiZOeivG7BL",
-	"bIF/ULlOxOH9WhLQgO0P90PVkNVDVaXFtZcSW1bCuniCWTwOBvEh2x9+tzKCT/3xt1aUDeZ0Rjdw8iQB",
-	"loo0ueBLYi+hWmUelXsZ6O859xNjQlI9RckxrVDxqVAWo+b4Va+JBx3jKEVf/jUm9PirVFf5wid6WRj7",
-	"g46Xz04zxf0I93VTDpZ1v0az+80abyEIUdWJdIYn6pkP0APiz1Rjj6TnoDWH8CSk6WIOtYn6NhGZuHMX",
-	"AMMfxfWLzaqDK/o0WObExkuXAtN0D3Cv6EDZWDcqFVbwdn3ixt5wOBweUo9IaVfKUUOF/UDRakCNnDqE",
-	"YcNXSpwsmjyyWIhUEJFhlq0BxL3yqTcYWMDaz8D1p55orOd0B1bYpWkm77gVrrI1VKNBqZXRpavG8ikY",
-	"k2Ke6oy7vDDf9ZpaSQzYkS+NBfILVaEqi8/Y/RZM0H12elWyjCJoCb+9eOF/Oz67PHlzfXH5jzZN4BQP",
-	"7gEtAPNvcT1tdzdzlgiOSDTaHfl8MPzJRbKKgvnvi5/aZKaj+0fI/LdwrOjphDMK2B7891vWFYkB23jI",
-	"VjXxXinZ99qWgWWHTeuoxNBXFzKaSjsCUNwByea2jFqv1chLheHjEk74IxmZowEV14OMQV9tDmqGr1Z2",
-	"14BR4TG8XpQvL3R26xh2qTq77rWsWy8PD4raaVfvP2pVYui9zoPs9ivpKdUGCC1qSlHN/uUsEmYqK9NJ",
-	"9yBvRCbEStl2r8of3VWk9wU73MUQ1j2xQywTWWOM56jHj84mfSylGJX2vYsdRnmWAdWcXPPpQeH4kZbt",
-	"v/g2VO8vT95cnB+foU5xefK/Ppxdnhw71YQ7rWR/70U5KpjMoVpNUK2wmzr3uDz58cPbo8ub07O3JwP2",
-	"Ph8n0mD/bBUqx//R/qftjZolPfx0Sun0K0ym6XjKV3aLm+QbsGt/w/USsmj2+Bz4cIlDOSTwzL/Ajy3w",
-	"IWiWiUdq6QNNARtLBZLA32seMGMzwUFv6xqhYpeNIlxi4q3IlEhCFXHVG7AR4EbBc+u9S1jX2Eyrqb9e",
-	"Z/SWG9t/p2MMIY0OQwW4d66V8AjoldWXw30w7IxU00Sw0SVXUzFiL4avYUXUkyzD1vIH5AOhkm6C0Qv0",
-	"1hwVIuP07PQiYEZHtwKV0FjcychLKkTHVWRDtia9UHQm2gS1FpQyjZjmOrQ8O65t4mQ6ssL26bTqHK3M",
-	"0cCzbb7Iv7XMxfH4mmdtxIySk4lD6xfD1800kLlQ4S2BDF9++RDB0L2PTnB45FGIgeMlq+HIcxCVPyt0",
-	"p9aa7lRv9HiArBozT6484VjN+IqSxcaikLnoLd5heqE8TWNKmVShmou5zpZBkTQ2XrI+6qA5dsjo+yV6",
-	"BYL9KH8oNdD9vZeh+uHi+B831xcXN2+PLn8kbPa+JGncdT405ljHSzdioeRhP5xeECqzVJGI8fO0YL7c",
-	"6rkEw2AJtmaakMOcK9INC+c5uoiIvquyBQ3AilBhXS8o3KkfbCMxeod0OQ85x7wMK3HkgH0zooaDoUrB",
-	"tFGUSXK4vk4v0/w6iS20CbcBe+fiMinPqP8SdekBBX3OY0Fp3S5/PlQTDO3qCbkofS8eQ/Yr7Oro/PiH",
-	"i/9wBnlvk5Cj0x/RBOiFBnvY8lt0XaOTDO+ZdQDxF6uGagz0jm6vRACS9D0izaXqZ2As0PlzZhBSFLMQ",
-	"PEKb3L0L7/UpEFFFvX+XP+wa+mBvjpmLBqySDIBvLBj6cekyj3KXnVSg59Xbi48Ai297TTjaxGWpS8xz",
-	"8NhtjPMvZK8P2eXPq6O6BjoNjN01GYwPV4R1pfON4+l7f9CK3tDVWg8t6AvZ/JX1TaoRBTHC4/g86Qs+",
-	"02ZLtdoFrCt+hjpy/uR+/4oH7RqLtEhvFxaXhuXpoBay7xz8/KluZtwJJYw5dOxCaXKyVbdeuVOe9j8X",
-	"NqM8LvxLxyLZrVwX3+7oxLXxeXG/MRu9v7i6ZrvUOqIyxChwGiCGvt3dGqGq5nJWYpVwsj7MGFQihtXL",
-	"V3ZACLl3SrFS/Mio5KuJ1byDScvLyjtfzaNX3KtOiWPbs47NNIHrxzsnHkNJ+BXGa1eIqXJK/pBEXL+q",
-	"saiScQiETz3uILb4Du1PQRNsV826M8FB4gZeyJrA56+B6oQI2mvCIrYNEoWqDYvYFkjErmfShEq6IN0I",
-	"y15d1HOAoWimJxNQF+QcWy5l7Yh34q/8fX6Uq7bg/pMiGyyxpqtV0iNJlV66PrzwY1Lp0DtgR86ErJ85",
-	"4sFm5JwmevxU5IRv/3mQ80eA1NdBzmp7vD8pcp5KFTsvKpXoUKM76nzHqWWb72Dn24r1vgQvM5E+GS8z",
-	"kf4T4SVA6ivhZaWF358UL69cNztZarYukYT7e64Ld0fZB+8LEDMTrmHnExATvv3nQcxLgNTXQcxqPfyf",
-	"FDFhiYyvyfBKkUHlyiQRe+T9AsykFO4noiZ+/M+Dmx9duvvXQM5aRcyfFDvJF4HtefIk8XqlWEfYJ+Gj",
-	"OxSsIhg44FWeNz1a8nniHlHPnNbEhhfDoXP0uXLt4h7ZlTY65Bk4qPQc0pNQ9fsOs/vUecgHX95j/o5H",
-	"viK3IMoEJlzzBOO+oYq55WNuRNl5mvLldwy7FUvDuvWs+x56SWciiQfsb3k8FXGosLaaU+5ScfXnK2aY",
-	"TmK6JBqzoGh75J/sHbJXLvsH+weFqlgqlalhlga1BvI5mq6pBU0z44al3BgRB77rUKha2g7R1twVvpXv",
-	"i85XGBZ6xYC8vH8IiHRpsNyTnCw+Neta59jAWGnPUpqI8pLO/P+JEwnnRtfbq+HLR7rdWjxNlxgya3A1",
-	"Oa9bLNJEL+fA76kYvvjA3zra5o7ybLnIsivD3E1B4Ct6/TmyvYo2w53/+vmo/5+8/9uw/93g5qD/6fe9",
-	"YO/Ft/d/aXAIbx1F9t13pMGGYdpaABZ2JvdJdQtufHZe7zk8pafUmIxXGkHpMRIAJgzZWrqjh3vTMexW",
-	"LitvzsVCSl4pp3Cl0n7jmOtqM64MyK6AuYv6QuUD1L2S4/jr5fUEY0uU+22o9sb91cNrpISxoUI24ILR",
-	"5TXtVM5BzMPTuu1V2ukrYVxABK9zd5oLxfjdLapFEypQK/CO8NpF6gN2VEaFfMyJF5euA0tR1VTrSvH1",
-	"91g+ecD2h8NQrWYSteVVuSvlHx0k+YkWdHbc+ao5NfUb71u82UXHgWdIPKwgtitmdaN73HASor30fRvk",
-	"J5Rq1zs/UCZdrbfKCu5TIrgRv7KR1SPWHbLvGd1zt4LDnO6AKCspKWxXtnqT6g7LWoOyG0CofDsFUlbl",
-	"xNX+U/zdpyE7p25jU7hQYYMDaQfsbIKt98nerLWU65b1Fu4mMxflDZUbFPZTRvv8qgDJv1vvuFjmOmN2",
-	"P4AA98dG6HkZAXEVF4uTIkD96yrdN6rUjjdi+NjPgtMLtyK1PVdBYyrXBNCHByu5In8/ubw+++HtCVN8",
-	"jpuwjnRdXXZxxqAwSIOxYVKayhYs2GwhWI18uv6OFOd1pSyVBF1MEaj044DDWuGB2MKhwv8CV2j8aw8v",
-	"SJAWNJxQjf3wgCLIigFNCgTxqRlpJSJNjRwpKD0I1YemmtsC2VBO4b0pbkwUaIJSCgzoXCQFtEdCbPXe",
-	"B8Q8cOBz28dzdIP4GN5hqFYqdg+cT07ntkxtJNNjx7D/6Dv533+ziHuAaC8pr6AWga8UuBVJyK5tY9GD",
-	"k84ngJMOFWqnXiwNmsq8aciVImZza4qaglD5gpuic5CLThJKd6sVRrS+6tkCCYSKmhRnxrocKHf3RpI4",
-	"/jIPVnqFUGcfqkgKFeKpqXYNwIsXWqoPSP7BzssQnVusa65D2d0C6wYiriKRJETdL9fLEEK1XojVqBbD",
-	"fluVuEfKta/hh6m2dfuD4/+1RlmNer1rf9NdaxpDRt+zaJHYOKwuOTxrIrEG+uWv69eBPlLmFpcJNCqY",
-	"H51yNaIUjVFxSalOdgzmlOEtEv6LgGpJ8ZIERuAMFebJYweIfprpeWrZNJcxx6oxKhEsBi90PqoWRvnD",
-	"bahEpGmEHWD0WOtZmdXUiqj94AdshD4AOQpVt619fS9gI67sLNOpjEas6+4FqP0+j1IYov2GhiJJt7gM",
-	"gmpD6fJMvzu896pWCXqIEt8lbGHZKdYCNBWbtmmm1MG/2QhbSfx2STZVy6u4NgXhhPdZOFB0gs48Spta",
-	"uXypIquVuJi0MplCpaWGJZ37YNtbBcyD7x75zW33evXujvtPLVq1a6xStI+q4G0hL0GRA5x9rvo6FFjF",
-	"xFRCZjWboYWlGSdDqUry7mqPkt63TzSpvMhiyRMRWaeG0jq6V+9P3rD/879fvArq9/qHKqxmOYSd3gF7",
-	"o2Pxmfq+RzMQgrAt6oqW5rYA4qUHQqiO3p/tmOoibtDJXHovBuykoqSbov1MwH5BpxgbL0nDa2vUUxim",
-	"vmBqQp0oyjqjWa5uQa3Amw5dhZG/JLJUMQ+pdFjUVlNJ9DR46aBj4QN24lvwuLY9JPy7+8P9soOinErF",
-	"E9A3G2V4meyC7ar+fBk1z76ATfYt4VTlikaQzo4zOzMiIAsC+y0/gxUcx4G7GCFwFydQAY++82VBODkW",
-	"5blEn5qo3kyhq8k99bM/iaX9iqf+tKSWZ5x600lTpjEnLvQ8dSFfkCGz8RBXk2Dqh/hjosdf8RCflvzx",
-	"LFPX2hI2HOM7X+SGltWz+FyflEay+fBWMkVWDi8T6dc8vCdlSPyxh0eu3Gmm85QqKzCu9xypxk/Lvdh4",
-	"mpvTK8gOoZ56B0jYu9gzblQtvqw6pZ2fuijtIh9MBLqCiNmoOsJYx8uATZLcKQIObjzDUHScRyLGAisK",
-	"X4fKOS1xZADzWEy5YnyMhZ+oZGZcmYnI2uJdXxEtn5Yf8YxTO6SkqxQJwoegVGVG2O9zO+l/Wx9xqzqt",
-	"SmOo56kyfFqGxkb8XUvCqJ875gZ8xYN/Yu7Bc869lU7gHb7PcIzbpzI0HVw9iFvv7ffzJzCj3SdFAyhb",
-	"mKXuAWU+VB4UrpvKs7KTQ+VhJbpbeUrVF/ef7v9vAAAA//8=",
+	"7L17cxs3lij+VVDcrRKZaVKUX5uRKvUrxZYTzdiWf5I83tm0rwh2gySiJtBpoC0zKX+e+z3uJ7t1zgH6",
+	"QaIpSpZzszv5RyWS3XgcnPcLv/USvcy1Esqa3uFvvZwXfCmsKPDTS5mJt9wu4P9UmKSQuZVa9Q57lwvB",
+	"ZjITEStExq38KJjVzC4EK7S2rL+3v8eMgNGsSCMmeLJgRsyXQlmWiyIRyg6FSnQqUsYNU0KkIh2MelFP",
+	"wvA5TBr1FF+K+lMhfillIdLeoS1KEfVMshBLDmuzqxyeM7aQat77/Dnq/SiN1cXq9EV46UYYI7ViNwtt",
+	"BFvQw8wupGHSdKxCplvXkHNrRQGv/a+fjof/xYe/jod/HV0dDj/8dhAdPPr287/3oo2FfoYRTa6VEQjw",
+	"1zoV2UlR6AI+JVpZoSzuUHyy+3nGpTpiyYIXRtjvSjsbfgs/dgPicxTYfF7oaSaWe4ZNdGnz0k5Yf4KT",
+	"HrK4HI8fJ0thDJ8L/CAmg4jdSLvA0zWW29IwPWPSGgbnN2InH0WxYjMus7IQTCu2v4Rt7H/DuDI3ojDM",
+	"6Ijx0i4YVykr1bXSN4oVurTCMKmSrExFOup9jmj/l+KT/Yrbt1pnjb1HTHziic1WuD+YCP/BLTAjhMGF",
+	"vSWYrS2L53kmEw6D7zuo/uVnAzM1V/XvhZj1Dnv/tl+T2j79avb9uIG1Hit2/vI5++uTp//hj6x1DtNM",
+	"sAmcwATBWi8a9+C3N0JycNPBao6VXRQ6l8ml1hkibqFzUVhJGNhawwZEgTDy0l7Vm+NpKuFhnr1tjEPE",
+	"sQn7hFue6TmAv+Y0k1FNGXr6s0hsL+p9Gs710H0JIB2d85vXhJawDKLJEOXXFPoTPdVex9oOPqzP/Dlq",
+	"Q8iEGQggkQHOVT3M3OoMm+CPuCtpxdLchgPtE/lcrYgXBV/hgvI8W73lNlm8Fpan3PLAuUk+V9pYmQRW",
+	"/H7BCauHw8ZzLFmI5Broc6ZLlUbAmJGpw6MrVnAFxNxPdWL2G6+NlungiPGpAV5+sxCKKa0EPL7zjl80",
+	"FhvYL6whsIsTECK4Pj3D3eQAkohJRf8xXaSi2HkRCFCQcKElLOFH0XH4i1JdO6AxbhlnVmei4MqyTHwU",
+	"mQOZSKXtANbd1vga/oQWCeePzCewzpe6QBjVz7CZLpZOFFff7hkGTGx1hRC8SniWXRHnYH2lLbzDOEuL",
+	"FStKNbjbus/8JGc44OYO1qiVjj1IkRUBnItfSmFsADmkXYiCIXGzfoUdA6aLBgyOGGxqqu0CtrJGQcXq",
+	"qijV5tDPgUyYAClnF1LNWZ8X8xJUGRORyiN4OpyKmS7E8KaQVrBcZzJZRfQS4ssAmXQhbFkofClZcDUX",
+	"wEJKJWdSpCyVs5lBFq9Ly2AgmIwrmnXEXogZLzNrQNOa8cwgGqkyy0AUeJ7rYDfVOhNcVRw7jMgIokMW",
+	"97755hv2vZhLxRDKcS9C+U7EVkEvck+eqNQ/N9pUaqLez6WxcuYE4+bM5+7MSZoZrtKp/nSVi2IpUSsz",
+	"hwwYCpCMUIlAHASIlUYUTHxCNQAgc7NwKhsK8LXFokpp8L0bmYqC8SQRxmwBWb3+bXR1qowVPEUNCAB7",
+	"uE5lesa4Yme5UMenG7QV4TeSlF7YJDGu/sHwYDweM6St+1IZsa1Pp/QmjBf1llL5z537rthJ4CTCaEMA",
+	"dY+j0kHnEDqBETtT2Yp95JnETXPY9tAstAViKFYOXvVbqN24oQGRWCqUFOkRc6zCsBZ6kUoJmMHzvNAf",
+	"eeZmLBUscjh0Yw1xmRqZhF3AjLOZY9TuCWDVAHqhyiWwoxtdXJucJ46mQY8Aii2GszLLhoROwK1uQafP",
+	"t/AzU2Z2U5wvG4J+q+6wqRoAAhPDvVU/cs9F9XQd3BcBu7nKpBBg38G/IFy47R32Um7F0EpUvDYoC1hc",
+	"GKeAOvZMgyvyFl+stXRukDU5kcTMQt/AN4zPrCA+MZOFsSyTSqxLYmB1w+HQWTlg3pGJA/wu7v3lL38J",
+	"/FIp1yj1I+aYkdIWsJ5bUMVVCnaMF5ZyNgP9kGW8mKNZfC1EPmLHli21sezZ06ePn7HpygoTsaT0K+dg",
+	"jGYC130EUyhmi1IlAGAmDXwQI0ZnASa1dUADKAAvyVbsZgEEKC270WWWMmNllrElvxYNE0dWMA4i/8aJ",
+	"iU85EF1IpxSqXoSxOjfshpPM6g+HnhoRFXS1S4cxONduKCPToB0C5BzGJMeP3MK4QVWtuA9lb0yad/pC",
+	"XpxevH11/E/g5wuvnlo4f3uEHI4VoApYL1YBQYFbBkEOYwQAfuzG2CNGa7x2AWKEZlyyfnMdJqLlVDQx",
+	"QF0Z5RVoyt6KB3ux0lEJh0mL0QUD0gmiLrwM5pWJHN5qJYzDW5z8ahN7m3JtY9fr0mhtkCACIjfHB9kN",
+	"N0RM4VW2dXAgEW6AhhsH0FCZCsFNSHOJe8IkPOO2FlFWe5+JTp3DxHtRWnLKs5PQgTtvVDdjBJryLqt+",
+	"3It7tI0KyRc8RbsiTMKmJFa+CUHQv2QqlJXA0YFsNS/tYiiNKUUxICbzURTEh904Hr39wohemNXXQh0R",
+	"IyK+6B7vI0YtdOZQDqzjmTnk6VKqAcuksQZ5bCoSmQpS2Tz3cEzKrXGFXIodu5N0irKzpzYRyvk3Kqp3",
+	"tA4ojZ48IKYgme+AdMjkwzgXQqk1uYuuRH/qbqWRdzciZ6tw0MnM5qKiSu7W7Hmb3H4hEunxa93ZU//i",
+	"wUSgpxXgSB+iW7SIapRti3glTUDN8eeMH3ZzlnhlJMAykrIw5DndJCMlboSxNWLpXCjAaTCliiMwNlLU",
+	"IgyboKSaAGWDPKvMDyU+2ZbYkso+e1IftlRWzEWxAZ56j9UKQ4B6Tq6xTRhZ74XaCT5umC5XUqn4Ry6d",
+	"vroBJ3RqoY5gRPFRFGzBDZuWliVcgeEMCpfSN6w/z/QUiXZeiLyixELm8LnpLyYs3tmieVcvL7yDNdgS",
+	"bLaA835OznkpU64S0e372zPMrIwVy2Fe6GVumX8FpWmQH3W4LKO1mMvdHKpuLX+7OHvjfB8Eypa+3PZn",
+	"M2nv7HDdxa/a2EYDgsGzQQU0wA3SNMRzX0klDMMfjxhYWyT9BHl8jEyFl+bk+tYFOxiz1/J7+A+V8IL1",
+	"Hz19xv4uv3f6TaVJ6Rvl9GETMZQ16BTNtVRkMmxxGFQEH/WQZXRHyZoOn0zMbHMbfjGsEEvQ7N3xrM/Z",
+	"hpRZ8EdPnwWx6aMoTBiv1w7RPxj50UJHRV6tLTujBxobbO6tsW0nsnbaHYrRllHZxWqjrwOJyC0hBJGw",
+	"DXCutR36UGjEzGqZSXVtWCGMztBe44blQucZuQtB1vQ5KgykLUlC4HeXL4ffOqOWG/buLy9fvnwx6DQT",
+	"ripQBSQeX4o97xwjbVgqNuVGPHsSsbwQqEU5w9Fp7Z7RG47hsCV5t2Akv0By5OAy0RYGvc6vE6wJkc1G",
+	"7PJGk43CFOA2MwteCMT0RBfoykGM54kFyxXmMMItsR8gQjDO34AWT6CCsSpYxb22LQmjhKDVpdK/X6ya",
+	"aOp2SQuU0w4LzZEqjHY7b6jHamBiw9gw4peA+77QS3Zw1MGqHEDJS/oL66Mn0QVvBjvpKFEP7e2dHTde",
+	"mW6vElXqCI1EwAVaagBia/QGO3YLWFd+Hb/xHLUFvcgJiBr+3cLFdDnWHAR316dIVoWiL5WTLRAhchkF",
+	"3DRishEeGPql4LBoJbdDq3LS+aWHdv3ii8N/lQNNmrb5H6u++GSFSkXK8kIDjh2xUFCQ3PYFAp5YCnx2",
+	"s8SKQmqpc0dkImIcrT/gSolWMzkvnQuYvBMgqQ2cPs+89R6rOt7oh9MFU9rPAvTrxxLpKAaerpU4m/UO",
+	"f9o5JOlQ53P0252jmdWra9jyoX1EjWyCNewMUdm6PKWdzvlHgTvXWblUu6kpgHsNJtT4xWV83C4rcYgI",
+	"F1q/dQtG1rTY3thZjR57xiWLjNisEGbhfUb1vl0KBJzvUrAZ8Ee7ELHy8ADbRKtWMoeT64TTNDwrRK4L",
+	"a44ogobDx0palqDLFHi/e7DfMJVAHhp2s1hFTCpb6LRMyK0llrldDQjP1vkMLiuomOAOw8KgHr4jYueh",
+	"0JRZ1Tvo30MGgyQUMe4cdwfj8X2C81V2SiBAHlQLf9Q3bMnVqgmmaskgsnJuiBUdjMdI/SJl/ZYuYhdC",
+	"NRWeliQlZWrLvNVkzknlUcCpqbCEedth1Bh/q3FcKwqEb5sIE6NIS1nt7X5qKLKQSnrSWF5Yp7FsJzOP",
+	"Ph5ZWpjRgESY8kJBFiC2RamuyTZ/jGiCYMJ8pk/2iBRAF8a7wg/cYBR2M1auxI3P0tqMnmap/+3WSKtX",
+	"prcDw+kGfuComj60+5NU2h+lCrIb9vLi6uTF6eXVm7PLq5dn7968YBuyzXk94d890N/ngD5IREYuZcYL",
+	"ZjXTWXpFi428gU1ies+wuPe69bT4ZOOeAzco9qj6t+NSmwAWKn3VyaxxrJYGc6s3HTGva8R19ax6NqrW",
+	"4SftgvipDYkzJW4cmEJWvQXRDgw544nAzFD0nbB3RjCuiLcyeh1gnopMWLI0UfYHNfP6YLpnpBw/7Wce",
+	"sdelsTSmFx8dWj8+f8WzLJTUgD8yjiE3TB4KZGwckTzD/6MGFrFlSc5JwYtKhGmV7JTisa4v1iCImifQ",
+	"dXToXgmfHw9QkVRGFPYKGRzIG/xE7JWsRa6ShS48A0ZpZLV7EJ2ozOqd0jCECnB6dwjBqbgP+zYPt3kG",
+	"iNlkLsFzgx2zQW5ZhSNtHNsuCl3OF0yolE0FqiqE1NvBBlCRzsflZIcumr4V3Ba3zSimWwOKhnrs+qMz",
+	"pUIBDlzrnWDbiKnXwEXeh96MKgrfF6P5iMW9g0f/9vdLJ+luhbB14iLotSfwRpWTmdZlojq9nE1X8CA+",
+	"N2Iv0RD161tjI8RDTH1sO5hfec+tcCsB7ZyZeYe8SEwI29lSRbEfYP0kwm57GzdxTo+iW03ObFjPmvGi",
+	"gSCG3YhCOBMStfKbhShcCqnhcl298/r8CoOWaMYPIpZrI7GIAH/ONOpT3HrvLeKdKpdTUZigbrgekULA",
+	"bT2vRiLh108DRIEg1XxLEmA73eVOWYDsOElEjs5VhbmNXpUxR4yn6D4x9KOtU7CBaOBjpf44rfj2fELU",
+	"WsLkij9FKAMLMROFF91eofL8ok6Ds3pOAVU04zGUCm9TQpzPh2OXgC8oIuEZ/VEUGc93NmjaQm49S24t",
+	"SS6Ui3wV9vm+xeQKjbuOKk+vByweAIaI2JQn10Kl/yNzJf9MGvxKSYPrmdFXzgoi8ruFt31ZUuGmUHvw",
+	"nEKYgvLaQykWBRkAKUbfS4zMG0b6NfkVa8XZm9Y6ScoiVhnp+NmKdTktvdEFdvmlz9vHL+Pe4DBWlML/",
+	"CGXOkGQOywsxk5+E8TG6iD1mtuAyI9KSVuCZx0rOlS7g9ydMqlQoS+jmvmb9Wh1nhRjSIygAnzJhEp6L",
+	"NFbJghc8saLwvPIZy0uV2NIRiC6WPJO/inTEKksNEdrZarHiTmkkpQ3htmecmuqkwHrsDmHdx+BorKZo",
+	"CgFvrRLGXF0Ut/g1M/xmcOR4ErloaRoTq37DTBq4b12Wj+DJImqs7NE45DnD/JwgC2mu62A45SDV+lMy",
+	"tlC7QFJcSiWXQI0HIR9Pw7De/iDiAT7GP9FjzxpjPwq9QpttKWydVv32yVvm+rZHdzDdQ+S31T1wh/kI",
+	"SNHO8yLZ/2E15aVnSLcxx6oip7NM6JiQdc8QayHSIV5mF0IWjpsFqoeA5DwJOi8uluwgscFQHvOREPsT",
+	"GH/iXNA7q0MdJUV3UqNvK8VpMGngTg3W18e9NPlE5INNv3uFzr+Can7hWDShole9pWrhly/fpvCdM/s1",
+	"iAyCG6n1pKYTjNs6+gVm0NXVMU0XaePsCcrVyT8shHbG/10sgdvKZf60DLZbBn86f38P5++fFtjvbIF1",
+	"i8MvN7q+nr31UmbiRNliFVjg3TKBOvLfAl1AItbqAhKuTZC/dmQXClitS3uCp1if+7S6PcMkVYFRiQ0Y",
+	"N0LN7WLn3Cf8ps55h9PFTPsCdFmapBf1EO2CDvRGauFmkc68zHjhA4juSSr8SfWNyjRP9ww7ueTzdtGN",
+	"UyOYcJW9O8VE8SEHxsgdZdf5v5LGOt64bpbYQt4hJ6pGpoASTbbulbmWeR6soABxNfn/6LHv5tJOSEUb",
+	"zaWlL13qYL9o5lQOKNsjoz04VXpa2soBgKW2rhgpYlOR8NI4N7R/ZCZtrKRiN6CM33CDubh1oApH3jNs",
+	"WqZzYQ3rH2ASMXCqg8cH0fg/HsWqKLHyChg9rdI7MAeHzIGRTUWmb5yaP8OyF8OWfMWmIlaoUOGiqEaP",
+	"dlzXtGBiM/VTAa5M24SlOq1tTc+/Ne67pZTlxC0X/fcEidIesUn1ytV0NfGZLzJZsCkuxlgNB9uEWbiI",
+	"qjlOQEVyQQHccT3nxCf+HLKJg+fEJekMhzDdcMk/DT2kqbSIYEx60BLwR/lcUdVcZawoZcPyazGotiFh",
+	"yw5nQXTQbK6CoY2msQrhCeAPYEVlSVDjjNKOmDOEbviKzjRWyNR83oukEnBkl4BWWCcaVfWmHtUpw1Za",
+	"Eyuz4FmmsZAlx0gmCkJEROfROiUKwvHinjMLPZvzdF4RKWz49vqe+rUam7p4zLsc+Nsmi+lI9KgFwA5c",
+	"u5Pp+khhxWt5ZrSLUZkbTC4DdrszU23kg8PqQnv9IdPTzhBSWES+kIVIqM+UZkbwIlkwqdp6om32pvKK",
+	"DGUBO/mKeTnOojCMzzmYXB1Z9SHZTT2q1tcG22HuV1gH6cPIgqi80k/k47vffLP/zci69CZTJPv0hTB2",
+	"9DMiHjuuxkNSUprFvf245/Vj3OqUG4HJ5dyC/GOpyO0iYgae/caVXsc9moiMQwc3NEiw7NQWQhz5JlKM",
+	"e3VDY5qOi2HD0zj0ThiAEAqeeSHyzjN3KwjnXWG51Exm1qW1Ej/1AsRvqoJtBdhvRr/9bKKfzafPCNI3",
+	"IOaQLxwxJebOt0wZ66bMc104NWvnvKu1pHM0BAqWbmLqHwNNz51uJT7lhZu+Bh8Atu9K0JhZKcs/Db7s",
+	"wH8UPCM4rVXfYBO0pgKpd2Cj7q3QRN7zupY9hcGHcAqY5fMwH8ykArXT8jn67rlyRCBSytTg6KVBz8QV",
+	"RgTqJLf+Rnzk2L+KT7p0jlaju++fv3j54+nfX785e3t+cfn+w2+PQn3u6hSPW/p10Y635Fs00xTC5dLo",
+	"tkvb0Q4QDsjMfF2iLOo8Ep8j+2hM+QuVL7tdM15FTRZYa+YmQL2pD0Dd7JTU6fvfXDWdANgxPocpqlNl",
+	"69RBVZWvS8MyDWYtqTmPxuGM1s1MwdtyQH7v5MHXz9+GazSxEKnuwrN7WeTr52+xLJI1RmB9QP4zla1+",
+	"lMpGLBXGFmUCrIq+0LlQ73WRpfBxcI+GdDv1zbv47942z20gap3OlmP1Vd9bGuhxxeDEqGnePgi3iXNC",
+	"b9LQ3UqhPWrdv4iYuji9LFViO+rntx/6Vyn5fSBkuGNJbzd4wuQ7awBt2yGtgTjknPG/3SphnTMk8EJo",
+	"zbd1dnQtvJ4vuGXP9TLPBLGSu7Z3bEApwFvrLoSBcOhDBDUrF22ryUOa9qJemaecPKToXcfeEx/FHTvf",
+	"+EKBquWeM7+l7ejKEXKawbx7BtmyVLjaaOcxO4oFqm1HW+KYjf6K24L1m4J1Uarr7uaQEUt0qcDGR43i",
+	"APQQ309vz9R9KrdkHbQHDqabsO3ZJlsSR2qfwOPoSfTsQzCZodNiv4M24A4DoRXdOVtgrb9dkEA2YUWV",
+	"5lcA68OW9udzYFzAk9Ks495f4t4RI1JwL8FRYbevIxd3ct+r7YHYXajFrQMeCJOHY34dBZx1vCXVlLzs",
+	"Kbqx64qy/afGJnZmop2xjmBrz42j6YxeRAHrKSHuipVNMy6zln9puzVVxUmCS63LLNfsyPW+yqmwXGbG",
+	"2Qc3miLLaGAuBaYdbyojSbAD2QU1ZhZFoQvsjx0xNOtfXlxdXB6/Orn6x8n5xenZG9Z/Mv4r5T1cnFzA",
+	"N1cXl2fnJ1fv3hz/4/j01fH3r05Y/+n4ceTbcdV11jNdzIV17d4ALc5Fij1byCQ2VhfCV/JPMfkhWWDv",
+	"DBe5v+FU4muFGozYhYvaudZWpC6vR9gYT1N2cvH8+NXxJaz1xcmb05MXsInHg4hdnp1dvT5+88+r47dv",
+	"z8/+cfzqApc+iNibs0v35cm5f9o/1KzCejJ+QhkYrR/fnrx5cfrmB4LViP1wcsn2QZFf/Vq1FofHzk+O",
+	"X/yTZnRA4SwVuQCemKyqngai+Bgu56fT7+gmR/pSlfUB4I57vlt6z6UGBodduCq026J+WK12S0E5Beeb",
+	"teT1IjZbtnf0Ze1oLHdGTUhmpUEngWs3sI6wUTMugelM3tQ2Evve1D4hb8e6FBqrsTKkHc65WzO4mmeE",
+	"GhnYTGwZZUPbyG74yjA+1aU9nGZcXR8hoWLkoW6tTj3HZrIlqbfzTFpJVPOmhFp5bWFR54Kn3QlxGadw",
+	"3cbOHsau17OZETYM1R1bHfb51OistKKR5uJrsyuGlNykjZYo1F+Dnh106IiWZ6/8FndTMdxePGhag3QB",
+	"vtOZu0NqD6Xm3jO1J5PLUI7ra8o0dZUuTM+c6wens2WxFix4NB6PsTaCpfRtFTpKeM58EjB18tozbDjE",
+	"LDicu91+U5fUXqOZ+Nmh4zgPXQt52pvw6YnrFWOb6z/44lXcKUmDTvzLkjRa5Lo7yx7OeIKJTOHeYPfK",
+	"6DhHRn3fMibAFCxGxtgI2EdHruuHUxLCMd0/q1X+zJUSO1r171Sqnc7gc2nrDjNG/HLExrADTbHAJeNZ",
+	"FkzfqfjB+NZ0dKu3ksrttN/+pRCoSqfhoB7F8n3bpc3Wur5s4sg19nfFkc6So1CCyFLsM0mFFWwOCjtP",
+	"rkes0eyX3gZ2jgkYIu3skXVZRbzj3uCIcRfzwDuOMHXZxwoxlNBvNtBrtR/zXfSkYb5tXtVJr2qATcty",
+	"JSTSMpNjEmcz6E75M3pGzw4wckKv/fSBWr7Ch7MlWCLpZovgr+ENa87YnZTSh7UMfNxHVo6bDSD6syXV",
+	"UbGfPoT55k5N4/5gHeK2d4aj60FC3eCAgbf6wQ1wa448XGesHXq2hfW8bl/eVh9/RcqhN7dJ8drkAnOP",
+	"OIlIndHlujo7/tY3A9ils8fcT4A5fTM4bHSWN1Vr+b6lXCMAstFL0aB1n5DlOYnnUtQ1S4ER+gIfrgka",
+	"pCnNct2enPVHo1F4CYOanilyuUf9wEmCC3/jzl77lhKGsU5sgW/4yktsadcYTFc/zYdQfy4w6L8LT989",
+	"uvKbWfBcwDkTjHqR76NeJT5FDO2KzwjseaanR6x+y6W2wHtoCByyn36DASKf9AJfwOG9Qf01woP8/OHz",
+	"h84JCpFvBnYePDl4vevuZiZCVxyr7qq4U0TRPR5aw3tQQP64pWHBKAr5XOtAyofbe0nsEpRAUHQq9o3r",
+	"59ayd8osawpw9yDqFzBi2PX1Z0nV9uqKHVwBzjv7ZwOAP02q36MBgGcAW1jHlzk52qz4gaUNNrxNykLa",
+	"FSaTuI7PgheiOC7DpSWOArRPjRcqRYUC8//3F5il9ytxpTMYo1KWKDPr+dn5BfrpMzlfWDOo87lcl3u8",
+	"QQfpazjEayxAv2nfhTFi7+n35pdk4uELEnD0b+8vW7dhkO6Gqjs+TrRZddffM4yXqQSyjSrNmYpnSgsq",
+	"l0l0LljfXZhBHkf3wfEcf5cG3dkQte/WOGScIUmqOXXnJQ9/teAn4wOX5v7+/fshAE4oCwQiDtn3eCDI",
+	"08oiEVceot/FPadFltNMJsOyyEiV3B/diCwb4tWu+wSkvNBWJFakQz9M3JtEWPAMK2hGVGinT8aP2emb",
+	"i3cvX54+Pz15c3l18fzs7clta8RQ23dxTypTzmYykULZKxwQFDH8p1o1fe1030nodpGeuywVxQBOUDPt",
+	"hbU53dQq1UxvsRe8v49iJZhQQqdHghKbNWDDBe+wTaVJNOI2Ph2r1gULA2x5w368vHy7/7eLszeN+xWI",
+	"mwdurY2wkYNzGKA9eSNVqm+ovoAHxLfhM2FXToqPYhWrk2pFVbht8lvsyJwylD1exL3PEyBQUxL+4yT1",
+	"Bbax8pHWqU5XzeXbgvsQq7/Ntk8RGFIf/D22sdp6R3HUgEZtsg1gSe5iYtzRMe0GFyHdtQlo8XPDJs+J",
+	"sQ4vV6DON+/2/dloNTkCiDafIdpGBxYYPTkvjFNuliKVnAHWwCye8PpPxmNqZgQnQytIBd2BDRw1sdnq",
+	"kEnVMqq5YqXKOTJA+OrgGTNlUeg5tyJW1DQEaOparNhcfgTGdiMTwfrA2Dm8lXAjhlIZoajHVrYiyCKD",
+	"RJccFbZ85FlJHVKbC2aT0zf/OH51+uLq+PyHd69P3lxOBiN2DLKXjCrm9UJGHZoBkiDcJpQDQzl+mEdL",
+	"xSiZTIQyojYreq9PLxtxvB7xsCHPZaMU47A3Hh2Mxk4VV/DjYe/xaDx63GvENfdb98nMQ+EJvEQ2FwqZ",
+	"bXUbDLLvYDfz6k4zyu/NRWG02jOx8rfeBNQBkhUTeNMhpmsRC98YbGy21MbG6tnYDFiprMwwUXvtbhpy",
+	"l/rraKTxy47I14Q9VfDo0Hd6VIs1vLZGqNT40gvS4JXA3qPUi4VcjiZWHhY4Zj/XxshptvIvDUbsLTcu",
+	"E6sQH6UuTe3gm9B9NhM69S335qC+7UWoE0C2oXXiV7Fyb/jb40RBz7o+3l7ZO02xntvY48bNOs2Myp9C",
+	"besyTZXk1do4AsQDHWjoB81S34PclAmmtT0emyM2RocHJYN7Tsgt1WjXl6ON65vjfylFsaqvjoc5e1sv",
+	"rA+msiNw6fq4Ndi7e7YqdG+jDJ1+hQqVFcXGIHFWm+iPuCLtoGv9vrNkvYG7eek/rF1z/2g83nKT+t1u",
+	"UG9dMNV14/3ahg2W3wu8hK8wdkRJIAijrumq9TeubI96plwuebFam8ZsZtRELf5BHQ0SmZJRzuemfVHU",
+	"Bxi7Zmb7v8n0M+rzOpRO7e6EPGz0PkfkbN4PSXYNYMS84JiZuMTcJHLzUXEimTnorxuxc7z867BxkaLD",
+	"+40koBF7Mn4Sq0BWD5U1Vxf+S2zWD+viGWbxOBikR+zJ+K9rI/jUH1/wULfW1gUm6MGigKUiTd7wFbGX",
+	"WK0zj8aNdPR5yf3EmJDUTlFyTCtWfC6Uxag5vjUI8aAXOEp1I9kGE0JSclaboyRJ3bu9zUS2Xzdf+EAP",
+	"C2O/1+nqwWmmuhnuc9uUg2V93qDZJ2GNtxKEqOokusAT9cwH6AHxZ66xSddD0JpDeBLSdCWh2kZ924hM",
+	"fIQpe4e/wYfq4vmw6uCqjg3W2bHpyqXAFIHeB4OqrihYuCwVtbn0iRsH4/F4fEQlP9Ku1UPHCm9CQKsB",
+	"NXJqUYdXXVDiZNXenqVC5IKIDLNsDSDuhU+9wcACFh9H7maemcaCYndglV2aF/Ijt8KVVsdqMqq1sgkl",
+	"D1g+B2NSLHNdcJcX5u/7oV4mI3bsa7OB/GJVqcriE977ASboE/byomYZVdASfnv0yP/24vT85Pnl2fk/",
+	"uzSBl3hwt2gBmH+L64lY6MxYn7NMcESiyf7E54PhTy6SVZWEfVf91CUzHd3fQea/gmNFTyecUcQO4N9v",
+	"WV9kBmzjMVvXxAe1ZD/oWgbWvYbW0Yihry9kMpd2AqD4CCRb2jpqvdGkQSoMH9dwwh/JyJyMqLsDyBj0",
+	"1ZagZvhyeXcBMlW+w+NV/fyNLq4dw65VZ3dvB+u3+xNEVfG+azgx6VRi6Lnerez2K+kpzQ4cHWpK1U7h",
+	"y1kkzFS3RiDdg7wRhRBrfQMGTf5ILJB4I/6/jyGsz8QOsUxkgzG+QT1+cjobYinFpLbvXewwKYsCqObk",
+	"ks8PK8ePtOzJo29j9fb85PnZmxenqFOcn/z/707PT1441YQ7reTJwaN6VDCZY7WeoNpgN23ucX7yw7tX",
+	"x+dXL09fnYzY23KaSYM3B6lYOf6P9j9tbxKW9PDTS0qnX2MyoeOpH8Fzfwu8IIBdT7ZcrCerbqMPgQ/n",
+	"OJRDAs/8K/zYAR+isEw8VisfaIrYVCqQBK4UPo2YsYXgoLf1jVCpy0Zx3cHZtSiUyGKVcDUYsQngRsVz",
+	"281zWN/YQqu5v1h08oobO3ytUwwhTY5iBbj3RivhEdArq4/HT8CwM1LNM8Em51zNxYQ9Gj+DFVFTvAIv",
+	"1TokHwj1FCAYPUJvzXElMl6evjyLmNHJtUAlNBUfZeIlFaLjOrJRsbUXis5Em6HWglImiGmuRdCD49o2",
+	"TqYTK+yQTqvN0eocDTzbQPA+yMnc+Tke3/KsTZhRcjZzaP1o/KyjItqFCq8JZPjw49sIhm68d4LDI49C",
+	"DJyuWAtHHoKo/FmhO7XV9al5l+EtZBXMPLnwhGM142tKFpuKSuait3iP6RvlaRpTyqSK1VIsdbGKqqSx",
+	"6YoNUQctsUXL0C/RKxDsB/l9rYE+OXgcq+/PXvzz6vLs7OrV8fkPhM3elySNu8iUxpzqdOVGrJQ8bMg0",
+	"iGJlVioR1Hkgr5gvt3opwTBYga2ZZ+Qw54p0w8p5ji4iou+mbEEDsCFUWN8LCnfqh7tIjMERXUtKzjEv",
+	"w2ocOWTfTKjjZaxyMG0UZZIcba7TyzS/TmILXcJtxF67uEzOC2oARm2iQEFf8lRQWrfLn4/VDEO7ekYu",
+	"St8MypD9Crs6fvPi+7P/dAb5YJuQo9Of0ATohQZ72PJrdF2jk4yb2jlH5TTSxmoK9I5ur0wAkgw9Ii2l",
+	"GhZgLND5c2YQUhSzEDxBm9w9C88NKRDRRL2/y+/3Db1wsMTMRUN3QOgCDI0sE2ntMk9Kl51UoefFq7P3",
+	"AItvByEcDXFZalP0EDx2F+P8C9nrbXb5w+qoroNTgLG7Lpfp0ZqwbrRecjz94Hda0XO6VPi2BX0hm7+w",
+	"vks6oiBGeByfJ33BZ9rsqFa7gHXDz9BGzh/d71/xoF1nmw7p7cLi0rAyH7VC9r3Dnz60zYyPQgljjhy7",
+	"UJqcbM2tV5vz+18KW1AeF37Sqcj2UVhc5VUltu7qG2H40jskDZu8Pbu4ZPvUOqIxxCRyGiCGvt2tgrFq",
+	"5nI2YpVwsj7MGDUihs1rJ/dACLlnarFS/cio5CvEal7DpMewNqyc7X01j56bwCeO7c46ttMErh9v27sL",
+	"JeFbGK9dI6bGKflDEmn7kvqqSsYhEH7rcQexxV8RcB80wX7prL8QHCRu5IWsiXz+GqhOiKCDEBaxXZAo",
+	"Vl1YxHZAIna5kCZW0gXpJlj26qKeIwxFMz2bgbogl9jzq+hGvJMUI09fA+WaPeD/oMgGS2zpao30SFKl",
+	"V64RNPyYNVpEj9ixMyHbZ454cDtyXlUFmvdFURph0o2CMd7aufXgX7lSyK91+q2LtP4bowBdrkf9wL7g",
+	"4OeZnt73yOHdfx2u9ANA6uvgZbMx5x8UJV9KlTr3OdVmUYtN6rnJqVmk753pGxoOvgQvC5HfGy8Lkf8L",
+	"4SVA6ivhZaN56B8ULy9cH01ZmzQug4gz31ez2OjA+QWIWQjXKvgeiAnv/o9DzCN0bH2U4oZ6d8aqat6Z",
+	"Sp6JxFa9rSU1EfJ9qt3P3006cfscgP11cLvZS+EPitvn2Pt0Q/g3ClQa972J1OP/FyA3pf/fE7vx5X8d",
+	"vvvelUp8DeRsVVP9QbGT/FjY2qnMMm+TiE2EvRc+ukPBCpSRA17j+9BXK77M3FfUb6kzKebReOycxK7U",
+	"X6uZnJfIslotmMirdNjoV6VnsRoOHWYPqWuVD9y9xdwvj3xVXkpSCEzW5xnmDMQq5ZZPuRF123yqtdgz",
+	"7FqsDOu3KzYG6GFfiCwdsb+V6VykscK6fE55b1Uz4KfMMJ2ldFc4ZtDR9si3PThiT13mGPaeilW1VCpx",
+	"xAwfaivl83tdQxSaZsGBfRsj0sh3rIpVR8sq2hrmwSndeL/qmoYhxacMyMv7FoFIVwZLhclB59P6LnWJ",
+	"3deV9iwlRJTndOb/TxyQODe6bZ+OH9/RZdvhpTzHcGvATek8tqnIM71aAr+nRgrVC67ldacr07PlKkOz",
+	"TpEIJRBc0OMPkSnY6sI9/C8+/HU8/Ovo6nD44beD6ODRt6E23LtnIPjOTdJgszltLQALr1XwCZk33PjM",
+	"zsFDeNlfUlM73mgipqdIAJhsZlupsh7uoWPYpzLTLXl8SMlrpTiuzN5vHPOkbcGVAdkVMXfLaKx8csOg",
+	"5jhuPhgC1DeqGzBUt+U+DfAOPGFsrJANuEQG+lFOM0GlQMQ8PK3bQeMuECWMC6bxNHXRVJ8fwkhaVw3M",
+	"QK3IMAHINF2q7LiOKFa36fuGDK6teSNNv1G4/x2W3h6yJ+NxrNaz0Lpy8p67Y7hrgO1HWtDpi95Xzcdy",
+	"y3PFkh2RkKpbxQMkrTYQ2xVCu9E9bjgJ0d02YRfkJ5Tq1jvfURZmqy/PGu5TEYERv7CJ1RPWH7PvGF3S",
+	"uYbDnC6wqatwKeRbtwmU6iOWREd1J4lY+VYcpKzKmesbQbkbPoXdBQSCDQVjhc0xpB2x0xneG0Ima6sd",
+	"Yb+u1XHXMLoMgVi5QWE/daTYrwqQ/K+b3TrrPHmsDAEQ4P7YBJ03EyAuB01XeU4JLM3OLU1qx+t8fNzw",
+	"htMD1yK3A1d9ZRp3nNCLh2t5Rv84Ob88/f7VCZiEuAnrSNfV9FdnDAqDNJhXQEpT3b4HG3VE61Fz1xuU",
+	"cgRcGVQjuRvTSxq9XOCw1nggtv9o8L/IFan/MsDbXaQFDSdWUz88oAiyYkCTCkF8Wk/eyGagJqCU0DCK",
+	"1btQvXaFbCin8NInNyYKNEHpKAZ0LpIC2iMhXhMwBMQ8dOBz28dzdIP4+O9RrNaqvQ+dW0+Xtk6LJdNj",
+	"z7D/HDr5P3x+kw4A0R5TTkore6NRHFklsLuWn1X/VjqfCE46VqiderE0CrUIoCHXCuDNtanqUWLli7Wq",
+	"rlMusk0o3W9Wp9H6mmcLJBAranBdGOvy59zFQVnm+MsyWuszQ12hqJotVoinptlxAm+N6ahcIfkHO6/D",
+	"u26xrjETVQYIrDlJuEpElhF1P94sYYnVZhFfUC2G/XYqcXeUa1/DD9NsCfg75460mqwF9XrXOqm/0XCI",
+	"jL4H0SKx6VxbcnjWRGIN9MtfNu8yvqPMrS6iCCqY751yNaH0nkl1w7LO9gx68PAGEv9GRHXIeMEGI3DG",
+	"CmsssHvIMC/0MrdsXsqUY8UhlZdWg1c6H1Wao/zhNlYi0TTCHjB6rBNuzGpaBfh+8EM2QR+AnMSq33X1",
+	"wSBiE67sotC5TCas7+6UaP2+THIYovt2jyrBu7pIhOqK6eZfvzu8tK9VRXyEEt8l+2HJMtaRhAqVXa01",
+	"6vfIsOqL90gEos90z7D+xP0PR5UZwSbDIbw19F8PDmNFN63D1luJJpNWtFYXiFp2UQh329CEZ9mkS0em",
+	"eyjC5uBa+YJLFWvagNXtU3hieCuLO5Re1Fsmeagh0Zeq1FqJs1knu6uUa2q70/sc7Xo3hrn12WO/ud0e",
+	"b95A8/lDh37v2gNVTdAaFFRJblApgXoeqkoUMbGamAohrWYLtPU042SyNZmPu6Cm5jy7p0s1Hmzge00R",
+	"/Yu3J8/Z//nfj55GrHX9V6ziZq5O3Bscsuc6FZ/o9oJkAeIYtkW9/fLSVkA890CI1fHb0z3TXMQVurtr",
+	"P8qInTTMBVM1UYrYz+ieY9MV6Zpd7aYqE9mX/c2on0pdLbco1TUoOHhhrKuT83ft1sruERXAi9ZqGunK",
+	"Bu9udcJkxE58IynXfIrUkP6T8ZO6D6icS8Uz0HyD2kSdsoVN1/54eWEPvoBtljbhVOOmW9ATnIxwBk1E",
+	"tgx2DX8AezxNI3e9R+Su/6AyNP3RF7fh5Fha6tLVWkrDdgpdT1Frn/1JKu1XPPX7pWY94NTbTpry5Tlx",
+	"oYepbvqCPK9bD3GXVC6XOxTmsLffqngYKxfx8RiJRe7KYP8RNMSaF9dUBS1o9UxarUj/jT5ZPneNcfwd",
+	"qBsXQWIH2RF7zqkPGUbxsIIER3U7OapUpnY7PecxmriNU0kwajoeBsFgX5U09pVx/56JaQ89/x+QClqp",
+	"bltxfz2brX2SP2R6+hUP8X5ZXA8ydauxbODwXvsyZfRvPEjk4175YNsPby3la+3wCpF/zcO7V6rT73t4",
+	"FFCZF7rMiZdidP0hikXul0S19TS350mRN4C6oh4ite9j189Js3y+GRpy0aKqOJc8oQnoySJlk+YIU52u",
+	"IjbLSqcEO7jxAhNC0jIRKZbIUhJJrFzoAEcGME/FHATPFEv30cAquDIzUYzYqdoUIbEiGYLS0wuSHaxz",
+	"kovI2yRek69vFObUbJWNvpMcbLiWlilLeEFNOqxhE4t1RarVg9u7C7dfldwRV/+KhHe/PKwHnNqRHd3f",
+	"TDh0BCZTYYT9rrSz4bftEXeqJW40L3yYSvj7ZYJtpdCNZK/2uWMO0lc8+HvmOD3k3DvpOj6w9ADHuHvK",
+	"VOjg2ski7f6zP334/KF6pWpSaCunk/uCMqwaX1Qu4sZ3dbehxpeNLJLGt1Qh+PnD5/8bAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -13,20 +13,33 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
-// editBatch applies a batch of edits (EditRequest.Batch) to the opened
-// file: load the text (loadText), apply the edits in memory (applyEdits),
-// then, unless a dry run, stage and publish the result. Memory is bounded
-// by BatchMaxBytes for the text before and after each edit.
+// editBatch applies a batch of edits (EditRequest.Batch) or a Rewrite to
+// the opened file: load the text (loadText), apply the edits in memory
+// (applyEdits, or the Rewrite), then, unless a dry run, stage and publish
+// the result. Memory is bounded by BatchMaxBytes for the text before and
+// after each edit.
 func (l *Local) editBatch(ctx context.Context, o *opened, t Target, edit EditRequest, version Version) (EditOutcome, error) {
 	if o.st.Size > BatchMaxBytes {
+		if edit.Rewrite != nil {
+			return EditOutcome{}, tooLargeRewrite(t.Display, "file is")
+		}
 		return EditOutcome{}, tooLargeBatch(t.Display)
 	}
 	text, err := l.loadText(ctx, o, t.Display)
 	if err != nil {
 		return EditOutcome{}, err
 	}
-	after, count, tols, err := applyEdits(text, edit.Batch, t.Display, edit.Hints, edit.Tolerant)
-	if err != nil {
+	var after []byte
+	var tols []Tolerance
+	count := 1
+	if edit.Rewrite != nil {
+		if after, err = edit.Rewrite(text); err != nil {
+			return EditOutcome{}, err
+		}
+		if len(after) > BatchMaxBytes {
+			return EditOutcome{}, tooLargeRewrite(t.Display, "edits would make the file")
+		}
+	} else if after, count, tols, err = applyEdits(text, edit.Batch, t.Display, edit.Hints, edit.Tolerant); err != nil {
 		return EditOutcome{}, err
 	}
 	return l.publishInMemory(ctx, o, t, edit, version, text, after, EditOutcome{Replacements: count, Tolerances: tols})
@@ -155,6 +168,13 @@ func checkCount(n int, replaceAll bool, display string) *fault.Error {
 			`old_string matched %d times in "%s"; provide a more specific old_string or set replace_all to true`, n, display))
 	}
 	return nil
+}
+
+// tooLargeRewrite refuses a Rewrite (edit_lines) of a file too large to
+// hold: what is (the "file is", or the "edits would make the file") larger.
+func tooLargeRewrite(display, what string) *fault.Error {
+	return fault.New(fault.CodeTooLarge, fmt.Sprintf(
+		`cannot edit "%s": the %s larger than %d MiB, the most an edit by line anchors holds in memory`, display, what, BatchMaxBytes>>20))
 }
 
 func tooLargeBatch(display string) *fault.Error {

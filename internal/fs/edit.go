@@ -55,7 +55,8 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if err := ctx.Err(); err != nil {
 		return EditOutcome{}, aborted("edit", err)
 	}
-	if edit.Batch == nil && edit.OldString == "" { // the caller validates; never loop on an empty needle
+	inMemory := edit.Batch != nil || edit.Rewrite != nil
+	if !inMemory && edit.OldString == "" { // the caller validates; never loop on an empty needle
 		return EditOutcome{}, fault.New(fault.CodeEditNotFound, "old_string must be a non-empty string")
 	}
 
@@ -68,7 +69,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	if expected != nil && *expected != version && !sameBytes(ctx, o.f, edit.SeenHash) {
 		return EditOutcome{}, staleEdit(t.Display)
 	}
-	if edit.Batch != nil {
+	if inMemory {
 		return l.editBatch(ctx, o, t, edit, version)
 	}
 	sc, err := l.scan(ctx, o, edit.OldString, edit.NewString, t.Display, edit.Tolerant)

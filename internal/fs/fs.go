@@ -212,6 +212,11 @@ type EditRequest struct {
 	// an edit's failure is prefixed "edit <i> of <n>: ". The file is held in
 	// memory, so a batch on a file above BatchMaxBytes is fault.CodeTooLarge.
 	Batch []Edit
+	// Rewrite, when non-nil, replaces the literal fields and Batch: it is
+	// handed the whole file (after the version and text checks, under the
+	// lock; at most BatchMaxBytes) and returns its new content, or the
+	// error the edit fails with (edit_lines's applier, docs/edits.md).
+	Rewrite func(text []byte) ([]byte, error)
 	// DryRun runs every check under the lock and computes the diff basis,
 	// but stages and publishes nothing; the outcome's Version is the file's
 	// current one.

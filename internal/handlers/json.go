@@ -90,7 +90,7 @@ func (r readResult) appendJSON(b []byte) []byte {
 	m := r.Meta
 	size := 128 + 2*len(r.Display) + len(m.Lang)
 	for _, l := range r.Window.Lines {
-		size += 2*len(l.Text) + 48 // twice, with number, keys and some escapes
+		size += 2*len(l.Text) + 60 // twice, with number, tag, keys and some escapes
 	}
 	b = slices.Grow(b, size)
 	b = append(b, `{"output":"`...)
@@ -100,9 +100,9 @@ func (r readResult) appendJSON(b []byte) []byte {
 	spans := slices.Grow((*sp)[:0], 2*len(r.Window.Lines))[:2*len(r.Window.Lines)] // where each escaped text is in b
 	*sp = spans
 	for i, l := range r.Window.Lines {
-		// "<number>: <text>\n" (render.ReadOutput), escaped
-		b = strconv.AppendInt(b, int64(l.Number), 10)
-		b = append(b, ": "...)
+		// "<number>: <text>\n" (render.ReadOutput), escaped; a prefix
+		// has nothing to escape
+		b = render.AppendLinePrefix(b, l)
 		spans[2*i] = len(b)
 		b = appendEscaped(b, l.Text)
 		spans[2*i+1] = len(b)
@@ -122,6 +122,10 @@ func (r readResult) appendJSON(b []byte) []byte {
 		b = strconv.AppendInt(b, int64(l.Number), 10)
 		b = append(b, `,"text":"`...)
 		b = append(b, b[spans[2*i]:spans[2*i+1]]...)
+		if l.Tag != "" {
+			b = append(b, `","tag":"`...)
+			b = append(b, l.Tag...)
+		}
 		b = append(b, `"}`...)
 	}
 	b = append(b, `],"totalLines":`...)

@@ -327,8 +327,13 @@ func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler
 			writeError(w, err)
 			return
 		}
+		dialect, err := dialectOf(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
 		c := caller(r)
-		c.Session, c.Cwd, c.Transport, c.Start = session, cwd, "rest", start
+		c.Session, c.Cwd, c.Transport, c.Start, c.Dialect = session, cwd, "rest", start, dialect
 		c, end := s.x.Use(c)
 		defer end()
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))

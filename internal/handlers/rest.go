@@ -162,6 +162,15 @@ func (s *rest) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolApplyPatch, s.x.ApplyPatch)
 }
 
+// EditLinesTool serves POST /tools/edit_lines (extended profile only).
+func (s *rest) EditLinesTool(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolEditLines) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.call(w, r, tools.ToolEditLines, s.x.EditLines)
+}
+
 // GlobTool serves POST /tools/glob.
 func (s *rest) GlobTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolGlob, s.x.Glob)
@@ -250,6 +259,15 @@ func (s *rest) ModelApplyPatch(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolApplyPatch)
 }
 
+// ModelEditLines serves POST /model/edit_lines (extended profile only).
+func (s *rest) ModelEditLines(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolEditLines) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.model(w, r, tools.ToolEditLines)
+}
+
 // ModelGlob serves POST /model/glob.
 func (s *rest) ModelGlob(w http.ResponseWriter, r *http.Request) {
 	s.model(w, r, tools.ToolGlob)
@@ -275,12 +293,17 @@ func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string) {
 
 // ListTools serves GET /tools: the catalog, or with ?format= the tools in
 // an ecosystem's shape (an empty format counts as absent).
-func (s *rest) ListTools(w http.ResponseWriter, _ *http.Request, p api.ListToolsParams) {
+func (s *rest) ListTools(w http.ResponseWriter, r *http.Request, p api.ListToolsParams) {
 	format := ""
 	if p.Format != nil {
 		format = string(*p.Format)
 	}
-	body, terr := catalogIn(format, s.x.Catalog())
+	dialect, terr := dialectOf(r)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	body, terr := catalogIn(format, s.x.CatalogIn(dialect))
 	if terr != nil {
 		writeError(w, terr)
 		return
@@ -397,8 +420,7 @@ func (o *lineWriter) Lines(lines []render.Line) error {
 	for _, l := range lines {
 		// "<number>: <text>\n" (render.ReadOutput), without building a
 		// string per line.
-		o.num = strconv.AppendInt(o.num[:0], int64(l.Number), 10)
-		o.num = append(o.num, ": "...)
+		o.num = render.AppendLinePrefix(o.num[:0], l)
 		o.bw.Write(o.num)
 		o.bw.WriteString(l.Text)
 		if err := o.bw.WriteByte('\n'); err != nil {

@@ -217,6 +217,7 @@ func (s *rest) toolRoutes(g api.ServerInterfaceWrapper) []toolRoute {
 		{tools.ToolWrite, g.WriteTool, g.ModelWrite},
 		{tools.ToolEdit, g.EditTool, g.ModelEdit},
 		{tools.ToolApplyPatch, g.ApplyPatchTool, g.ModelApplyPatch},
+		{tools.ToolEditLines, g.EditLinesTool, g.ModelEditLines},
 		{tools.ToolGlob, g.GlobTool, g.ModelGlob},
 		{tools.ToolGrep, g.GrepTool, g.ModelGrep},
 	}
@@ -256,7 +257,12 @@ func serveDocument(contentType string, doc []byte) http.HandlerFunc {
 // toolView serves GET /openapi.json, built from the catalog on each request
 // (docs/frontends.md).
 func (s *rest) toolView(w http.ResponseWriter, r *http.Request) {
-	view := newToolView(s.x.Catalog(), s.version, serverURL(s.cfg.PublicURL, r), s.cfg.Token != "" || s.cfg.OAuth != nil)
+	dialect, terr := dialectOf(r)
+	if terr != nil {
+		writeError(w, terr)
+		return
+	}
+	view := newToolView(s.x.CatalogIn(dialect), s.version, serverURL(s.cfg.PublicURL, r), s.cfg.Token != "" || s.cfg.OAuth != nil, dialect)
 	writeJSON(w, http.StatusOK, "application/json", view)
 }
 

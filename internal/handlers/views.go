@@ -10,6 +10,24 @@ import (
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
+// dialectOf is the edit dialect a request asks for with ?dialect=
+// (docs/edits.md, "Edit dialects"): "" when absent or empty (the server's
+// own); an unknown name, or the parameter given twice, is refused.
+func dialectOf(r *http.Request) (render.Dialect, *fault.Error) {
+	values := r.URL.Query()["dialect"]
+	switch {
+	case len(values) == 0 || len(values) == 1 && values[0] == "":
+		return "", nil
+	case len(values) > 1:
+		return "", fault.New(fault.CodeInvalidArgument, "give dialect at most once: "+render.DialectNames("dialect="))
+	}
+	d, ok := render.ParseDialect(values[0])
+	if !ok {
+		return "", fault.New(fault.CodeInvalidArgument, render.MsgDialect(values[0]))
+	}
+	return d, nil
+}
+
 // Frontend views of the catalog (docs/frontends.md): the tool-only OpenAPI
 // document at GET /openapi.json and GET /tools?format=. Both are built on
 // each request from Executor.Catalog(), the same source as GET /tools, so a
@@ -177,7 +195,10 @@ const (
 )
 
 // newToolView builds the view of cat for a server reached at serverURL.
-func newToolView(cat tools.Catalog, version, serverURL string, bearer bool) toolView {
+// A view asked for in a dialect (not "") names read's path with that
+// dialect, since importers call the paths the view names and nothing else
+// (docs/frontends.md, "Edit dialects").
+func newToolView(cat tools.Catalog, version, serverURL string, bearer bool, dialect render.Dialect) toolView {
 	text := map[string]viewMedia{"text/plain": {Schema: json.RawMessage(`{"type":"string"}`)}}
 	v := toolView{
 		OpenAPI: "3.0.3",
@@ -185,7 +206,11 @@ func newToolView(cat tools.Catalog, version, serverURL string, bearer bool) tool
 		Servers: []viewServer{{URL: serverURL}},
 	}
 	for _, t := range cat.Tools {
-		v.Paths = append(v.Paths, viewPath{path: modelPrefix + t.Name, post: viewOperation{
+		path := modelPrefix + t.Name
+		if dialect != "" && t.Name == tools.ToolRead {
+			path += "?dialect=" + string(dialect)
+		}
+		v.Paths = append(v.Paths, viewPath{path: path, post: viewOperation{
 			OperationID: t.Name,
 			Summary:     t.Description,
 			Description: t.Description + "\n\n" + t.Guidance,

@@ -177,6 +177,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
 		serve = h.stateless.ServeHTTP
 	}
+	// The edit dialect of the URL the client is configured with
+	// (docs/edits.md, "Edit dialects"), handed to tools/list and each
+	// tools/call in a header only this handler sets.
+	r.Header.Del(headerDialect)
+	dialect, ok := dialectOf(r)
+	if !ok {
+		refuse(w, render.MsgDialect(r.URL.Query().Get("dialect")))
+		return
+	}
+	if dialect != "" {
+		r.Header.Set(headerDialect, string(dialect))
+	}
 	if r.Method != http.MethodPost {
 		r.Header.Del(headerCarrier)
 		serve(w, r)
@@ -234,27 +246,43 @@ func forbidden(w http.ResponseWriter, message string) {
 	w.Write(b)
 }
 
-// newServer registers the catalog's tools on one SDK server, with the
-// guidance as its instructions.
-func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware) *sdk.Server {
-	cat := x.Catalog()
-	guidance := make([]string, 0, len(cat.Tools))
-	for _, t := range cat.Tools {
-		guidance = append(guidance, t.Guidance)
+// headerDialect names, on a request as the SDK hands its headers to a
+// method, the edit dialect of the request's URL (?dialect=); set here
+// only: a client's own value is removed before the SDK sees the request.
+const headerDialect = "X-Toolfs-Mcp-Dialect"
+
+// dialectOf is the dialect a request's URL asks for: "" when none (or an
+// empty one), ok false for an unknown name or one given twice.
+func dialectOf(r *http.Request) (render.Dialect, bool) {
+	values := r.URL.Query()["dialect"]
+	switch {
+	case len(values) == 0 || len(values) == 1 && values[0] == "":
+		return "", true
+	case len(values) > 1:
+		return "", false
 	}
+	return render.ParseDialect(values[0])
+}
+
+// requestDialect is the dialect ServeHTTP found for the request that
+// carried req.
+func requestDialect(req sdk.Request) render.Dialect {
+	if extra := req.GetExtra(); extra != nil {
+		return render.Dialect(extra.Header.Get(headerDialect))
+	}
+	return ""
+}
+
+// newServer registers every dialect's tools on one SDK server; tools/list
+// and the instructions then follow the dialect of each request
+// (dialectView).
+func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware) *sdk.Server {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "toolfs-api", Version: cfg.Version}, &sdk.ServerOptions{
-		Instructions: strings.Join(guidance, "\n\n"),
+		Instructions: instructions(x.CatalogIn("")),
 		Logger:       cfg.Logger,
 	})
 	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c}
-	order := map[string]int{}
-	// The checkpoint tools follow the catalog's (extended profile only;
-	// docs/checkpoints.md).
-	listed := append(cat.Tools, x.HistoryCatalog()...)
-	for i, t := range append(listed, x.DialectCatalog()...) {
-		if i < len(listed) {
-			order[t.Name] = i
-		}
+	for _, t := range append(x.CatalogIn(render.DialectAll).Tools, x.HistoryCatalog()...) {
 		srv.AddTool(&sdk.Tool{
 			Name:        t.Name,
 			Description: t.Description,
@@ -262,21 +290,46 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 			Annotations: annotations(tools.AnnotationsOf(t.Name)),
 		}, a.handler(t.Name))
 	}
-	srv.AddReceivingMiddleware(catalogOrder(order), share)
+	srv.AddReceivingMiddleware(dialectView(x), share)
 	return srv
 }
 
-// catalogOrder puts tools/list in catalog order (read, write, edit, glob,
-// grep), the order a model is shown them everywhere else; the SDK sorts
-// them by name. A tool registered but not in order (another dialect's
-// edit tool, SPEC §25) is callable and not listed.
-func catalogOrder(order map[string]int) sdk.Middleware {
+// instructions are the server's instructions: the guidance texts of cat,
+// one paragraph each, in catalog order.
+func instructions(cat tools.Catalog) string {
+	guidance := make([]string, 0, len(cat.Tools))
+	for _, t := range cat.Tools {
+		guidance = append(guidance, t.Guidance)
+	}
+	return strings.Join(guidance, "\n\n")
+}
+
+// dialectView makes tools/list the request's dialect's catalog, in
+// catalog order (read, write, the dialect's edit tool, glob, grep; the SDK
+// sorts tools by name), with the checkpoint tools after it (extended
+// profile only; docs/checkpoints.md); and initialize's instructions that
+// catalog's guidance. Every registered tool stays callable
+// (docs/edits.md, "Edit dialects").
+func dialectView(x *tools.Executor) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			res, err := next(ctx, method, req)
-			if list, ok := res.(*sdk.ListToolsResult); ok && err == nil {
-				list.Tools = slices.DeleteFunc(list.Tools, func(t *sdk.Tool) bool { _, ok := order[t.Name]; return !ok })
-				slices.SortStableFunc(list.Tools, func(a, b *sdk.Tool) int { return order[a.Name] - order[b.Name] })
+			if err != nil {
+				return res, err
+			}
+			switch r := res.(type) {
+			case *sdk.ListToolsResult:
+				cat := x.CatalogIn(requestDialect(req))
+				order := map[string]int{}
+				for i, t := range append(cat.Tools, x.HistoryCatalog()...) {
+					order[t.Name] = i + 1
+				}
+				r.Tools = slices.DeleteFunc(r.Tools, func(t *sdk.Tool) bool { return order[t.Name] == 0 })
+				slices.SortStableFunc(r.Tools, func(a, b *sdk.Tool) int { return order[a.Name] - order[b.Name] })
+			case *sdk.InitializeResult:
+				if d := requestDialect(req); d != "" {
+					r.Instructions = instructions(x.CatalogIn(d))
+				}
 			}
 			return res, err
 		}
@@ -334,7 +387,7 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 // its body. With encoded, a read's text comes already encoded as JSON
 // (readText), in text, and the result's first content is its empty slot.
 func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte, encoded bool) (_ *sdk.CallToolResult, text []byte) {
-	c := tools.Call{Transport: Transport, Start: time.Now()}
+	c := tools.Call{Transport: Transport, Start: time.Now(), Dialect: render.Dialect(header.Get(headerDialect))}
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// A verified caller (docs/identity.md): its subject scopes the
 		// session; ServeHTTP refused a write without the write scope

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -27,14 +26,13 @@ func readText(r tools.ReadResult) []byte {
 func appendReadText(b []byte, display string, w render.Window) []byte {
 	size := 2*len(display) + 200
 	for _, l := range w.Lines {
-		size += len(l.Text) + len(l.Text)/8 + 16 // number, ": ", "\n", some escapes
+		size += len(l.Text) + len(l.Text)/8 + 19 // number, "#<tag>: ", "\n", some escapes
 	}
 	b = slices.Grow(b, size)
 	b = append(b, '"')
 	b = render.AppendJSONEscaped(b, render.ReadHeader(display), true)
 	for _, l := range w.Lines {
-		b = strconv.AppendInt(b, int64(l.Number), 10)
-		b = append(b, ": "...)
+		b = render.AppendLinePrefix(b, l) // nothing in it to escape
 		b = render.AppendJSONEscaped(b, l.Text, true)
 		b = append(b, `\n`...)
 	}

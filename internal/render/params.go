@@ -83,7 +83,34 @@ const (
 	MsgLineStart     = "start" + msgAnchorOf
 	MsgLineEnd       = "end" + msgAnchorOf
 	MsgLineAt        = "at" + msgAnchorOf
+	MsgLineEndBefore = "end must not be before start"
 )
+
+// MsgLineItem is the message of an edits item of edit_lines that is not
+// an object; at is its JSON path ("edits[<i>]").
+func MsgLineItem(at string) string { return at + " must be an object with op and text" }
+
+// MsgLineNeeds is the message of an item whose op lacks its anchor: a
+// replace without start, an insert without at.
+func MsgLineNeeds(at, op string) string {
+	if op == "replace" {
+		return at + ": replace needs start, the anchor of the first line to replace"
+	}
+	return at + ": " + op + " needs at, the anchor of the line to insert next to"
+}
+
+// MsgLineTakes is the message of an item with the other op's anchors.
+func MsgLineTakes(at, op string) string {
+	if op == "replace" {
+		return at + ": replace takes start and end, not at"
+	}
+	return at + ": " + op + " takes at, not start or end"
+}
+
+// MsgLineInsertEmpty is the message of an insert whose text holds no line.
+func MsgLineInsertEmpty(at, op string) string {
+	return at + ".text must hold at least one line for " + op + ` (send "\n" for one empty line)`
+}
 
 // The sandbox modes a call can ask to be widened to (docs/sandbox.md):
 // the values of sandbox_permissions.

@@ -62,6 +62,7 @@ type Config struct {
 
 	// The tools' surface and the read window.
 	Profile           string // --profile [extended]
+	EditDialect       string // --edit-dialect [str_replace] (docs/edits.md, "Edit dialects")
 	ReadLimit         int    // --read-limit [2000]
 	ReadMaxLineLength int    // --read-max-line-length [2000]
 	ReadMaxBytes      int    // --read-max-bytes [51200]
@@ -185,6 +186,7 @@ func (c Config) withDefaults() Config {
 	def64(&c.UploadMinRate, 1024)
 	dur(&c.UploadRateWindow, time.Minute)
 	str(&c.Profile, string(render.ProfileExtended))
+	str(&c.EditDialect, string(render.DialectStrReplace))
 	str(&c.SessionStore, "memory")
 	str(&c.SessionKeyPrefix, "toolfs:")
 	dur(&c.SessionTTL, 30*time.Minute)
@@ -295,6 +297,12 @@ func (c Config) validateSettings() error {
 	}
 	if _, ok := render.ParseProfile(c.Profile); !ok {
 		return fmt.Errorf("--profile must be extended or original, not %q", c.Profile)
+	}
+	switch d, ok := render.ParseDialect(c.EditDialect); {
+	case !ok:
+		return fmt.Errorf("--edit-dialect must be %s, not %q", render.DialectNames(""), c.EditDialect)
+	case d != render.DialectStrReplace && c.Profile == string(render.ProfileOriginal):
+		return fmt.Errorf("--edit-dialect %s needs --profile extended: the original profile is the original's surface, whose one edit tool is edit", d)
 	}
 	if c.SearchSandbox != string(sandbox.Require) && c.SearchSandbox != string(sandbox.BestEffort) {
 		return fmt.Errorf("--search-sandbox must be require or best-effort, not %q", c.SearchSandbox)

@@ -171,6 +171,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		FS: s.local, Gate: gate, Search: s.Searcher,
 		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
 		Profile:  render.Profile(cfg.Profile),
+		Dialect:  render.Dialect(cfg.EditDialect),
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
 		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
 		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
@@ -541,7 +542,7 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 		}
 		t := events.TypeWrite
 		switch m.Tool {
-		case tools.ToolEdit:
+		case tools.ToolEdit, tools.ToolEditLines:
 			t = events.TypeEdit
 		case tools.ToolRevert:
 			t = events.TypeRevert

@@ -27,6 +27,9 @@ var (
 	globParams  = render.ParamsOf(ToolGlob)
 	grepParams  = render.ParamsOf(ToolGrep)
 	itemParams  = paramOf(editParams, "edits").Items
+
+	editLinesParams = render.ParamsOf(ToolEditLines)
+	lineItemParams  = paramOf(editLinesParams, "edits").Items
 )
 
 // Arguments are checked in two passes, as the contract's schema and then
@@ -224,15 +227,9 @@ func editArgsOf(raw []byte) (editArgs, *fault.Error) {
 // the declared item arguments' type pass and a single edit's value check,
 // named by its JSON path.
 func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
-	var items [][]byte
-	for at, end := range jsonscan.Elements(raw, 0) {
-		if len(items) == render.MaxEdits {
-			return nil, argError(render.MsgEditsCount)
-		}
-		items = append(items, raw[at:end])
-	}
-	if len(items) == 0 {
-		return nil, argError(render.MsgEditsCount)
+	items, err := arrayItems(raw)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]fs.Edit, 0, len(items))
 	for i, item := range items {
@@ -255,6 +252,131 @@ func editItemsOf(raw []byte) ([]fs.Edit, *fault.Error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// arrayItems cuts raw, an edits array (its type checked), into its items:
+// 1 to render.MaxEdits of them.
+func arrayItems(raw []byte) ([][]byte, *fault.Error) {
+	var items [][]byte
+	for at, end := range jsonscan.Elements(raw, 0) {
+		if len(items) == render.MaxEdits {
+			return nil, argError(render.MsgEditsCount)
+		}
+		items = append(items, raw[at:end])
+	}
+	if len(items) == 0 {
+		return nil, argError(render.MsgEditsCount)
+	}
+	return items, nil
+}
+
+type editLinesArgs struct {
+	path   string // file_path as sent: diffs name it so
+	edits  []render.LineEdit
+	dryRun bool
+	esc    escalation
+}
+
+// editLinesArgsOf checks edit_lines's arguments (docs/edits.md, "Anchored
+// lines"): the type pass, then each item in order (its type pass, its op,
+// its anchors, what its op needs), then that no two items overlap.
+func editLinesArgsOf(raw []byte) (editLinesArgs, *fault.Error) {
+	a, err := decodeArgs(raw)
+	if err != nil {
+		return editLinesArgs{}, err
+	}
+	vs := values{params: editLinesParams}
+	if err := vs.typePass(a); err != nil {
+		return editLinesArgs{}, err
+	}
+	e := editLinesArgs{path: vs.of("file_path").str, dryRun: vs.of("dry_run").boolean, esc: escalationOf(&vs)}
+	if err := checkFilePath(e.path); err != nil {
+		return editLinesArgs{}, err
+	}
+	items, err := arrayItems(vs.of("edits").raw)
+	if err != nil {
+		return editLinesArgs{}, err
+	}
+	for i, item := range items {
+		le, err := lineEditOf(i, item)
+		if err != nil {
+			return editLinesArgs{}, err
+		}
+		e.edits = append(e.edits, le)
+	}
+	if i, j, ok := render.Overlap(e.edits); ok {
+		return editLinesArgs{}, argError(render.MsgLineEditsOverlap(i, j))
+	}
+	return e, nil
+}
+
+// lineEditOf checks the item i of edit_lines's edits.
+func lineEditOf(i int, item []byte) (render.LineEdit, *fault.Error) {
+	at := "edits[" + strconv.Itoa(i) + "]"
+	if item[0] != '{' {
+		return render.LineEdit{}, argError(render.MsgLineItem(at))
+	}
+	a, err := decodeArgs(item)
+	if err != nil {
+		return render.LineEdit{}, argError(at + ": " + err.Message)
+	}
+	vs := values{params: lineItemParams}
+	if err := vs.typePass(a); err != nil {
+		return render.LineEdit{}, argError(at + "." + err.Message)
+	}
+	opName := vs.of("op").str
+	op, ok := render.ParseLineOp(opName)
+	if !ok {
+		return render.LineEdit{}, argError(at + "." + render.MsgLineOp)
+	}
+	anchor := func(name, msg string) (render.LineRef, bool, *fault.Error) {
+		v := vs.of(name)
+		if !v.present() {
+			return render.LineRef{}, false, nil
+		}
+		r, ok := render.ParseAnchor(v.str)
+		if !ok {
+			return render.LineRef{}, true, argError(at + "." + msg)
+		}
+		return r, true, nil
+	}
+	start, hasStart, err := anchor("start", render.MsgLineStart)
+	if err != nil {
+		return render.LineEdit{}, err
+	}
+	end, hasEnd, err := anchor("end", render.MsgLineEnd)
+	if err != nil {
+		return render.LineEdit{}, err
+	}
+	where, hasAt, err := anchor("at", render.MsgLineAt)
+	if err != nil {
+		return render.LineEdit{}, err
+	}
+	e := render.LineEdit{Op: op, Text: vs.of("text").str}
+	if op == render.LineReplace {
+		switch {
+		case hasAt:
+			return render.LineEdit{}, argError(render.MsgLineTakes(at, opName))
+		case !hasStart:
+			return render.LineEdit{}, argError(render.MsgLineNeeds(at, opName))
+		case !hasEnd:
+			end = start
+		case end.Number < start.Number:
+			return render.LineEdit{}, argError(at + "." + render.MsgLineEndBefore)
+		}
+		e.Start, e.End = start, end
+		return e, nil
+	}
+	switch {
+	case hasStart || hasEnd:
+		return render.LineEdit{}, argError(render.MsgLineTakes(at, opName))
+	case !hasAt:
+		return render.LineEdit{}, argError(render.MsgLineNeeds(at, opName))
+	case len(render.SplitText(e.Text)) == 0:
+		return render.LineEdit{}, argError(render.MsgLineInsertEmpty(at, opName))
+	}
+	e.Start, e.End = where, where
+	return e, nil
 }
 
 // searchArgs are glob's and grep's arguments after the type pass; their

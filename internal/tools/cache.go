@@ -16,7 +16,7 @@ import (
 
 // The caches, as the cache label of the hit and miss counters names them.
 const (
-	CacheWindow = "window" // rendered windows, by version, offset, limit and caps
+	CacheWindow = "window" // rendered windows, by version, offset, limit, caps and anchors
 	CacheIndex  = "index"  // line counts and sparse line indexes of large files
 )
 
@@ -111,6 +111,10 @@ type cacheKey struct {
 	version       fs.Version
 	offset, limit int
 	caps          render.Caps
+	// anchors: the window of the anchors dialect, whose lines carry tags
+	// (docs/edits.md, "Anchored lines"); the same version's plain window
+	// is another entry.
+	anchors bool
 }
 
 // cached is one entry: a window or an index of one version, with the
@@ -243,16 +247,16 @@ func (c *Cache) evict() {
 	}
 }
 
-func (c *Cache) window(v fs.Version, offset, limit int, caps render.Caps) (*cached, bool) {
-	return c.get(cacheKey{cache: CacheWindow, version: v, offset: offset, limit: limit, caps: caps})
+func (c *Cache) window(v fs.Version, offset, limit int, caps render.Caps, anchors bool) (*cached, bool) {
+	return c.get(cacheKey{cache: CacheWindow, version: v, offset: offset, limit: limit, caps: caps, anchors: anchors})
 }
 
-func (c *Cache) putWindow(v fs.Version, offset, limit int, caps render.Caps, w render.Window, h fs.Hash) {
-	size := int64(len(w.Lines)) * 24 // a Line: number and string header
+func (c *Cache) putWindow(v fs.Version, offset, limit int, caps render.Caps, anchors bool, w render.Window, h fs.Hash) {
+	size := int64(len(w.Lines)) * 40 // a Line: number and two string headers (a tag's bytes are shared)
 	for _, l := range w.Lines {
 		size += int64(len(l.Text))
 	}
-	c.put(&cached{key: cacheKey{cache: CacheWindow, version: v, offset: offset, limit: limit, caps: caps}, window: w, hash: h, size: size})
+	c.put(&cached{key: cacheKey{cache: CacheWindow, version: v, offset: offset, limit: limit, caps: caps, anchors: anchors}, window: w, hash: h, size: size})
 }
 
 func (c *Cache) index(v fs.Version) (*cached, bool) {

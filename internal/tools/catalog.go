@@ -16,12 +16,16 @@ type UnavailableTool struct {
 	Reason string `json:"reason"`
 }
 
-// Catalog lists the tools. Without ripgrep, glob and grep leave the list and
-// are named under Unavailable, so a frontend never offers a model a tool
-// that cannot run.
-func (x *Executor) Catalog() Catalog {
+// Catalog lists the tools of the server's edit dialect (CatalogIn).
+func (x *Executor) Catalog() Catalog { return x.CatalogIn("") }
+
+// CatalogIn lists the tools of dialect d ("" = the server's): one edit
+// tool, or all three with DialectAll (docs/edits.md, "Edit dialects").
+// Without ripgrep, glob and grep leave the list and are named under
+// Unavailable, so a frontend never offers a model a tool that cannot run.
+func (x *Executor) CatalogIn(d render.Dialect) Catalog {
 	searchable := x.searchable()
-	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable, x.profile, x.fence.Fenced(), "")}
+	c := Catalog{Tools: render.Catalog(x.caps.Limit, searchable, x.profile, x.fence.Fenced(), x.DialectOf(Call{Dialect: d}))}
 	if !searchable {
 		reason := "ripgrep (rg) was not found at start-up; install it or set --rg-path"
 		if x.search != nil {

@@ -203,21 +203,11 @@ func (x *Executor) ApplyPatch(ctx context.Context, c Call, raw []byte) (Result, 
 	return done.result(a, out), nil
 }
 
-// Offers reports whether the server's profile has tool: apply_patch is a
-// tool of the extended profile (the original profile's surface is the
-// original's, SPEC §11).
+// Offers reports whether the server's profile has tool: apply_patch and
+// edit_lines are tools of the extended profile (the original profile's
+// surface is the original's, SPEC §11).
 func (x *Executor) Offers(tool string) bool {
-	return tool != ToolApplyPatch || x.profile != render.ProfileOriginal
-}
-
-// DialectCatalog is the edit tools of the other dialects this server
-// offers (apply_patch in the extended profile): callable on every
-// transport, listed only where a dialect asks for them (SPEC §25).
-func (x *Executor) DialectCatalog() []render.Tool {
-	if !x.Offers(ToolApplyPatch) {
-		return nil
-	}
-	return render.DialectCatalog(x.fence.Fenced())
+	return tool != ToolApplyPatch && tool != ToolEditLines || x.profile != render.ProfileOriginal
 }
 
 // patched is what a patch's step did: an outcome per target, in the

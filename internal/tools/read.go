@@ -78,7 +78,10 @@ type Reading struct {
 	info   fs.Info
 	offset int
 	limit  int
-	closed bool
+	// anchors: the call's dialect shows anchored lines (docs/edits.md,
+	// "Anchored lines"); the window's lines carry their tags.
+	anchors bool
+	closed  bool
 
 	// The read caches (docs/performance.md, "Caches"): hit is this window
 	// of this version, already rendered; index lets the window start at
@@ -120,9 +123,10 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *fau
 	default:
 		return nil, x.fail(c, ToolRead, fault.New(fault.CodeNotRegularFile, render.MsgReadNotRegular(t.Display)))
 	}
+	anchors := x.DialectOf(c).Anchored()
 	if x.cache != nil {
-		if e, ok := x.cache.window(info.Version, a.offset, a.limit, x.caps); ok {
-			return &Reading{x: x, c: c, target: t, info: info, offset: a.offset, limit: a.limit, hit: e, at: at}, nil
+		if e, ok := x.cache.window(info.Version, a.offset, a.limit, x.caps, anchors); ok {
+			return &Reading{x: x, c: c, target: t, info: info, offset: a.offset, limit: a.limit, anchors: anchors, hit: e, at: at}, nil
 		}
 	}
 	f, opened, oerr := x.fs.OpenText(ctx, t)
@@ -132,7 +136,7 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *fau
 		}
 		return nil, x.fail(c, ToolRead, errorOf(oerr))
 	}
-	r := &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit, at: at}
+	r := &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit, anchors: anchors, at: at}
 	if _, seeks := f.(io.ReaderAt); x.cache != nil && seeks && opened.Size >= IndexMinBytes {
 		if e, ok := x.cache.index(opened.Version); ok {
 			r.index = e
@@ -185,9 +189,16 @@ func (r *Reading) Window(ctx context.Context) (ReadResult, *fault.Error) {
 func (r *Reading) windower() (*render.Windower, io.Reader) {
 	if r.index != nil {
 		at := r.index.index.Seek(r.offset)
-		return render.ResumeWindower(r.offset, r.limit, r.x.caps, at), io.NewSectionReader(r.file.(io.ReaderAt), at.Byte, math.MaxInt64-at.Byte)
+		win := render.ResumeWindower(r.offset, r.limit, r.x.caps, at)
+		if r.anchors {
+			win.Anchor()
+		}
+		return win, io.NewSectionReader(r.file.(io.ReaderAt), at.Byte, math.MaxInt64-at.Byte)
 	}
 	win := render.NewWindower(r.offset, r.limit, r.x.caps)
+	if r.anchors {
+		win.Anchor()
+	}
 	if r.indexer != nil {
 		return win, io.TeeReader(r.file, r.indexer)
 	}
@@ -352,7 +363,7 @@ func (r *Reading) store(w render.Window, h fs.Hash) {
 	if c == nil || r.hit != nil || !c.cacheable(r.info, r.at) {
 		return
 	}
-	c.putWindow(r.info.Version, r.offset, r.limit, r.x.caps, w, h)
+	c.putWindow(r.info.Version, r.offset, r.limit, r.x.caps, r.anchors, w, h)
 	r.storeIndex(w.TotalLines, h)
 }
 

@@ -42,5 +42,5 @@ func (c Call) Sees(owner string) bool { return c.Admin || owner == c.Subject }
 // identities it needs the write scope, every other tool the read scope
 // (docs/identity.md, "Scopes").
 func Writes(tool string) bool {
-	return tool == ToolWrite || tool == ToolEdit || tool == ToolRevert || tool == ToolApplyPatch
+	return tool == ToolWrite || tool == ToolEdit || tool == ToolEditLines || tool == ToolRevert || tool == ToolApplyPatch
 }

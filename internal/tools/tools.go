@@ -36,10 +36,13 @@ const (
 	ToolEdit  = "edit"
 	ToolGlob  = "glob"
 	ToolGrep  = "grep"
+	// ToolEditLines is the anchors dialect's edit (docs/edits.md,
+	// "Anchored lines").
+	ToolEditLines = "edit_lines"
 )
 
-// Names lists every tool in catalog order.
-var Names = []string{ToolRead, ToolWrite, ToolEdit, ToolGlob, ToolGrep}
+// Names lists every tool in catalog order (of the all dialect).
+var Names = []string{ToolRead, ToolWrite, ToolEdit, ToolApplyPatch, ToolEditLines, ToolGlob, ToolGrep}
 
 // Call is what a transport knows about one tool call besides its arguments.
 type Call struct {
@@ -68,6 +71,11 @@ type Call struct {
 	// Subject as who acted.
 	Owner string
 
+	// Dialect is the edit dialect the client asked for (?dialect=,
+	// docs/edits.md "Edit dialects"); "" = the server's (Options.Dialect).
+	// It decides whether read answers with anchored lines.
+	Dialect render.Dialect
+
 	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }
 
@@ -82,7 +90,11 @@ type Options struct {
 	Caps   render.Caps
 	// Profile is the surface advertised and the hints on edit misses
 	// (docs/api.md, "Profiles"); "" is ProfileExtended.
-	Profile  render.Profile
+	Profile render.Profile
+	// Dialect is the edit dialect of a call that asks for none
+	// (--edit-dialect; "" is DialectStrReplace). The original profile's
+	// is always DialectStrReplace.
+	Dialect  render.Dialect
 	Observer Observer     // nil: no metrics
 	Logger   *slog.Logger // nil: no logs
 	// OnMutation is told of every successful write and edit, whatever the
@@ -135,6 +147,7 @@ type Executor struct {
 	search    *search.Searcher
 	caps      render.Caps
 	profile   render.Profile
+	dialect   render.Dialect
 	obs       Observer
 	log       *slog.Logger
 	mutated   func(Mutation)
@@ -178,6 +191,10 @@ func New(opts Options) *Executor {
 	if x.profile == "" {
 		x.profile = render.ProfileExtended
 	}
+	x.dialect = opts.Dialect
+	if x.dialect == "" || x.profile == render.ProfileOriginal {
+		x.dialect = render.DialectStrReplace
+	}
 	if x.obs == nil {
 		x.obs = nopObserver{}
 	}
@@ -195,6 +212,15 @@ func New(opts Options) *Executor {
 	}
 	x.cache = newCache(opts.Cache, x.obs)
 	return x
+}
+
+// DialectOf is the edit dialect c is served in: the one it asked for, or
+// the server's; always DialectStrReplace in the original profile.
+func (x *Executor) DialectOf(c Call) render.Dialect {
+	if c.Dialect == "" || x.profile == render.ProfileOriginal {
+		return x.dialect
+	}
+	return c.Dialect
 }
 
 // Caps are the read caps every read window is bounded by.
@@ -348,6 +374,10 @@ func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Re
 		return x.Write(ctx, c, raw)
 	case ToolEdit:
 		return x.Edit(ctx, c, raw)
+	case ToolEditLines:
+		if x.Offers(ToolEditLines) {
+			return x.EditLines(ctx, c, raw)
+		}
 	case ToolGlob:
 		return x.Glob(ctx, c, raw)
 	case ToolGrep:
