@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/render"
 )
 
 // contract is api/openapi.yaml with a router over its paths.
@@ -90,6 +91,10 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"edit", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"alpha","new_string":"A"}`, nil, 200, h},
 		{"edit tolerant", "POST", "/tools/edit", `{"file_path":"a.txt","old_string":"beta ","new_string":"beta","replace_all":true}`, nil, 200, h},
 		{"edit tolerant batch", "POST", "/tools/edit", `{"file_path":"a.txt","edits":[{"old_string":"1: A","new_string":"1: alpha"}]}`, nil, 200, h},
+		{"read anchored", "POST", "/tools/read?dialect=anchors", `{"file_path":"a.txt"}`, nil, 200, h},
+		{"edit_lines", "POST", "/tools/edit_lines", `{"file_path":"a.txt","edits":[{"op":"insert_after","at":"1#` + render.TagString("alpha") + `","text":"a2"}]}`, nil, 200, h},
+		{"edit_lines dry run", "POST", "/tools/edit_lines", `{"file_path":"a.txt","edits":[{"op":"replace","start":"1#` + render.TagString("alpha") + `","text":""}],"dry_run":true}`, nil, 200, h},
+		{"model edit_lines", "POST", "/model/edit_lines", `{"file_path":"a.txt","edits":[{"op":"replace","start":"2#` + render.TagString("a2") + `","text":"a3"}]}`, nil, 200, h},
 		{"apply_patch", "POST", "/tools/apply_patch", `{"input":"*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha \n+A2\n*** Add File: p.txt\n+p\n*** End Patch"}`, nil, 200, h},
 		{"apply_patch operations", "POST", "/tools/apply_patch", `{"operations":[{"type":"update_file","path":"p.txt","diff":"@@\n-p\n+q\n"},{"type":"create_file","path":"q.txt","diff":"+q\n"}]}`, nil, 200, h},
 		{"apply_patch dry run", "POST", "/tools/apply_patch", `{"dry_run":true,"input":"*** Begin Patch\n*** Delete File: q.txt\n*** End Patch"}`, nil, 200, h},
@@ -110,6 +115,12 @@ func TestAnswersMatchTheContract(t *testing.T) {
 		{"catalog anthropic", "GET", "/tools?format=anthropic", "", nil, 200, h},
 		{"catalog mcp", "GET", "/tools?format=mcp", "", nil, 200, h},
 		{"catalog empty format", "GET", "/tools?format=", "", nil, 200, h},
+		{"catalog anchors", "GET", "/tools?dialect=anchors", "", nil, 200, h},
+		{"catalog all mcp", "GET", "/tools?dialect=all&format=mcp", "", nil, 200, h},
+		{"tool view anchors", "GET", "/openapi.json?dialect=anchors", "", nil, 200, h},
+		{"400 dialect", "GET", "/tools?dialect=hashline", "", nil, 400, h},
+		{"400 edit_lines overlap", "POST", "/tools/edit_lines", `{"file_path":"a.txt","edits":[{"op":"replace","start":"1#AB","text":""},{"op":"insert_after","at":"1#AB","text":"x"}]}`, nil, 400, h},
+		{"422 stale anchor", "POST", "/tools/edit_lines", `{"file_path":"a.txt","edits":[{"op":"replace","start":"3#KT","text":""}]}`, nil, 422, h},
 		{"model read", "POST", "/model/read", `{"file_path":"a.txt"}`, nil, 200, h},
 		{"model write", "POST", "/model/write", `{"file_path":"new2.txt","content":"n\n"}`, nil, 200, h},
 		{"model glob", "POST", "/model/glob", `{"pattern":"*.go"}`, nil, 200, h},

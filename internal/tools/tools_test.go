@@ -169,14 +169,15 @@ func TestImportsNothingHTTP(t *testing.T) {
 
 // TestAnnotations pins the hints every MCP view of the catalog carries
 // (docs/mcp.md): read-only for read, glob and grep; destructive for write and
-// edit; never open-world.
+// edit (and edit_lines); never open-world.
 func TestAnnotations(t *testing.T) {
 	want := map[string]string{
-		"read":  `{"readOnlyHint":true,"openWorldHint":false}`,
-		"write": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
-		"edit":  `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
-		"glob":  `{"readOnlyHint":true,"openWorldHint":false}`,
-		"grep":  `{"readOnlyHint":true,"openWorldHint":false}`,
+		"read":       `{"readOnlyHint":true,"openWorldHint":false}`,
+		"write":      `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"edit":       `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"edit_lines": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"glob":       `{"readOnlyHint":true,"openWorldHint":false}`,
+		"grep":       `{"readOnlyHint":true,"openWorldHint":false}`,
 	}
 	for _, name := range tools.Names {
 		got, err := json.Marshal(tools.AnnotationsOf(name))
