@@ -40,6 +40,7 @@ type options struct {
 	noRg      bool
 	sessions  tools.Sessions
 	profile   render.Profile
+	dialect   string // --edit-dialect
 	publicURL string
 	root      string      // "" = a new temporary folder
 	store     policy.Gate // nil = the memory store
@@ -57,7 +58,7 @@ func start(t *testing.T, o options) *harness {
 		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
 		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
 		PublicURL: o.publicURL,
-		Root:      o.root, Checkpoints: o.checkpoints,
+		Root:      o.root, EditDialect: o.dialect, Checkpoints: o.checkpoints,
 	}
 	if o.caps != nil {
 		so.ReadLimit, so.ReadMaxLineLength, so.ReadMaxBytes = o.caps.Limit, o.caps.MaxLineLength, o.caps.MaxBytes

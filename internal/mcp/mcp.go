@@ -307,8 +307,8 @@ func instructions(cat tools.Catalog) string {
 // dialectView makes tools/list the request's dialect's catalog, in
 // catalog order (read, write, the dialect's edit tool, glob, grep; the SDK
 // sorts tools by name), with the checkpoint tools after it (extended
-// profile only; docs/checkpoints.md); and initialize's instructions that
-// catalog's guidance. Every registered tool stays callable
+// profile only; docs/checkpoints.md); and the instructions of initialize
+// (server/discover on the sessionless revisions) that catalog's guidance. Every registered tool stays callable
 // (docs/edits.md, "Edit dialects").
 func dialectView(x *tools.Executor) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
@@ -327,6 +327,10 @@ func dialectView(x *tools.Executor) sdk.Middleware {
 				r.Tools = slices.DeleteFunc(r.Tools, func(t *sdk.Tool) bool { return order[t.Name] == 0 })
 				slices.SortStableFunc(r.Tools, func(a, b *sdk.Tool) int { return order[a.Name] - order[b.Name] })
 			case *sdk.InitializeResult:
+				if d := requestDialect(req); d != "" {
+					r.Instructions = instructions(x.CatalogIn(d))
+				}
+			case *sdk.DiscoverResult: // the sessionless revisions' initialize
 				if d := requestDialect(req); d != "" {
 					r.Instructions = instructions(x.CatalogIn(d))
 				}
