@@ -136,3 +136,30 @@ func BenchmarkDiffsWorstCase(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAnchoredWindow is one default window (51,200 bytes of lines) of
+// source-like text, plain and anchored: what an anchor costs a read
+// (docs/performance.md, "Anchored reads").
+func BenchmarkAnchoredWindow(b *testing.B) {
+	data := sourceLike(64 << 10)
+	for _, anchored := range []bool{false, true} {
+		b.Run(fmt.Sprintf("anchored=%v", anchored), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := NewWindower(1, 2000, DefaultCaps())
+				if anchored {
+					w.Anchor()
+				}
+				if _, err := w.Write(data); err != nil {
+					b.Fatal(err)
+				}
+				win, err := w.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = ReadOutput("/w/a.go", win)
+			}
+		})
+	}
+}

@@ -320,8 +320,11 @@ func ApplyLines(b []byte, edits []LineEdit, display string, maxLine int) (LinesA
 		}
 		return splices[i].to < splices[j].to
 	})
-	var out bytes.Buffer
-	out.Grow(len(b) + len(edits)*64)
+	size := len(b)
+	for _, sp := range splices {
+		size += len(sp.with) - (sp.to - sp.from)
+	}
+	out := bytes.NewBuffer(make([]byte, 0, size))
 	at, delta := 0, 0
 	first, last := 0, 0 // the changed region in the new numbering
 	widen := func(a, z int) {
