@@ -42,9 +42,13 @@ type importedTool struct {
 	path        string
 }
 
-func importTools(t *testing.T, url, token string) *importer {
+func importTools(t *testing.T, url, token string, specPath ...string) *importer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(url, "/")+"/openapi.json", nil)
+	spec := "openapi.json" // the connection's path, Open WebUI's default
+	if len(specPath) > 0 {
+		spec = specPath[0]
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(url, "/")+"/"+spec, nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
@@ -185,4 +189,23 @@ func TestImporterReadEditRefusedEdit(t *testing.T) {
 	assert.Equal(t, `HTTP error 409: Error: edit requires reading "`+h.path("other.md")+`" first — read the file, then retry`,
 		im.call(t, "edit", map[string]any{"file_path": "other.md", "old_string": "other", "new_string": "x"}))
 	assert.Equal(t, "other\n", h.contents("other.md"))
+}
+
+// TestImporterInTheAnchorsDialect: an importer configured with the view
+// of the anchors dialect (Open WebUI: the connection's path
+// openapi.json?dialect=anchors) gets edit_lines and not edit, and its
+// reads, through the path the view names, answer with anchors, so the
+// model can cite them (docs/frontends.md, "Edit dialects").
+func TestImporterInTheAnchorsDialect(t *testing.T) {
+	h := start(t, options{token: "tok", sessions: tools.Sessions{Default: "default"}})
+	h.file("notes.md", "# Notes\n- todo: ship\n")
+	im := importTools(t, h.srv.URL, "tok", "openapi.json?dialect=anchors")
+	assert.Equal(t, []string{"edit_lines", "glob", "grep", "read", "write"}, im.names())
+	p := h.path("notes.md")
+	first, second := anchor(1, "# Notes"), anchor(2, "- todo: ship")
+	assert.Equal(t, "<path>"+p+"</path>\n<type>file</type>\n<content>\n"+first+": # Notes\n"+second+": - todo: ship\n\n(End of file - total 2 lines)\n</content>",
+		im.call(t, "read", map[string]any{"file_path": "notes.md"}))
+	assert.Equal(t, "The file "+p+" has been updated successfully.\nLines 2-2 now:\n"+anchor(2, "- done: ship")+": - done: ship",
+		im.call(t, "edit_lines", map[string]any{"file_path": "notes.md", "edits": []any{map[string]any{"op": "replace", "start": second, "text": "- done: ship"}}}))
+	assert.Equal(t, "# Notes\n- done: ship\n", h.contents("notes.md"))
 }

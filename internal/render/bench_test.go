@@ -163,3 +163,15 @@ func BenchmarkAnchoredWindow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTags is the tags of one default window's lines alone (51,200
+// bytes of source-like text), what an anchored read adds to a plain one.
+func BenchmarkTags(b *testing.B) {
+	lines := bytes.Split(sourceLike(51200), []byte{'\n'})
+	b.SetBytes(51200)
+	for b.Loop() {
+		for _, l := range lines {
+			_ = Tag(l)
+		}
+	}
+}
