@@ -17,6 +17,12 @@ export type WriteRequest = Schemas["WriteRequest"];
 export type WriteResult = Schemas["WriteResult"];
 /** EditRequest is the body of POST /tools/edit. */
 export type EditRequest = Schemas["EditRequest"];
+/** EditLinesRequest is the body of POST /tools/edit_lines: lines replaced, deleted and inserted by their anchors. */
+export type EditLinesRequest = Schemas["EditLinesRequest"];
+/** EditLinesResult is the answer of an edit_lines. */
+export type EditLinesResult = Schemas["EditLinesResult"];
+/** Dialect is an edit dialect: which edit tool a model is offered, and whether read shows anchors. */
+export type Dialect = "str_replace" | "apply_patch" | "anchors" | "all";
 /** EditResult is the answer of an edit. */
 export type EditResult = Schemas["EditResult"];
 /** Diff is one hunk of a write or edit, with 3 lines of context. */
@@ -114,6 +120,12 @@ export interface ToolfsOptions {
   sessionId?: string;
   /** sessionCwd is sent as X-Session-Cwd: the folder relative paths resolve against. */
   sessionCwd?: string;
+  /**
+   * dialect is sent as ?dialect= on read, readLines, write, edit and
+   * editLines; with "anchors" or "all", read shows each line as
+   * `<n>#<tag>: <text>` and its metadata lines carry `tag` (docs/edits.md).
+   */
+  dialect?: Dialect;
   /** fetch replaces globalThis.fetch (tests, proxies). */
   fetch?: typeof globalThis.fetch;
 }
@@ -174,6 +186,8 @@ export interface ToolfsClient {
   write(body: WriteRequest, opts?: CallOptions): Promise<WriteResult>;
   /** edit replaces literal text in a file; it throws ToolError on failure. */
   edit(body: EditRequest, opts?: CallOptions): Promise<EditResult>;
+  /** editLines replaces, deletes and inserts lines named by the anchors an anchored read shows; it throws ToolError on failure. */
+  editLines(body: EditLinesRequest, opts?: CallOptions): Promise<EditLinesResult>;
   /**
    * events reads the change feed (GET /events) over fetch, so the bearer
    * token goes in a header, as EventSource cannot send one. It reconnects
@@ -245,6 +259,8 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
   if (o.sessionId !== undefined) headers["X-Session-ID"] = o.sessionId;
   if (o.sessionCwd !== undefined) headers["X-Session-Cwd"] = o.sessionCwd;
   const api = createClient<paths>({ baseUrl: o.baseUrl, headers, fetch: o.fetch });
+  // The tool routes' query: the dialect, when one is set.
+  const params = { query: o.dialect === undefined ? {} : { dialect: o.dialect } };
   const doFetch = o.fetch ?? globalThis.fetch;
 
   // unwrap returns the body of a 2xx answer or throws its ToolError.
@@ -256,20 +272,21 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
   return {
     api,
     async read(body, opts) {
-      const r = await api.POST("/tools/read", { body, signal: opts?.signal });
+      const r = await api.POST("/tools/read", { params, body, signal: opts?.signal });
       const data = unwrap(r);
       // The 200 also lists text/plain (the streamed form); JSON was asked for.
       if (typeof data === "string") throw new ToolError("HTTP_ERROR", r.response.status, "Error: expected a JSON body");
       return data;
     },
-    write: async (body, opts) => unwrap(await api.POST("/tools/write", { body, signal: opts?.signal })),
+    write: async (body, opts) => unwrap(await api.POST("/tools/write", { params, body, signal: opts?.signal })),
     listApprovals: async (opts = {}) =>
       unwrap(await api.GET("/approvals", { params: { query: { wait: opts.wait, after: opts.after } }, signal: opts.signal })),
     async decide(id, decision, opts) {
       const r = await api.POST("/approvals/{id}", { params: { path: { id } }, body: { decision }, signal: opts?.signal });
       if (r.response.status !== 204) throw toolError(r.error, r.response);
     },
-    edit: async (body, opts) => unwrap(await api.POST("/tools/edit", { body, signal: opts?.signal })),
+    edit: async (body, opts) => unwrap(await api.POST("/tools/edit", { params, body, signal: opts?.signal })),
+    editLines: async (body, opts) => unwrap(await api.POST("/tools/edit_lines", { params, body, signal: opts?.signal })),
     list: async (path = "", opts = {}) =>
       unwrap(await api.GET("/files", {
         params: { query: { path, depth: opts.depth, ignore: opts.ignoreGit ? "git" : undefined } },
@@ -335,6 +352,7 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
       unwrap(await api.POST("/sessions/{id}/revert", { params: { path: { id } }, body, signal: opts?.signal })),
     async *readLines(body, opts) {
       const r = await api.POST("/tools/read", {
+        params,
         body,
         headers: { Accept: "text/plain" },
         parseAs: "stream",

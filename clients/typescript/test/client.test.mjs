@@ -27,6 +27,10 @@ const routes = {
       output: 'Error: cannot edit "/r/a.txt": file changed since it was read — re-read the file, then retry',
     }));
   },
+  "/tools/edit_lines": (req, res, body) => {
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ output: `edited ${JSON.parse(body).edits.length}`, metadata: { diffs: [] } }));
+  },
   "/tools/write": (req, res) => {
     res.writeHead(502, { "Content-Type": "text/html" });
     res.end("<h1>bad gateway</h1>");
@@ -48,7 +52,8 @@ before(async () => {
     for await (const c of req) body += c;
     seen.push({ method: req.method, url: req.url, headers: req.headers, body });
     res.on("close", () => { if (!res.writableFinished) closed.add(JSON.parse(body || "{}").file_path); });
-    if (req.url === "/tools/read" && req.headers.accept === "text/plain") {
+    const path = req.url.split("?")[0];
+    if (path === "/tools/read" && req.headers.accept === "text/plain") {
       const { file_path } = JSON.parse(body);
       if (file_path === "missing.txt") {
         res.writeHead(404, { "Content-Type": "application/problem+json" });
@@ -68,7 +73,7 @@ before(async () => {
       }
       return res.end();
     }
-    const route = routes[req.url];
+    const route = routes[path];
     if (!route) { res.writeHead(404); return res.end(); }
     route(req, res, body);
   });
@@ -100,6 +105,19 @@ test("read sends the token, session headers and JSON body", async () => {
   assert.equal(req.headers["x-session-cwd"], "sub");
   assert.equal(req.headers["content-type"], "application/json");
   assert.deepEqual(JSON.parse(req.body), { file_path: "a.txt", offset: 2 });
+});
+
+test("the dialect goes as ?dialect= on the tool routes; editLines posts edit_lines", async () => {
+  const c = createToolfsClient({ baseUrl, dialect: "anchors" });
+  await c.read({ file_path: "a.txt" });
+  assert.equal(seen.at(-1).url, "/tools/read?dialect=anchors");
+  await collect(c.readLines({ file_path: "split.txt" }));
+  assert.equal(seen.at(-1).url, "/tools/read?dialect=anchors");
+  const r = await c.editLines({ file_path: "a.txt", edits: [{ op: "replace", start: "1#SW", text: "hi" }] });
+  assert.equal(r.output, "edited 1");
+  assert.equal(seen.at(-1).url, "/tools/edit_lines?dialect=anchors");
+  await client().read({ file_path: "a.txt" });
+  assert.equal(seen.at(-1).url, "/tools/read", "no dialect, no query");
 });
 
 test("headers left unset are not sent", async () => {
