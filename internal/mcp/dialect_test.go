@@ -149,3 +149,30 @@ func TestDialectOfTheServer(t *testing.T) {
 }
 
 func filepathOf(h *harness, rel string) string { return h.srv.Root + "/" + rel }
+
+// TestAnchoredReadsCachedApart: with the read cache on, a plain and an
+// anchored window of one version are two entries: neither is answered
+// from the other's, over REST or MCP, in either order.
+func TestAnchoredReadsCachedApart(t *testing.T) {
+	h := start(t, options{cached: true})
+	h.file("a.txt", "hello\nworld\n")
+	p := filepathOf(h, "a.txt")
+	plain := "<path>" + p + "</path>\n<type>file</type>\n<content>\n1: hello\n2: world\n\n(End of file - total 2 lines)\n</content>"
+	anchored := "<path>" + p + "</path>\n<type>file</type>\n<content>\n1#SW: hello\n2#TP: world\n\n(End of file - total 2 lines)\n</content>"
+	a, s := h.connectTo("/mcp?dialect=anchors", ""), h.connectTo("/mcp", "")
+	body := `{"file_path":"a.txt"}`
+	for i := 0; i < 3; i++ { // the first read fills the cache, the others hit it
+		assert.Equal(t, plain, h.raw(http.MethodPost, "/model/read", body, "Content-Type", "application/json").body, "REST plain, read %d", i)
+		assert.Equal(t, anchored, h.raw(http.MethodPost, "/model/read?dialect=anchors", body, "Content-Type", "application/json").body, "REST anchored, read %d", i)
+		text, _ := a.call(t, "read", map[string]any{"file_path": "a.txt"})
+		assert.Equal(t, anchored, text, "MCP anchored, read %d", i)
+		text, _ = s.call(t, "read", map[string]any{"file_path": "a.txt"})
+		assert.Equal(t, plain, text, "MCP plain, read %d", i)
+		r := h.raw(http.MethodPost, "/tools/read?dialect=anchors", body, "Content-Type", "application/json")
+		assert.Contains(t, r.body, `{"number":1,"text":"hello","tag":"SW"}`, "REST JSON anchored, read %d", i)
+		r = h.raw(http.MethodPost, "/tools/read", body, "Content-Type", "application/json")
+		assert.Contains(t, r.body, `{"number":1,"text":"hello"}`, "REST JSON plain, read %d", i)
+	}
+	m := h.raw(http.MethodGet, "/metrics", "").body
+	assert.Contains(t, m, `toolfs_cache_hits_total{cache="window"}`)
+}
