@@ -21,7 +21,7 @@ import (
 // (docs/files.md); a listing or download touches only a session its
 // headers name, so a file browser does not keep the default session alive.
 func (s *rest) filesCall(next http.Handler) http.Handler {
-	change, read := s.callWith(s.sessions.tool, next), s.callWith(s.sessions.named, next)
+	change, read := s.callWith(s.sessions.tool, false, next), s.callWith(s.sessions.named, false, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut || r.Method == http.MethodDelete {
 			change.ServeHTTP(w, r)

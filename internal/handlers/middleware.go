@@ -308,14 +308,17 @@ func (h sessionHeaders) resolve(r *http.Request, sessions tools.Sessions) (sessi
 // decision or record carries the use when the store can (docs/performance.md
 // §7).
 func (s *rest) toolCall(next http.Handler) http.Handler {
-	return s.callWith(s.sessions.tool, next)
+	return s.callWith(s.sessions.tool, true, next)
 }
 
 // callWith resolves a request's session and cwd by sessions into the
 // tools.Call its route runs (callOf): toolCall's and filesCall's one step.
 // Its routes take no OPTIONS, so a CORS preflight (which auth lets through
 // without a credential) is refused here before it touches a session.
-func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler {
+//
+// dialects: the route takes ?dialect= (a tool route: docs/edits.md, "Edit
+// dialects").
+func (s *rest) callWith(sessions tools.Sessions, dialects bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isPreflight(r) {
 			methodNotAllowed(w, r)
@@ -327,10 +330,12 @@ func (s *rest) callWith(sessions tools.Sessions, next http.Handler) http.Handler
 			writeError(w, err)
 			return
 		}
-		dialect, err := dialectOf(r)
-		if err != nil {
-			writeError(w, err)
-			return
+		var dialect render.Dialect
+		if dialects {
+			if dialect, err = dialectOf(r); err != nil {
+				writeError(w, err)
+				return
+			}
 		}
 		c := caller(r)
 		c.Session, c.Cwd, c.Transport, c.Start, c.Dialect = session, cwd, "rest", start, dialect
