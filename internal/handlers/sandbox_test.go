@@ -887,3 +887,28 @@ func TestApprovalAnswersMatchTheContract(t *testing.T) {
 	send("not pending", "POST", "/approvals/"+b.ID, `{"decision":"approve"}`, "person", 409)
 	send("escalation argument", "POST", "/tools/write", `{"file_path":"a.txt","content":"x","sandbox_permissions":"danger-full-access","justification":"   "}`, "agent", 400)
 }
+
+// TestEditLinesFencedAndApproved: edit_lines is fenced as edit is, and its
+// escalation shows a person the change (its dry run's diff) and runs it
+// once approved (SPEC §24: one pipeline for every change).
+func TestEditLinesFencedAndApproved(t *testing.T) {
+	h := startSandbox(t, sbOptions{mode: tools.FenceReadOnly})
+	h.file("ws/a.txt", "one\ntwo\n")
+	require.Equal(t, http.StatusOK, h.tool("read", "ws", map[string]any{"file_path": "a.txt"}).Status)
+	edits := []any{map[string]any{"op": "replace", "start": "2#PM", "text": "TWO"}}
+	r := h.tool("edit_lines", "ws", map[string]any{"file_path": "a.txt", "edits": edits})
+	require.Equal(t, http.StatusForbidden, r.Status)
+	assert.Equal(t, deniedText("read-only"), r.Output)
+
+	answer := h.async("edit_lines", "ws", map[string]any{"file_path": "a.txt", "edits": edits,
+		"sandbox_permissions": "workspace-write", "justification": "The user asked to fix line two."})
+	a := h.pending(1, "")[0]
+	assert.Equal(t, "edit_lines", a.Tool)
+	assert.Contains(t, a.Diff, "-two\n+TWO")
+	assert.Equal(t, "one\ntwo\n", h.contents("ws/a.txt"), "nothing runs before the decision")
+	require.Equal(t, http.StatusNoContent, h.decide(a.ID, "approve", "").Status)
+	r = wait(t, answer)
+	require.Equal(t, http.StatusOK, r.Status, r.Body)
+	assert.Equal(t, "The file "+filepath.Join(h.srv.Root, "ws/a.txt")+" has been updated successfully.\nLines 2-2 now:\n"+anchor(2, "TWO")+": TWO", r.Output)
+	assert.Equal(t, "one\nTWO\n", h.contents("ws/a.txt"))
+}
