@@ -354,9 +354,10 @@ func literalSeek(text, needle, repl []byte) seeker {
 }
 
 // Line-number prefixes (LevelPrefixes): the forms read tools show before a
-// line's text, each after optional spaces: ours "<n>: ", and "<n> | ",
-// "<n>\t", "<n>→". A line whose text is empty may lack the prefix's
-// trailing space.
+// line's text, each after optional spaces: ours "<n>: " (and "<n>#<tag>: "
+// in the anchors dialect, a tag being two capital letters: docs/edits.md,
+// "Anchored lines"), and "<n> | ", "<n>\t", "<n>→". A line whose text is
+// empty may lack the prefix's trailing space.
 var prefixSeps = []string{": ", " | ", "\t", "→"}
 
 // stripPrefixes removes old's line-number prefixes when every one of its
@@ -461,6 +462,9 @@ func cutPrefix(l, sep string) (int, string, bool) {
 	}
 	n, _ := strconv.Atoi(l[i:j])
 	rest := l[j:]
+	if sep == ": " && len(rest) >= 3 && rest[0] == '#' && isCapital(rest[1]) && isCapital(rest[2]) {
+		rest = rest[3:] // an anchored read's "<n>#<tag>: "
+	}
 	switch {
 	case len(rest) >= len(sep) && rest[:len(sep)] == sep:
 		return n, rest[len(sep):], true
@@ -469,6 +473,8 @@ func cutPrefix(l, sep string) (int, string, bool) {
 	}
 	return 0, "", false
 }
+
+func isCapital(c byte) bool { return c >= 'A' && c <= 'Z' }
 
 // Line levels (LevelTrailing, LevelIndent) compare whole lines: old's
 // lines against as many consecutive lines of the file, each without its

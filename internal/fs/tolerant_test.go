@@ -41,6 +41,7 @@ func TestLocateLevels(t *testing.T) {
 		{"prefixes on old only", "x\n  one\n  two\ny\n", "2:   one\n3:   two\n", "  uno\n", false, "x\n  uno\ny\n", LevelPrefixes, [][2]int{{2, 3}}},
 		{"pipe prefixes, padded", "a\nb\nc\n", "  9 | b\n 10 | c", "B\nC", false, "a\nB\nC\n", LevelPrefixes, [][2]int{{2, 3}}},
 		{"tab prefixes (cat -n)", "a\nb\n", "     1\ta\n     2\tb\n", "     1\tA\n     2\tB\n", false, "A\nB\n", LevelPrefixes, [][2]int{{1, 2}}},
+		{"anchored read's prefixes", "x\n  one\n  two\ny\n", "2#KT:   one\n3#AB:   two", "2#KT:   ONE\n3#AB:   two", false, "x\n  ONE\n  two\ny\n", LevelPrefixes, [][2]int{{2, 3}}},
 		{"arrow prefixes", "a\n\nb\n", "1→a\n2→\n3→b", "1→A\n2→\n3→B", false, "A\n\nB\n", LevelPrefixes, [][2]int{{1, 3}}},
 		{"empty line without the trailing space", "a\n\nb\n", "1: a\n2:\n3: b", "1: a\n2:\n3: c", false, "a\n\nc\n", LevelPrefixes, [][2]int{{1, 3}}},
 		{"prefixed old in a CRLF file", "a\r\nb\r\n", "1: a\n2: b", "1: A\n2: B", false, "A\r\nB\r\n", LevelPrefixes, [][2]int{{1, 2}}},

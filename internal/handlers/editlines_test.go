@@ -325,3 +325,18 @@ func TestDialectCatalogs(t *testing.T) {
 	assert.Equal(t, o.do(http.MethodGet, "/tools", "").Raw, o.do(http.MethodGet, "/tools?dialect=anchors", "").Raw)
 	assert.Contains(t, o.do(http.MethodPost, "/tools/read?dialect=anchors", `{"file_path":"a.txt"}`).Output, "\n1: hello\n")
 }
+
+// TestAllDialectEditTakesAnchoredPrefixes: in the all dialect read shows
+// anchors, and edit's old_string copied from it with them still finds its
+// place (the tolerant edit's line-number prefixes, docs/edits.md).
+func TestAllDialectEditTakesAnchoredPrefixes(t *testing.T) {
+	h := start(t, options{dialect: "all"})
+	h.file("a.txt", "one\ntwo\nthree\n")
+	p := h.path("a.txt")
+	r := h.tool("read", "s", obj{"file_path": "a.txt"})
+	require.Contains(t, r.Output, "\n2#PM: two\n3#HM: three\n")
+	r = h.tool("edit", "s", obj{"file_path": "a.txt", "old_string": "2#PM: two\n3#HM: three", "new_string": "2#PM: TWO\n3#HM: three"})
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, "The file "+p+" has been updated successfully.\nMatched after removing line-number prefixes at lines 2-3.", r.Output)
+	assert.Equal(t, "one\nTWO\nthree\n", h.contents("a.txt"))
+}
