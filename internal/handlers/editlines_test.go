@@ -94,7 +94,7 @@ func TestEditLinesThroughTheServer(t *testing.T) {
 
 	r := h.editLines(obj{"op": "replace", "start": "2#PM", "text": "TWO"})
 	assert.Equal(t, 409, r.Status)
-	assert.Equal(t, `Error: edit requires reading "`+p+`" first — read the file, then retry`, r.Output)
+	assert.Equal(t, `Error: edit_lines requires reading "`+p+`" first — read the file, then retry`, r.Output)
 
 	require.Equal(t, 200, h.tool("read", "s", obj{"file_path": "a.txt"}).Status)
 	r = h.editLines(obj{"op": "replace", "start": "2#PM", "text": "TWO"})
@@ -292,7 +292,8 @@ func TestDialectCatalogs(t *testing.T) {
 	assert.Equal(t, def, h.do(http.MethodGet, "/tools?dialect=", "").Raw)
 	for _, f := range []string{"", "&format=openai", "&format=anthropic", "&format=mcp"} {
 		assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep"}, names("/tools?dialect=anchors"+f), f)
-		assert.Equal(t, []string{"read", "write", "edit", "edit_lines", "glob", "grep"}, names("/tools?dialect=all"+f), f)
+		assert.Equal(t, []string{"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep"}, names("/tools?dialect=all"+f), f)
+		assert.Equal(t, []string{"read", "write", "apply_patch", "glob", "grep"}, names("/tools?dialect=apply_patch"+f), f)
 		assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, names("/tools?dialect=str_replace"+f), f)
 	}
 	assert.ElementsMatch(t, []string{"read /model/read?dialect=anchors", "write /model/write", "edit_lines /model/edit_lines", "glob /model/glob", "grep /model/grep"}, names("/openapi.json?dialect=anchors"))
@@ -324,6 +325,11 @@ func TestDialectCatalogs(t *testing.T) {
 	o.file("a.txt", "hello\n")
 	assert.Equal(t, o.do(http.MethodGet, "/tools", "").Raw, o.do(http.MethodGet, "/tools?dialect=anchors", "").Raw)
 	assert.Contains(t, o.do(http.MethodPost, "/tools/read?dialect=anchors", `{"file_path":"a.txt"}`).Output, "\n1: hello\n")
+	// edit_lines belongs to the extended profile, as apply_patch does.
+	r = o.tool("edit_lines", "s", obj{"file_path": "a.txt", "edits": []obj{{"op": "replace", "start": "1#SW", "text": "x"}}})
+	assert.Equal(t, 404, r.Status, r.Raw)
+	assert.Equal(t, "NOT_FOUND", r.Code)
+	assert.Equal(t, "hello\n", o.contents("a.txt"))
 }
 
 // TestAllDialectEditTakesAnchoredPrefixes: in the all dialect read shows

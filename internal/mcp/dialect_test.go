@@ -72,7 +72,8 @@ func TestDialectOverMCP(t *testing.T) {
 			require.False(t, isErr, text)
 			assert.Equal(t, "<path>"+filepathOf(h, "a.txt")+"</path>\n<type>file</type>\n<content>\n1#SW: hello\n2#TP: world\n\n(End of file - total 2 lines)\n</content>", text)
 
-			assert.Equal(t, []string{"read", "write", "edit", "edit_lines", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=all", v.ask)))
+			assert.Equal(t, []string{"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=all", v.ask)))
+			assert.Equal(t, []string{"read", "write", "apply_patch", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=apply_patch", v.ask)))
 			plain := h.connectTo("/mcp", v.ask)
 			assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, toolNames(t, plain))
 			text, _ = plain.call(t, "read", map[string]any{"file_path": "a.txt"})

@@ -172,12 +172,13 @@ func TestImportsNothingHTTP(t *testing.T) {
 // edit (and edit_lines); never open-world.
 func TestAnnotations(t *testing.T) {
 	want := map[string]string{
-		"read":       `{"readOnlyHint":true,"openWorldHint":false}`,
-		"write":      `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
-		"edit":       `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
-		"edit_lines": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
-		"glob":       `{"readOnlyHint":true,"openWorldHint":false}`,
-		"grep":       `{"readOnlyHint":true,"openWorldHint":false}`,
+		"read":        `{"readOnlyHint":true,"openWorldHint":false}`,
+		"write":       `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"edit":        `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"edit_lines":  `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"apply_patch": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"glob":        `{"readOnlyHint":true,"openWorldHint":false}`,
+		"grep":        `{"readOnlyHint":true,"openWorldHint":false}`,
 	}
 	for _, name := range tools.Names {
 		got, err := json.Marshal(tools.AnnotationsOf(name))
