@@ -28,6 +28,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.IntVar(&c.ReadMaxLineLength, "read-max-line-length", d.ReadMaxLineLength, "characters kept per line before truncation")
 	fl.IntVar(&c.ReadMaxBytes, "read-max-bytes", d.ReadMaxBytes, "byte cap on one read window")
 	fl.Int64Var(&c.ReadStreamMinSize, "read-stream-min-size", d.ReadStreamMinSize, "accepted for compatibility with the original: every read is chunked, so memory is bounded for any size")
+	fl.IntVar(&c.ReadImageMaxPixels, "read-image-max-pixels", d.ReadImageMaxPixels, "long side, in pixels, of the picture an image read sends (larger images are scaled down; docs/media.md)")
+	fl.Int64Var(&c.ReadImageMaxBytes, "read-image-max-bytes", d.ReadImageMaxBytes, "encoded bytes of the picture an image read sends at most (larger ones are re-encoded or scaled down)")
 	fl.BoolVar(&c.Policy, "policy", d.Policy, "read-before-write policy (false = bare provider)")
 	fl.DurationVar(&c.SessionTTL, "session-ttl", d.SessionTTL, "idle time after which a session's observations are forgotten")
 	fl.IntVar(&c.MaxSessions, "max-sessions", d.MaxSessions, "sessions kept at once (least recently used go first)")

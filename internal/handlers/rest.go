@@ -110,6 +110,10 @@ func (s *rest) ReadTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, terr)
 		return
 	}
+	if res.IsMedia() { // an image or PDF (docs/media.md): not a text window
+		writeJSON(w, http.StatusOK, "application/json", tools.Result{Output: res.Output(), Metadata: res.Meta})
+		return
+	}
 	if b, ok := res.Memo("rest json", func() []byte { return readResult{res}.appendJSON(nil) }); ok {
 		writeBytes(w, http.StatusOK, "application/json", b)
 		return

@@ -89,6 +89,20 @@ func defaultBudget(caps render.Caps, structured bool) int64 {
 	return MaxBatch*readAnswerBound(caps, structured) + 4<<20
 }
 
+// imageAnswerBound is what an image read's picture adds to its answer at
+// most (docs/media.md): maxBytes in base64 in the image block, and again in
+// the structured content.
+func imageAnswerBound(maxBytes int64, structured bool) int64 {
+	n := base64Len(int(maxBytes)) + answerFraming
+	if structured {
+		n *= 2
+	}
+	return n
+}
+
+// base64Len is the length of n bytes in standard base64 with padding.
+func base64Len(n int) int64 { return int64(n+2) / 3 * 4 }
+
 // budget counts the answers of one HTTP request against its limit. A nil
 // budget has no limit.
 type budget struct {
@@ -110,8 +124,11 @@ func (b *budget) charge(res *sdk.CallToolResult, text []byte) bool {
 	}
 	n := int64(answerFraming) + rawLen(text)
 	for _, c := range res.Content {
-		if t, ok := c.(*sdk.TextContent); ok {
-			n += encodedLen(t.Text)
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			n += encodedLen(c.Text)
+		case *sdk.ImageContent:
+			n += base64Len(len(c.Data)) + answerFraming
 		}
 	}
 	if raw, ok := res.StructuredContent.(json.RawMessage); ok {

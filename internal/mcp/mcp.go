@@ -49,8 +49,8 @@ type Config struct {
 	// the SDK's own 4 MiB, which would refuse a large write).
 	MaxBodyBytes int64
 	// AnswerBudget bounds the bytes of the answers of one HTTP request
-	// (0: a batch of MaxBatch reads under the executor's caps, plus 4 MiB;
-	// docs/mcp.md, "Limits").
+	// (0: a batch of MaxBatch reads under the executor's caps, plus one
+	// image read's answer, plus 4 MiB; docs/mcp.md, "Limits").
 	AnswerBudget int64
 	// SessionTimeout closes an MCP session idle this long, which bounds the
 	// SDK's table of sessions in time (0: 30 minutes).
@@ -115,7 +115,7 @@ func New(cfg Config, x *tools.Executor) *Handler {
 		if caps == (render.Caps{}) {
 			caps = render.DefaultCaps()
 		}
-		cfg.AnswerBudget = defaultBudget(caps, cfg.Structured)
+		cfg.AnswerBudget = defaultBudget(caps, cfg.Structured) + imageAnswerBound(x.ImageMaxBytes(), cfg.Structured)
 	}
 	h := &Handler{
 		origins:  map[string]bool{},
@@ -436,6 +436,11 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		return failure(err), nil
 	}
 	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}
+	if m, ok := out.Metadata.(tools.ReadMetadata); ok && m.Image != nil {
+		// The picture after its text block (docs/media.md): clients that
+		// drop images still tell the model what is there.
+		res.Content = append(res.Content, &sdk.ImageContent{MIMEType: m.Image.MediaType, Data: m.Image.Data})
+	}
 	if a.structured {
 		// Encoded here, once, byte for byte as the SDK sends it (compact,
 		// HTML characters escaped, as its json.Marshal of the result leaves

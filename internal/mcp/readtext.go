@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -14,6 +15,10 @@ import (
 // an unchanged file sends them as they are (docs/performance.md, "MCP at
 // the speed of REST"). The bytes must not be modified.
 func readText(r tools.ReadResult) []byte {
+	if r.IsMedia() {
+		b, _ := json.Marshal(r.Output()) // a string always encodes
+		return b
+	}
 	if b, ok := r.Memo("mcp-text", func() []byte { return appendReadText(nil, r.Display, r.Window) }); ok {
 		return b
 	}

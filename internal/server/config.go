@@ -14,6 +14,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
@@ -67,6 +68,9 @@ type Config struct {
 	ReadMaxLineLength int    // --read-max-line-length [2000]
 	ReadMaxBytes      int    // --read-max-bytes [51200]
 	ReadStreamMinSize int64  // --read-stream-min-size [10 MiB], accepted for compatibility only
+	// What an image read sends (docs/media.md).
+	ReadImageMaxPixels int   // --read-image-max-pixels [1568], the long side
+	ReadImageMaxBytes  int64 // --read-image-max-bytes [5 MiB], encoded
 
 	// The read-before-write policy and its sessions (docs/api.md,
 	// "Sessions"; docs/deployment.md).
@@ -180,6 +184,8 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadMaxLineLength, caps.MaxLineLength)
 	def(&c.ReadMaxBytes, caps.MaxBytes)
 	def64(&c.ReadStreamMinSize, 10<<20)
+	def(&c.ReadImageMaxPixels, media.DefaultMaxSide)
+	def64(&c.ReadImageMaxBytes, media.DefaultMaxBytes)
 	def64(&c.MaxBodyBytes, 32<<20)
 	def64(&c.MaxUploadBytes, tools.DefaultMaxUploadBytes)
 	def(&c.ListMaxEntries, tools.DefaultListMaxEntries)
@@ -227,6 +233,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// The bounds of --read-image-max-pixels and --read-image-max-bytes: a
+// side longer than any model takes, and too few bytes for any picture
+// (docs/media.md).
+const (
+	MaxImageSide  = 16384
+	MinImageBytes = 1024
+)
+
 // validateSettings is Validate without the listening address, which only
 // Listen uses; New runs it once the zero bounds took their defaults.
 func (c Config) validateSettings() error {
@@ -263,6 +277,12 @@ func (c Config) validateSettings() error {
 	}
 	if c.UploadRateWindow < time.Second {
 		return fmt.Errorf("--upload-rate-window must be at least 1s, not %v: a shorter window would cut uploads on an ordinary pause of the network", c.UploadRateWindow)
+	}
+	if c.ReadImageMaxPixels < 1 || c.ReadImageMaxPixels > MaxImageSide {
+		return fmt.Errorf("--read-image-max-pixels must be between 1 and %d", MaxImageSide)
+	}
+	if c.ReadImageMaxBytes < MinImageBytes || c.ReadImageMaxBytes > media.MaxImageFileBytes {
+		return fmt.Errorf("--read-image-max-bytes must be between %d and %d", MinImageBytes, media.MaxImageFileBytes)
 	}
 	if c.CheckpointMaxFileBytes > c.CheckpointBytes {
 		return fmt.Errorf("--checkpoint-max-file-bytes (%d) must not exceed --checkpoint-bytes (%d): the largest kept file must fit in the bound of all of them", c.CheckpointMaxFileBytes, c.CheckpointBytes)

@@ -31,6 +31,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/mcp"
+	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/metrics"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -170,6 +171,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
 		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
+		Images:   media.ImageLimits{MaxSide: cfg.ReadImageMaxPixels, MaxBytes: cfg.ReadImageMaxBytes},
 		Profile:  render.Profile(cfg.Profile),
 		Dialect:  render.Dialect(cfg.EditDialect),
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,

@@ -124,6 +124,7 @@ type cached struct {
 	key    cacheKey
 	window render.Window
 	index  render.LineIndex
+	media  *mediaAnswer // CacheMedia
 	hash   fs.Hash
 	size   int64                   // guarded by Cache.mu
 	memos  atomic.Pointer[[]*memo] // copied on write, at most maxMemos

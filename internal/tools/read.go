@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -20,6 +21,11 @@ type ReadMetadata struct {
 	Lines      []render.Line `json:"lines"`
 	TotalLines int           `json:"totalLines"`
 	Lang       string        `json:"lang,omitempty"`
+	// Image is an image read's picture; Pages and TotalPages a PDF read's
+	// window (docs/media.md). Lines is then empty.
+	Image      *ReadImage    `json:"image,omitempty"`
+	Pages      []render.Page `json:"pages,omitempty"`
+	TotalPages *int          `json:"totalPages,omitempty"`
 }
 
 // ReadResult is a successful read: the window and its metadata. Its output
@@ -31,7 +37,12 @@ type ReadResult struct {
 	Meta    ReadMetadata
 	hit     *cached // the cached window it came from
 	cache   *Cache
+	media   *mediaAnswer // an image or PDF read's answer; Window is then empty
 }
+
+// IsMedia says the read answered an image or a PDF: its output and
+// metadata are not a text window's.
+func (r ReadResult) IsMedia() bool { return r.media != nil }
 
 // Memo returns a transport's encoding of the answer, named name: for an
 // answer served from a cached window, encode runs once per window and
@@ -65,7 +76,12 @@ type TextSink interface {
 }
 
 // Output is the exact model-facing text of the read.
-func (r ReadResult) Output() string { return render.ReadOutput(r.Display, r.Window) }
+func (r ReadResult) Output() string {
+	if r.media != nil {
+		return r.media.output
+	}
+	return render.ReadOutput(r.Display, r.Window)
+}
 
 // Reading is a read whose arguments are valid and whose file is open. Finish
 // it with Window or Stream; either closes the file. Close releases it
@@ -82,6 +98,7 @@ type Reading struct {
 	// "Anchored lines"); the window's lines carry their tags.
 	anchors bool
 	closed  bool
+	kind    media.Kind // an image or a PDF (extended profile): readMedia answers
 
 	// The read caches (docs/performance.md, "Caches"): hit is this window
 	// of this version, already rendered; index lets the window start at
@@ -136,8 +153,8 @@ func (x *Executor) Read(ctx context.Context, c Call, raw []byte) (*Reading, *fau
 		}
 		return nil, x.fail(c, ToolRead, errorOf(oerr))
 	}
-	r := &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit, anchors: anchors, at: at}
-	if _, seeks := f.(io.ReaderAt); x.cache != nil && seeks && opened.Size >= IndexMinBytes {
+	r := &Reading{x: x, c: c, target: t, file: f, info: opened, offset: a.offset, limit: a.limit, anchors: anchors, at: at, kind: x.sniff(f, opened.Size)}
+	if _, seeks := f.(io.ReaderAt); x.cache != nil && seeks && opened.Size >= IndexMinBytes && r.kind == media.KindNone {
 		if e, ok := x.cache.index(opened.Version); ok {
 			r.index = e
 		} else if x.cache.cacheable(opened, at) {
@@ -169,6 +186,9 @@ func (r *Reading) Window(ctx context.Context) (ReadResult, *fault.Error) {
 		res := r.result(r.hit.window)
 		res.hit, res.cache = r.hit, r.x.cache
 		return res, nil
+	}
+	if r.kind != media.KindNone {
+		return r.readMedia(ctx)
 	}
 	defer r.file.Close()
 	win, src := r.windower()
@@ -250,6 +270,9 @@ func (r *Reading) Stream(ctx context.Context, sink LineSink) (begun bool, _ *fau
 	r.closed = true
 	if r.hit != nil {
 		return true, r.streamHit(sink)
+	}
+	if r.kind != media.KindNone {
+		return r.streamMedia(ctx, sink)
 	}
 	defer r.file.Close()
 	win, src := r.windower()

@@ -24,6 +24,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
@@ -88,6 +89,10 @@ type Options struct {
 	Gate   policy.Gate
 	Search *search.Searcher // nil: glob and grep are unavailable
 	Caps   render.Caps
+	// Images bounds what an image read sends (--read-image-max-pixels,
+	// --read-image-max-bytes; docs/media.md); zero fields take the
+	// defaults.
+	Images media.ImageLimits
 	// Profile is the surface advertised and the hints on edit misses
 	// (docs/api.md, "Profiles"); "" is ProfileExtended.
 	Profile render.Profile
@@ -146,6 +151,7 @@ type Executor struct {
 	policyOn  bool
 	search    *search.Searcher
 	caps      render.Caps
+	images    media.ImageLimits
 	profile   render.Profile
 	dialect   render.Dialect
 	obs       Observer
@@ -187,6 +193,13 @@ func New(opts Options) *Executor {
 	if x.gate == nil {
 		x.gate = policy.Off{}
 	}
+	x.images = opts.Images
+	if x.images.MaxSide <= 0 {
+		x.images.MaxSide = media.DefaultMaxSide
+	}
+	if x.images.MaxBytes <= 0 {
+		x.images.MaxBytes = media.DefaultMaxBytes
+	}
 	x.profile = opts.Profile
 	if x.profile == "" {
 		x.profile = render.ProfileExtended
@@ -222,6 +235,10 @@ func (x *Executor) DialectOf(c Call) render.Dialect {
 	}
 	return c.Dialect
 }
+
+// ImageMaxBytes bounds the encoded picture an image read sends
+// (--read-image-max-bytes).
+func (x *Executor) ImageMaxBytes() int64 { return x.images.MaxBytes }
 
 // Caps are the read caps every read window is bounded by.
 func (x *Executor) Caps() render.Caps { return x.caps }
