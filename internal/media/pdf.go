@@ -27,7 +27,9 @@ const (
 	MaxPDFPages = 100_000
 	// PDFTimeout bounds one read of a PDF: the child is killed past it.
 	PDFTimeout = 10 * time.Second
-	// PDFMemoryBytes is the child's address space (RLIMIT_AS; not in
+	// PDFMemoryBytes is the child's data segment and heap (RLIMIT_DATA;
+	// RLIMIT_AS would count the address space the Go runtime reserves and
+	// never uses, and failed at random at 1 GiB; not in
 	// binaries built with -race, whose shadow memory needs terabytes of
 	// it: there the other bounds hold alone).
 	PDFMemoryBytes = 1 << 30

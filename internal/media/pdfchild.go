@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"strings"
 	"unicode/utf8"
@@ -171,12 +172,13 @@ func (d *document) page(n int) (text string, err error) {
 }
 
 // plainText is the text a page's content shows, in the order it is shown.
-// It is the library's GetPlainText with what that lacks for TeX and
-// word-processor output: a space for a word gap made by a kerning offset
-// in TJ (pdfTeX writes no space glyphs) or by a move along the line, and a
-// new line for a move to another line. Fonts are looked up by the page's
-// own resource names (GetPlainText's shared cache would mix up two pages'
-// /F1).
+// It is the library's GetPlainText with what that lacks: a space for a word
+// gap made by a kerning offset in TJ (pdfTeX writes no space glyphs), and
+// line breaks where the text moves to another line, judged by the
+// baseline (a move of at least 0.6 em; a superscript's is less), not by
+// each BT, so runs of one line in several fonts stay one line. Fonts are
+// looked up by the page's own resource names (GetPlainText's shared cache
+// would mix up two pages' /F1).
 func plainText(p pdf.Page) string {
 	c := p.V.Key("Contents")
 	if c.IsNull() {
@@ -185,6 +187,12 @@ func plainText(p pdf.Page) string {
 	var b strings.Builder
 	fonts := map[string]pdf.TextEncoding{}
 	var enc pdf.TextEncoding
+	var (
+		y, shownY      float64 // the baseline now, and of the last text shown
+		scale          = 1.0   // the text matrix's vertical scale
+		size           = 12.0  // the font size set by Tf
+		shown, pending bool    // text was shown; a line break may be due
+	)
 	space := func() {
 		if s := b.String(); s != "" && !strings.HasSuffix(s, " ") && !strings.HasSuffix(s, "\n") {
 			b.WriteByte(' ')
@@ -196,6 +204,10 @@ func plainText(p pdf.Page) string {
 		}
 	}
 	show := func(raw string) {
+		if pending && shown && math.Abs(y-shownY) >= 0.6*size*scale {
+			newline()
+		}
+		pending, shown, shownY = false, true, y
 		if b.Len() > 4*MaxPageTextBytes {
 			return // normalize cuts it anyway
 		}
@@ -211,14 +223,20 @@ func plainText(p pdf.Page) string {
 			args[i] = stk.Pop()
 		}
 		switch op {
-		case "BT", "T*":
+		case "BT":
+			y, scale, pending = 0, 1, true
+		case "T*":
 			newline()
 		case "Td", "TD":
 			if len(args) == 2 {
-				if args[1].Float64() != 0 {
-					newline()
-				} else if args[0].Float64() > 0 {
-					space()
+				y += args[1].Float64() * scale
+				pending = true
+			}
+		case "Tm":
+			if len(args) == 6 {
+				y, scale, pending = args[5].Float64(), math.Abs(args[3].Float64()), true
+				if scale == 0 {
+					scale = 1
 				}
 			}
 		case "Tf":
@@ -233,6 +251,9 @@ func plainText(p pdf.Page) string {
 					fonts[name] = e
 				}
 				enc = e
+				if s := math.Abs(args[1].Float64()); s > 0 {
+					size = s
+				}
 			}
 		case "Tj":
 			if len(args) == 1 {
