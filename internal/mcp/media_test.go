@@ -353,5 +353,4 @@ func TestPDFReadFailures(t *testing.T) {
 	}
 }
 
-
 func crc32IEEE(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
