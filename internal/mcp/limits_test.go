@@ -200,8 +200,8 @@ func TestAnswerBudget(t *testing.T) {
 
 // TestDefaultBudget: under the default caps a batch of 16 reads fits
 // whatever the text (each window full of characters JSON escapes six-fold),
-// while four greps of 3 MB each pass the default budget and are refused
-// with its figure.
+// while seven greps of 3 MB each pass the default budget (which also holds
+// one image read's picture, docs/media.md) and are refused with its figure.
 func TestDefaultBudget(t *testing.T) {
 	h := start(t, options{})
 	worst := strings.Repeat(strings.Repeat("\x01<", 100)+"\n", 300) // 60,300 bytes: a full window
@@ -226,11 +226,11 @@ func TestDefaultBudget(t *testing.T) {
 	// Grep shows 250 matches of 2,000 bytes: some 3 MB of answer each, once
 	// JSON escapes the <s.
 	h.file("g.txt", strings.Repeat(strings.Repeat("<", 1999)+"x\n", 300))
-	r = h.raw(http.MethodPost, "/mcp", calls(4, "grep", func(int) map[string]any {
+	r = h.raw(http.MethodPost, "/mcp", calls(7, "grep", func(int) map[string]any {
 		return map[string]any{"pattern": "x", "path": "g.txt"}
 	}), headers...)
 	assert.Equal(t, http.StatusBadRequest, r.status)
-	assert.Equal(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"answers to this request exceed the limit of 10287104 bytes"}}`, clip(r.body))
+	assert.Equal(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"answers to this request exceed the limit of 17277868 bytes"}}`, clip(r.body))
 }
 
 // TestLargeWriteOverMCP: a tools/call body may be as large as
