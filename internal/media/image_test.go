@@ -174,3 +174,44 @@ func FuzzImage(f *testing.F) {
 		}
 	})
 }
+
+// TestResizeKeepsColours: a reduction through boxShrink and ApproxBiLinear
+// keeps a uniform colour, from each decoder's own pixel type, alpha
+// included.
+func TestResizeKeepsColours(t *testing.T) {
+	c := color.NRGBA{200, 100, 50, 255}
+	half := color.NRGBA{200, 100, 50, 128}
+	fill := func(img interface{ Set(x, y int, c color.Color) }, w, h int, c color.Color) {
+		for y := range h {
+			for x := range w {
+				img.Set(x, y, c)
+			}
+		}
+	}
+	nrgba, rgba, gray := image.NewNRGBA(image.Rect(0, 0, 1000, 700)), image.NewRGBA(image.Rect(0, 0, 1000, 700)), image.NewGray(image.Rect(0, 0, 1000, 700))
+	fill(nrgba, 1000, 700, half)
+	fill(rgba, 1000, 700, c)
+	fill(gray, 1000, 700, color.Gray{77})
+	ycc, err := jpeg.Decode(bytes.NewReader(encodeJPEG(t, rgba)))
+	require.NoError(t, err)
+	cases := []struct {
+		name   string
+		img    image.Image
+		opaque bool
+		want   color.NRGBA
+	}{
+		{"nrgba", nrgba, false, half},
+		{"rgba", rgba, true, c},
+		{"ycbcr", ycc, true, c},
+		{"gray", gray, true, color.NRGBA{77, 77, 77, 255}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := resize(tc.img, 100, 70, tc.opaque)
+			got := color.NRGBAModel.Convert(out.At(50, 35)).(color.NRGBA)
+			for i, d := range []int{int(got.R) - int(tc.want.R), int(got.G) - int(tc.want.G), int(got.B) - int(tc.want.B), int(got.A) - int(tc.want.A)} {
+				assert.LessOrEqual(t, max(d, -d), 3, "channel %d: got %v want %v", i, got, tc.want)
+			}
+		})
+	}
+}
