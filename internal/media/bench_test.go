@@ -96,7 +96,7 @@ func BenchmarkPDFLargest(b *testing.B) {
 			b.Fatalf("%v %.40q", err, text)
 		}
 		d.Close()
-		peak, child = max(peak, rise()), max(child, d.MaxRSS)
+		peak, child = max(peak, rise()), max(child, d.PeakRSS)
 	}
 	b.ReportMetric(float64(len(data))/(1<<20), "file-MiB")
 	b.ReportMetric(float64(peak)/(1<<20), "parent-peak-RSS-MiB")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -83,9 +84,10 @@ type PDF struct {
 	closed bool
 	waited bool
 	err    error // sticky
-	// MaxRSS is the child's peak resident memory in bytes, known after
-	// Close.
-	MaxRSS int64
+	// PeakRSS is the child's peak resident memory in bytes (its VmHWM,
+	// read just before Close ends it; the rusage of a child started by
+	// vfork counts the parent's memory before the exec), known after Close.
+	PeakRSS int64
 }
 
 // OpenPDF starts a child, sends it the PDF of size bytes read from src
@@ -205,6 +207,7 @@ func (d *PDF) Close() {
 		return
 	}
 	d.closed = true
+	d.PeakRSS = peakRSSOf(d.cmd.Process.Pid)
 	d.stdin.Close() // the child exits at the end of its input
 	d.wait()
 	<-pdfSlots
@@ -224,9 +227,21 @@ func (d *PDF) wait() {
 	d.waited = true
 	d.cmd.Wait()
 	d.cancel()
-	if ru, ok := d.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		d.MaxRSS = ru.Maxrss << 10
+}
+
+// peakRSSOf is a live process's VmHWM in bytes, 0 when unknown.
+func peakRSSOf(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
 	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
 }
 
 // frame reads one frame of the child's, bounded by MaxPageTextBytes.

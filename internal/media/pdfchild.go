@@ -35,6 +35,11 @@ func runPDFChild(in io.Reader, out io.Writer) int {
 	if size > MaxPDFBytes {
 		return 1
 	}
+	// The file is held whole, and the library leaves garbage (every
+	// object it resolves is parsed again): a soft limit of the file plus
+	// 128 MiB makes the collector return memory early rather than let the
+	// heap double.
+	debug.SetMemoryLimit(int64(size) + 128<<20)
 	data := make([]byte, size)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return 1
@@ -135,9 +140,6 @@ func (d *document) walk(v pdf.Value, depth int, visits *int) error {
 		if len(d.pages) == MaxPDFPages {
 			return fmt.Errorf("more than %d pages", MaxPDFPages)
 		}
-		if err := parentsBounded(v); err != nil {
-			return err
-		}
 		d.pages = append(d.pages, v)
 		return nil
 	}
@@ -165,6 +167,12 @@ func parentsBounded(v pdf.Value) error {
 func (d *document) page(n int) (text string, err error) {
 	defer recoverAs(&err)
 	p := pdf.Page{V: d.pages[n-1]}
+	// Checked here, for the page read, not for every page at the start:
+	// each step parses a parent again, the whole Kids array of a large
+	// tree's root included.
+	if err := parentsBounded(p.V); err != nil {
+		return "", err
+	}
 	if err := inflateBounded(p.V.Key("Contents")); err != nil {
 		return "", err
 	}
