@@ -35,7 +35,7 @@ const (
 	// it: there the other bounds hold alone).
 	PDFMemoryBytes = 1 << 30
 	// MaxInflateBytes bounds what one page's content streams inflate to.
-	MaxInflateBytes = 64 << 20
+	MaxInflateBytes = 32 << 20
 	// MaxPageTextBytes bounds the text of one page the child sends.
 	MaxPageTextBytes = 1 << 20
 	// maxPageTreeDepth bounds the nesting of the page tree and the chain

@@ -162,8 +162,8 @@ func TestPDFHostile(t *testing.T) {
 			"<< /Type /Page /Parent 2 0 R /Contents 5 0 R >>",
 			"<< /Type /Pages /Kids [2 0 R] /Count 1 /Parent 2 0 R >>",
 			stream("", content),
-		), "the page tree has a cycle"},
-		{"decompression bomb", bomb, "page 1: its content inflates to more than 64 MiB"},
+		), "page 1: the page tree has a cycle"},
+		{"decompression bomb", bomb, "page 1: its content inflates to more than 32 MiB"},
 		{"truncated", pdfOf("<< /Type /Catalog /Pages 2 0 R >>")[:40], "missing %%EOF"},
 		{"not a PDF after its header", []byte("%PDF-1.4\n" + strings.Repeat("x", 200) + "\n%%EOF\n"), "missing final startxref"},
 	}
