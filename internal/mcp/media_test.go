@@ -27,14 +27,19 @@ import (
 )
 
 // startMedia is a server of the given profile with --read-image-max-bytes
-// maxBytes (0: the default) and --read-max-bytes readMax (0: the default).
-func startMedia(t *testing.T, profile string, maxBytes int64, readMax int) *harness {
+// maxBytes (0: the default) and --read-max-bytes readMax (0: the default);
+// more changes the config further.
+func startMedia(t *testing.T, profile string, maxBytes int64, readMax int, more ...func(*server.Config)) *harness {
 	t.Helper()
-	srv := servertest.Start(t, server.Config{
+	cfg := server.Config{
 		Policy: true, SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
 		Profile: profile, ReadImageMaxBytes: maxBytes, ReadMaxBytes: readMax,
 		StreamWriteWindow: 10 * time.Second, DefaultSession: "default",
-	})
+	}
+	for _, m := range more {
+		m(&cfg)
+	}
+	srv := servertest.Start(t, cfg)
 	return &harness{t: t, srv: srv}
 }
 
@@ -158,14 +163,17 @@ func TestImageRead(t *testing.T) {
 // need be, made smaller until it fits. The text says what was sent.
 func TestImageScaledDown(t *testing.T) {
 	t.Run("pixels", func(t *testing.T) {
-		h := startMedia(t, "", 0, 0)
-		data := encoded(t, "png", gradient(4000, 1000))
+		// The read caches on, any file at once: the MCP read is served the
+		// picture the REST read made (a scale under the race detector on
+		// a loaded machine took 6 s).
+		h := startMedia(t, "", 0, 0, func(c *server.Config) { c.CacheBytes, c.CacheRacyWindow = 32<<20, time.Nanosecond })
+		data := encoded(t, "png", gradient(2000, 500))
 		p := h.put("wide.png", data)
 		r := h.rest("read", map[string]any{"file_path": "wide.png"})
 		require.Equal(t, http.StatusOK, r.Status, r.Output)
 		var m imageMeta
 		require.NoError(t, json.Unmarshal(r.Metadata, &m))
-		assert.Equal(t, imageText(p, "image/png, 4000x1000 pixels, "+strconv.Itoa(len(data))+" bytes (sent as image/png, 1568x392 pixels, "+strconv.Itoa(len(m.Image.Data))+" bytes)"), r.Output)
+		assert.Equal(t, imageText(p, "image/png, 2000x500 pixels, "+strconv.Itoa(len(data))+" bytes (sent as image/png, 1568x392 pixels, "+strconv.Itoa(len(m.Image.Data))+" bytes)"), r.Output)
 		cfg, format, err := image.DecodeConfig(bytes.NewReader(m.Image.Data))
 		require.NoError(t, err)
 		assert.Equal(t, "png", format)
@@ -175,6 +183,8 @@ func TestImageScaledDown(t *testing.T) {
 		require.Len(t, res.Content, 2)
 		assert.Equal(t, r.Output, res.Content[0].(*sdk.TextContent).Text)
 		assert.Equal(t, m.Image.Data, res.Content[1].(*sdk.ImageContent).Data)
+		metrics := h.raw(http.MethodGet, "/metrics", "").body
+		assert.Contains(t, metrics, `toolfs_cache_hits_total{cache="media"} 1`)
 	})
 	t.Run("bytes", func(t *testing.T) {
 		h := startMedia(t, "", 64<<10, 0)
