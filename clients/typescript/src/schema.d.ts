@@ -17,7 +17,10 @@ export interface paths {
          * Read a UTF-8 text file and return line-numbered content.
          * @description With `Accept: text/plain` the answer is the same output streamed as a
          *     chunked `text/plain` body, flushed as lines are produced. A failure
-         *     after streaming began aborts the transfer.
+         *     after streaming began aborts the transfer. In the `anchors` and
+         *     `all` edit dialects (`dialect`, else `--edit-dialect`) each line is
+         *     shown as `<n>#<tag>: <text>` and carries its `tag` in the metadata
+         *     (docs/edits.md, "Anchored lines").
          *
          *     In the extended profile a PNG, JPEG, GIF or WebP file (known by its
          *     bytes) answers `<type>image</type>` text and `metadata.image`, and a
@@ -94,6 +97,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tools/edit_lines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Edit an existing UTF-8 text file by line anchors.
+         * @description The anchors dialect's edit tool (docs/edits.md, "Anchored lines"):
+         *     replace, delete or insert whole lines, each named by the
+         *     `<n>#<tag>` anchor an anchored read shows. Callable whatever the
+         *     dialect; listed in the catalog of the `anchors` and `all` dialects.
+         */
+        post: operations["editLinesTool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tools/glob": {
         parameters: {
             query?: never;
@@ -142,7 +168,9 @@ export interface paths {
          *     ecosystem's shape, descriptions without the guidance: `openai`
          *     (Chat Completions `tools`), `anthropic` (Messages `tools`), `mcp`
          *     (an MCP `tools/list` result, with annotations). An empty `format`
-         *     counts as absent; any other value is 400 `INVALID_ARGUMENT`.
+         *     counts as absent; any other value is 400 `INVALID_ARGUMENT`. The
+         *     edit tool listed is the dialect's (`dialect`, else `--edit-dialect`):
+         *     `edit`, `apply_patch`, `edit_lines`, or all three with `all`.
          */
         get: operations["listTools"];
         put?: never;
@@ -167,7 +195,8 @@ export interface paths {
          * @description The same call as `POST /tools/read` (headers, sessions, policy,
          *     metrics), answering only the model text: on success the `output`,
          *     on failure the problem's `output` with the problem's status. This
-         *     is what `GET /openapi.json` offers importers.
+         *     is what `GET /openapi.json` offers importers; its view in an
+         *     anchored dialect names this path with `?dialect=`.
          */
         post: operations["modelRead"];
         delete?: never;
@@ -238,6 +267,27 @@ export interface paths {
          *     `output` with the problem's status.
          */
         post: operations["modelApplyPatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/edit_lines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Edit an existing UTF-8 text file by line anchors. Answers the model text only.
+         * @description The same call as `POST /tools/edit_lines`, answering only the model
+         *     text.
+         */
+        post: operations["modelEditLines"];
         delete?: never;
         options?: never;
         head?: never;
@@ -630,7 +680,10 @@ export interface paths {
          *     guidance, the request body schema = its catalog `parameters`; no
          *     header parameters; the bearer scheme when the server has a token;
          *     `servers: [{url}]` from `--public-url`, else from the request's
-         *     `Host` (X-Forwarded-* headers are not trusted).
+         *     `Host` (X-Forwarded-* headers are not trusted). The tools are the
+         *     dialect's (`dialect`, else `--edit-dialect`); with `dialect` given,
+         *     read's path is `/model/read?dialect=<name>`, so an importer's reads
+         *     answer in that dialect too.
          */
         get: operations["openapiToolView"];
         put?: never;
@@ -731,6 +784,36 @@ export interface components {
             /** @description create_file: the new file's lines, each after "+"; update_file: its hunks; delete_file: none. */
             diff?: string | null;
         };
+        EditLinesRequest: {
+            /** @description Path to edit, resolved by the filesystem backend. */
+            file_path: string;
+            /** @description The edits, all referring to the file as read, applied together or not at all (1-100 items). They must not overlap. */
+            edits: components["schemas"]["EditLinesItem"][];
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
+            /** @description Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false. Accepted in both profiles; advertised in the catalog by the extended one. */
+            dry_run?: boolean | null;
+        };
+        EditLinesItem: {
+            /**
+             * @description replace: the lines start through end become text. insert_after, insert_before: text is added after or before the line at.
+             * @enum {string}
+             */
+            op: "replace" | "insert_after" | "insert_before";
+            /** @description replace: the anchor of the first line to replace, as read shows it (e.g. "12#KT"). */
+            start?: string | null;
+            /** @description replace: the anchor of the last line to replace. Defaults to start (one line). */
+            end?: string | null;
+            /** @description insert_after, insert_before: the anchor of the line to insert next to. */
+            at?: string | null;
+            /** @description The new lines, without anchors, separated by newlines. For replace, an empty string deletes the lines. */
+            text: string;
+        };
         GlobRequest: {
             /** @description Glob pattern to match file paths against (e.g. "**\/*.ts", "src/**\/*.test.js"). A pattern with no "/" matches the basename at any depth, so "*" and "*.ts" both search the whole tree; include a separator to anchor the depth. */
             pattern: string;
@@ -783,6 +866,8 @@ export interface components {
         Line: {
             number: number;
             text: string;
+            /** @description The line's tag, in an anchored read and in edit_lines's region (docs/edits.md, "Anchored lines"). */
+            tag?: string;
         };
         WriteResult: {
             output: string;
@@ -868,6 +953,24 @@ export interface components {
             /** @enum {string} */
             status: "completed" | "failed";
             output: string;
+        };
+        EditLinesResult: {
+            output: string;
+            metadata: components["schemas"]["EditLinesMetadata"];
+        };
+        EditLinesMetadata: {
+            diffs: components["schemas"]["Diff"][];
+            /** @description How far the anchors were found from where they said (present only when they had moved), positive when lower (at larger line numbers). */
+            shift?: number;
+            region?: components["schemas"]["LinesRegion"];
+            diagnostics?: components["schemas"]["Diagnostics"];
+        };
+        /** @description The changed lines in the new file with their anchors, at most 20 from startLine; absent when the file has no lines left (and for a dry run). */
+        LinesRegion: {
+            startLine: number;
+            /** @description The region's last line, past the lines shown when it is longer than 20. */
+            endLine: number;
+            lines: components["schemas"]["Line"][];
         };
         /**
          * @description What the --diagnostics checkers found after this write or edit
@@ -1215,6 +1318,18 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+         *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+         *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+         *     three), and whether read answers with anchored lines (`anchors`,
+         *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+         *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+         *     tool route takes it (a client may add it to every tool URL); only
+         *     read's answer depends on it. The original profile serves
+         *     str_replace whatever it names.
+         */
+        Dialect: "str_replace" | "apply_patch" | "anchors" | "all";
         /** @description The file, relative to the root ('/' separated, each segment percent-encoded as needed). */
         FilePath: string;
         /**
@@ -1255,7 +1370,20 @@ export type $defs = Record<string, never>;
 export interface operations {
     readTool: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1300,7 +1428,20 @@ export interface operations {
     };
     writeTool: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1344,7 +1485,20 @@ export interface operations {
     };
     editTool: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1388,7 +1542,20 @@ export interface operations {
     };
     applyPatchTool: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1430,9 +1597,79 @@ export interface operations {
             default: components["responses"]["Problem"];
         };
     };
+    editLinesTool: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EditLinesRequest"];
+            };
+        };
+        responses: {
+            /** @description The file was edited. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EditLinesResult"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
     globTool: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1476,7 +1713,20 @@ export interface operations {
     };
     grepTool: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1521,6 +1771,18 @@ export interface operations {
     listTools: {
         parameters: {
             query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
                 format?: "openai" | "anthropic" | "mcp";
             };
             header?: never;
@@ -1543,7 +1805,20 @@ export interface operations {
     };
     modelRead: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1579,7 +1854,20 @@ export interface operations {
     };
     modelWrite: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1615,7 +1903,20 @@ export interface operations {
     };
     modelEdit: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1651,7 +1952,20 @@ export interface operations {
     };
     modelApplyPatch: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1685,9 +1999,71 @@ export interface operations {
             default: components["responses"]["ModelError"];
         };
     };
+    modelEditLines: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EditLinesRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
     modelGlob: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -1723,7 +2099,20 @@ export interface operations {
     };
     modelGrep: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: {
                 /**
                  * @description Names the session that owns observed state: 1-128 characters of
@@ -2185,7 +2574,20 @@ export interface operations {
     };
     openapiToolView: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
