@@ -10,12 +10,23 @@ import (
 	"github.com/toolfs/toolfs-api/internal/server"
 )
 
+// options is what the command line asks of the process: the server's
+// settings, and what the binary does with them.
+type options struct {
+	server.Config
+	// printVersion is --version: print the version and exit.
+	printVersion bool
+}
+
 // parseConfig reads every setting of the server from flags and their
 // TOOLFS_* environment twins (a flag on the command line wins) into a
-// server.Config, and checks it (server.Config.Validate).
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (server.Config, error) {
+// server.Config, and checks it (server.Config.Validate). --version has no
+// twin: it is a question, not a setting, and is answered before anything
+// else is checked.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
 	d := server.DefaultConfig()
-	var c server.Config
+	var o options
+	c := &o.Config
 	var corsOrigins, sessionHeaders, oauthAudiences string
 	var requireSession, approvals bool
 	fl := flag.NewFlagSet("toolfs-api", flag.ContinueOnError)
@@ -75,20 +86,24 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	fl.StringVar(&c.OAuthIssuer, "oauth-issuer", d.OAuthIssuer, "URL of the OAuth 2.1 authorization server whose JWT access tokens this server accepts (needs --public-url; --token still works beside it); sessions, approvals, events and changes then belong to each token's subject (docs/identity.md)")
 	fl.StringVar(&oauthAudiences, "oauth-audience", "", "comma-separated aud values that name this server in an access token (default: --public-url and --public-url/mcp)")
 	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
+	fl.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 
 	if err := fl.Parse(args); err != nil {
-		return c, err
+		return o, err
 	}
 	if fl.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (flags only; see --help)", fl.Arg(0))
+		return o, fmt.Errorf("unexpected argument %q (flags only; see --help)", fl.Arg(0))
+	}
+	if o.printVersion {
+		return o, nil
 	}
 	set := map[string]bool{}
 	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var errs []error
 	fl.VisitAll(func(f *flag.Flag) {
-		env := "TOOLFS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envTwin(f.Name)
 		v := getenv(env)
-		if set[f.Name] || v == "" {
+		if env == "" || set[f.Name] || v == "" {
 			return
 		}
 		if err := f.Value.Set(v); err != nil {
@@ -96,7 +111,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
-		return c, err
+		return o, err
 	}
 	c.CORSOrigins, c.SessionHeaders, c.NoApprovals = commaList(corsOrigins), commaList(sessionHeaders), !approvals
 	c.OAuthAudiences = commaList(oauthAudiences)
@@ -104,13 +119,23 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (s
 	// (docs/api.md, "Sessions"): the two flags must not both be given.
 	switch {
 	case requireSession && (set["default-session"] || getenv("TOOLFS_DEFAULT_SESSION") != ""):
-		return c, errors.New("--require-session and --default-session contradict each other: with --require-session a request that names no session has none")
+		return o, errors.New("--require-session and --default-session contradict each other: with --require-session a request that names no session has none")
 	case requireSession:
 		c.DefaultSession = ""
 	case c.DefaultSession == "":
-		return c, errors.New("--default-session must not be empty: use --require-session to serve requests that name no session without one")
+		return o, errors.New("--default-session must not be empty: use --require-session to serve requests that name no session without one")
 	}
-	return c, c.Validate()
+	return o, c.Validate()
+}
+
+// envTwin is the environment variable of a flag: TOOLFS_ and its name in
+// capitals, dashes as underscores (--read-limit: TOOLFS_READ_LIMIT); ""
+// for --version, which has none.
+func envTwin(flag string) string {
+	if flag == "version" {
+		return ""
+	}
+	return "TOOLFS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 func commaList(s string) []string {

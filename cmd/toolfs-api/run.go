@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -23,13 +24,19 @@ import (
 // run the whole server in-process: flags → server.Config → server.New →
 // Listen and Serve → Shutdown.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, getenv, stderr)
+	o, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if o.printVersion {
+		_, err := fmt.Fprintf(stdout, "toolfs-api %s %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return err
+	}
+	cfg := o.Config
+	cfg.Version = buildVersion()
 	// Access log lines wait at most 100 ms, the others not at all; Close,
 	// deferred first so it runs last, writes out what is left.
 	lw := newLogWriter(stderr, 100*time.Millisecond, 64<<10)

@@ -248,3 +248,15 @@ func (m *Metrics) WatchSessions(gate any) {
 		}, func() float64 { return float64(ev.Evicted()) }))
 	}
 }
+
+// BuildInfo exports toolfs_build_info{version,goversion} = 1, the version
+// of the running binary (docs/deployment.md, "Watching it"), so a
+// dashboard can tell which release each replica runs.
+func (m *Metrics) BuildInfo(version, goversion string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolfs_build_info",
+		Help: "1, labelled with the server's version and the Go release that built it.",
+	}, []string{"version", "goversion"})
+	g.WithLabelValues(version, goversion).Set(1)
+	_ = m.registry.Register(g)
+}

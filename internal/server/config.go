@@ -128,6 +128,10 @@ type Config struct {
 	LogFormat     string        // --log-format [text]
 	ShutdownGrace time.Duration // --shutdown-grace
 
+	// Version is the binary's version (cmd/toolfs-api's --version), in
+	// toolfs_build_info and the MCP server's implementation ["devel"].
+	Version string
+
 	// No flag sets these: the binary keeps their defaults, tests shorten
 	// them.
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this [30s]
@@ -210,6 +214,7 @@ func (c Config) withDefaults() Config {
 	def64(&c.CheckpointMaxFileBytes, min(checkpoint.DefaultMaxFileBytes, c.CheckpointBytes))
 	dur(&c.EventsHeartbeat, 15*time.Second)
 	str(&c.LogFormat, "text")
+	str(&c.Version, "devel")
 	dur(&c.StreamWriteWindow, 30*time.Second)
 	dur(&c.ReadTimeout, 2*time.Minute)
 	dur(&c.EventsQuiet, 100*time.Millisecond)

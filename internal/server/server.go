@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, metrics: metrics.New()}
+	s.metrics.BuildInfo(cfg.Version, runtime.Version())
 	for _, o := range opts {
 		o(s)
 	}
@@ -186,7 +188,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.mcp = mcp.New(mcp.Config{
 		Sessions: sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
-		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log),
+		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
 	}, s.executor)
 	s.ready = newReadiness(s.dependencies(verifier), log)
 	s.Handler, err = handlers.NewServer(handlers.Config{
