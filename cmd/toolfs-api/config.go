@@ -86,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (o
 	fl.StringVar(&c.OAuthIssuer, "oauth-issuer", d.OAuthIssuer, "URL of the OAuth 2.1 authorization server whose JWT access tokens this server accepts (needs --public-url; --token still works beside it); sessions, approvals, events and changes then belong to each token's subject (docs/identity.md)")
 	fl.StringVar(&oauthAudiences, "oauth-audience", "", "comma-separated aud values that name this server in an access token (default: --public-url and --public-url/mcp)")
 	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
+	fl.BoolVar(&c.Stdio, "stdio", d.Stdio, "serve MCP on standard input and output to the one client that started the process (Claude Desktop, claude mcp add, Cursor, VS Code), logging on stderr; nothing listens on --addr, so the change feed is off and escalations are denied (docs/mcp.md, \"Over stdio\")")
 	fl.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 
 	if err := fl.Parse(args); err != nil {

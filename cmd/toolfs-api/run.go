@@ -16,14 +16,23 @@ import (
 	"syscall"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolfs/toolfs-api/internal/server"
 )
 
-// run starts the server and blocks until ctx is done, then drains in-flight
+// run is runStdio reading the process's own standard input, for the tests
+// that serve HTTP only.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runStdio(ctx, args, getenv, os.Stdin, stdout, stderr)
+}
+
+// runStdio starts the server and blocks until ctx is done (or, with
+// --stdio, until the client ends its session), then drains in-flight
 // requests. It takes the process's fundamentals as arguments so tests can
 // run the whole server in-process: flags → server.Config → server.New →
-// Listen and Serve → Shutdown.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Listen and Serve (or ServeMCP on stdin and stdout) → Shutdown.
+func runStdio(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -56,15 +65,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return fmt.Errorf("--root: %w", err)
 	}
-	addr, err := srv.Listen("memory-limit", limit)
-	if err != nil {
-		srv.Shutdown(context.Background())
-		return fmt.Errorf("--addr: %w", err)
-	}
-	fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", srv.Root, addr)
-
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
+	ended := make(chan struct{}) // --stdio: the client ended its session
+	if cfg.Stdio {
+		// stdout carries the protocol alone: every log line goes to stderr
+		// (docs/mcp.md, "Over stdio").
+		log.Info("serving MCP on stdin and stdout", "root", srv.Root, "policy", cfg.Policy, "sandbox-mode", cfg.SandboxMode,
+			"session", cfg.DefaultSession, "memory-limit", limit)
+		t := &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}, MaxLineLength: int(cfg.MaxBodyBytes)}
+		go func() {
+			if err := srv.ServeMCP(t); err != nil {
+				served <- err
+				return
+			}
+			close(ended)
+		}()
+	} else {
+		addr, err := srv.Listen("memory-limit", limit)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fmt.Errorf("--addr: %w", err)
+		}
+		fmt.Fprintf(stdout, "toolfs-api serving %s on http://%s\n", srv.Root, addr)
+		go func() { served <- srv.Serve() }()
+	}
 	// SIGHUP reopens the audit log after a rotation (docs/audit.md);
 	// without --audit-log it keeps its default action.
 	var hup chan os.Signal
@@ -87,6 +111,9 @@ wait:
 			}
 		case <-ctx.Done():
 			break wait
+		case <-ended:
+			log.Info("the MCP client closed stdin")
+			break wait
 		}
 	}
 	log.Info("shutting down: draining in-flight requests", "grace", cfg.ShutdownGrace)
@@ -97,6 +124,12 @@ wait:
 	}
 	return nil
 }
+
+// nopCloser is stdout for the MCP transport, which closes its writer when
+// the session ends: the process's stdout stays open.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 func newLogger(format string, w *logWriter) *slog.Logger {
 	var h slog.Handler = slog.NewTextHandler(w, nil)

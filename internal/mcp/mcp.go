@@ -246,6 +246,23 @@ func forbidden(w http.ResponseWriter, message string) {
 	w.Write(b)
 }
 
+// NewServer returns an SDK server of the executor's tools, as /mcp serves
+// them, to run on another transport: --stdio runs it on the process's
+// standard input and output (docs/mcp.md, "Over stdio"). Of cfg it uses
+// Sessions, Structured, Version and Logger; a call carries no HTTP
+// headers, so it is in the session --default-session names. Nothing bounds
+// what one message of the transport may ask besides the transport itself
+// and the executor's caps.
+func NewServer(cfg Config, x *tools.Executor) *sdk.Server {
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return newServer(cfg, x, newCarriers(), nil)
+}
+
 // headerDialect names, on a request as the SDK hands its headers to a
 // method, the edit dialect of the request's URL (?dialect=); set here
 // only: a client's own value is removed before the SDK sees the request.
@@ -290,7 +307,11 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 			Annotations: annotations(tools.AnnotationsOf(t.Name)),
 		}, a.handler(t.Name))
 	}
-	srv.AddReceivingMiddleware(dialectView(x), share)
+	mw := []sdk.Middleware{dialectView(x)}
+	if share != nil {
+		mw = append(mw, share)
+	}
+	srv.AddReceivingMiddleware(mw...)
 	return srv
 }
 

@@ -123,6 +123,13 @@ type Config struct {
 	Diagnostics        string        // --diagnostics FILE ("" = none)
 	DiagnosticsTimeout time.Duration // --diagnostics-timeout [5s]
 
+	// Stdio is --stdio: the server's one client speaks MCP on the
+	// process's standard input and output (ServeMCP), and nothing listens
+	// on Addr. With no HTTP, nobody could reach /approvals or /events, so
+	// New turns the change feed off and denies every escalation at once
+	// (docs/mcp.md, "Over stdio").
+	Stdio bool
+
 	// The process: cmd/toolfs-api builds its logger and its shutdown
 	// deadline from these.
 	LogFormat     string        // --log-format [text]
@@ -227,6 +234,9 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	if err := c.validateSettings(); err != nil {
 		return err
+	}
+	if c.Stdio {
+		return nil // nothing listens on Addr
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
@@ -74,6 +75,13 @@ type Server struct {
 	metrics   *metrics.Metrics
 	executor  *tools.Executor
 	mcp       *mcp.Handler
+	mcpConfig mcp.Config
+	// sessions are the MCP sessions ServeMCP serves; draining closes them.
+	sessions struct {
+		sync.Mutex
+		open     []*sdk.ServerSession
+		draining bool
+	}
 	hub       *events.Hub // nil: the change feed is off
 	watcher   io.Closer
 	approvals *approval.Store
@@ -84,6 +92,7 @@ type Server struct {
 
 	http       *http.Server
 	listener   net.Listener
+	base       context.Context // of every request and MCP call
 	cancelBase context.CancelFunc
 	// endStreams ends what never ends by itself (pending approvals, MCP
 	// GET streams, event streams), once, when the drain starts.
@@ -111,6 +120,9 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validateSettings(); err != nil {
 		return nil, err
+	}
+	if cfg.Stdio {
+		cfg.Events, cfg.NoApprovals = false, true
 	}
 	s := &Server{cfg: cfg, log: log, metrics: metrics.New()}
 	s.metrics.BuildInfo(cfg.Version, runtime.Version())
@@ -185,11 +197,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
-	s.mcp = mcp.New(mcp.Config{
+	s.mcpConfig = mcp.Config{
 		Sessions: sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
-	}, s.executor)
+	}
+	s.mcp = mcp.New(s.mcpConfig, s.executor)
 	s.ready = newReadiness(s.dependencies(verifier), log)
 	s.Handler, err = handlers.NewServer(handlers.Config{
 		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
@@ -209,7 +222,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	// Request contexts derive from base, so streams stop when the grace
 	// ends.
 	base, cancel := context.WithCancel(context.Background())
-	s.cancelBase = cancel
+	s.base, s.cancelBase = base, cancel
 	s.http = &http.Server{
 		Handler:           s.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -254,6 +267,60 @@ func (s *Server) Listen(attrs ...any) (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
+// ServeMCP serves one MCP session of the tools on t (--stdio: the
+// process's standard input and output, docs/mcp.md "Over stdio"), built as
+// /mcp builds its own, until the client ends it or Shutdown closes it; then
+// it returns nil. Shutdown stops it taking calls and waits for those in
+// flight, as it waits for HTTP requests.
+func (s *Server) ServeMCP(t sdk.Transport) error {
+	srv := mcp.NewServer(s.mcpConfig, s.executor)
+	// The SDK never cancels a call of a session by the session's context:
+	// a call still running when the drain's grace runs out is cancelled as
+	// an HTTP request's is.
+	base := s.base
+	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer context.AfterFunc(base, cancel)()
+			defer cancel()
+			return next(ctx, method, req)
+		}
+	})
+	ss, err := srv.Connect(context.Background(), t, nil)
+	if err != nil {
+		return err
+	}
+	s.sessions.Lock()
+	draining := s.sessions.draining
+	if !draining {
+		s.sessions.open = append(s.sessions.open, ss)
+	}
+	s.sessions.Unlock()
+	if draining {
+		ss.Close()
+	}
+	return ss.Wait()
+}
+
+// closeSessions closes ServeMCP's sessions, each once the calls in flight
+// in it have ended; the channel is closed when all of them are.
+func (s *Server) closeSessions() <-chan struct{} {
+	s.sessions.Lock()
+	s.sessions.draining = true
+	open := s.sessions.open
+	s.sessions.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, ss := range open {
+			wg.Go(func() { ss.Close() })
+		}
+		wg.Wait()
+	}()
+	return done
+}
+
 // Serve serves Handler on what Listen opened until Shutdown, then returns
 // nil.
 func (s *Server) Serve() error {
@@ -277,7 +344,15 @@ func (s *Server) Serve() error {
 func (s *Server) Shutdown(ctx context.Context) error { return s.shutdown(ctx) }
 
 func (s *Server) drain(ctx context.Context) error {
+	sessions := s.closeSessions()
 	err := s.http.Shutdown(ctx)
+	if err == nil {
+		select {
+		case <-sessions:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
 	if err != nil {
 		s.cancelBase()
 		s.http.Close()

@@ -36,6 +36,14 @@ async function healthy(base) {
   throw new Error(`${base} not healthy`);
 }
 
+// binary is the toolfs-api binary: TOOLFS_BIN, or one built into dir.
+export async function binary(dir) {
+  if (process.env.TOOLFS_BIN) return process.env.TOOLFS_BIN;
+  const bin = path.join(dir, "toolfs-api");
+  await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], { cwd: repo, timeout: 300000 });
+  return bin;
+}
+
 // start builds the binary (unless TOOLFS_BIN names one) and serves a fresh
 // root. extraArgs go to the server after --addr, --root and --token; port is
 // the loopback port to listen on (a free one unless given: a test that must
@@ -43,11 +51,7 @@ async function healthy(base) {
 export async function start(extraArgs = [], { port } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-mcpclients-"));
   const root = fs.realpathSync(fs.mkdtempSync(path.join(tmp, "root-")));
-  let bin = process.env.TOOLFS_BIN;
-  if (!bin) {
-    bin = path.join(tmp, "toolfs-api");
-    await promisify(execFile)("go", ["build", "-o", bin, "./cmd/toolfs-api"], { cwd: repo, timeout: 300000 });
-  }
+  const bin = await binary(tmp);
   const upstream = `127.0.0.1:${port ?? (await freePort())}`;
   const server = spawn(bin, ["--addr", upstream, "--root", root, "--token", TOKEN, ...extraArgs], { stdio: "ignore" });
   await healthy(`http://${upstream}`);
