@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t toolfs-api .
-# Run:   docker run --rm -p 127.0.0.1:8080:8080 -e TOOLFS_TOKEN=change-me \
-#          -v "$PWD":/workspace toolfs-api
+# Run:   docker run --rm --user "$(id -u):$(id -g)" -p 127.0.0.1:8080:8080 \
+#          -e TOOLFS_TOKEN=change-me -v "$PWD":/workspace toolfs-api
+# --user runs the server as the folder's owner, so it can write there; the
+# image runs as any uid (nothing it needs is owned by its own user).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

@@ -17,6 +17,10 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Reachable by other users: TestServesAsTheFolderOwner runs it as one.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
 	bin := filepath.Join(dir, "toolfs-api")
 	out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", bin, ".").CombinedOutput()
 	if err != nil {
