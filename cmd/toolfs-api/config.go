@@ -16,25 +16,79 @@ type options struct {
 	server.Config
 	// printVersion is --version: print the version and exit.
 	printVersion bool
+
+	// The flags whose values parseConfig turns into Config's fields.
+	corsOrigins, sessionHeaders, oauthAudiences string
+	requireSession, approvals                   bool
 }
 
 // parseConfig reads every setting of the server from flags and their
 // TOOLFS_* environment twins (a flag on the command line wins) into a
 // server.Config, and checks it (server.Config.Validate). --version has no
 // twin: it is a question, not a setting, and is answered before anything
-// else is checked.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	d := server.DefaultConfig()
+// else is checked. --help (or -h) is flag.ErrHelp: run prints the help on
+// stdout (writeHelp). A flag the set does not define, or a value it
+// cannot parse, is an error naming it.
+func parseConfig(args []string, getenv func(string) string) (options, error) {
 	var o options
 	c := &o.Config
-	var corsOrigins, sessionHeaders, oauthAudiences string
-	var requireSession, approvals bool
+	fl := o.flagSet()
+	// The help goes to stdout (run), an error once to stderr (main).
+	fl.SetOutput(io.Discard)
+	fl.Usage = func() {}
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, fmt.Errorf("%w (see --help)", err)
+	}
+	if fl.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q (flags only; see --help)", fl.Arg(0))
+	}
+	if o.printVersion {
+		return o, nil
+	}
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fl.VisitAll(func(f *flag.Flag) {
+		env := envTwin(f.Name)
+		v := getenv(env)
+		if env == "" || set[f.Name] || v == "" {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s (--%s): %v", v, env, f.Name, err))
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	c.CORSOrigins, c.SessionHeaders, c.NoApprovals = commaList(o.corsOrigins), commaList(o.sessionHeaders), !o.approvals
+	c.OAuthAudiences = commaList(o.oauthAudiences)
+	// With --require-session a request that names no session has none
+	// (docs/api.md, "Sessions"): the two flags must not both be given.
+	switch {
+	case o.requireSession && (set["default-session"] || getenv("TOOLFS_DEFAULT_SESSION") != ""):
+		return o, errors.New("--require-session and --default-session contradict each other: with --require-session a request that names no session has none")
+	case o.requireSession:
+		c.DefaultSession = ""
+	case c.DefaultSession == "":
+		return o, errors.New("--default-session must not be empty: use --require-session to serve requests that name no session without one")
+	}
+	return o, c.Validate()
+}
+
+// flagSet registers every flag of the binary, bound to o, with its default
+// (server.DefaultConfig). Each belongs to one group of helpGroups.
+func (o *options) flagSet() *flag.FlagSet {
+	d := server.DefaultConfig()
+	c := &o.Config
 	fl := flag.NewFlagSet("toolfs-api", flag.ContinueOnError)
-	fl.SetOutput(stderr)
 	fl.StringVar(&c.Root, "root", d.Root, "workspace root: the folder the tools may reach")
 	fl.StringVar(&c.Addr, "addr", d.Addr, "listen address")
 	fl.StringVar(&c.Token, "token", d.Token, "bearer token required on every endpoint but /healthz and /readyz")
-	fl.StringVar(&corsOrigins, "cors-origins", "", "comma-separated browser origins allowed by CORS")
+	fl.StringVar(&o.corsOrigins, "cors-origins", "", "comma-separated browser origins allowed by CORS")
 	fl.IntVar(&c.ReadLimit, "read-limit", d.ReadLimit, "default and maximum lines per read")
 	fl.IntVar(&c.ReadMaxLineLength, "read-max-line-length", d.ReadMaxLineLength, "characters kept per line before truncation")
 	fl.IntVar(&c.ReadMaxBytes, "read-max-bytes", d.ReadMaxBytes, "byte cap on one read window")
@@ -60,9 +114,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (o
 	fl.DurationVar(&c.DiagnosticsTimeout, "diagnostics-timeout", d.DiagnosticsTimeout, "time limit of the checkers of one write or edit, all together")
 	fl.StringVar(&c.LockDir, "lock-dir", d.LockDir, "cross-process locks: empty (default) = lock files in "+server.LockFiles+", shared by every process that sees the root; \"off\" = in-process locks only (two servers on one root can then lose updates)")
 	fl.StringVar(&c.SessionStore, "session-store", d.SessionStore, "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
-	fl.StringVar(&sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
+	fl.StringVar(&o.sessionHeaders, "session-headers", "", "comma-separated header names tried after X-Session-ID for the session id (e.g. X-OpenWebUI-Chat-Id)")
 	fl.StringVar(&c.DefaultSession, "default-session", d.DefaultSession, "session id of a request that names none (a sessionless MCP client, an importer without a chat id, a curl script), so it reads and then edits with no set-up")
-	fl.BoolVar(&requireSession, "require-session", false, "serve a request that names no session without one: it reads but cannot write or edit while the policy is on (400 INVALID_SESSION)")
+	fl.BoolVar(&o.requireSession, "require-session", false, "serve a request that names no session without one: it reads but cannot write or edit while the policy is on (400 INVALID_SESSION)")
 	fl.StringVar(&c.SessionKeyPrefix, "session-key-prefix", d.SessionKeyPrefix, "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
 	fl.BoolVar(&c.MCPStructured, "mcp-structured", d.MCPStructured, "add each tool's metadata to its MCP result as structuredContent (Claude Code and Codex were seen to show the model that JSON instead of the text, so the model loses the exact text; docs/mcp.md)")
 	fl.StringVar(&c.Profile, "profile", d.Profile, "tool surface: extended (adds edits and dry_run, and hints on edit misses) or original (the original's exact surface)")
@@ -71,7 +125,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (o
 	fl.Int64Var(&c.CacheBytes, "cache-bytes", d.CacheBytes, "bytes of the read caches (rendered windows, line indexes of large files), least recently used evicted first; 0 = off")
 	fl.DurationVar(&c.CacheRacyWindow, "cache-racy-window", d.CacheRacyWindow, "a file whose change time is more recent than this is never cached; by default the kernel's dirty-page expiry plus its writeback interval (vm.dirty_expire_centisecs + vm.dirty_writeback_centisecs, read at start-up; 35s when unreadable), since a write through a shared memory map leaves the stat unchanged until its pages are written back")
 	fl.StringVar(&c.SandboxMode, "sandbox-mode", d.SandboxMode, "fence on writes and edits inside the root: off, read-only, workspace-write (under the session's cwd only) or danger-full-access; a fenced call may ask a person for a wider mode (docs/sandbox.md)")
-	fl.BoolVar(&approvals, "approvals", !d.NoApprovals, "let escalations ask a person through GET/POST /approvals (false: every escalation is denied)")
+	fl.BoolVar(&o.approvals, "approvals", !d.NoApprovals, "let escalations ask a person through GET/POST /approvals (false: every escalation is denied)")
 	fl.DurationVar(&c.ApprovalTimeout, "approval-timeout", d.ApprovalTimeout, "how long an escalated call waits for a person's decision")
 	fl.IntVar(&c.MaxApprovals, "max-approvals", d.MaxApprovals, "approvals pending at once; past it an escalation answers 503 TOO_MANY_APPROVALS")
 	fl.StringVar(&c.ApproverToken, "approver-token", d.ApproverToken, "the only bearer token that may decide approvals (the agent's --token then cannot)")
@@ -84,49 +138,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (o
 	fl.IntVar(&c.EventsMaxWatches, "events-max-watches", d.EventsMaxWatches, "folders watched for external changes (0 = report no external changes)")
 	fl.DurationVar(&c.EventsHeartbeat, "events-heartbeat", d.EventsHeartbeat, "comment sent on an idle GET /events stream")
 	fl.StringVar(&c.OAuthIssuer, "oauth-issuer", d.OAuthIssuer, "URL of the OAuth 2.1 authorization server whose JWT access tokens this server accepts (needs --public-url; --token still works beside it); sessions, approvals, events and changes then belong to each token's subject (docs/identity.md)")
-	fl.StringVar(&oauthAudiences, "oauth-audience", "", "comma-separated aud values that name this server in an access token (default: --public-url and --public-url/mcp)")
+	fl.StringVar(&o.oauthAudiences, "oauth-audience", "", "comma-separated aud values that name this server in an access token (default: --public-url and --public-url/mcp)")
 	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
 	fl.BoolVar(&c.Stdio, "stdio", d.Stdio, "serve MCP on standard input and output to the one client that started the process (Claude Desktop, claude mcp add, Cursor, VS Code), logging on stderr; nothing listens on --addr, so the change feed is off and escalations are denied (docs/mcp.md, \"Over stdio\")")
 	fl.BoolVar(&o.printVersion, "version", false, "print the version and exit")
-
-	if err := fl.Parse(args); err != nil {
-		return o, err
-	}
-	if fl.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q (flags only; see --help)", fl.Arg(0))
-	}
-	if o.printVersion {
-		return o, nil
-	}
-	set := map[string]bool{}
-	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fl.VisitAll(func(f *flag.Flag) {
-		env := envTwin(f.Name)
-		v := getenv(env)
-		if env == "" || set[f.Name] || v == "" {
-			return
-		}
-		if err := f.Value.Set(v); err != nil {
-			errs = append(errs, fmt.Errorf("invalid value %q for %s (--%s): %v", v, env, f.Name, err))
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return o, err
-	}
-	c.CORSOrigins, c.SessionHeaders, c.NoApprovals = commaList(corsOrigins), commaList(sessionHeaders), !approvals
-	c.OAuthAudiences = commaList(oauthAudiences)
-	// With --require-session a request that names no session has none
-	// (docs/api.md, "Sessions"): the two flags must not both be given.
-	switch {
-	case requireSession && (set["default-session"] || getenv("TOOLFS_DEFAULT_SESSION") != ""):
-		return o, errors.New("--require-session and --default-session contradict each other: with --require-session a request that names no session has none")
-	case requireSession:
-		c.DefaultSession = ""
-	case c.DefaultSession == "":
-		return o, errors.New("--default-session must not be empty: use --require-session to serve requests that name no session without one")
-	}
-	return o, c.Validate()
+	return fl
 }
 
 // envTwin is the environment variable of a flag: TOOLFS_ and its name in

@@ -33,9 +33,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // run the whole server in-process: flags → server.Config → server.New →
 // Listen and Serve (or ServeMCP on stdin and stdout) → Shutdown.
 func runStdio(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	o, err := parseConfig(args, getenv, stderr)
+	o, err := parseConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		return nil
+		var all options
+		return writeHelp(stdout, all.flagSet())
 	}
 	if err != nil {
 		return err

@@ -158,12 +158,12 @@ func TestRunRefusesHostilePrivateFolder(t *testing.T) {
 }
 
 func TestFlagWinsOverEnv(t *testing.T) {
-	c, err := parseConfig([]string{"--read-limit", "10"}, env(map[string]string{"TOOLFS_READ_LIMIT": "20", "TOOLFS_POLICY": "false"}), io.Discard)
+	c, err := parseConfig([]string{"--read-limit", "10"}, env(map[string]string{"TOOLFS_READ_LIMIT": "20", "TOOLFS_POLICY": "false"}))
 	require.NoError(t, err)
 	assert.Equal(t, 10, c.ReadLimit)
 	assert.False(t, c.Policy)
 
-	c, err = parseConfig([]string{"--session-headers", " X-OpenWebUI-Chat-Id ,X-Chat,", "--default-session", "shared:1"}, env(nil), io.Discard)
+	c, err = parseConfig([]string{"--session-headers", " X-OpenWebUI-Chat-Id ,X-Chat,", "--default-session", "shared:1"}, env(nil))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.SessionHeaders)
 	assert.Equal(t, "shared:1", c.DefaultSession)
@@ -173,11 +173,11 @@ func TestFlagWinsOverEnv(t *testing.T) {
 // their TOOLFS_* twins) set an upload's pace; by default 1 KiB/s over a
 // minute (docs/files.md, "Slow uploads").
 func TestUploadPaceFlags(t *testing.T) {
-	c, err := parseConfig(nil, env(nil), io.Discard)
+	c, err := parseConfig(nil, env(nil))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1024), c.UploadMinRate)
 	assert.Equal(t, time.Minute, c.UploadRateWindow)
-	c, err = parseConfig([]string{"--upload-min-rate", "65536"}, env(map[string]string{"TOOLFS_UPLOAD_RATE_WINDOW": "30s", "TOOLFS_UPLOAD_MIN_RATE": "1"}), io.Discard)
+	c, err = parseConfig([]string{"--upload-min-rate", "65536"}, env(map[string]string{"TOOLFS_UPLOAD_RATE_WINDOW": "30s", "TOOLFS_UPLOAD_MIN_RATE": "1"}))
 	require.NoError(t, err)
 	assert.Equal(t, int64(65536), c.UploadMinRate)
 	assert.Equal(t, 30*time.Second, c.UploadRateWindow)
