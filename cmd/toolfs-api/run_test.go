@@ -126,6 +126,8 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"bad sandbox mode", []string{"--sandbox-mode", "full"}, nil, `--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not "full"`},
 		{"bad sandbox mode env", nil, map[string]string{"TOOLFS_SANDBOX_MODE": "readonly"}, `--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not "readonly"`},
 		{"approver token is the agent's", []string{"--token", "t", "--approver-token", "t"}, nil, "--approver-token must differ from --token"},
+		{"metrics token is the agent's", []string{"--token", "t"}, map[string]string{"TOOLFS_METRICS_TOKEN": "t"}, "--metrics-token must differ from --token and --approver-token: it is given to whatever scrapes /metrics, and reaches nothing else"},
+		{"metrics token is the approver's", []string{"--token", "t", "--approver-token", "a", "--metrics-token", "a"}, nil, "--metrics-token must differ from --token and --approver-token"},
 		{"zero approval timeout", []string{"--approval-timeout", "0s"}, nil, "--approval-timeout must be positive"},
 		{"zero max approvals", nil, map[string]string{"TOOLFS_MAX_APPROVALS": "0"}, "--max-approvals must be positive"},
 		{"zero upload rate", []string{"--upload-min-rate", "0"}, nil, "--upload-min-rate must be positive"},

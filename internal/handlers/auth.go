@@ -84,6 +84,18 @@ func (s *rest) authn(scope scopeRule, tokens ...string) func(http.Handler) http.
 	}
 }
 
+// metricsAuth is GET /metrics's authentication: what a scraper can be
+// given without the agent's powers (docs/running.md, "Watching it"). With
+// identities, an access token with toolfs:read; the static --token; and
+// --metrics-token, which no other route accepts. Without identities and
+// without either token, none.
+func (s *rest) metricsAuth() func(http.Handler) http.Handler {
+	if s.cfg.OAuth == nil && s.cfg.Token == "" {
+		return bearerAuth(s.cfg.MetricsToken)
+	}
+	return s.authn(needs(identity.ScopeRead), s.cfg.Token, s.cfg.MetricsToken)
+}
+
 // deny answers a refused request through the one problem writer, with its
 // challenge; the reason goes to the log, never the token.
 func (s *rest) deny(w http.ResponseWriter, r *http.Request, d *identity.Denial) {

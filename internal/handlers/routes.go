@@ -117,7 +117,7 @@ func (s *rest) routes() http.Handler {
 	sessionRoute(identity.ScopeRead).Get("/sessions/{id}/changes", g.ListChanges)
 	sessionRoute(identity.ScopeWrite).Post("/sessions/{id}/revert", g.RevertSession)
 	r.Group(func(r chi.Router) {
-		r.Use(guard(token(needs(identity.ScopeAdmin)))...)
+		r.Use(guard(s.metricsAuth())...)
 		r.Use(capped, s.touch)
 		r.Get("/metrics", s.deps.Metrics.ServeHTTP)
 	})

@@ -40,6 +40,11 @@ type Config struct {
 	// approvals (POST /approvals/{id}); it also lists them, and reaches
 	// nothing else (docs/sandbox.md).
 	ApproverToken string
+	// MetricsToken, when set, is a bearer token accepted on GET /metrics
+	// and nowhere else, for a scraper; /metrics then takes it or Token
+	// (or, with OAuth, an access token with toolfs:read), even when Token
+	// is empty (docs/running.md, "Watching it").
+	MetricsToken string
 	// OAuth, when set, makes the server an OAuth 2.1 resource server
 	// (docs/identity.md): every route but /healthz and the metadata takes
 	// an access token its verifier accepts (Token, and ApproverToken on

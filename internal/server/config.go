@@ -42,6 +42,7 @@ type Config struct {
 	Addr          string   // --addr: where Listen listens; on loopback without Token, requests must name a loopback Host
 	Token         string   // --token: "" = no auth
 	ApproverToken string   // --approver-token
+	MetricsToken  string   // --metrics-token: accepted on GET /metrics alone
 	AllowNoToken  bool     // --allow-no-token
 	CORSOrigins   []string // --cors-origins
 	PublicURL     string   // --public-url ("" = the request's scheme and Host)
@@ -363,6 +364,9 @@ func (c Config) validateSettings() error {
 	}
 	if c.ApproverToken != "" && c.ApproverToken == c.Token {
 		return errors.New("--approver-token must differ from --token: the agent's token must not decide its own escalations")
+	}
+	if c.MetricsToken != "" && (c.MetricsToken == c.Token || c.MetricsToken == c.ApproverToken) {
+		return errors.New("--metrics-token must differ from --token and --approver-token: it is given to whatever scrapes /metrics, and reaches nothing else")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)

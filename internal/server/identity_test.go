@@ -214,7 +214,7 @@ func TestIdentityRefusals(t *testing.T) {
 			"revert with read":   {"POST", "/sessions/s/revert", reader, `{"to":0}`, "toolfs:write"},
 			"read with write":    {"POST", "/tools/read", writer, read, "toolfs:read"},
 			"events with write":  {"GET", "/events", writer, "", "toolfs:read"},
-			"metrics with read":  {"GET", "/metrics", reader, "", "toolfs:admin"},
+			"metrics with write": {"GET", "/metrics", writer, "", "toolfs:read"},
 			"decide with read":   {"POST", "/approvals/x", reader, `{"decision":"approve"}`, "toolfs:approve"},
 			"catalog with write": {"GET", "/tools", writer, "", "toolfs:read"},
 		}
@@ -233,6 +233,12 @@ func TestIdentityRefusals(t *testing.T) {
 		assert.True(t, os.IsNotExist(err), "a refused write wrote nothing")
 		b, _ := os.ReadFile(filepath.Join(f.srv.Root, "a.txt"))
 		assert.Equal(t, "hello\n", string(b))
+	})
+
+	t.Run("metrics with read", func(t *testing.T) {
+		a := f.do("GET", "/metrics", f.token(f.alice, "toolfs:read"), "")
+		assert.Equal(t, 200, a.status, a.body)
+		assert.Contains(t, a.body, "\ntoolfs_build_info{")
 	})
 
 	t.Run("static token beside identities", func(t *testing.T) {
@@ -833,4 +839,40 @@ func TestIdentityMCPScopeReadsTheBodyAsTheSDK(t *testing.T) {
 			assert.NotContains(t, a.body, `"isError":true`)
 		}
 	})
+}
+
+// TestIdentityMetricsToken: with identities, a scraper reads /metrics with
+// a toolfs:read access token, the static --token, or --metrics-token; the
+// metrics token opens no other route (401 with the challenge, as any
+// token the server does not accept).
+func TestIdentityMetricsToken(t *testing.T) {
+	const scrape = "scrape-token-for-prometheus"
+	f := newIDFixture(t, server.Config{MetricsToken: scrape})
+	for name, tok := range map[string]string{
+		"read token":    f.token(f.bob, "toolfs:read"),
+		"static token":  staticToken,
+		"metrics token": scrape,
+	} {
+		a := f.do("GET", "/metrics", tok, "")
+		assert.Equal(t, 200, a.status, "%s: %s", name, a.body)
+		assert.Contains(t, a.body, "\ntoolfs_build_info{", name)
+	}
+	a := f.do("GET", "/metrics", f.token(f.bob, "toolfs:write"), "")
+	assert.Equal(t, 403, a.status)
+	assert.Equal(t, `Bearer error="insufficient_scope", scope="toolfs:read"`, a.header.Get("WWW-Authenticate"))
+
+	unauthorized := `Bearer resource_metadata="` + f.srv.URL + `/.well-known/oauth-protected-resource"`
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/tools/read", `{"file_path":"a.txt"}`},
+		{"GET", "/tools", ""},
+		{"GET", "/events", ""},
+		{"GET", "/files", ""},
+		{"GET", "/approvals", ""},
+		{"DELETE", "/sessions/default", ""},
+		{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+	} {
+		a := f.do(r.method, r.path, scrape, r.body)
+		assert.Equal(t, 401, a.status, "%s %s: %s", r.method, r.path, a.body)
+		assert.Equal(t, unauthorized, a.header.Get("WWW-Authenticate"), r.path)
+	}
 }

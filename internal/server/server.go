@@ -205,7 +205,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s.mcp = mcp.New(s.mcpConfig, s.executor)
 	s.ready = newReadiness(s.dependencies(verifier), log)
 	s.Handler, err = handlers.NewServer(handlers.Config{
-		Token: cfg.Token, ApproverToken: cfg.ApproverToken, CORSOrigins: cfg.CORSOrigins,
+		Token: cfg.Token, ApproverToken: cfg.ApproverToken, MetricsToken: cfg.MetricsToken, CORSOrigins: cfg.CORSOrigins,
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
 		UploadPace:    handlers.Pace{MinRate: cfg.UploadMinRate, Window: cfg.UploadRateWindow},
 		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),

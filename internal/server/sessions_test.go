@@ -125,6 +125,7 @@ func TestAnonymousRequestsKeepSessionsWithIdentities(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
 			agent := f.token(f.admin, "toolfs:read", "toolfs:write", "toolfs:admin")
 			reader := f.token(f.bob, "toolfs:read")
+			writer := f.token(f.bob, "toolfs:write")
 			kinds := anonymousKinds(read)
 			kinds["metadata"] = floodKind{method: "GET", path: "/.well-known/oauth-protected-resource", status: 200}
 			kinds["metadata mcp"] = floodKind{method: "GET", path: "/.well-known/oauth-protected-resource/mcp", status: 200}
@@ -132,12 +133,12 @@ func TestAnonymousRequestsKeepSessionsWithIdentities(t *testing.T) {
 				headers: []string{"Origin", "https://evil.example", "Access-Control-Request-Method", "GET"}, status: 204}
 			kinds["write with read"] = floodKind{method: "POST", path: "/tools/write", token: reader,
 				body: jsonBody(map[string]any{"file_path": "n.txt", "content": "x"}), headers: []string{"Content-Type", "application/json"}, status: 403}
-			kinds["metrics with read"] = floodKind{method: "GET", path: "/metrics", token: reader, status: 403}
+			kinds["metrics with write"] = floodKind{method: "GET", path: "/metrics", token: writer, status: 403}
 			kinds["mcp write with read"] = floodKind{method: "POST", path: "/mcp", token: reader,
 				body:    `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write","arguments":{"file_path":"n.txt","content":"x"}}}`,
 				headers: []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream"}, status: 403}
 			// The agent names its session in the same way as the flood;
-			// the static token reads the gauge (it needs the admin scope).
+			// the agent's token reads the gauge.
 			agentSurvives(t, f.srv.URL, agent, func() { flood(t, f.srv.URL, kinds) })
 		})
 	}
