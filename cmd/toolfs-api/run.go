@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/toolfs/toolfs-api/internal/server"
 )
 
@@ -73,9 +71,8 @@ func runStdio(ctx context.Context, args []string, getenv func(string) string, st
 		// (docs/mcp.md, "Over stdio").
 		log.Info("serving MCP on stdin and stdout", "root", srv.Root, "policy", cfg.Policy, "sandbox-mode", cfg.SandboxMode,
 			"session", cfg.DefaultSession, "memory-limit", limit)
-		t := &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopCloser{stdout}, MaxLineLength: int(cfg.MaxBodyBytes)}
 		go func() {
-			if err := srv.ServeMCP(t); err != nil {
+			if err := srv.ServeStdio(stdin, stdout); err != nil {
 				served <- err
 				return
 			}
@@ -125,12 +122,6 @@ wait:
 	}
 	return nil
 }
-
-// nopCloser is stdout for the MCP transport, which closes its writer when
-// the session ends: the process's stdout stays open.
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
 
 func newLogger(format string, w *logWriter) *slog.Logger {
 	var h slog.Handler = slog.NewTextHandler(w, nil)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -170,4 +171,20 @@ func TestStdioSIGTERM(t *testing.T) {
 	require.NotNil(t, cmd.ProcessState)
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode(), "stderr: %s", stderr)
 	assert.Contains(t, stderr.String(), `msg="shutting down: draining in-flight requests"`)
+}
+
+// TestStdioLargeWrite: one message may be as large as --max-body-bytes
+// (32 MiB), as over HTTP; the SDK's own default line limit, 16 MiB, would
+// end the session on a 17 MiB write.
+func TestStdioLargeWrite(t *testing.T) {
+	root := t.TempDir()
+	cs, _, stderr := stdioClient(t, "--root", root)
+	content := strings.Repeat("0123456789abcde\n", 17<<16) // 17 MiB
+	text, isErr := callText(t, cs, "write", map[string]any{"file_path": "big.txt", "content": content})
+	require.False(t, isErr, "%s; stderr: %s", text, stderr)
+	assert.Equal(t, "<path>"+filepath.Join(root, "big.txt")+"</path>\n<type>file</type>\n<content>\nCreated file\n</content>", text)
+	info, err := os.Stat(filepath.Join(root, "big.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(content)), info.Size())
+	require.NoError(t, cs.Close())
 }

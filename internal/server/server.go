@@ -302,6 +302,19 @@ func (s *Server) ServeMCP(t sdk.Transport) error {
 	return ss.Wait()
 }
 
+// ServeStdio is ServeMCP on r and w, newline-delimited JSON-RPC as the
+// MCP stdio transport speaks it (--stdio: the process's stdin and stdout).
+// One message is at most --max-body-bytes, not the SDK's 16 MiB default,
+// so a write as large as HTTP takes passes. w is never closed.
+func (s *Server) ServeStdio(r io.Reader, w io.Writer) error {
+	return s.ServeMCP(&sdk.IOTransport{Reader: io.NopCloser(r), Writer: nopCloser{w}, MaxLineLength: int(s.cfg.MaxBodyBytes)})
+}
+
+// nopCloser is a writer the transport may close without closing it.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
 // closeSessions closes ServeMCP's sessions, each once the calls in flight
 // in it have ended; the channel is closed when all of them are.
 func (s *Server) closeSessions() <-chan struct{} {
