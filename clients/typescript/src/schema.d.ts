@@ -595,7 +595,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format). */
+        /**
+         * Prometheus metrics (text exposition format).
+         * @description With --oauth-issuer, an access token with toolfs:read; the static --token; or --metrics-token, a bearer token accepted on this route alone, for a scraper (docs/running.md, "Watching it").
+         */
         get: operations["metrics"];
         put?: never;
         post?: never;
