@@ -351,6 +351,48 @@ func (e RevertRequestSandboxPermissions) Valid() bool {
 	}
 }
 
+// Defines values for StatusProfile.
+const (
+	Extended StatusProfile = "extended"
+	Original StatusProfile = "original"
+)
+
+// Valid indicates whether the value is a known member of the StatusProfile enum.
+func (e StatusProfile) Valid() bool {
+	switch e {
+	case Extended:
+		return true
+	case Original:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusSandboxMode.
+const (
+	StatusSandboxModeDangerFullAccess StatusSandboxMode = "danger-full-access"
+	StatusSandboxModeOff              StatusSandboxMode = "off"
+	StatusSandboxModeReadOnly         StatusSandboxMode = "read-only"
+	StatusSandboxModeWorkspaceWrite   StatusSandboxMode = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the StatusSandboxMode enum.
+func (e StatusSandboxMode) Valid() bool {
+	switch e {
+	case StatusSandboxModeDangerFullAccess:
+		return true
+	case StatusSandboxModeOff:
+		return true
+	case StatusSandboxModeReadOnly:
+		return true
+	case StatusSandboxModeWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WriteMetadataOperation.
 const (
 	WriteMetadataOperationCreate WriteMetadataOperation = "create"
@@ -1120,6 +1162,32 @@ type SearchResult struct {
 	Output   string                 `json:"output"`
 }
 
+// Status defines model for Status.
+type Status struct {
+	// Dialect The edit dialect (--edit-dialect).
+	Dialect string        `json:"dialect"`
+	Profile StatusProfile `json:"profile"`
+
+	// Ready What GET /readyz answers now.
+	Ready bool `json:"ready"`
+
+	// Reason Why the server is not ready (absent when ready).
+	Reason      *string           `json:"reason,omitempty"`
+	SandboxMode StatusSandboxMode `json:"sandbox_mode"`
+
+	// Sessions Sessions with observed state (the memory store only).
+	Sessions *int `json:"sessions,omitempty"`
+
+	// Version The binary's version, as --version prints it.
+	Version string `json:"version"`
+}
+
+// StatusProfile defines model for Status.Profile.
+type StatusProfile string
+
+// StatusSandboxMode defines model for Status.SandboxMode.
+type StatusSandboxMode string
+
 // UnavailableTool defines model for UnavailableTool.
 type UnavailableTool struct {
 	Name   string `json:"name"`
@@ -1487,6 +1555,9 @@ type ServerInterface interface {
 	// RevertSession Undo the session's changes after a seq, all or nothing (docs/checkpoints.md).
 	// (POST /sessions/{id}/revert)
 	RevertSession(w http.ResponseWriter, r *http.Request, id HistoryID)
+	// GetStatus The server's state for a person (docs/console.md, "Server state").
+	// (GET /status)
+	GetStatus(w http.ResponseWriter, r *http.Request)
 	// ListTools The tool catalog, ready to hand to a model.
 	// (GET /tools)
 	ListTools(w http.ResponseWriter, r *http.Request, params ListToolsParams)
@@ -1622,6 +1693,12 @@ func (_ Unimplemented) ListChanges(w http.ResponseWriter, r *http.Request, id Hi
 // RevertSession Undo the session's changes after a seq, all or nothing (docs/checkpoints.md).
 // (POST /sessions/{id}/revert)
 func (_ Unimplemented) RevertSession(w http.ResponseWriter, r *http.Request, id HistoryID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetStatus The server's state for a person (docs/console.md, "Server state").
+// (GET /status)
+func (_ Unimplemented) GetStatus(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2095,6 +2172,20 @@ func (siw *ServerInterfaceWrapper) RevertSession(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// GetStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTools operation middleware
 func (siw *ServerInterfaceWrapper) ListTools(w http.ResponseWriter, r *http.Request) {
 
@@ -2394,6 +2485,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/sessions/{id}/revert", wrapper.RevertSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/status", wrapper.GetStatus)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/tools", wrapper.ListTools)
 	})
 	r.Group(func(r chi.Router) {
@@ -2426,222 +2520,227 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39chs3lij+KijuVonMNCnKdrIZqVK/Umwp0Yxt6SfJ451N+4pgN0giagKdBtoyk/Lz3Pe4T3brnAP0",
-	"B4mmKFvOze7kH5fV7MbHwcH5/vitl+hlrpVQ1vQOf+vlvOBLYUWBf53KTFxwu4D/p8Ikhcyt1Kp32Lte",
-	"CDaTmYhYITJu5XvBrGZ2IVihtWX9vf09ZgSMZkUaMcGTBTNivhTKslwUiVB2KFSiU5EybpgSIhXpYNSL",
-	"ehKGz2HSqKf4UtR/FeKXUhYi7R3aohRRzyQLseSwNrvK4T1jC6nmvY8fo96P0lhdrM5ehJduhDFSK3a3",
-	"0EawBb3M7EIaJk3HKmS6dQ05t1YU8Nn/+ul4+F98+Ot4+NfRzeHw3W8H0cGTbz/+ey/aWOhHGNHkWhmB",
-	"AH+lU5GdFIUu4K9EKyuUxR2KD3Y/z7hURyxZ8MII+11pZ8Nv4cduQHyMApvPCz3NxHLPsIkubV7aCetP",
-	"cNJDFpfj8dNkKYzhc4F/iMkgYnfSLvB0jeW2NEzPmLSGwfmN2Ml7UazYjMusLATTiu0vYRv7XzGuzJ0o",
-	"DDM6Yry0C8ZVykp1q/SdYoUurTBMqiQrU5GOeh8j2v+1+GC/4Pat1llj7xETH3hisxXuDybC/+AWmBHC",
-	"4MIuCGZry+J5nsmEw+D7Dqp/+dnATM1V/XshZr3D3r/t11dtn341+37cwFqPFbs8fc7++uzr//BH1jqH",
-	"aSbYBE5ggmCtF4178Nsb4XVw08FqjpVdFDqXybXWGSJuoXNRWEkY2FrDBkThYuSlvak3x9NUwss8u2iM",
-	"Q5djE/YJtzzTcwB/TWkmo/pm6OnPIrG9qPdhONdD9xBAOrrkd68ILWEZdCdDN7++oT/RW+11rO3g3frM",
-	"H6M2hEyYgAASGaBc1cvMrc6wCf6Iu5JWLM19ONA+kY/VinhR8BUuKM+z1QW3yeKVsDzllgfOTfK50sbK",
-	"JLDitwtOWD0cNt5jyUIkt3A/Z7pUaQSEGYk6vLpiBVdwmfupTsx+47PRMh0cMT41QMvvFkIxpZWA13fe",
-	"8YvGYgP7hTUEdnECTATXp2e4mxxAEjGp6H9MF6kodl4EAhQ4XGgJS/hRdBz+olS3DmiMW8aZ1ZkouLIs",
-	"E+9F5kAmUmk7gPWwNb6Cf0KLhPNH4hNY56kuEEb1O2ymi6VjxdXTPcOAiK1uEII3Cc+yG6IcrK+0hW8Y",
-	"Z2mxYkWpBg9b97mf5BwH3NzB2m2lYw/eyOoCXIpfSmFsADmkXYiC4eVm/Qo7BkwXDRgcMdjUVNsFbGXt",
-	"BhWrm6JUm0M/h2vCBHA5u5Bqzvq8mJcgypiIRB7B0+FUzHQhhneFtILlOpPJKqKPEF8GSKQLYctC4UfJ",
-	"gqu5ABJSKjmTImWpnM0MknhdWgYDwWRc0awj9kLMeJlZA5LWjGcG0UiVWQaswNNcB7up1pngqqLYYURG",
-	"EB2yuPfVV1+x78VcKoZQjnsR8ne6bBX0IvfmiUr9e6NNoSbq/VwaK2eOMW7OfOnOnLiZ4Sqd6g83uSiW",
-	"EqUyc8iAoMCVESoRiIMAsdKIgokPKAYAZO4WTmRDBr62WBQpDX53J1NRMJ4kwpgtIKvXv+1enSljBU9R",
-	"AgLAHq7fMj1jXLHzXKjjs427FeETSUIvbJIIV/9geDAejxnerU+9ZUS2PpzRlzBe1FtK5f/u3HdFTgIn",
-	"EUYbAqh7HYUOOofQCYzYucpW7D3PJG6aw7aHZqEtXIZi5eBVf4XSjRsaEImlQkmRHjFHKgxroReJlIAZ",
-	"PM8L/Z5nbsZSwSKHQzfWEJepkUjYBcw4mzlC7d4AUg2gF6pcAjm608WtyXni7jTIEXBji+GszLIhoRNQ",
-	"q3vQ6eM99MyUmd1k58sGo98qO2yKBoDARHDvlY/ce1E9XQf1RcBurjIpBOh38F9gLtz2Dnspt2JoJQpe",
-	"GzcLSFwYp+B27JkGVeQtulhL6dwgaXIsiZmFvoMnjM+sIDoxk4WxLJNKrHNiIHXD4dBpOaDekYoD9C7u",
-	"/eUvfwn8UgnXyPUj5oiR0hawnlsQxVUKeoxnlnI2A/mQZbyYo1p8K0Q+YseWLbWx7Juvv376DZuurDAR",
-	"S0q/cg7KaCZw3UcwhWK2KFUCAGbSwB9ixOgsQKW2DmgABaAl2YrdLeACSsvudJmlzFiZZWzJb0VDxZEV",
-	"jIPIv3Fi4kMOly4kUwpVL8JYnRt2x4ln9YdDfxsRFXS1S4cxONduKCPToB4C1zmMSY4euYVxg6Ja8Sk3",
-	"e2PSvNMW8uLs6uLl8T+Bni+8eGrh/O0RUjhWgChgPVsFBAVqGQQ5jBEA+LEbY48IrfHSBbARmnHJ+s11",
-	"mIiWU92JAcrKyK9AUvZaPOiLlYxKOExSjC4YXJ0g6sLHoF6ZyOGtVsI4vMXJbzaxt8nXNna9zo3WBgki",
-	"IFJzfJHdcUOXKbzKtgwOV4QbuMONA2iITIXgJiS5xD1hEp5xW7Moq73NRKfOYOKtKC0+5clJ6MCdNaqb",
-	"MMKd8iarftyLe7SNCskXPEW9InyFTUmkfBOCIH/JVCgrgaLDtdW8tIuhNKYUxYCIzHtREB1243j09guj",
-	"+8KsvhXqiAgR0UX3eh8xaqEzh3KgHc/MIU+XUg1YJo01SGNTkchUkMjmqYcjUm6NK6RS7NidpBOUnT61",
-	"iVDOvlHdenfXAaXRkgeXKXjNd0A6JPJhnAuh1BrfRVOiP3W30sibG5GyVTjoeGZzUVHFd2vyvI1vvxCJ",
-	"9Pi1buypf/FgItDTCnCkd9E9UkQ1yrZFvJQmIOb4c8Y/djOWeGEkQDKSsjBkOd28RkrcCWNrxNK5UIDT",
-	"oEoVR6BspChFGDZBTjWBmw38rFI/lPhgW2xLKvvNs/qwpbJiLooN8NR7rFYYAtRzMo1twsh6K9RO8HHD",
-	"dJmSSsXfc+nk1Q04oVELZQQjiveiYAtu2LS0LOEKFGcQuJS+Y/15pqd4aeeFyKubWMgc/m7aiwmLd9Zo",
-	"3tTLC+9gDbYEmy3g/DQj57yUKVeJ6Lb97RlmVsaK5TAv9DK3zH+C3DRIjzpMltGaz+VhBlW3lr9dnb92",
-	"tg8CZUtebtuzmbQPNrjuYldtbKMBweDZoAAaoAZpGqK5L6UShuGPRwy0LeJ+giw+RqbCc3MyfeuCHYzZ",
-	"K/k9/A+F8IL1n3z9Dfu7/N7JN5Ukpe+Uk4dNxJDXoFE011KRyrDFYFBd+KiHJKPbS9Y0+GRiZpvb8Ith",
-	"hViCZO+OZ33ONqTMgj/5+psgNr0XhQnj9doh+hcjP1roqMiqtWVn9EJjg829NbbtWNZOu0M22lIqu0ht",
-	"9GUgEbklhCAS1gEutbZD7wqNmFktM6luDSuE0Rnqa9ywXOg8I3Mh8Jo+R4GBpCVJCPzm+nT4rVNquWFv",
-	"/nJ6evpi0Kkm3FSgCnA8vhR73jhG0rBUbMqN+OZZxPJCoBTlFEcntXtCbzi6w5Zk3YKR/ALJkIPLRF0Y",
-	"5Dq/TtAmRDYbses7TToKU4DbzCx4IRDTE12gKQcxnicWNFeYwwi3xH7gEoJy/hqkeAIVjFXBKu61dUkY",
-	"JQStLpH+7WLVRFO3S1qgnHZoaO6qwmj304Z6rAYmNpQNI34JmO8LvWQHRx2kygGUrKS/sD5aEp3zZrCT",
-	"jBL1UN/e2XDjhen2KlGkjlBJBFygpQYgtnbfYMduAevCr6M3nqK2oBc5BlHDv5u5mC7DmoPg7vIU8aqQ",
-	"96UysgU8RC6igJuGTzbCA0O7FBwWreR+aFVGOr/00K5ffLb7rzKgSdNW/2PVFx+sUKlIWV5owLEjFnIK",
-	"ktm+QMATSYG/3SyxIpda6swRmYgYR+0PqFKi1UzOS2cCJusEcGoDp88zr73HqvY3+uF0wZT2s8D99WOJ",
-	"dBQDTddKnM96hz/t7JJ0qPMx+u3B3szq0zVsedc+okY0wRp2hm7ZOj+lnc75e4E711m5VLuJKYB7DSLU",
-	"+MVFfNzPK3GICBdaf3UPRtZ3sb2x8xo99owLFhmxWSHMwtuM6n27EAg436VgM6CPdiFi5eEBuolWrWAO",
-	"x9cJp2l4VohcF9YckQcNh4+VtCxBkynQfvdiv6EqAT807G6xiphUttBpmZBZSyxzuxoQnq3TGVxWUDDB",
-	"HYaZQT18h8fOQ6HJs6pv0L6HBAavUMS4M9wdjMef4pyvolMCDvKgWPijvmNLrlZNMFVLBpaVc0Ok6GA8",
-	"xtsvUtZvySJ2IVRT4GlxUhKmtsxbTeaMVB4FnJgKS5i3DUaN8bcqx7WgQPi2iTAxsrSU1dburw15FlJJ",
-	"bxrLC+sklu3XzKOPR5YWZjQgEb55IScLXLZFqW5JN3+KaIJgwnimD/aIBEDnxrvBP7hBL+ymr1yJOx+l",
-	"tek9zVL/272eVi9MbweGkw38wFE1fWj3J6m0P0oVJDfs9Orm5MXZ9c3r8+ub0/M3r1+wDd7mrJ7w3z2Q",
-	"3+eAPniJjFzKjBfMaqaz9IYWG3kFm9j0nmFx71XrbfHBxj0HbhDsUfRv+6U2ASxU+rKTWONYLQnmXms6",
-	"Yl7XiOviWfVuVK3DT9oF8TMbYmdK3DkwhbR6C6wdCHLGE4GRoWg7YW+MYFwRbWX0OcA8FZmwpGki7w9K",
-	"5vXBdM9IMX7azzxir0pjaUzPPjqkfnz/hmdZKKgBf2QcXW4YPBSI2Dgifob/jxpYxJYlGScFLyoWplWy",
-	"U4jHurxYgyBqnkDX0aF5JXx+PHCLpDKisDdI4IDf4F9EXklb5CpZ6MITYORGVrsX0YjKrN4pDEOoAKV3",
-	"hxCcinu3b/Nwm2eAmE3qErw32DEa5J5VuKuNY9tFocv5ggmVsqlAUYWQejvYACrS2bgc79BF07aC2+K2",
-	"6cV0a0DWUI9d/+lUqZCDA9f6INg2fOo1cJH2oTWj8sL3xWg+YnHv4Mm//f3acbp7IWwduwha7Qm8UWVk",
-	"pnWZqA4vZ9MVvIjvjdgpKqJ+fWtkhGiIqY9tB/Ur77kVbr1AO0dmPiAuEgPCdtZUke0HSD+xsPu+xk1c",
-	"0qtoVpMzG5azZrxoIIhhd6IQToVEqfxuIQoXQmq4XBfvvDy/QqclqvGDiOXaSEwiwJ8zjfIUt956i3in",
-	"yuVUFCYoG657pBBwW8+rEUj45cMAkSFINd8SBNgOd3lQFCA7ThKRo3FVYWyjF2XMEeMpmk8M/WjrEGy4",
-	"NPBnJf44qfj+eEKUWsLXFX+KkAcWYiYKz7q9QOXpRR0GZ/WcHKqoxqMrFb6mgDgfD8euAV+QRcI7+r0o",
-	"Mp7vrNC0mdx6lNxakFwoFvkmbPO9wOAKjbuOKkuvByweALqI2JQnt0Kl/yNjJf8MGvxCQYPrkdE3Tgui",
-	"63cPbfu8oMJNpvboMYUwBcW1h0IsClIAUvS+l+iZN4zka7Ir1oKzV611kpRFrDKS8bMV6zJaeqUL9PJr",
-	"H7ePD+Pe4DBWFML/BHnOkHgOywsxkx+E8T66iD1ltuAyo6slrcAzj5WcK13A78+YVKlQltDNPWb9Whxn",
-	"hRjSK8gAv2bCJDwXaaySBS94YkXhaeU3LC9VYkt3QXSx5Jn8VaQjVmlqiNBOV4sVd0IjCW0Itz3jxFTH",
-	"BdZ9dwjrPjpHYzVFVQhoaxUw5vKiuMXHzPC7wZGjSWSipWlMrPoNNWngnrooH8GTRdRY2ZNxyHKG8TlB",
-	"EtJc18FwyoGr9aekbKF0gVdxKZVcwm08CNl4Gor19hcRD/A1/oFe+6Yx9pPQJ7TZlsDWqdVvn7ylrm97",
-	"dQfVPXT9tpoHHjAfASnaeV689n9YSXnpCdJ9xLHKyOlMEzomZN0zRFro6hAtswshC0fNAtlDcOX8FXRW",
-	"XEzZwcsGQ3nMx4vYn8D4E2eC3lkc6kgpepAYfV8qToNIA3VqkL4+7qVJJyLvbPrdM3T+FUTzK0eiCRW9",
-	"6C1VC798+ja575zar4FlENxIrCcxnWDcltGvMIKuzo5pmkgbZ09Qrk7+cSG0M/7vogncly7zp2awXTP4",
-	"0/j7exh//9TAfmcNrJsdfr7S9eX0rVOZiRNli1VggQ+LBOqIfwtUAYlYqwpIODdB/toRXShgtS7sCd5i",
-	"fe7D6vYMk5QFRik2oNwINbeLnWOf8Ekd8w6ni5H2BciyNEkv6iHaBQ3ojdDCzSSdeZnxwjsQ3ZuU+JPq",
-	"O5Vpnu4ZdnLN5+2kGydGMOEye3fyieJLDoyRO8qu838pjXW0cV0tsYV8QExUjUwBIZp03RtzK/M8mEEB",
-	"7Gry/9Fr382lnZCINppLSw9d6GC/aMZUDijaI6M9OFF6WtrKAICpti4ZKWJTkfDSODO0f2UmbaykYncg",
-	"jN9xg7G4taMKR94zbFqmc2EN6x9gEDFQqoOnB9H4P57Eqigx8woIPa3SGzAHh8yBkU1Fpu+cmD/DtBfD",
-	"lnzFpiJWKFDhoihHj3Zc57RgYDPVUwGqTNuEpTqpbU3Ov9fvuyWV5cQtF+33BInSHrFJ9cnNdDXxkS8y",
-	"WbApLsZYDQfbhFk4iao5TkBEck4B3HE958QH/hyyiYPnxAXpDIcw3XDJPww9pCm1iGBMctAS8Ef5WFHV",
-	"XGWsKGTD8lsxqLYhYcsOZ4F10Gwug6GNprEK4QngD2BFpUlQ4YzSjphThO74is40VkjUfNyLpBRwJJeA",
-	"VpgnGlX5ph7VKcJWWhMrs+BZpjGRJUdPJjJCRERn0TqjG4TjxT2nFnoy5+95dUlhw/fn99Sf1djURWPe",
-	"5EDfNklMR6BHzQB2oNqdRNd7CitayzOjnY/K3GFwGZDbnYlqIx4cVhfa6w+Znna6kMIs8oUsREJ1pjQz",
-	"ghfJgknVlhNtszaVF2QoCtjxV4zLcRqFYXzOQeXqiKoP8W6qUbW+NtgOc7/COkgeRhJE6ZV+Iu/f/eqr",
-	"/a9G1oU3mSLZpwfC2NHPiHjsuBoPr5LSLO7txz0vH+NWp9wIDC7nFvgfS0VuFxEz8O5XLvU67tFEpBw6",
-	"uKFCgmmnthDiyBeRYtyLGxrDdJwPG97GoXfCAIRQ8MwLkXeeuVtBOO4K06VmMrMurJXoqWcgflMVbCvA",
-	"fjX67WcT/Ww+fESQvgY2h3ThiCkxd7Zlilg3ZZ7rwolZO8ddrQWdoyJQsHQTU/8YaHrpZCvxIS/c9DX4",
-	"ALB9l4LGzEpZ/mHweQf+o+AZwWkt+waLoDUFSL0DGXVfhSbylte16Cl0PoRDwCyfh+lgJhWInZbP0XbP",
-	"lbsEIqVIDY5WGrRM3KBHoA5y62/4R479p/imC+doFbr7/vmL0x/P/v7q9fnF5dX123e/PQnVuatDPO6p",
-	"10U73hJv0QxTCKdLo9kubXs7gDkgMfN5ibKo40h8jOyTMcUvVLbsds545TVZYK6ZmwDlpj4AdbNSUqft",
-	"f3PVdAKgx/gYpqgOla1DB1WVvi4NyzSotSTmPBmHI1o3IwXviwH5vYMHXz2/COdoYiJSXYVn97TIV88v",
-	"MC2SNUZgfUD+c5WtfpTKRiwVxhZlAqSKHuhcqLe6yFL4c/AJBel2qpt39d+9bJ7bQNQ6nS3H6rO+txTQ",
-	"44rBiVHRvH1gbhNnhN68Qw9Lhfao9elJxFTF6bRUie3In99+6F8k5feRkOGBKb3d4Alf31kDaNsOaQ3E",
-	"IeOM/+1eDuuMIYEPQmu+r7KjK+H1fMEte66XeSaIlDy0vGMDSgHaesHnD2X9ndGSOZ8j78dcM+IadREW",
-	"NOKiCOCfoQy+PGJxr6+0S512yTIw0sCXGZHW8Ty1g13qfhZe110MOIAfw41bGaVbZS3StBf1yjzlZBNG",
-	"fwJW23gvHljrx6dGVEUGncFB2o46JCEzIcy7Z5ARSYWrjXYesyM9otp2tMVz26gouS08YRPtFqW67S6H",
-	"GbFElwrwDGWoA5C8fAXBPVNX5twSZ9EeOBhgw7bH12wJlamtIE+jZ9E374LhG502igfIP+4wEFrRg+Mj",
-	"1ir6BS/IJqwot/4GYH3Yknd91I9z8VJgedz7S9w7YnQV3EdwVFjf7Mh52txztd31vMttceuAF8LXw5H7",
-	"jpTV2sOUagrX9je6sevqZvu/GpvYmW10eneCxUw3jqbTXxMF9MWE+Anmcs24zFoWte36Y+UZCi61Tixd",
-	"05zXK0mnwnKZGacR3WnypaNKvRQYaL0pfiXBmmtXVIpaFIUusCJ4xNCQcXp1c3V9/PLk5h8nl1dn569Z",
-	"/9n4rxTpcXVyBU9urq7PL09u3rw+/sfx2cvj71+esP7X46eRL0BWZ5bPdDEX1hW4A7S4FClWqSEjgLG6",
-	"EL52wRTDPZIFVgtxsQp3nJKarVCDEbtyfkpXzIsUhHWfIuNpyk6unh+/PL6Gtb44eX128gI28XQQsevz",
-	"85tXx6//eXN8cXF5/o/jl1e49EHEXp9fu4cnl/5t/1Iz7+zZ+BnFnLR+vDh5/eLs9Q8EqxH74eSa7QPT",
-	"Xv1aFVOH1y5Pjl/8k2Z0QOEsFbkAmpisqioOongfLmBAp99RP48kxCrOBcAd93x9+J4LhgwOu3B5d/f5",
-	"OTE/754UegpHaGbP14vYLFLfUYm2o5TeOZVdmZUGzSKuwMI6wkZNTwwGcHnjgpFY6ae2gnnN3QUNWY25",
-	"MG0H1sPK39U0I1S6wWZiyygb0kZ2x1eG8aku7eE04+r2CC8q+lrqYvJUZW0mW5x6O82klUQ1bUqoeNkW",
-	"EnUpeHq2dFLvRsV7Cb+gmAo8Qya2LES7hJGknFRKNgqH+C5FKjnc4YjBDRcpOl7hVIZDjATDWdCTlMsP",
-	"IsMiJMACM63mVFAILubGy1ShxLWtOEK11Qjl4mMMX/oaJqTV0lammU5uG8VJUczGhyNvo3Jp5IF4Nxc2",
-	"EHKOU+sMB6HIlXXZqRLKQsj5wnaVAUglv15TwHAj+znmE9L/f85F/cdczqr/34lpHpSm72TaEq66xKd6",
-	"Af6basFRrzO6AXCqO6xUemzbRpZqtASZlJObfGMbj2NP07OZER0nAJpXMJ704sVpdS+wzcC92H/EaCIS",
-	"zf1ngNmbiLdjvelwJZQdy6L2+dTorLSiERLn6zhUrDy5Sxvlk6gWD7076NCuLM9e+mMJ0Er4/WILUB08",
-	"CUiBdPAd0s28AkbH6rGktbYurO30J+0QXUjZAZ8YXZjJZSjM/hUFu7tkO6Zn3o6gXWxs2xH0ZDweY3oW",
-	"S+lp5b1OeM58HgIVE9wznqLi3O0KwLqkCj/N2PMOpcNZGFr3qL0JHyG9nrS6uf6Dz17Fg+LE6MQ/L06s",
-	"Ret2l6GGM55gLGW4POEnBZVdouT0qZmUgClYDwHds3I2M0eu8JCT2sNhJX8mzP0Zril2NLO9Ual2QrwP",
-	"56+LXBnxyxEbww60M4UynmXBCMKKHozv5QVWb70q99/99i+FQN02DccVUDiRr/y2Wd3bC5xHrreIy892",
-	"phXyZoosxVK3lNvF5qBBc5BOG/XG6Wsg5xgDJtLOMn3XVdBN3BscMe7crthmDbMnfLgCejP7zRqerQqI",
-	"vpCnNMxX7qyKeVY1+GlZLotNWmZyjCNvxv1QCJ+e0bsDNGTTZz+9o6rT8Mf5Ulor0s0q5V/CPN2csTsu",
-	"rg9rGXjXs6wsqRtA9GdLupxiP70L082d6lb+wYpUbi9OSR2KQgUpgYC3SlIOcGvuerjifDsoS2E5r9u4",
-	"vtXNWF3l0JfbuHhtAzlksaMkInVWEFdY3tG3vhnALp2BxP0EmNM3g8NGcwtTdbfoWwp3BCAbvRSNu+5j",
-	"Qj0l8VSKCvcpwWIsNdW80MBNaZbb9uSsPxqNwksY1PeZgiecC4s4uPBNv/bajZIYhltgFw7DV55jS7tG",
-	"YLpK+j6G+HOFcUe70PTdHby/mQXPBZwzwagX+VYOlScvYqhXfERgzzM9PWL1Vy66Dr5DReCQ/fQbDBD5",
-	"uDt4AIf3GuVXchN+fPfxXecEhcg3fcuPnp+wXvh70yPa5UqvC7vuFNTgXg+t4S0IIH/c7NSgW5OcILVn",
-	"89395Wx28RIiKDoF+0YHzLUAwjLLmgzcvYjyBYwYtkX/mdW5PcFrB1OAc5f8WYPkT5Xq96hB4gnAFtLx",
-	"eUaONil+ZG6DNbeTspB2hfFsrui84IUojstwdpu7Adpn5wiVokCBKUj7CwwU/pWo0jmMUQlLFBz6/Pzy",
-	"Ch1nmZwvrBnUIaWu0QY28cL7NRxiJx2Qb9rteEbsLf3efEgqHn4gAUf/9va61ZCHZDcU3fF1uptVg489",
-	"w3iZSri2USU5U/5eaUHkMonOBeu7nj1kcXR/OJrj2/lQ25io3d7nkHGGV1LNqUA4udyqBT8bH7hMm7dv",
-	"3w4BcEJZuCDikH2PB4I0rSwSceMh+l3cc1JkOc1kMiyLjETJ/dGdyLIhdpfeJyDlhbYisSId+mHi3iTC",
-	"mguwgqaLk3b6bPyUnb2+enN6evb87OT19c3V8/OLk/vWiL7v7+KeVKaczWQihbI3OCAIYvifatX02Mm+",
-	"k1CDo57r14xsACeoifbC2pyaRUs101v0BW/vI+clxrTR6RGjxHoxWPPFG2xTaRKNuI1vx6rV42WAVbfY",
-	"j9fXF/t/uzp/3WjxQtQ80Dg7wloyzmCA+uSdVKm+oxQnHmDfhs+EXTkuPopVrE6qFVX+78lvsbvmlCTh",
-	"8SLufZzABTUl4T9OUvfQjpUPfZjqdNVcvi24j3nwDbX75BIl8cG30o7V1jbpUQMatco2gCW53ui4o2Pa",
-	"DS5Cus4tqPFzwybPibAOr1cgzjfbi/9stJocAUSb79DdRgMWKD05L4wTbtALxABrYBZ/8frPxmOqpwYn",
-	"QytIBfkSgaImNlsdMqlaSjVXrFQ5RwIIjw6+YaYsCj3nVsSK6hbBnboVKzaX74Gw3clEsD4Qdg5fJdyI",
-	"oVRGKCrzl60Iskgg0SRHuXXveVZSkebmgtnk7PU/jl+evbg5vvzhzauT19eTwYgdA+8lpYp5uZBRkXiA",
-	"JDC3ifd8AUQwlJ/y4TKZCGVErVb0Xp1dNxzrPaJhQ57LRjbYYW88OhiNnSiu4MfD3tPRePS01wg02G+1",
-	"tJqH3BPYxzoXColt1ZAKyXewoULVVpFSDHJRGK32TKx8462AOEC8YgJfOsR0VarhicHaikttbKy+GZsB",
-	"K5WVGeaKrLXHInOp74gljV92RLYmLOuER4e206OarWHnLPSNu+wvkuCVwPLHVA6KTI4mVh4WOGY/18bI",
-	"abbyHw1G7IIbFxpZiPdSl6Y28E2opdaETn1L6y6Utz0LdQzINqROfBQr94VvYCkKete1EvDC3lmKJSWM",
-	"PW4092oGdf8UqpyJ4QXNtXEEiAc63KEfNEt9GwRTJhhn+nRsjtgYDR6Uj+IpIbdUJqLuzzhGgVnChL+U",
-	"olj1fAx6D+b0jIUH5ahgNg0ClzpYrsHetfqr0L2NMnT6FSpUWhQbA8dZbaI/4oqk1IvQ+n1x23oDD7PS",
-	"v8Oi6blWhsS9J+Pxmiq7Tm0x06uabZeedJjtgMw5EDS8tmGDFUAE9gEtjB1RVBbCqGu6av37VV1+7O64",
-	"XPJitTaN2Qxxi1r0g4qqJDIlpZzPTbtX3TsYuyZm+7/J9CPK8zqU0eHa0h422i8gcjZb1JJeAxgxLziG",
-	"Ci8xWJDMfJQfTWoO2utG7BL7Dx42erk6vN+IyhuxZ+NnsQqE2VFlBVYqlAqZxH4hsC6eYVidg0F6xJ6N",
-	"/7o2go/F80HwdXV/XWC4ECwKSCreyTu+IvISq3Xi0WiKSX8vuZ8YIwTbMYOOaMWKz4Wy6DXHrwYhGvQC",
-	"R6maIm4QIbxKTmtzN0lSAwGvM5Hu100X3tHLwtjvdbp69DtTNaf82FblYFkfN+7ss7DEWzFCFHUSXeCJ",
-	"euID9wHxZ66xTuBj3DWH8MSkqSuq2nb7tl0y8R6m7B3+Bn+gyaZbdHCFDwym+rLpykXWFIHyK4MqtTFY",
-	"O0EqqrTrAzcOxuPx+IiyDqVdK8kQK2zGgloDSuRUJRO77VAkc9Vhg6VC5IIuGYa9G0DcKx/Rg44FrH8Q",
-	"ueZgM401DdyBVXppXsj33ApX3SFWk1EtlU0oeMDyOSiTYpnrgrtATd9yjMopjdixLw8B1y9WlagsPmDr",
-	"IVBBn7HTq5pkVE5L+O3JE//bi7PLk+fX55f/7JIETvHg7pECMCAe1xOx0JmxPmeZ4IhEk/2JD9DEn5wn",
-	"q8pK/a76qYtnunv/AJ7/Eo4VLZ1wRhE7gP9+y/oiM6Abj9m6JD6oOftB1zIw9T60joYPfX0hk7m0EwDF",
-	"e7iypa291ht1YqRC93ENJ/yRlMzJiArMAI9BW20JYoav2OF6sFPxDXi9KuFxp4tbR7Br0dm1DmL9domU",
-	"qKof4mreTDqFGHqvdy+5/UJySrMIUIeYUlV0+XwSCTPV1VlI9iBrRCHEWumSQZM+Egkk2oj/30cX1kci",
-	"h5i3tUEYX6McPzmbDTG3aVLr9853mJRFAbfm5JrPDyvDj7Ts2ZNvY3VxefL8/PWLM5QpLk/+/zdnlycv",
-	"nGjCnVTy7OBJPSqozLFajxhvkJs29bg8+eHNy+PLm9OzlycjdlFOM2mweZmKlaP/qP/T9iZhTg8/nVJ+",
-	"yxqRCR1P/Qqe+wXQggB2PdvS21NWBY8fAx8ucSiHBJ74V/ixAz5EYZ54rFbe0RSxqVTACVw1jjRixhaC",
-	"g9zWN0KlLhrFNShgt6JQIotVwtVgxCaAGxXNbdfvYn1jC63mvrfx5CU3dvhKp+hCmhzFCnDvtVbCI6AX",
-	"Vp+On4FiZ6SaZ4JNLrmaiwl7Mv4GVkR1OQvs63dINhAqa0IweoLWmuOKZZyenZ5HzOjkVqAQmor3MvGc",
-	"CtFxHdmo3oNnik5Fm6HUglwmiGmuStmj49o2SqYTK+yQTqtN0eoYDTzbgPM+SMnc+Tka37KsTZhRcjZz",
-	"aP1k/E1HUQbnKrwlkOHLT++7MMZK0FRsq/uYQgycrlgLRx7jUvmzQnNqq/Bcs53qPdcqGHly5S+O1Yyv",
-	"CVlsKiqei9biPabvlL/TGFImVayWYqmLVVQFjU1XbIgyaIlVooZ+iV6AYD/I72sJ9NnB01h9f/7inzfX",
-	"5+c3L48vfyBs9rYkaVwvZRpzqtOVG7ES8rAm3CCKlVmpRFDxk7wivtzqpQTFYAW6Zp6RwZwrkg0r4zma",
-	"iOh+N3kLKoANpsL6nlG4Uz/chWMMjqgzMhnHPA+rceSQfTWhoruxykG1URRJcrS5Ts/T/DqJLHQxtxF7",
-	"5fwyOS+oBiFVqgMBfclTQWHdLiw/VjN07eoZmSh9PTpD+ivs6vj1i+/P/9Mp5INtTI5Of0IToBUa9GHL",
-	"b9F0jUYybmrjHOW3SRurKdx3NHtlApBk6BFpKdWwAGXB5d8wg5Ain4XgCerk7l14b0iOiCbq/V1+v2/o",
-	"g4MlRi4aakOjC1A0skyktck8KV10UoWeVy/P3wIsvh2EcDREZalS2mPQ2F2U888kr/fp5Y8ro7oicgHC",
-	"7grtpkdrzLpR/c3R9IPfaUXPqa/5fQv6TDJ/ZX2jBkRB9PA4Ok/ygo+02VGsdg7rhp2hjZw/ut+/4EG7",
-	"4lod3Nu5xaVhZT5quex7hz+9a6sZ74USxhw5cqE0GdmaW6825/e/FLagOC78S6ci20dmcZNXpRF0V+ka",
-	"zPQjg6Rhk4vzq2u2T9VrGkNMIicBouvbNTaNVTOWs+GrhJP1bsao4TFsdr7dAybk3qnZSvUjoxzMEKl5",
-	"BZMew9owlb33xSx6bgIfOLY76dh+J3D92PDzITcJv0J/7dplapySPySqj2JbwbZNBMKnHncQW3yXkk9B",
-	"E2zZwPoLwYHjRp7JmsjHr4HohAg6CGER2wWJYtWFRWwHJGLXC2liJZ2TboJ56M7rOUJXNNOzGYgLcoll",
-	"B4tuxDtJ0fP0JVCu2YbiD4pssMSWrNYIjyRReuVq0cOPWaNK/YgdOxWyfeaIB/cj502Vq/qpKEojTLpR",
-	"MMbGwVsP/qVLhfxSp9/q5fffGAWovyeVJPyMg59nevqpRw7f/utQpR8AUl8GL5u1gf+gKHkqVerM55Sb",
-	"RVV+qewvp3q1vnyvr6k6+By8LET+yXhZiPxfCC8BUl8ILxv1i/+geHnlSvnKWqVxEUSc+dK+xUYR4M9A",
-	"zEK4auWfgJjw7f84xDxCw9Z7Ke6ofHCsqvrBqeSZSGxVXl9SVS9fKt/9/N2kE7cvAdhfBrebtRT+oLh9",
-	"ieWXN5h/I0Gl0XJSpB7/PwO5Kfz/E7EbP/7XobtvXarEl0DOVjbVHxQ7yY6FtdbKLPM6idhE2E/CR3co",
-	"mIEycsBrPA89WvFl5h5RAbTOoJgn47EzErtUf61mcl4iyWrVRCOr0mGjgJyexWo4dJg9pDJy3nF3gbFf",
-	"HvmquJSkEBiszzOMGYhVyi2fciPqzh2Ua7Fn2K1YGdZvZ2wM0MK+EFk6Yn8r07lIY4V5+Zzi3qp65F8z",
-	"w3SWsr5WgiLoaHtk2x4csa9d5BgWg4tVtVRKccQIH6rz5uN7XUEUmmbBgXwbI9LIl5CLVUcNOdoaxsEp",
-	"3fi+KmOILsWvGVwvb1uES7oymCpMBjof1netS2wAobQnKaFLeUln/v/EAIlzo9n26/HTB5psO6yUl+hu",
-	"DZgpncU2FXmmV0ug91RIofrAVd3vNGV6slxFaNYhEqEAgit6/TEiBVuNAIb/xYe/jod/Hd0cDt/9dhAd",
-	"PPk21Alg9wgEXxBKGqz+qK0FYGFnFx+QeceNj+wcPIaV/ZSqTPJGVT89xQuAwWa2FSrr4R46hn1KM90S",
-	"x4c3eS0Vx6XZ+41jnLQtuDLAuyLmGh3Hygc3DGqK4+aDIUB8o7wBQ3lb7q8BtuEUxsYKyYALZKAf5TQT",
-	"lApExMPfdTtotCNSwjhnGk9T50318SGMuHVVURDEigwDgEzTpMqOa4+i91dyX5ChrjLtw/QbifvfYert",
-	"IXs2HsdqPQqtKybvuTuGhzrYfqQFnb3ofdF4LLc8lyzZ4QmpqlU8QtBqA7FdIrQb3eOG4xDdZRN2QX5C",
-	"qW658w1FYbbq8qzhPiURGPELm1g9Yf0x+45Rn+A1HObUQ6vOwiWXb123U6r3mBId1ZUkYuVLcZCwKmeu",
-	"bgTFbvgQducQCFb4jBUWx5B2xM5m2LqIVNZWfdB+navjOsG6CIFYuUFhP7Wn2K8KkPyvm+Vz6zh5zAwB",
-	"EOD+2ASNNxO4XA6aLvOcAlialVuatx07inm/4R2nF25Fbgcu+8o02izRh4drcUb/OLm8Pvv+5QmohLgJ",
-	"666uy+mvzhgEBmkwroCEprp8DxbqiNa95q5YL8UIuDSoRnA3hpc0arnAYa3RQCz/0aB/kUtS/2WADaak",
-	"BQknVlM/PKAIkmJAkwpBfFhP3ohmoKq8FNAwitWbUL52hWzIp7DvnBsTGZqgcBQDMhdxAe2REDuVDAEx",
-	"Dx343PbxHN0g3v97FKu1bO9DZ9bTpa3DYkn12DPsP4eO/w+f36UDQLSnFJPSit5oJEdWAeyuBm9VUJnO",
-	"J4KTjhVKp54tjUIlAmjItQR4c2uqfJRY+WStquqU82wTSveb2Wm0vubZwhWIFVWcL4x18XOud1mWOfqy",
-	"jNbqzFBVKMpmixXiqWlWnMDGVR2ZK8T/YOe1e9ct1hVmoswAgTknCVeJyDK63U83U1hitZnEFxSLYb+d",
-	"QtwD+dqXsMM0SwL+zrEjrSJrQbnelU7qbxQcIqXvUaRILDrX5hyeNBFbA/nyl8126g/kuVUvnKCA+dYJ",
-	"VxMK75lUTd51tmfQgodNkPwXEeUhY48fRuCMFeZYYPWQYV7oZW7ZvJQpx4xDSi+tBq9kPso0R/7DbaxE",
-	"ommEPSD0mCfcmNW0EvD94IdsgjYAOYlVv6v7yiBiE67sotC5TCas79ratH5fJjkM0d1gqArwrnoZUV4x",
-	"NR/3u8O+oa0s4iPk+C7YD1OWMY8klKjscq1RvkeCVff+JBaINtM9w/oT9384qswINhkO4auhfzw4jNUE",
-	"Iwdg661Ak0nLW6sLRC27KIRreDbhWTbpkpGpFU5YHVxLX3ChYk0dsGqAhyeGjaHcofSi3jIJFYP+bJFa",
-	"K3E+6yR3lXBNZXd6H6Nd2/OYe9899pvb7fVmE6yP7zrke1ceqCqC1rhBFecGkRJuz2NliSImVhNTIqTV",
-	"bIG6nmacVLYm8XE9smrKs3u4VOPFBr7XN6J/dXHynP2f//3k64i1OhDGKm7G6sS9wSF7rlPxgdqJJAtg",
-	"x7Atqu2Xl7YC4qUHQqyOL872THMRN2juru0oI3bSUBdMVUQpYj+jeY5NVyRrdpWbqlRkn/Y3o3oqdbbc",
-	"olS3IOBgz2qXJ+fbfdfC7hElwIvWahrhygbbRztmMmIna5WqSQzpPxs/q+uAyrlUPAPJNyhN1CFbWHTt",
-	"jxcX9ugL2KZpE041mm2DnOB4hFNoItJlsBj5I+jjaRq5fjuR68dDaWj6vU9uw8kxtdSFq7WEhu03dD1E",
-	"rX32J6m0X/DUPy006xGn3nbSFC/PiQo9TnbTZ8R53XuIu4RyudihMIW9v7HrYaycx8djJCa5K4P1R1AR",
-	"a3aSqhJaUOuZtEqR/hv9ZfncFcbxbZg3etFiBdkRe86pDhl68TCDBEd1OzmqRKZ2OT1nMZq4jVNKMEo6",
-	"HgZBZ18VNPaFcf8TA9Mee/4/4C1ohbptxf31aLb2Sf6Q6ekXPMRPi+J6lKlbhWUDh/fKpymjfeNRPB+f",
-	"FA+2/fDWQr7WDq8Q+Zc8vE8Kdfp9D48cKvNClznRUvSuP0ayyKcFUW09ze1xUmQNoKqoh3jb97Hq56SZ",
-	"Pt90DTlvUZWcS5bQBORkkbJJc4SpTlcRm2WlE4Id3HiBASFpmYgUU2QpiCRWznWAIwOYp2IOjGeKqfuo",
-	"YBVcmZkoRuxMbbKQWBEPQe7pGckO2jnxRaRt0sSKyk9zw7bzRl9JDjZcc8uUJbygIh3WsInFvCLVqsHt",
-	"zYXbu7XHKlZuk+t9bRhnF69/iNjfLk5+iNgPZ6fA79+K6QXhTZ/q5UxXDN0EmFc3qEvwuVWvfCVDbLFE",
-	"D/frpxMi/MiY/cJH+OrE1QCM1cWLU9wlvomNeLCoyVyw/sYseTrbnCPyXY6osdFSWmewIQI5x+zfanZ8",
-	"MBkcVagXUQFfh6O+YUKseIaOyKolGZFFCoZiScbl0rAlKHKugxiWZk24YlPhK+pFWE3MFT2ourlTYT4j",
-	"f3XNFEzkawVMTq/qVFeq9TctqFAZLkEX7OLFKRl4FBMqKVZYhBgf+gFen1/fXJ/85/XEY0jVDqoryuIL",
-	"kuFPi8p7xKkdEaZuxERRjkCBLoyw35V2Nvy2PeJOmeWNUpaPUxfh0+ICt9LrjdC/9rljRNoXPPhPjHh7",
-	"zLl3kny9m/ERjnH3ALrQwbVDh9rViH969/Fd9UlVstJWJkj3gOLtGg8qh0HjWV17qvGwEVPUeEr5oh/f",
-	"ffy/AQAA//8=",
+	"7L37chtHki/8KhXYjSDgaYCgJHs9ZDi+oCXS5owk8iOp0c66dYhCdwEoq1HV7qoWBTv0POc9zpOdyMyq",
+	"vgDVIEhRPt4d/8MggL7UJSvv+cvfeole5loJZU3v8Ldezgu+FFYU+OlUZuKC2wX8nwqTFDK3UqveYe96",
+	"IdhMZiJihci4lR8Es5rZhWCF1pb19/b3mBHwNCvSiAmeLJgR86VQluWiSISyQ6ESnYqUccOUEKlIB6Ne",
+	"1JPw+BxeGvUUX4r6UyF+KWUh0t6hLUoR9UyyEEsOY7OrHK4ztpBq3vv0Ker9KI3VxersRXjoRhgjtWK3",
+	"C20EW9DFzC6kYdJ0jEKmW8eQc2tFAbf9r5+Oh//Fh7+Oh38d3RwO3/12EB08+fbTv/eijYF+gieaXCsj",
+	"cMFf6VRkJ0WhC/iUaGWFsjhD8dHu5xmX6oglC14YYb8r7Wz4LfzYvRCfosDk80JPM7HcM2yiS5uXdsL6",
+	"E3zpIYvL8fhpshTG8LnAD2IyiNittAvcXWO5LQ3TMyatYbB/I3byQRQrNuMyKwvBtGL7S5jG/leMK3Mr",
+	"CsOMjhgv7YJxlbJSvVf6VrFCl1YYJlWSlalIR71PEc3/Wny0X3D6VuusMfeIiY88sdkK5wcvwn9wCswI",
+	"YXBgF7Rma8PieZ7JhMPD992q/uVnA29qjurfCzHrHfb+bb8+avv0q9n3zw2M9Vixy9Pn7K/Pvv4Pv2Wt",
+	"fZhmgk1gBya4rPWgcQ5+eiM8Du51MJpjZReFzmVyrXWGhFvoXBRWEgW2xrCxonAw8tLe1JPjaSrhYp5d",
+	"NJ5Dh2Nz7RNueabnsPw1p5mM6pOhpz+LxPai3sfhXA/dl7Cko0t++4rIEoZBZzJ08usT+hNd1R7H2gze",
+	"rb/5U9ReIRNmIEBEBjhXdTFzozNsgj/irKQVS3MXDbR35FM1Il4UfIUDyvNsdcFtsnglLE+55YF9k3yu",
+	"tLEyCYz47YITVQ+HjetYshDJezifM12qNALGjEwdLl2xgis4zP1UJ2a/cdtomQ6OGJ8a4OW3C6GY0krA",
+	"5TvP+EVjsIH5whgCszgBIYLj0zOcTQ5LEjGp6D+mi1QUOw8CFxQkXGgIS/hRdGz+olTv3aIxbhlnVmei",
+	"4MqyTHwQmVsykUrbsVj3G+Mr+BMaJOw/Mp/AOE91gWtUX8Nmulg6UVx9u2cYMLHVDa7gTcKz7IY4B+sr",
+	"beEexllarFhRqsH9xn3uX3KOD9ycwdpppW0PnsjqAFyKX0phbIA4pF2IguHhZv2KOgZMF401OGIwqam2",
+	"C5jK2gkqVjdFqTYf/RyOCRMg5exCqjnr82JegipjIlJ5BE+HUzHThRjeFtIKlutMJquIbkJ6GSCTLoQt",
+	"C4U3JQuu5gJYSKnkTIqUpXI2M8jidWkZPAhexhW9dcReiBkvM2tA05rxzCAZqTLLQBR4nuvWbqp1Jriq",
+	"OHaYkHGJDlnc++qrr9j3Yi4Vw1WOexHKdzps1epF7soTlfrrRptKTdT7uTRWzpxg3HzzpdtzkmaGq3Sq",
+	"P97kolhK1MrMIQOGAkdGqEQgDcKKlUYUTHxENQBW5nbhVDYU4GuDRZXS4H23MhUF40kijNmyZPX4t52r",
+	"M2Ws4ClqQLCwh+unTM8YV+w8F+r4bONsRfiNJKUXJkmMq38wPBiPxwzP1kNPGbGtj2d0Jzwv6i2l8p87",
+	"512xk8BOhMmGFtRdjkoH7UNoB0bsXGUr9oFnEifNYdpDs9AWDkOxcutV34XajXs0EBJLhZIiPWKOVRjW",
+	"Ii9SKYEyeJ4X+gPP3BtLBYMcDt2zhjhMjUzCLuCNs5lj1O4KYNWw9EKVS2BHt7p4b3KeuDMNegSc2GI4",
+	"K7NsSOQE3OoOcvp0Bz8zZWY3xfmyIei36g6bqgEQMDHcO/Ujd11Uv66D++LCbo4yKQTYd/AvCBdue4e9",
+	"lFsxtBIVr42TBSwuTFNwOvZMgyvyFl+stXRukDU5kcTMQt/CN4zPrCA+MZOFsSyTSqxLYmB1w+HQWTlg",
+	"3pGJA/wu7v3lL38J/FIp1yj1I+aYkdIWqJ5bUMVVCnaMF5ZyNgP9kGW8mKNZ/F6IfMSOLVtqY9k3X3/9",
+	"9Bs2XVlhIpaUfuQcjNFM4LiP4BWK2aJUCSwwkwY+iBGjvQCT2rpFg1UAXpKt2O0CDqC07FaXWcqMlVnG",
+	"lvy9aJg4slrjIPFv7Jj4mMOhC+mUQtWDMFbnht1ykln94dCfRiQFXc3SUQy+azeSkWnQDoHjHKYkx4/c",
+	"wLhBVa14yMneeGne6Qt5cXZ18fL4n8DPF149tbD/9gg5HCtAFbBerAKBArcMLjk8I7Dgx+4Ze8Rojdcu",
+	"QIzQG5es3xyHiWg41ZkYoK6M8go0ZW/Fg71Y6ahEw6TF6ILB0QmSLtwM5pWJHN1qJYyjW3z5zSb1NuXa",
+	"xqzXpdHaQ4IEiNwcL2S33NBhCo+yrYPDEeEGznBjAxoqUyG4CWkucU+YhGfc1iLKau8z0alzmHgvSktO",
+	"eXYS2nDnjepmjHCmvMuqH/fiHk2jIvIFT9GuCB9hUxIr31xB0L9kKpSVwNHh2Gpe2sVQGlOKYkBM5oMo",
+	"iA+753jy9gOj88Ksfi/UETEi4ovu8j5S1EJnjuTAOp6ZQ54upRqwTBprkMemIpGpIJXNcw/HpNwYV8il",
+	"2LHbSacoO3tqk6Ccf6M69e6sA0mjJw8OU/CY70B0yOTDNBciqTW5i65Ev+tupJF3NyJnq2jQyczmoKJK",
+	"7tbseZvcfiES6elr3dlT/+KXiZaeRoBPehfdoUVUT9k2iJfSBNQcv8/4YTdniVdGAiwjKQtDntPNY6TE",
+	"rTC2JiydCwU0DaZUcQTGRopahGETlFQTONkgzyrzQ4mPtiW2pLLfPKs3Wyor5qLYWJ56jtUIQwv1nFxj",
+	"m2tkvRdqp/Vxj+lyJZWKf+DS6asb64ROLdQRjCg+iIItuGHT0rKEKzCcQeFS+pb155me4qGdFyKvTmIh",
+	"c/jc9BcTFe9s0byphxeewdra0tpsWc6HOTnnpUy5SkS372/PMLMyViyHeaGXuWX+FpSmQX7U4bKM1mIu",
+	"93OourH87er8tfN90FK29OW2P5tJe2+H6y5+1cY0GisY3BtUQAPcIE1DPPelVMIw/PGIgbVF0k+Qx8fI",
+	"VHhpTq5vXbCDMXslv4f/UAkvWP/J19+wv8vvnX5TaVL6Vjl92EQMZQ06RXMtFZkMWxwG1YGPesgyuqNk",
+	"TYdPJma2OQ0/GFaIJWj2bnvW39leKbPgT77+JkhNH0RhwnS9ton+wsg/LbRV5NXaMjO6oDHB5twa03Yi",
+	"a6fZoRhtGZVdrDb6MisRuSGEViRsA1xqbYc+FBoxs1pmUr03rBBGZ2ivccNyofOM3IUga/ocFQbSliQR",
+	"8Jvr0+G3zqjlhr35y+np6YtBp5lwUy1VQOLxpdjzzjHShqViU27EN88ilhcCtShnODqt3TN6wzEctiTv",
+	"FjzJD5AcOThMtIVBr/PjBGtCZLMRu77VZKMwBbTNzIIXAik90QW6cpDieWLBcoV3GOGG2A8cQjDOX4MW",
+	"T0sFz6rWKu61bUl4Smi1ulT6t4tVk0zdLGmActphobmjCk+7mzfUz2pQYsPYMOKXgPu+0Et2cNTBqtyC",
+	"kpf0F9ZHT6IL3gx20lGiHtrbOztuvDLdHiWq1BEaiUALNNTAiq2dN5ixG8C68uv4jeeordWLnICo179b",
+	"uJgux5pbwd31KZJVoehL5WQLRIhcRgE3jZhshBuGfinYLBrJ3atVOen80EOzfvHZ4b/KgSZN2/yPVV98",
+	"tEKlImV5oYHGjlgoKEhu+wIXnlgKfHZviRWF1FLnjshExDhaf8CVEq1mcl46FzB5J0BSG9h9nnnrPVZ1",
+	"vNE/ThdMaf8WOL/+WSIdxcDTtRLns97hTzuHJB3pfIp+u3c0s7p1jVretbeokU2wRp2hU7YuT2mmc/5B",
+	"4Mx1Vi7VbmoK0F6DCTV+cRkfd8tKfESEA63vuoMi67PYnth5TR57xiWLjNisEGbhfUb1vF0KBOzvUrAZ",
+	"8Ee7ELHy6wG2iVatZA4n14mm6fGsELkurDmiCBo+PlbSsgRdpsD73YX9hqkE8tCw28UqYlLZQqdlQm4t",
+	"scztakB0ts5ncFhBxQRnGBYG9eM7InZ+FZoyq7oH/XvIYPAIRYw7x93BePyQ4HyVnRIIkAfVwh/1LVty",
+	"tWouUzVkEFk5N8SKDsZjPP0iZf2WLmIXQjUVnpYkJWVqy3urlzknlScBp6bCEOZth1Hj+VuN41pRIHrb",
+	"JJgYRVrKam/314YiC6mkK43lhXUay/Zj5snHE0uLMhorET55oSALHLZFqd6Tbf4UyQSXCfOZPtojUgBd",
+	"GO8GP3CDUdjNWLkStz5LazN6mqX+tzsjrV6Z3r4YTjfwD46q14dmf5JK+6NUQXbDTq9uTl6cXd+8Pr++",
+	"OT1/8/oF25BtzusJ/+6B/j4H8sFDZORSZrxgVjOdpTc02Mgb2CSm9wyLe69aV4uPNu655QbFHlX/dlxq",
+	"c4GFSl92Mmt8VkuDudObjpTX9cR19ay6NqrG4V/ateJnNiTOlLh1yxSy6i2IdmDIGU8EZoai74S9MYJx",
+	"RbyV0e2w5qnIhCVLE2V/UDOvN6b7jZTjp/2bR+xVaSw904uPDq0fr7/hWRZKasAfGceQGyYPBTI2jkie",
+	"4f9Rg4rYsiTnpOBFJcK0SnZK8VjXF+sliJo70LV16F4J7x8PnCKpjCjsDTI4kDf4idgrWYtcJQtdeAaM",
+	"0shqdyE6UZnVO6VhCBXg9G4Tgq/iPuzb3NzmHiBlk7kE1w12zAa5YxTuaOOz7aLQ5XzBhErZVKCqQkS9",
+	"fdlgVaTzcTnZoYumbwWnxW0ziunGgKKhfnb90ZlSoQAHjvVea9uIqdeLi7wPvRlVFL4vRvMRi3sHT/7t",
+	"79dO0t25wtaJi6DXnpY3qpzMNC4T1enlbLqCC/G6ETtFQ9SPb42NEA8x9bbtYH7lPTfCrQdo58zMe+RF",
+	"YkLYzpYqiv0A6ycRdtfdOIlLuhTdanJmw3rWjBcNAjHsVhTCmZCold8uROFSSA2X6+qd1+dXGLREM34Q",
+	"sVwbiUUE+HOmUZ/i1ntvke5UuZyKwgR1w/WIFC7c1v1qJBJ++TRAFAhSzbckAbbTXe6VBciOk0Tk6FxV",
+	"mNvoVRlzxHiK7hNDP9o6BRsODXys1B+nFd+dT4haS/i44k8RysBCzEThRbdXqDy/qNPgrJ5TQBXNeAyl",
+	"wt2UEOfz4dg10AuKSLhGfxBFxvOdDZq2kFvPkltLkgvlIt+Efb4XmFyhcdZR5en1C4sbgCEiNuXJe6HS",
+	"/5G5kn8mDX6hpMH1zOgbZwXR8buDt31eUuGmUHv0nEJ4BeW1h1IsCjIAUoy+lxiZN4z0a/Ir1oqzN611",
+	"kpRFrDLS8bMV63JaeqML7PJrn7ePX8a9wWGsKIX/CcqcIckclhdiJj8K42N0EXvKbMFlRkdLWoF7His5",
+	"V7qA358xqVKhLJGb+5r1a3WcFWJIl6AA/JoJk/BcpLFKFrzgiRWF55XfsLxUiS3dAdHFkmfyV5GOWGWp",
+	"IUE7Wy1W3CmNpLThuu0Zp6Y6KbAeu8O17mNwNFZTNIWAt1YJY64uilv8mhl+OzhyPIlctPQaE6t+w0wa",
+	"uG9dlo/gySJqjOzJOOQ5w/ycIAtpjutgOOUg1fpTMrZQu8CjuJRKLuE0HoR8PA3DevuFSAd4Gf9Il33T",
+	"ePaT0C002ZbC1mnVb395y1zfdukOpnvo+G11D9zjfbRI0c7vxWP/h9WUl54h3cUcq4qczjKhYyLWPUOs",
+	"hY4O8TK7ELJw3CxQPQRHzh9B58XFkh08bPAoT/l4EPsTeP7EuaB3Voc6SorupUbfVYrTYNLAnRqsr49z",
+	"afKJyAebfvcKnX8F1fzKsWgiRa96S9WiL1++TeE7Z/ZrEBm0bqTWk5pOa9zW0a8wg66ujmm6SBt7T6tc",
+	"7fzjrtDO9L+LJXBXucyflsF2y+BP5+/v4fz90wL7nS2wbnH4+UbXl7O3TmUmTpQtVoEB3i8TqCP/LYAC",
+	"ErEWCki4NkH+2pFdKGC0Lu0JrmJ97tPq9gyTVAVGJTZg3Ag1t4udc5/wmzrnHXYXM+0L0GXpJb2oh2QX",
+	"dKA3Ugs3i3TmZcYLH0B0V1LhT6pvVaZ5umfYyTWft4tunBrBhKvs3Skmihe5ZYzcVnbt/0tprOON62aJ",
+	"LeQ9cqJqYgoo0WTr3pj3Ms+DFRQgrib/H1323VzaCaloo7m09KVLHewXzZzKAWV7ZDQHp0pPS1s5ALDU",
+	"1hUjRWwqEl4a54b2l8ykjZVU7BaU8VtuMBe3DlThk/cMm5bpXFjD+geYRAyc6uDpQTT+jyexKkqsvAJG",
+	"T6P0DszBIXPLyKYi07dOzZ9h2YthS75iUxErVKhwUFSjRzOua1owsZnwVIAr0zRhqE5rW9Pz74z7bill",
+	"OXHDRf89rURpj9ikuuVmupr4zBeZLNgUB2Osho1trlm4iKr5nICK5IICOOP6nROf+HPIJm49Jy5JZziE",
+	"1w2X/OPQrzSVFtEakx60BPpRPldUNUcZK0rZsPy9GFTTkDBlR7MgOuhtroKhTaaxCtEJ0A9QRWVJEHBG",
+	"aUfMGUK3fEV7Gitkaj7vRVIJOLJLICusE42qelNP6pRhK62JlVnwLNNYyJJjJBMFIRKi82id0QnC58U9",
+	"ZxZ6NufPeXVIYcJ31/fUt9XU1MVj3uTA3zZZTEeiRy0AduDanUzXRworXsszo12Mytxichmw252ZaiMf",
+	"HEYXmusPmZ52hpDCIvKFLERCOFOaGcGLZMGkauuJtolN5RUZygJ28hXzcpxFYRifczC5OrLqQ7KbMKrW",
+	"xwbTYe5XGAfpw8iCqLzSv8jHd7/6av+rkXXpTaZI9ukLYezoZyQ8dlw9D4+S0izu7cc9rx/jVKfcCEwu",
+	"5xbkH0tFbhcRM3DtV670Ou7Ri8g4dOuGBgmWndpCiCMPIsW4Vzc0pum4GDZcjY/eiQJwhYJ7Xoi8c8/d",
+	"CMJ5V1guNZOZdWmtxE+9APGTqta2WtivRr/9bKKfzcdPuKSvQcwhXzhiSsydb5ky1k2Z57pwatbOeVdr",
+	"SedoCBQs3aTUPwaZXjrdSnzMC/f6evlgYfuuBI2ZlbL84+DzNvxHwTNap7XqGwRBayqQegc26u4Kvch7",
+	"XteypzD4EE4Bs3we5oOZVKB2Wj5H3z1X7hCIlDI1OHpp0DNxgxGBOsmtvxEfOfa34pUunaMFdPf98xen",
+	"P579/dXr84vLq+u37357EsK5q1M87sDrohlvybdopimEy6XRbZe2ox0gHJCZ+bpEWdR5JD5H9smY8hcq",
+	"X3a7ZryKmiyw1sy9APWmPizqJlJSp+9/c9S0A2DH+BymqE6VrVMHVVW+Lg3LNJi1pOY8GYczWjczBe/K",
+	"Afm9kwdfPb8I12hiIVKNwrN7WeSr5xdYFskaT2B9IP5zla1+lMpGLBXGFmUCrIq+0LlQb3WRpfBx8ABA",
+	"up1w867+u8PmuQlErd3Zsq2+6nsLgB5XDHaMQPP2QbhNnBN68wzdrxTak9bDi4gJxem0VIntqJ/fvulf",
+	"pOT3kYjhniW93csTPr6zxqJt26S1JQ45Z/xvd0pY5wwJ3BAa813Ijg7C6/mCW/ZcL/NMECu5L7xjY5UC",
+	"vPWCz+8r+juzJXM+R9mPtWYkNWoQFnTiogrgv0MdfHnE4l5faVc67Ypl4EkDDzMirZN5age/1N0ivMZd",
+	"DASAHyOMWzmlW7AWadqLemWecvIJYzwB0TY+iHti/fjSiApk0DkcpO3AIQm5CeG9ewYFkVQ42mjnZ3aU",
+	"R1TTjrZEbhuIktvSEzbJblGq991wmBFLdKmAzlCHOgDNyyMI7pkamXNLnkX7wcEEG7Y9v2ZLqkztBXka",
+	"PYu+eRdM3+j0UdxD/3GbgasV3Ts/Yg3RL3hANteKautvYK0PW/quz/pxIV5KLI97f4l7R4yOgrsJtgrx",
+	"zY5cpM19r7aHnnc5LW4ccEH4eDh231GyWkeYUk3p2v5EN2ZdnWz/qTGJncVGZ3QnCGa6sTWd8ZooYC8m",
+	"JE+wlmvGZdbyqG23H6vIUHCodWHpmuW8jiSdCstlZpxFdKsplo4m9VJgovWm+pUEMdeuCIpaFIUuEBE8",
+	"YujIOL26ubo+fnly84+Ty6uz89es/2z8V8r0uDq5gm9urq7PL09u3rw+/sfx2cvj71+esP7X46eRByCr",
+	"K8tnupgL6wDugCwuRYooNeQEMFYXwmMXTDHdI1kgWojLVbjlVNRshRqM2JWLUzowLzIQ1mOKjKcpO7l6",
+	"fvzy+BrG+uLk9dnJC5jE00HErs/Pb14dv/7nzfHFxeX5P45fXuHQBxF7fX7tvjy59Ff7i5p1Z8/Gzyjn",
+	"pPXjxcnrF2evf6C1GrEfTq7ZPgjt1a8VmDpcdnly/OKf9Ea3KJylIhfAE5NVheIgig9hAAPa/Q78PNIQ",
+	"qzwXWO645/Hhey4ZMvjYhau7uyvOifV5d5TQUzpCs3q+HsQmSH0HEm0HlN45wa7MSoNuEQewsE6wUTMS",
+	"gwlc3rlgJCL91F4wb7m7pCGrsRamHcC6H/xdzTNC0A02E1uesqFtZLd8ZRif6tIeTjOu3h/hQcVYSw0m",
+	"TyhrM9mS1Nt5Jo0kqnlTQuBlW1jUpeDp2dJpvRuI9xJ+QTUVZIZMbFmINoSRpJpUKjYKp/guRSo5nOGI",
+	"wQkXKQZeYVeGQ8wEw7dgJCmXH0WGICQgAjOt5gQoBAdz42JCKHFtK47QbDVCufwYw5cew4SsWprKNNPJ",
+	"+wY4KarZ+OXI+6hcGXkg382lDYSC49Q6w61Q5GBddkJCWQg5X9guGIBU8us1Awwnsp9jPSH9/3Mu6g9z",
+	"Oav+vxXTPKhN38q0pVx1qU/1APw91YCjXmd2A9BUd1qp9NS2jS3VZAk6Kacw+cY0HsefpmczIzp2ACyv",
+	"YD7pxYvT6lxgm4E7qf+I0YtINfe3AWVvEt6OeNNhJJQdYVH7fGp0VlrRSInzOA6VKE9u0wZ8EmHx0LWD",
+	"DuvK8uyl35YAr4TfL7YsqltPWqRAOfgO5WbeAKNt9VTSGlsX1XbGk3bILqTqgAdmF2ZyGUqzf0XJ7q7Y",
+	"jumZ9yNolxvbDgQ9GY/HWJ7FUvq2il4nPGe+DoHABPeM56j47jYCsC4J4aeZe95hdDgPQ+sctSfhM6TX",
+	"i1Y3x3/w2aO4V54Y7fjn5Ym1eN3uOtRwxhPMpQzDEz4oqewSNaeHVlICpSAeAoZn5WxmjhzwkNPaw2kl",
+	"fxbM/ZmuKXZ0s71RqXZKvE/nr0GujPjliI1hBtq5QhnPsmAGYcUPxnfKAqu3HpW7z377l0KgbZuG8woo",
+	"ncgjv22ie3uF88j1FnH12c61QtFMkaUIdUu1XWwOFjQH7bSBN053AzvHHDCRdsL0XVdJN3FvcMS4C7ti",
+	"mzWsnvDpChjN7DcxPFsIiB7IUxrmkTsrMM8Kg5+G5arYpGUmxzzyZt4PpfDpGV07QEc23fbTO0Kdhg/n",
+	"S2mtSDdRyr+Ee7r5xu68uD6MZeBDz7LypG4sot9bsuUU++ldmG/uhFv5BwOp3A5OSR2KQoCUwMBbkJQD",
+	"nJo7Hg6cbwdjKazndTvXt4YZq6McunObFK99IIcsdpxEpM4L4oDlHX/rmwHM0jlI3E9AOX0zOGw0tzBV",
+	"d4u+pXRHWGSjl6Jx1n1OqOcknksRcJ8SLEaoqeaBBmlKb3nffjnrj0aj8BAG9Xmm5AkXwiIJLnzTr712",
+	"oySG6RbYhcPwlZfY0q4xmC5I38dQf64w72gXnr57gPc3s+C5gH2mNepFvpVDFcmLGNoVn3Cx55meHrH6",
+	"LpddB/ehIXDIfvoNHhD5vDv4AjbvNeqvFCb89O7Tu84XFCLfjC0/en3CVeXu2igJzYK9CzzcBHNXsP5w",
+	"CJ+H7nMHOyKjrund8AYfGHCFnEvFs6AHA72wHYGKkJtW6dv7NZfwAHMOer1CouXpCk3nKhMJv+po9eCU",
+	"S98dpcpPwxYCaHwBT+1FD++B4gz1YJkh/UIHV09xIim2DBXUkm0plrpYOXd9VbB9z0zfqVQcK0PqdF+w",
+	"LD3SX17AOd8pcFrn+dLm1vQRVYS3tqYh2l0Hrd+M5nelgdSksFNCjrs8NIa3sIl/3MrqYEieAnh1VP7d",
+	"3VBMu0S4cSk6jdJG99a15Ncyy5rKp7sQdWN4YjiO8mdF8vbixB3cWC7U9yd+zp/ugN8DP8czgC2s4/Mc",
+	"dG1W/MiaEgrgpCykXWEupmuYIHghiuMyXJnpToD2lWVCpagMY/nc/gKT3H8lrnQOz6gUfUpsfn5+eYVB",
+	"30zOF9YM6nRop6lgAzo8X8MhdoEC3bzdSmrE3tLvzS/JPYE3SKDRv729bjWTIrsDzU68nM5m1ZxmzzBe",
+	"phKObVRZfVR7WlowF0yic1A8qN8UecvdB8dzfCsqankUtVtTHTLO8EiqOYHbU7i4GvCz8YGrEnv79u0Q",
+	"Fk4oCwdEHLLvcUOQp5VFIm78in4X95wFVE4zmQzLIiMzaH90K7JsiJ3R92mR8kJbkViRDv1j4t4kQrwQ",
+	"GEEzPE8zfTZ+ys5eX705PT17fnby+vrm6vn5xcldY8S8je/inlSmnM1kIoWyN/hAMCLwn2rU9LWz2yah",
+	"5lw912scxQC+oGbaC2tzanQu1UxvsXW9r5oC75iPSbtHghKxjhCvyAcbUmkSjbSNV8eq1Z9ogIhx7Mfr",
+	"64v9v12dv260JyJuHmj6HiEOknN2oS/kVqpU31J5Hg+Ib8Nnwq6cFB/FKlYn1Ygqo2DyW+yOORX4eLqI",
+	"e58mcEBNSfSPL6n7v8fKp+1MdbpqDt8W3Ofr+GbwfQrnk/rg28DHamuL/6ixGrW7YQBDcn39cUbHNBsc",
+	"hHRdh9Au4YZNnhNjHV6vwBRttsb/2Wg1OYIVbV5DZxudr2Do5LwwTrnBCCYDqoG3+IPXfzYeExYg7AyN",
+	"IBUUBweOmthsdcikajmEuGKlyjkyQPjq4BtmyqLQc25FrAhzC87Ue7Fic/kBGNutTATrA2PncFfCjRhK",
+	"ZYQiiMpsRSuLDBLdyVQX+oFnJQGMNwfMJmev/3H88uzFzfHlD29enby+ngxG7BhkLzkEmNcLGTU4gJUE",
+	"4TbxUVtYETT+qJYzk4lQRtRmRe/V2XUjKaRHPGzIc9moZDzsjUcHo7FTxRX8eNh7OhqPnvYaSTL7rXZs",
+	"81BoDXuw50Ihs62aqSH7DjYDqVqCUnlMLgqj1Z6JlW8aF1AHSFZM4E5HmA5hHb4xiAu61MbG6puxGbBS",
+	"WZlhndNaazdy9ftubtL4YUfkJ0VIMtw69Psf1WINu75hXoerXCQNXgmE7iYoM3KXm1j5tcBn9nNtjJxm",
+	"K3/TYMQuuHFpvYX4IHVpauf0hNrBTWjXt7SdQ33bi1AngGxD68SvYuXu8M1XRUHXujYYXtk7SxEOxdjj",
+	"RmO6ZkHCTyHUV0yNaY6N44L4RYcz9INmqW/hYcoEc6Sfjs0RG6OzjjwYnhNySxAndW/RMSrMEl74SykK",
+	"MMcdhcM7vWDhQT0qWAmGi0vdV9fW3rWprMi9TTK0+xUpVFYUG4PEWW2SP9KKJJdTaPwemLmewP0iTO8Q",
+	"8D/XypC692Q8XjNl17ktVilWb9ulnyJW6qBwDiS8r03YIHqNwB62hbEjyijENep6XTX+/aqnBHYmXS55",
+	"sVp7jdlMz4xa/IMAgRKZklHO56bdZ/EdPLtmZvu/yfQT6vM6VI3kWiofNlqHIHE22yuTXQMUMS84prkv",
+	"MdGVXNRU209mDvqaR+wSe2ceNvoQO7rfyCgdsWfjZ7EKpIgSKggrFWqFTGKvGxgXz8grSGuQHrFn47+u",
+	"PcHnkfoCjrozhS4w1Q0GBSwVz+QtXxF7idU682g0dKXPS+5fjNmt7XxXx7RixedCWcz4wLsGIR70Ap9S",
+	"NfTcYEJ4lJzV5k6SpOYX3mYi26+bL7yji4Wx32ty3j7qmakaq35qm3IwrE8bZ/ZZWOOtBCGqOokucEc9",
+	"84HzgPQz14hx+RhnzRE8CWnq6Ku2nb5th0x8gFf2Dn+DD+iy6VYdHGiHwTJ1Nl25rLAiAB00qMpyg7gf",
+	"UhFKtE86OhiPx+MjqpiVdg1OJFbYSAitBtTICeEVO0VRFn7VHYalQuSCDhmWbBgg3CufjYZBMcTuiFxj",
+	"u5lGPA63YZVdmhfyA7fCIZPEajKqtbIJJb5YPgdjUixzXXCXZOzb5REU2Igde2gTOH6xqlRl8RHbZoEJ",
+	"+oydXtUsowq4w29PnvjfXpxdnjy/Pr/8Z5cmcIobd4cWgMUcOJ6IhfaM9TnLBEcimuxPfHIx/uSisFVF",
+	"9XfVT10y0537e8j8l7Ct6OmEPYrYAfz7LeuLzIBtPGbrmvigluwHXcNA2IjQOBr5H+sDmcylncBSfIAj",
+	"W9o642ID40gqTH2o1wl/JCNzMiJwJJAx6KstQc3waDMYK48ccAxcXsHP3OrivWPYters2l6xfhveJ6qw",
+	"bxxe06RTiaHreney2y+kpzQBrDrUlAqN6PNZJLypRhYi3YO8EYUQa7A7gyZ/JBZIvBH/38fw6ydih1hz",
+	"uMEYX6MePzmbDbEub1Lb9y7unZRFAafm5JrPDyvHj7Ts2ZNvY3VxefL8/PWLM9QpLk/+/zdnlycvnGrC",
+	"nVby7OBJ/VQwmWO1Xu3QYDdt7nF58sObl8eXN6dnL09G7KKcZtJg4z0VK8f/0f6n6U3Ckh5+OqXI2hqT",
+	"CW1PfQnu+wXwggB1PdvSl1ZWYN2PQQ+X+ChHBJ75V/SxAz1EYZl4rFY+0BS5wKbHskkjZmwhOOhtfSNU",
+	"6jKpXHMN9l4USmSxSrgajNgEaKPiuW3sOdY3ttBq7vtyT15yY4evdIohpMlRrID2XmslPAF6ZfXp+BkY",
+	"dkaqeSbY5JKruZiwJ+NvYESEKVtgT8pD8oEQJA+t0RP01hxXIuP07PQ8YkYn7wUqoan4IBMvqZAc14mN",
+	"sEq8UHQm2gy1FpQyQUpzCHuPTmvbOJlOrLBD2q02R6vzi3BvAxHpICdz++d4fMuzNmFGydnMkfWT8Tcd",
+	"gCIuVPielgwvfnrXgTFWgqViW53zFFLgdMVaNPIYh8rvFbpTW6CJzVbAdxyrYNbUlT84VjO+pmSxqahk",
+	"LnqL95i+Vf5MYzqkVLGiVIWoSnicrtgQddASEc6GfohegWA/yO9rDfTZwdNYfX/+4p831+fnNy+PL38g",
+	"ava+JGlcH3B65lSnK/fESslDPMNBFCuzUokg4J68Yr7c6qUEw2AFtmaekcOcK9INK+c5uojofDdlCxqA",
+	"DaHC+l5QuF0/3EViDI6oqzc5x7wMq2nkkH01IcDoWOVg2ijKgjraHKeXaX6cxBa6hNuIvXJxmZwXhJ9J",
+	"KIugoC95KqgkwWWqxGqGoV09Ixelx1I0ZL/CrI5fv/j+/D+dQT7YJuRo9yf0AvRCgz1s+Xt0XaOTjJva",
+	"OUe1mdLGagrnHd1emQAiGXpCWko1LMBYcLVjzOBKUcxC8ARtcnctXDekQEST9P4uv983dMPBErNuDbVQ",
+	"0gUYGlkm0tplnpQus64iz6uX529hLb4dhGg0xGUJ5e8xeOwuxvlnste77PLH1VEdAGKAsTuQ6PRoTVg3",
+	"kAsdTz/4nUb0nHry3zWgz2TzV9Y3GUESxAiP4/OkL/hMmx3VahewbvgZ2sT5o/v9C260A4brkN51Al+Z",
+	"j1oh+97hT+/aZsYHoYQxR45dKE1OtubUq8n5+S+FLSiPCz/pVGT7KCxu8grWQ3fBLmGVKjkkDZtcnF9d",
+	"s31CXmo8YhI5DRBD364pb6yaeciNWCXsrA8zRo2IYbNr8x4IIXdNLVaqHxnVD4dYzSt46TGMDWEYel/M",
+	"o+de4BPHdmcd288Ejh+b1d7nJOFdGK9dO0yNXfKbRNg+tpUo3iQg/NbTDlKL77DzEDLBdiOsvxAcJG7k",
+	"hayJfP4aqE5IoIMQFbFdiChWXVTEdiAidr2QJlbSBekmmJzrop4jDEUzPZuBuiCXCJlZdBPeSYqRpy9B",
+	"cs0WKn9QYoMhtnS1RnokqdIr10cBfswaHRZG7NiZkO09Rzq4mzhvqjrrh5IoPWHSTYIxNr3euvEvXRnv",
+	"l9r9Vh/K/8YkQL1pCU7zMzZ+nunpQ7cc7v3X4Uo/wEp9Gbps4lr/QUnyVKrUuc+prpAQqgmymhPWsoee",
+	"9njAg8+hy0LkD6bLQuT/QnQJK/WF6LKBvf0HpcsrB0Mta5PGZRBx5mGpiw0A688gzEI4pP0HECbc+z+O",
+	"MI/QsfVBiluCvo5VhX3tq8R8awhJiHS+zYP7+btJJ21fwmJ/Gdpu4oD8QWn7EqHDN4R/o0Cl0S5VpJ7+",
+	"P4O4Kf3/gdSNN//r8N23rlTiSxBnq5rqD0qd5MdCnMAyy7xNIjYJ9kH06DYFK1BGbvEa34e+WvFl5r6i",
+	"qtDOpJgn47FzEjuYCq1mcl4iy2rh+ZFX6bABfqhnsRoOHWUPqabSB+4uMPfLE1+Vl5IUApP1eYY5A7FK",
+	"ueVTbkTddYZqLfYMey9WhvXbFRsD9LAvRJaO2N/KdC7SWCGmBKe8twpL/2tmmM5S1tdKUAYdTY9824Mj",
+	"9rXLHEMgw1hVQ6USR8zwIYxCn9/rwHzoNQsO7NsYkUYe/jBWHfiHNDXMg1O6cX8FwYkhxa8ZHC/vW4RD",
+	"ujJY5k4OOp/Wd61LbF6itGcpoUN5SXv+/8QBie9Gt+3X46f3dNl2eCkvMdwacFM6j20q8kyvlsDvCQSk",
+	"usF1jOh0ZXq2XGVo1ikSoQQCV2D8GJmCrSYWw//iw1/Hw7+Obg6H7347iA6efBvqYrF7BoIHM5MGkUu1",
+	"tbBY2JXIJ2TecuMzOweP4WU/JYRU3kCkbFdgNzeiquEObMM+lZluyePDk7xWiuMgIvzEMU/aFlwZkF0R",
+	"c026Y+WTGwY1x3Hvg0eA+kZ1A4bqttynAbaQFcbGCtmAS2SgH+U0E1QKRMzDn3U7aLTSUsK4YBpPUxdN",
+	"9fkhjKR1hYYJakWGCUCm6VJlx3VE0ccruQcTqRHSfZp+A3TiOyy9PWTPxuNYrWehdeXkPXfbcN8A2480",
+	"oLMXvS+aj+WG54olOyIhFdLKIyStNgjbFUK7p3vacBKiG/JjF+InkurWO99QFmYLU2qN9qmIwIhf2MTq",
+	"CeuP2XeMelyv0TCn/m91FS6FfGvMWak+YEl0VKOgxMrDyJCyKmcO84RyN3wKuwsIBNFpY4XALtKO2NkM",
+	"226RydrCtu3XtTqui7HLEIiVeyjMp44U+1EBkf91E/q5zpPHyhBYApwfm6DzZgKHy62mqzynBJYm6lDz",
+	"tGM3PB83vOV0wXuR24GrvjKNFmF04+FantE/Ti6vz75/eQImIU7CuqPravqrPQaFQRrMKyClqYaeQpCZ",
+	"aD1q7oCmKUfAlUE1krsxvaSBQwSbtcYDEbqmwf8iV6T+ywCbo0kLGk6spv7xQCLIioFMKgLxaT15I5uB",
+	"oEoooWEUqzeheu2K2FBOYc9E90wUaILSUQzoXCQFtCfCfoUwcuiWz00f99E9xMd/j2K1Vu196Nx6urR1",
+	"WiyZHnuG/efQyf/h89t0AIT2lHJSWtkbjeLIKoHd4UdXYOC0PxHsdKxQO/ViaRSCCKBHrhXAm/emqkeJ",
+	"lS/WqhDTXGSbSLrfrE6j8TX3Fo5ArKhbQmGsy59zffeyzPGXZbSGkUSIZlTNFiukU9NEnMCmax2VKyT/",
+	"YOZ1eNcN1oGKUWWAwJqThKtEZBmd7qebJSyx2iziC6rFMN9OJe6ecu1L+GGacJa/c+5ICyAwqNc72K/+",
+	"BlgWGX2PokUiYGJbcnjWRGIN9MtfqP8tZnY5cJP7ytwK7SmoYVbNHxKtjMZMEQIRMkkhhCLkOTKFN8GA",
+	"kJYLb4FUsEw/g7nqONSqVj7XVUZ3v9kKZbTeFi7UhgC7zRIa4ZKGSp4npmczBDxDI57eR+zA4bC4UuxU",
+	"2lh5r6UfbRP9Y8Qob7wFb1BVgHYWfv4g7JUHa/9ixOze0JUfQ+bI4xQNVr4N2ptWmaAjSyIiZ5teUXIO",
+	"Xn2XeVq1GwtTqbMBJpSFNnFaGty0Z9DRjH3m/B0RlctjGzVGCxUrLAVCkJthXuhlbtm8lCnHwliqgq4e",
+	"XpkmBIiAahK3sRKJpifAGiywnL3xVtPCifAPP2QTdFXJSaz6XQ2uBhGbcGUXhc5lMmF91zms9fsyyeER",
+	"3T3cqjqEql0clb8j8Hg1O3dYGsXuR6iYupxUrKzHcqdQPb2DBEAzFA9S3V6ZNDU8Q3uG9Sfuf9iqzAg2",
+	"aUPGTQaHsZpgggtMvZUPNWklFQCRZRmzi0K4npITnmWTLlOOuo2FvRZrVTYuo7Hpqqgw3HDHsPee25Re",
+	"1FsmIbz9z7b8tBLns06pXNmAhA7V+xTt2gHN3HntsZ/cbpc3+wx+etfBcByKVcUeGyeoUjCBu8PpeSy+",
+	"hJRYvZjqda1mC2TlmnHyLDTZj2tDWHOe3bP6Ghc26L0+Ef2ri5Pn7P/87ydfR6zV5DVWcTOlLO4NDtlz",
+	"nYqP1LEpWYDWCNMi+NS8tNUiXvpFiNXxxdmeaQ7iBqMyNT8dsZOGVWsqrK+IxHLKpisyibpQ0TYk4Ixg",
+	"f+qizkWp3oMeXqq0Kud0MGgNm+yIcBpEazSNrHqDHfqdzjNiJ2vNAEhb7j8bP6uhlgkyEgy0oNJbZxYi",
+	"NuAfL33x0QewzSFENAUGO+XgozrrZISzuyMyubHfwyO4jdI0ci3NItfyjKol9Qdfg0kqnnKDW9dtt5/Q",
+	"9UzK9t6fpNJ+wV1/WAbhI756205TWQcnLvQ4RXifkY545ybuknHoUtzCHPbu3tmHYJZgYNJTJGIxKIMw",
+	"OegvaDbrq+qu0CCZtNCe/40+WT53+E2+0/1Gu280lUbsOSe4PAw2Y6ETPtXN5KhSmdqoj86xOXETp8p1",
+	"1HT8GgRj0lVu4xem/QfmTz72+/+Ap6CVkbmV9teTLteMxUxPv+AmPizZ8HEs1CZ2d2DzXvlqenTDPUqA",
+	"7kFpi9s3by0zcW3zCpF/yc17UEbe77t5FPebF7rMiZdiEshj1DQ9LNdv625uT+cjbwCB9x7iad9HcNpJ",
+	"E+WhGcF0Qc2qhpwc9gnoySJlk+YTpjpdRWyWlU4JduvGC8xbSstEpFjJTblOsXIRLnwyLPNUzEHwTBFh",
+	"Ag2sgiszE8WInalNERIrkiFN+PZdrHOSi8jbpIkVIfxzw7bLRg94CBOupWXKEl4Qlow1bGKx/E212hx4",
+	"r/ZWoY6wiG6S663DGGcXr3+I2N8uTn6I2A9npyDv34rpBdFNn2CdpiuG0Sws/xzUSJFu1CsPuIld7OjL",
+	"/frbCTF+FMx+4CO8dOKgKmN18eIUZ4lXYq8zxN6ZC9bfeEuezjbfEflGctQ7bim9d5MY5ByL1Ku34xeT",
+	"wVFFehHhTDsa9T1pYsUzjJdXXR+JLVLOHksyLpeGLcGQc00aEUE44YpNhQd+jBD0zmFzYPE17WAqOTPy",
+	"V9evxkQe0mJyelVXZBMk5bQgPD0cgi7YxYtTcvAoJlRSrBArG7/0D3h9fn1zffKf1xNPIVXHva5koC/I",
+	"hh+WPPqIr3ZMmBq+E0c5AgO6MMJ+V9rZ8Nv2E3cCQGggrj4OfMfD0le38uuNDNX2vmPi5Bfc+AcmZj7m",
+	"u3fSfH00/BG2cfc8z9DGtTPc2qDZP7379K66pUJWtZUL0n1BaaGNL6q4VuO7GiKt8WUjttD4lsqaP737",
+	"9H8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -142,6 +142,8 @@ func (o *options) flagSet() *flag.FlagSet {
 	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
 	fl.BoolVar(&c.Stdio, "stdio", d.Stdio, "serve MCP on standard input and output to the one client that started the process (Claude Desktop, claude mcp add, Cursor, VS Code), logging on stderr; nothing listens on --addr, so the change feed is off and escalations are denied (docs/mcp.md, \"Over stdio\")")
 	fl.StringVar(&c.MetricsToken, "metrics-token", d.MetricsToken, "bearer token accepted on GET /metrics alone, for a scraper (besides --token, or an access token with toolfs:read); set alone, it closes /metrics to everyone else")
+	fl.BoolVar(&c.UI, "ui", d.UI, "serve the web console at /ui/: approvals, the change feed, changes and revert, files, the server's state (docs/console.md)")
+	fl.StringVar(&c.UIClientID, "ui-client-id", d.UIClientID, "with --oauth-issuer, the OAuth client id the console signs people in as (authorization code with PKCE; its redirect URI is <public-url>/ui/)")
 	fl.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	return fl
 }

@@ -32,6 +32,7 @@ var helpGroups = []helpGroup{
 	{"Change feed (docs/events.md)", []string{"events", "events-max-subscribers", "events-max-watches", "events-heartbeat"}},
 	{"Files: browse, download, upload (docs/files.md)", []string{"max-upload-bytes", "upload-min-rate", "upload-rate-window", "list-max-entries"}},
 	{"Diagnostics (docs/diagnostics.md)", []string{"diagnostics", "diagnostics-timeout"}},
+	{"Console (docs/console.md)", []string{"ui", "ui-client-id"}},
 	{"Logging and metrics", []string{"log-format", "metrics-token"}},
 	{"This binary", []string{"version"}},
 }

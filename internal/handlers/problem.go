@@ -170,3 +170,10 @@ func noSuchEndpoint(w http.ResponseWriter, r *http.Request) {
 func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, fault.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 }
+
+// NoSuchEndpoint and MethodNotAllowed answer as the API's 404 and 405, for
+// a handler mounted beside the routes (the console, internal/console).
+var (
+	NoSuchEndpoint   http.Handler = http.HandlerFunc(noSuchEndpoint)
+	MethodNotAllowed http.Handler = http.HandlerFunc(methodNotAllowed)
+)

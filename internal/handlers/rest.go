@@ -348,6 +348,26 @@ func (s *rest) Readyz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", api.Health{Status: "ok"})
 }
 
+// GetStatus serves GET /status: what the console's state screen shows
+// (docs/console.md, "Server state").
+func (s *rest) GetStatus(w http.ResponseWriter, _ *http.Request) {
+	st := api.Status{
+		Version: s.cfg.Version, Ready: true, Profile: api.StatusProfile(s.cfg.Profile),
+		Dialect: s.cfg.Dialect, SandboxMode: api.StatusSandboxMode(s.cfg.SandboxMode),
+	}
+	if s.deps.Ready != nil {
+		if ok, reason := s.deps.Ready(); !ok {
+			st.Ready, st.Reason = false, &reason
+		}
+	}
+	if s.deps.Sessions != nil {
+		if n := s.deps.Sessions(); n >= 0 {
+			st.Sessions = &n
+		}
+	}
+	writeJSON(w, http.StatusOK, "application/json", st)
+}
+
 // prefersText reports whether the first of the listed media types that we
 // serve is text/plain. Quality values are not ranked: clients that stream
 // send Accept: text/plain.

@@ -90,6 +90,10 @@ func (s *rest) routes() http.Handler {
 				r.Handle(path, cfg.OAuth.Resource.MetadataHandler(path))
 			}
 		}
+		if s.deps.Console != nil {
+			r.Handle("/ui", s.deps.Console)
+			r.Handle("/ui/*", s.deps.Console)
+		}
 	})
 
 	r.Group(func(r chi.Router) {
@@ -107,6 +111,7 @@ func (s *rest) routes() http.Handler {
 		r.Get("/openapi.yaml", serveDocument("application/yaml", api.SpecYAML))
 		r.Get("/openapi-full.json", serveDocument("application/json", s.specJSON))
 		r.Get("/openapi.json", s.toolView)
+		r.HandleFunc("/status", only(http.MethodGet, g.GetStatus))
 	})
 	// The sessions routes: ?subject= is resolved (and an admin's checked)
 	// before the session step, so a refused request touches nothing.

@@ -50,6 +50,9 @@ type Config struct {
 	// an access token its verifier accepts (Token, and ApproverToken on
 	// the approvals routes, still pass), with the scope the route needs.
 	OAuth *identity.Guard
+	// What GET /status reports besides readiness (docs/console.md):
+	// the binary's version, --profile, --edit-dialect, --sandbox-mode.
+	Version, Profile, Dialect, SandboxMode string
 }
 
 // Deps are what the REST layer calls.
@@ -68,6 +71,13 @@ type Deps struct {
 	// Ready says whether the server can serve, and if not why, for GET
 	// /readyz (docs/deployment.md, "Readiness"); nil: always ready.
 	Ready func() (ok bool, reason string)
+	// Sessions counts the sessions with observed state for GET /status;
+	// nil, or a negative count, when the store cannot say.
+	Sessions func() int
+	// Console, when set, is served at /ui and under /ui/ with no token
+	// (static files; the page asks for one), behind CORS and the Host
+	// check (docs/console.md).
+	Console http.Handler
 }
 
 // NewServer builds the REST surface (routes.go): the generated routes over

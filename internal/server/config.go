@@ -114,6 +114,10 @@ type Config struct {
 
 	MCPStructured bool // --mcp-structured
 
+	// The console at /ui/ (docs/console.md).
+	UI         bool   // --ui
+	UIClientID string // --ui-client-id: the OAuth client the console signs people in as
+
 	// AuditLog is the file of one JSON line per mutation and approval
 	// decision, fsynced before the call is answered (--audit-log,
 	// docs/audit.md); "" = none.
@@ -160,6 +164,7 @@ func DefaultConfig() Config {
 		DefaultSession:   "default",
 		Events:           true,
 		Checkpoints:      true,
+		UI:               true,
 		CacheBytes:       64 << 20,
 		CacheRacyWindow:  tools.DefaultCacheConfig().RacyWindow,
 		EventsMaxWatches: 8192,

@@ -26,7 +26,7 @@ const module = "github.com/toolfs/toolfs-api"
 var ours = map[string][]string{
 	"api":                        nil,
 	"cmd/toolfs-api":             {"internal/server"},
-	"internal/server":            {"internal/approval", "internal/audit", "internal/sandbox", "internal/checkpoint", "internal/diagnostics", "internal/events", "internal/fs", "internal/handlers", "internal/identity", "internal/mcp", "internal/media", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/tools"},
+	"internal/server":            {"internal/approval", "internal/audit", "internal/sandbox", "internal/checkpoint", "internal/console", "internal/diagnostics", "internal/events", "internal/fs", "internal/handlers", "internal/identity", "internal/mcp", "internal/media", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/tools"},
 	"internal/handlers":          {"api", "internal/events", "internal/identity", "internal/render", "internal/tools"},
 	"internal/mcp":               {"internal/identity", "internal/jsonscan", "internal/render", "internal/tools"},
 	"internal/metrics":           {"internal/tools"},
@@ -40,6 +40,7 @@ var ours = map[string][]string{
 	"internal/approval":          nil,
 	"internal/identity":          nil,
 	"internal/audit":             nil,
+	"internal/console":           nil,
 	"internal/hydratest":         nil,
 	"internal/render":            nil,
 	"internal/fs":                {"internal/textnorm"},

@@ -27,6 +27,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/audit"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/console"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
@@ -204,14 +205,21 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	}
 	s.mcp = mcp.New(s.mcpConfig, s.executor)
 	s.ready = newReadiness(s.dependencies(verifier), log)
+	ui, err := s.console(guard != nil)
+	if err != nil {
+		return nil, err
+	}
 	s.Handler, err = handlers.NewServer(handlers.Config{
 		Token: cfg.Token, ApproverToken: cfg.ApproverToken, MetricsToken: cfg.MetricsToken, CORSOrigins: cfg.CORSOrigins,
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
 		UploadPace:    handlers.Pace{MinRate: cfg.UploadMinRate, Window: cfg.UploadRateWindow},
 		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),
 		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
-		OAuth: guard,
-	}, handlers.Deps{Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub, Ready: s.ready.Ready})
+		OAuth: guard, Version: cfg.Version, Profile: cfg.Profile, Dialect: cfg.EditDialect, SandboxMode: cfg.SandboxMode,
+	}, handlers.Deps{
+		Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub, Ready: s.ready.Ready,
+		Sessions: s.sessionCount(gate), Console: ui,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -702,4 +710,33 @@ func (s *Server) publishApproval(a approval.Approval) {
 		rel = "" // not spelled under the root: no path rather than an absolute one
 	}
 	s.hub.Publish(events.Event{Type: events.TypeApproval, Path: rel, Session: a.Session, Subject: a.Subject, Approval: a})
+}
+
+// console builds the web console of --ui (docs/console.md), or nil.
+func (s *Server) console(oauth bool) (http.Handler, error) {
+	cfg := s.cfg
+	if !cfg.UI {
+		return nil, nil
+	}
+	c := console.Config{Auth: console.AuthNone, Approver: cfg.ApproverToken != ""}
+	switch {
+	case oauth:
+		c.Auth, c.Issuer, c.ClientID, c.Resource = console.AuthOAuth, cfg.OAuthIssuer, cfg.UIClientID, strings.TrimRight(cfg.PublicURL, "/")
+		c.Scope = strings.Join([]string{identity.ScopeRead, identity.ScopeWrite, identity.ScopeApprove}, " ")
+	case cfg.Token != "" || cfg.ApproverToken != "":
+		c.Auth = console.AuthToken
+	}
+	return console.Handler(c, handlers.NoSuchEndpoint, handlers.MethodNotAllowed)
+}
+
+// sessionCount counts the sessions with observed state for GET /status;
+// -1 when the store cannot say.
+func (s *Server) sessionCount(gate policy.Gate) func() int {
+	st, ok := gate.(interface {
+		Stats() (sessions, observations int)
+	})
+	if !ok {
+		return nil
+	}
+	return func() int { n, _ := st.Stats(); return n }
 }
