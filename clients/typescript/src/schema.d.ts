@@ -588,6 +588,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The server's state for a person (docs/console.md, "Server state").
+         * @description What the console's state screen shows: the binary's version, the
+         *     readiness /readyz judges (ready, and the reason when not), the
+         *     sessions with observed state (absent when the session store cannot
+         *     count them: the policy off, or Redis), the tool profile, the edit
+         *     dialect and the sandbox mode. Needs toolfs:read, or the --token.
+         */
+        get: operations["getStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -1187,6 +1211,22 @@ export interface components {
             version: string;
             /** Format: int64 */
             size: number;
+        };
+        Status: {
+            /** @description The binary's version, as --version prints it. */
+            version: string;
+            /** @description What GET /readyz answers now. */
+            ready: boolean;
+            /** @description Why the server is not ready (absent when ready). */
+            reason?: string;
+            /** @description Sessions with observed state (the memory store only). */
+            sessions?: number;
+            /** @enum {string} */
+            profile: "extended" | "original";
+            /** @description The edit dialect (--edit-dialect). */
+            dialect: string;
+            /** @enum {string} */
+            sandbox_mode: "off" | "read-only" | "workspace-write" | "danger-full-access";
         };
         Health: {
             /** @enum {string} */
@@ -2475,6 +2515,27 @@ export interface operations {
                 };
             };
             503: components["responses"]["Problem"];
+        };
+    };
+    getStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Status"];
+                };
+            };
+            default: components["responses"]["Problem"];
         };
     };
     metrics: {

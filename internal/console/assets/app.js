@@ -54,14 +54,33 @@ async function api(path, { method = "GET", body, approver = false, signal } = {}
   return res.status === 204 ? null : res.json();
 }
 
-// diffView shows unified diff text, or a list of {oldText,newText}.
+// lineDiff turns an {oldText, newText} pair into -/+ lines: the common
+// head and tail are dropped, and the middle is matched line by line (a
+// longest common subsequence, bounded to 4M cells, else shown whole).
+function lineDiff(oldText, newText) {
+  const split = (t) => { const l = (t ?? "").split("\n"); if (l[l.length - 1] === "") l.pop(); return l; };
+  let a = split(oldText), b = split(newText);
+  while (a.length && b.length && a[0] === b[0]) { a = a.slice(1); b = b.slice(1); }
+  while (a.length && b.length && a[a.length - 1] === b[b.length - 1]) { a = a.slice(0, -1); b = b.slice(0, -1); }
+  if (a.length * b.length > 4_000_000) return [...a.map((l) => "-" + l), ...b.map((l) => "+" + l)];
+  const n = a.length, m = b.length, L = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && a[i] === b[j]) { out.push(" " + a[i]); i++; j++; }
+    else if (i < n && (j === m || L[i + 1][j] >= L[i][j + 1])) out.push("-" + a[i++]);
+    else out.push("+" + b[j++]);
+  }
+  return out;
+}
+
+// diffView shows unified diff text, or a list of {path, oldText, newText}.
+// A feed card names its file already: one diff there has no header.
 function diffView(diff) {
   const pre = el("pre", { class: "diff" });
   const lines = typeof diff === "string" ? diff.split("\n") : diff.flatMap((d) => [
-    ...(d.path ? [`--- ${d.path}`] : []),
-    ...(d.oldText ?? "").split("\n").filter((l, i, a) => l !== "" || i < a.length - 1).map((l) => "-" + l),
-    ...(d.newText ?? "").split("\n").filter((l, i, a) => l !== "" || i < a.length - 1).map((l) => "+" + l),
-  ]);
+    ...(d.path && diff.length > 1 ? [`--- ${d.path}`] : []), ...lineDiff(d.oldText, d.newText)]);
   for (const line of lines) {
     const cls = line.startsWith("+++") || line.startsWith("---") ? "file" : line.startsWith("@@") ? "hunk"
       : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
@@ -86,7 +105,17 @@ const decided = new Set();
 let approvalsCursor = 0;
 let approvalsWake = null;
 
+let lastApprovals = [];
+
+function setBadge() {
+  const n = lastApprovals.filter((a) => !decided.has(a.id)).length;
+  const badge = $("#approvals-count");
+  badge.textContent = String(n);
+  badge.hidden = n === 0;
+}
+
 function renderApprovals(list) {
+  lastApprovals = list;
   const pending = list.filter((a) => !decided.has(a.id));
   const ul = $("#approvals-list");
   ul.replaceChildren(...pending.map((a) => {
@@ -104,6 +133,7 @@ function renderApprovals(list) {
       try {
         await api(`/approvals/${encodeURIComponent(a.id)}`, { method: "POST", body: { decision }, approver: true });
         decided.add(a.id);
+        setBadge();
         card.replaceChildren(el("p", { class: "decided" }, `${decision === "approve" ? "Approved" : "Rejected"}: ${a.tool} ${a.path}`));
         setTimeout(() => refreshApprovals(), 1500);
       } catch (e) {
@@ -117,9 +147,7 @@ function renderApprovals(list) {
     return card;
   }));
   $("#approvals-empty").hidden = pending.length > 0;
-  const badge = $("#approvals-count");
-  badge.textContent = String(pending.length);
-  badge.hidden = pending.length === 0;
+  setBadge();
 }
 
 async function refreshApprovals() {
@@ -247,6 +275,18 @@ async function loadChanges() {
   }
 }
 
+// nowHolds shows what a file holds now (its first 64 KiB), or that it is
+// gone, beside a refused revert.
+async function nowHolds(p) {
+  try {
+    const { blob } = await fetchFile(p);
+    const text = await blob.slice(0, 64 << 10).text();
+    return el("div", { class: "now" }, el("p", { class: "meta" }, `It now holds (${blob.size} bytes):`), el("pre", { class: "content" }, text));
+  } catch (e) {
+    return el("p", { class: "meta" }, e.status === 404 ? "It is gone now." : String(e));
+  }
+}
+
 async function revert(to) {
   const out = $("#revert-result");
   out.replaceChildren(el("p", { class: "meta" }, "Reverting…"));
@@ -264,7 +304,8 @@ async function revert(to) {
         ul.append(el("li", {}, el("code", {}, p),
           seen ? ` — last change seen: ${seen.type}${seen.session ? " by session " + seen.session : seen.type === "upload" || seen.type === "delete" ? "" : " outside the API"}` : "",
           seen?.diffs?.length ? diffView(seen.diffs) : null,
-          " ", el("button", { class: "open-file", onclick: () => { show("files"); preview({ path: p, type: "file" }); } }, "Open the file as it is now")));
+          " ", el("button", { class: "open-file", onclick: () => { show("files"); preview({ path: p, type: "file" }); } }, "Open the file")));
+        ul.lastChild.append(await nowHolds(p));
       }
       box.append(ul);
     }
