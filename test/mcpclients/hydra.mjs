@@ -31,7 +31,9 @@ async function ready(url) {
 // startHydra runs one Hydra and waits for its two APIs. Like hydratest, it
 // then installs RSA-2048 signing keys: Hydra would generate RSA-4096 keys on
 // first use, which on a busy machine outlasts its 10 s write timeout.
-export async function startHydra() {
+// env adds to Hydra's environment (the console's test sets its login and
+// consent URLs and CORS).
+export async function startHydra({ env = {} } = {}) {
   const bin = await binary();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "toolfs-hydra-"));
   const [pub, admin] = [await freePort(), await freePort()];
@@ -51,6 +53,7 @@ export async function startHydra() {
       SERVE_ADMIN_PORT: String(admin),
       STRATEGIES_ACCESS_TOKEN: "jwt",
       LOG_LEVEL: "warn",
+      ...env,
     },
     stdio: ["ignore", log, log],
   });
