@@ -70,6 +70,8 @@ test("the token is asked once and kept in the tab's session storage, never in th
   await page.goto(`${server.origin}/ui/`);
   await page.locator("#token").waitFor({ timeout: 10_000 });
   assert.equal(await page.locator("#approver-label").isVisible(), true, "the approver token is asked too");
+  assert.equal(await page.locator("#oauth-signin").isVisible(), false);
+  assert.equal(await page.locator("#tabs").isVisible(), false, "nothing but the sign-in before it");
   await page.fill("#token", AGENT);
   await page.fill("#approver", PERSON);
   await shot("signin");

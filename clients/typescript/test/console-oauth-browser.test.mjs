@@ -140,6 +140,8 @@ test("a person signs in with the authorization code and PKCE, and sees only thei
   await page.goto(`${server.origin}/ui/`);
   await page.locator("#oauth-button").waitFor({ timeout: 10_000 });
   assert.equal(await page.locator("#issuer").textContent(), hydra.issuer);
+  assert.equal(await page.locator("#token-form").isVisible(), false, "no token is asked");
+  assert.equal(await page.locator("#tabs").isVisible(), false, "nothing but the sign-in before it");
   await shot("oauth-signin");
   await page.click("#oauth-button");
   await page.locator("#user").waitFor({ timeout: 20_000 }).catch(async (e) => {
