@@ -190,6 +190,17 @@ test("a person browses, downloads and uploads files, and a stale upload is refus
   await page.locator("#preview pre.content").waitFor({ timeout: 10_000 });
   assert.equal(await page.locator("#preview pre.content").textContent(), "hello from the workspace\n");
 
+  // An image is shown as one, from the downloaded bytes (a blob: URL the
+  // page's CSP allows).
+  const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==", "base64");
+  fs.writeFileSync(path.join(root, "docs", "dot.png"), png);
+  await page.click("#folder-reload");
+  await page.locator('#files-table tr[data-path="docs/dot.png"] button.link').click();
+  await page.locator("#preview img").waitFor({ timeout: 10_000 });
+  assert.equal(await page.locator("#preview img").evaluate((img) => img.complete && img.naturalWidth), 2);
+  await row.locator("button.link").click();
+  await page.locator("#preview pre.content").waitFor({ timeout: 10_000 });
+
   const [download] = await Promise.all([page.waitForEvent("download", { timeout: 10_000 }), row.locator("button.download").click()]);
   assert.equal(download.suggestedFilename(), "readme.txt");
   assert.equal(fs.readFileSync(await download.path(), "utf8"), "hello from the workspace\n");
