@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/hydratest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -131,4 +133,22 @@ func TestStatus(t *testing.T) {
 	assert.Equal(t, map[string]any{"version": "v9.8.7", "ready": true, "sessions": float64(1), "profile": "extended",
 		"dialect": "apply_patch", "sandbox_mode": "read-only"}, st)
 	assert.True(t, strings.HasPrefix(a.header.Get("Content-Type"), "application/json"))
+}
+
+// TestConsoleOAuthConfig: with --oauth-issuer the page is told to sign the
+// person in at that issuer as --ui-client-id, for --public-url, and the
+// policy lets it reach the issuer's origin (the token exchange, the
+// sign-in redirect) and nothing more.
+func TestConsoleOAuthConfig(t *testing.T) {
+	h := hydratest.Start(t)
+	srv := servertest.Start(t, server.Config{UI: true, OAuthIssuer: h.Issuer, UIClientID: "console-1"})
+	cfg := get(t, http.MethodGet, srv.URL+"/ui/config.json", nil)
+	require.Equal(t, http.StatusOK, cfg.status, cfg.body)
+	assert.JSONEq(t, `{"auth":"oauth","approver":false,"issuer":"`+h.Issuer+`","clientId":"console-1",
+		"scope":"toolfs:read toolfs:write toolfs:approve","resource":"`+srv.URL+`"}`, cfg.body)
+	u, err := url.Parse(h.Issuer)
+	require.NoError(t, err)
+	origin := "http://" + u.Host
+	assert.Equal(t, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self' "+origin+
+		"; form-action 'self' "+origin+"; base-uri 'none'; frame-ancestors 'none'", cfg.header.Get("Content-Security-Policy"))
 }
