@@ -147,6 +147,12 @@ test("a person reverts a session's changes", async () => {
   assert.equal(await rows.count(), 3);
   assert.match(await rows.first().textContent(), /edit.*ws\/app\.conf/);
   await shot("changes");
+  await page.click("#revert-preview");
+  const preview = page.locator("#revert-result p.preview");
+  await preview.waitFor({ timeout: 10_000 });
+  assert.match(await preview.textContent(), /^Preview, nothing written: /);
+  assert.match(await page.locator("#revert-result").textContent(), /-port = 9090/);
+  assert.equal(fs.readFileSync(path.join(root, "ws", "app.conf"), "utf8"), "port = 9090\nname = demo\n", "a preview writes nothing");
   await page.click("#revert-all");
   const ok = page.locator("#revert-result p.ok");
   await ok.waitFor({ timeout: 10_000 });
@@ -223,6 +229,19 @@ test("a person browses, downloads and uploads files, and a stale upload is refus
   assert.match(await page.locator("#upload-result").textContent(), /^412 FS_STALE_VERSION: .* — the file changed since this folder was listed: reload and try again\.$/);
   assert.equal(fs.readFileSync(path.join(root, "docs", "readme.txt"), "utf8"), "changed by someone else\n");
   await shot("files-412");
+
+  // Delete asks first, and deletes only the version listed.
+  page.once("dialog", (d) => { assert.equal(d.message(), "Delete docs/data.bin?"); d.accept(); });
+  await page.locator('#files-table tr[data-path="docs/data.bin"] button.delete').click();
+  await page.locator("#files-error.ok").waitFor({ timeout: 10_000 });
+  assert.equal(await page.locator("#files-error").textContent(), "Deleted docs/data.bin");
+  assert.equal(fs.existsSync(path.join(root, "docs", "data.bin")), false);
+  fs.writeFileSync(path.join(root, "docs", "readme.txt"), "changed once more\n");
+  page.once("dialog", (d) => d.accept());
+  await page.locator('#files-table tr[data-path="docs/readme.txt"] button.delete').click();
+  await page.locator("#files-error.error").waitFor({ timeout: 10_000 });
+  assert.match(await page.locator("#files-error").textContent(), /^412 FS_STALE_VERSION: .* — the file changed since this folder was listed: reload and try again\.$/);
+  assert.equal(fs.readFileSync(path.join(root, "docs", "readme.txt"), "utf8"), "changed once more\n");
 });
 
 test("the server's state", async () => {

@@ -269,7 +269,7 @@ async function loadChanges() {
         ? el("button", { class: "revert-to", onclick: () => revert(c.seq - 1) }, "Revert from here")
         : el("span", { class: "meta" }, c.reason ?? "not revertible")))));
     if (!changes.length) body.replaceChildren(el("tr", {}, el("td", { colSpan: 6, class: "empty" }, "This session has no changes.")));
-    $("#revert-all").disabled = !changes.length;
+    $("#revert-all").disabled = $("#revert-preview").disabled = !changes.length;
   } catch (e) {
     body.replaceChildren(el("tr", {}, el("td", { colSpan: 6, class: "error" }, String(e))));
   }
@@ -287,12 +287,14 @@ async function nowHolds(p) {
   }
 }
 
-async function revert(to) {
+// revert undoes the session's changes after seq to; a dry run shows what
+// it would restore and writes nothing.
+async function revert(to, dryRun = false) {
   const out = $("#revert-result");
-  out.replaceChildren(el("p", { class: "meta" }, "Reverting…"));
+  out.replaceChildren(el("p", { class: "meta" }, dryRun ? "Checking…" : "Reverting…"));
   try {
-    const r = await api(`/sessions/${encodeURIComponent(currentSession)}/revert`, { method: "POST", body: { to } });
-    out.replaceChildren(el("p", { class: "ok" }, r.output),
+    const r = await api(`/sessions/${encodeURIComponent(currentSession)}/revert`, { method: "POST", body: dryRun ? { to, dry_run: true } : { to } });
+    out.replaceChildren(el("p", { class: dryRun ? "ok preview" : "ok" }, (dryRun ? "Preview, nothing written: " : "") + r.output),
       ...(r.metadata?.restored ?? []).map((f) => el("div", {}, el("code", {}, f.path), diffView(f.diffs ?? []))));
   } catch (e) {
     const box = el("div", { class: "refused" }, el("p", { class: "error" }, String(e)));
@@ -311,7 +313,7 @@ async function revert(to) {
     }
     out.replaceChildren(box);
   }
-  await loadChanges();
+  if (!dryRun) await loadChanges();
 }
 
 // ---- files ----
@@ -322,9 +324,9 @@ function parentOf(p) { const i = p.lastIndexOf("/"); return i < 0 ? "" : p.slice
 const encodePath = (p) => p.split("/").map(encodeURIComponent).join("/");
 
 async function listFolder(dir) {
+  if (dir !== folder) filesNote("");
   folder = dir;
   $("#folder").textContent = "/" + dir;
-  $("#files-error").textContent = "";
   const body = $("#files-table tbody");
   try {
     const { entries: list, truncated } = await api(`/files?path=${encodeURIComponent(dir || "/")}&depth=1`);
@@ -337,10 +339,11 @@ async function listFolder(dir) {
         : el("button", { class: "link", onclick: () => preview(e) }, name);
       return el("tr", { data: { path: e.path } }, el("td", {}, open), el("td", {}, e.type), el("td", {}, e.type === "file" ? String(e.size) : ""),
         el("td", {}, e.mtime ? new Date(e.mtime).toLocaleString() : ""),
-        el("td", {}, e.type === "file" ? el("button", { class: "download", onclick: () => download(e.path) }, "Download") : ""));
+        el("td", {}, ...(e.type === "file" ? [el("button", { class: "download", onclick: () => download(e.path) }, "Download"), " ",
+          el("button", { class: "delete", onclick: () => remove(e) }, "Delete")] : [])));
     }));
     if (truncated) body.append(el("tr", {}, el("td", { colSpan: 5, class: "meta" }, "The listing was cut at the server's --list-max-entries.")));
-  } catch (e) { $("#files-error").textContent = String(e); }
+  } catch (e) { filesNote(String(e)); }
 }
 
 async function fetchFile(p) {
@@ -358,7 +361,7 @@ async function download(p) {
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 60_000);
-  } catch (e) { $("#files-error").textContent = String(e); }
+  } catch (e) { filesNote(String(e)); }
 }
 
 async function preview(e) {
@@ -373,6 +376,29 @@ async function preview(e) {
   } catch (err) { box.append(el("p", { class: "error" }, String(err))); }
 }
 
+// filesNote says how the last action on the files went.
+function filesNote(text, cls = "error") {
+  const p = $("#files-error");
+  p.textContent = text;
+  p.className = cls;
+}
+
+const etagOf = (version) => (version.startsWith('"') ? version : `"${version}"`);
+
+// remove deletes a file at the version the listing showed (If-Match), so
+// a file changed since is not deleted (412), after the person confirms.
+async function remove(e) {
+  if (!confirm(`Delete ${e.path}?`)) return;
+  try {
+    const res = await fetch(`/files/${encodePath(e.path)}`, { method: "DELETE", headers: { ...authHeader(), "If-Match": etagOf(e.version ?? "") } });
+    if (!res.ok) throw await failure(res);
+    await listFolder(folder);
+    filesNote(`Deleted ${e.path}`, "ok");
+  } catch (err) {
+    filesNote(String(err) + (err.status === 412 ? " — the file changed since this folder was listed: reload and try again." : ""));
+  }
+}
+
 // upload PUTs the file with XMLHttpRequest, whose upload events drive the
 // progress bar (fetch has none). A file that exists is replaced only at
 // the version listed (If-Match); a new one only if still absent.
@@ -385,7 +411,7 @@ function upload(file) {
   const xhr = new XMLHttpRequest();
   xhr.open("PUT", `/files/${encodePath(target)}`);
   for (const [k, v] of Object.entries(authHeader())) xhr.setRequestHeader(k, v);
-  if (known && known.version) xhr.setRequestHeader("If-Match", known.version.startsWith('"') ? known.version : `"${known.version}"`);
+  if (known && known.version) xhr.setRequestHeader("If-Match", etagOf(known.version));
   else xhr.setRequestHeader("If-None-Match", "*");
   xhr.upload.onprogress = (ev) => { if (ev.lengthComputable) bar.value = ev.loaded / ev.total; };
   xhr.onload = () => {
@@ -457,6 +483,7 @@ function start() {
   $("#sign-out").onclick = () => signOut();
   $("#session-form").onsubmit = (ev) => { ev.preventDefault(); openSession($("#session-id").value.trim()); };
   $("#revert-all").onclick = () => revert(0);
+  $("#revert-preview").onclick = () => revert(0, true);
   $("#folder-up").onclick = () => listFolder(parentOf(folder));
   $("#folder-reload").onclick = () => listFolder(folder);
   $("#upload-form").onsubmit = (ev) => { ev.preventDefault(); const f = $("#upload-file").files[0]; if (f) upload(f); };
