@@ -18,6 +18,7 @@ import { artifacts, launchChromium, serverBinary, startServer, tempDir } from ".
 const AGENT = "agent-token-5e21";
 const PERSON = "approver-token-9a0c";
 const shots = process.env.CONSOLE_SCREENSHOTS ?? path.join(artifacts, "console");
+const pageErrors = []; // uncaught errors and CSP violations
 let tmp, root, server, ctx, page;
 
 const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
@@ -57,7 +58,8 @@ before(async () => {
   server = await startServer(await serverBinary(tmp), { dir: tmp, args: ["--root", root, "--token", AGENT, "--approver-token", PERSON,
     "--sandbox-mode", "workspace-write", "--approval-timeout", "60s"] });
   ({ ctx, page } = await launchChromium(tmp, { width: 1100, height: 760 }));
-  page.on("pageerror", (e) => console.error("page error:", e));
+  page.on("pageerror", (e) => { pageErrors.push(String(e)); console.error("page error:", e); });
+  page.on("console", (m) => { if (/Content.Security.Policy/i.test(m.text())) pageErrors.push(m.text()); });
 }, { timeout: 600_000 });
 
 after(async () => {
@@ -253,4 +255,8 @@ test("the server's state", async () => {
   assert.equal(await page.locator('#server-state dd[data-key="edit dialect"]').textContent(), "str_replace");
   assert.match(await page.locator('#server-state dd[data-key="sessions"]').textContent(), /^\d+$/);
   await shot("server");
+});
+
+test("nothing the page did broke its Content-Security-Policy or threw", () => {
+  assert.deepEqual(pageErrors, []);
 });

@@ -18,6 +18,7 @@ import { artifacts, freePort, launchChromium, serverBinary, startServer, tempDir
 import { startHydra } from "../../../test/mcpclients/hydra.mjs";
 
 const shots = process.env.CONSOLE_SCREENSHOTS ?? path.join(artifacts, "console");
+const pageErrors = []; // uncaught errors and CSP violations
 let tmp, root, hydra, app, server, ctx, page, consoleClient, agentClient;
 
 // The login and consent app Hydra sends people to: a login form (or, with
@@ -125,7 +126,8 @@ before(async () => {
   server = await startServer(await serverBinary(tmp), { dir: tmp, port, args: ["--root", root, "--oauth-issuer", hydra.issuer,
     "--public-url", origin, "--ui-client-id", consoleClient, "--sandbox-mode", "workspace-write", "--approval-timeout", "60s"] });
   ({ ctx, page } = await launchChromium(tmp, { width: 1100, height: 700 }));
-  page.on("pageerror", (e) => console.error("page error:", e));
+  page.on("pageerror", (e) => { pageErrors.push(String(e)); console.error("page error:", e); });
+  page.on("console", (m) => { if (/Content.Security.Policy/i.test(m.text())) pageErrors.push(m.text()); });
 }, { timeout: 900_000 });
 
 after(async () => {
@@ -197,3 +199,7 @@ test("a person signs in with the authorization code and PKCE, and sees only thei
 });
 
 const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+
+test("nothing the page did broke its Content-Security-Policy or threw", () => {
+  assert.deepEqual(pageErrors, []);
+});
