@@ -77,6 +77,14 @@ test("the token is asked once and kept in the tab's session storage, never in th
   await page.fill("#token", AGENT);
   await page.fill("#approver", PERSON);
   await shot("signin");
+  // A wrong token is refused and asked again, saying why.
+  await page.fill("#token", "not-the-token");
+  await page.click("#token-form button[type=submit]");
+  await page.locator("#signin-error", { hasText: "Your sign-in was refused (401): sign in again." }).waitFor({ timeout: 10_000 });
+  assert.equal(await page.locator("#token").isVisible(), true);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("toolfs.token")), null, "the wrong token is forgotten");
+  await page.fill("#token", AGENT);
+  await page.fill("#approver", PERSON);
   await page.click("#token-form button[type=submit]");
   await page.waitForFunction(() => window.consoleReady === true, null, { timeout: 10_000 });
   assert.equal(await page.evaluate(() => sessionStorage.getItem("toolfs.token")), AGENT);
