@@ -191,6 +191,10 @@ test("a person's edit in between refuses the revert with 409 and shows what chan
   assert.equal(await refused.locator(".now pre.content").textContent(), "# Notes\nmy own line\n");
   assert.equal(fs.readFileSync(file, "utf8"), "# Notes\nmy own line\n", "nothing restored");
   await shot("revert-409");
+  // The sessions seen stay listed across a reload of the tab.
+  await page.reload();
+  await page.waitForFunction(() => window.consoleReady === true, null, { timeout: 10_000 });
+  assert.deepEqual(await page.locator("#sessions-list button").evaluateAll((b) => b.map((x) => x.dataset.session)), ["agent-1", "agent-2"]);
 });
 
 test("a person browses, downloads and uploads files, and a stale upload is refused", async () => {

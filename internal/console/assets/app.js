@@ -181,9 +181,12 @@ const sessions = new Set();
 const recent = []; // the latest events, for a refused revert's paths
 let lastEventId = "";
 
+// addSession lists a session seen on the feed; the tab remembers the
+// last 100 across reloads, since the feed replays nothing to a new page.
 function addSession(id) {
   if (!id || sessions.has(id)) return;
   sessions.add(id);
+  store.setItem("toolfs.sessions", JSON.stringify([...sessions].slice(-100)));
   $("#sessions-seen").append(el("option", { value: id }));
   $("#sessions-list").append(el("li", {}, el("button", { class: "chip", data: { session: id }, onclick: () => openSession(id) }, id)));
 }
@@ -446,6 +449,7 @@ async function loadServer() {
 
 // ---- sign-in ----
 function signOut(message = "") {
+  store.removeItem("toolfs.sessions");
   store.removeItem(KEY.token);
   store.removeItem(KEY.approver);
   location.hash = "";
@@ -487,6 +491,7 @@ function start() {
   $("#folder-up").onclick = () => listFolder(parentOf(folder));
   $("#folder-reload").onclick = () => listFolder(folder);
   $("#upload-form").onsubmit = (ev) => { ev.preventDefault(); const f = $("#upload-file").files[0]; if (f) upload(f); };
+  try { for (const id of JSON.parse(store.getItem("toolfs.sessions") ?? "[]")) addSession(id); } catch { /* none kept */ }
   show((location.hash || "#approvals").slice(1));
   refreshApprovals();
   pollApprovals();
