@@ -133,7 +133,7 @@ func TestMCPBatchMemoryBoundedChild(t *testing.T) {
 	}
 	status, body, _ = m.post("[" + strings.Join(greps, ",") + "]")
 	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Equal(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"answers to this request exceed the limit of 10287104 bytes"}}`, clip(body))
+	assert.Equal(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"answers to this request exceed the limit of 17277868 bytes"}}`, clip(body))
 	afterBudget := peakRSS(t, pid)
 
 	t.Logf("peak RSS: %.1f MiB after start-up and one read; %.1f after 1,500 reads (%d-byte request, refused); %.1f after 17 worst-case reads (refused); %.1f after 16 worst-case reads (answered, %d bytes); %.1f after 16 greps over the budget (refused)",
