@@ -52,6 +52,9 @@ const (
 // FolderName is the store's folder in the server's private folder.
 const FolderName = "checkpoints"
 
+// JournalFolderName is the folder of a journal-only store (Options.JournalOnly).
+const JournalFolderName = "journal"
+
 // Provider is what the store needs of the file provider: resolving the
 // recorded paths again, locking several targets at once with the verbs a
 // revert publishes through, and a checked private folder. fs.Local is one.
@@ -94,6 +97,14 @@ type Options struct {
 	// diff is left out and the answer names the file.
 	DiffBudgetBytes int64
 	Logger          *slog.Logger
+	// JournalOnly makes a store that keeps no history: only the journals of
+	// changes of several files (Journal) while they are made, each session's
+	// log removed once its change is done, in JournalFolderName rather than
+	// FolderName. It is what makes such a change all or nothing across a
+	// crash on a server without checkpoints (docs/checkpoints.md, "Without
+	// checkpoints"). Such a store is for Journal alone: Recording, Revert and
+	// Changes are not used on it.
+	JournalOnly bool
 	// Now is the clock (time.Now when nil), for tests.
 	Now func() time.Time
 }
@@ -237,7 +248,11 @@ func (s *Store) folders(create bool) (*folders, error) {
 	if s.dirs != nil {
 		return s.dirs, nil
 	}
-	root, err := s.fs.PrivateFolder(FolderName, create)
+	name := FolderName
+	if s.opt.JournalOnly {
+		name = JournalFolderName
+	}
+	root, err := s.fs.PrivateFolder(name, create)
 	if err != nil || root == nil {
 		return nil, err
 	}

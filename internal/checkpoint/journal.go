@@ -96,6 +96,9 @@ func (s *Store) Journal(ctx context.Context, session, tool string, lk fs.LockedT
 		if _, err := s.journalLocked(ctx, d, lg, lk, tool, plans); err != nil {
 			return err
 		}
+		if s.opt.JournalOnly {
+			s.forgetDone(lg)
+		}
 		out = make([]Journaled, len(plans))
 		for i, f := range plans {
 			out[i] = Journaled{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Before: f.cur.state}
@@ -179,6 +182,24 @@ func (s *Store) journalLocked(ctx context.Context, d *folders, lg *sessionLog, l
 	}
 	s.afterChange()
 	return seq, nil
+}
+
+// forgetDone removes, in a journal-only store, the log of a session whose
+// change is done: every file is published, so nothing is left to settle,
+// and its kept contents go with the next collection. A failure leaves a
+// log of done changes, which the session's next change or the next start
+// removes.
+func (s *Store) forgetDone(lg *sessionLog) {
+	live := lg.h.live
+	if err := lg.remove(); err != nil {
+		s.log.Warn("checkpoints: cannot remove a done journal", "err", err)
+		return
+	}
+	s.changes.Add(-int64(live))
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // hashedFill runs a fill through SHA-256, from scratch on each call.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -120,6 +121,50 @@ func TestInterruptedJournalSettledWhole(t *testing.T) {
 		assert.Equal(t, tc.rec, f.s.Recovered(), "stopped after file %d", tc.after)
 		assert.Equal(t, tc.files, f.snapshot(), "stopped after file %d", tc.after)
 		assert.Equal(t, tc.seqs, seqsOf(f.changes("s")), "stopped after file %d", tc.after)
+		f.reopen()
+		assert.Equal(t, Recovery{}, f.s.Recovered(), "nothing left to settle")
+	}
+}
+
+// A journal-only store (a server without checkpoints) makes the change of
+// several files all or nothing as the history does, in its own folder, and
+// keeps nothing once it is done: no history, no log, its kept contents
+// collected. Stopped mid-way, it is settled whole when opened again, and
+// the settled journal is removed.
+func TestJournalOnly(t *testing.T) {
+	changed := map[string]string{"a.txt": "a1\n", "b.txt": "b0\n", "new/d.txt": "d\n"}
+	logs := func(f *fixture) []string {
+		names, _ := filepath.Glob(filepath.Join(f.root, ".toolfs-api", JournalFolderName, "sessions", "*.log"))
+		return names
+	}
+	f := newFixture(t, Options{JournalOnly: true}, threeFiles)
+	done, err := journalThree(f)
+	require.NoError(t, err)
+	require.Len(t, done, 3)
+	assert.Equal(t, changed, f.snapshot())
+	assert.Empty(t, logs(f), "the done journal is removed")
+	assert.NoDirExists(t, filepath.Join(f.root, ".toolfs-api", FolderName), "no history folder")
+	require.NoError(t, f.s.collect(context.Background()))
+	blobs, err := os.ReadDir(filepath.Join(f.root, ".toolfs-api", JournalFolderName, "blobs"))
+	require.NoError(t, err)
+	assert.Empty(t, blobs, "the replaced contents are not kept once done")
+
+	for _, tc := range []struct {
+		after int
+		rec   Recovery
+		files map[string]string
+	}{
+		{-1, Recovery{RolledBack: 1}, threeFiles},
+		{0, Recovery{RolledBack: 1}, threeFiles},
+		{1, Recovery{RolledForward: 1}, changed},
+	} {
+		f := newFixture(t, Options{JournalOnly: true}, threeFiles)
+		crashedJournal(t, f, tc.after)
+		assert.Len(t, logs(f), 1, "the journal stays while the change is in flight")
+		f.reopen()
+		assert.Equal(t, tc.rec, f.s.Recovered(), "stopped after file %d", tc.after)
+		assert.Equal(t, tc.files, f.snapshot(), "stopped after file %d", tc.after)
+		assert.Empty(t, logs(f), "stopped after file %d: the settled journal is removed", tc.after)
 		f.reopen()
 		assert.Equal(t, Recovery{}, f.s.Recovered(), "nothing left to settle")
 	}

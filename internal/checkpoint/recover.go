@@ -207,18 +207,25 @@ func (s *Store) recoverAll(ctx context.Context) Recovery {
 			s.log.Warn("checkpoints: cannot read a session's log", "log", name, "err", err)
 			continue
 		}
-		if len(paths) == 0 {
-			continue
+		if len(paths) > 0 {
+			out, err := s.settleLog(ctx, d, name, paths)
+			if err != nil {
+				s.log.Warn("checkpoints: cannot settle what a crash left in a session's log", "log", name, "err", err)
+			}
+			rec.Settled += out.changes
+			rec.RolledForward += out.forward
+			rec.RolledBack += out.back
+			for _, seq := range out.failed {
+				rec.Failed = append(rec.Failed, name+":"+strconv.FormatInt(seq, 10))
+			}
 		}
-		out, err := s.settleLog(ctx, d, name, paths)
-		if err != nil {
-			s.log.Warn("checkpoints: cannot settle what a crash left in a session's log", "log", name, "err", err)
-		}
-		rec.Settled += out.changes
-		rec.RolledForward += out.forward
-		rec.RolledBack += out.back
-		for _, seq := range out.failed {
-			rec.Failed = append(rec.Failed, name+":"+strconv.FormatInt(seq, 10))
+		if s.opt.JournalOnly { // a settled journal is history, which this store does not keep
+			_ = s.withLogNamed(ctx, d, name, "", func(lg *sessionLog) error {
+				if hasPending(lg.h) {
+					return nil
+				}
+				return lg.remove()
+			})
 		}
 	}
 	if rec.Settled+rec.RolledForward+rec.RolledBack+len(rec.Failed) > 0 {

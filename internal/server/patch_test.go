@@ -582,8 +582,56 @@ func TestApplyPatchPolicyOff(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(srv.Root, "n.txt"))
 	assert.DirExists(t, filepath.Join(srv.Root, "dir"))
 
-	off := servertest.Start(t, server.Config{Policy: false})
-	a = post(t, off.URL+"/tools/apply_patch", "", `{"input":"*** Begin Patch\n*** Add File: n.txt\n+n\n*** End Patch"}`)
-	assert.Equal(t, 400, a.status)
-	assert.Equal(t, "Error: a change of several files needs the checkpoint store for its journal, and it is off on this server (--checkpoints=false)", problemOf(t, a).Output)
+}
+
+// TestApplyPatchWithoutCheckpoints: with --checkpoints=false a patch is
+// applied, still all or nothing across its files: the pipeline journals it
+// in the journal-only store, which keeps nothing once the patch is done
+// (no history, no log, no kept content) and no revert is offered
+// (docs/checkpoints.md, "Without checkpoints").
+func TestApplyPatchWithoutCheckpoints(t *testing.T) {
+	p := &patchServer{t: t, srv: servertest.Start(t, server.Config{Policy: true})}
+	p.write("a.txt", "alpha\nbeta\n")
+	p.write("b.txt", "one\ntwo\r\n")
+	p.write("gone.txt", "bye\n")
+	p.read("s", "a.txt", "b.txt", "gone.txt")
+	r := p.patch("s", map[string]any{"input": "*** Begin Patch\n" +
+		"*** Add File: new.txt\n+new\n" +
+		"*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n" +
+		"*** Update File: b.txt\n@@\n-one\n+1\n" +
+		"*** Delete File: gone.txt\n" +
+		"*** End Patch"})
+	require.Equal(t, 200, r.status, r.body)
+	root := p.srv.Root + "/"
+	assert.Equal(t, "Applied the patch: 4 file(s) changed.\nA "+root+"new.txt\nM "+root+"a.txt\nM "+root+"b.txt\nD "+root+"gone.txt", r.Output)
+	assert.Equal(t, "new\n", p.contents("new.txt"))
+	assert.Equal(t, "ALPHA\nbeta\n", p.contents("a.txt"))
+	assert.Equal(t, "1\ntwo\r\n", p.contents("b.txt"))
+	assert.NoFileExists(t, p.path("gone.txt"))
+	assert.NoDirExists(t, p.path(".toolfs-api/checkpoints"), "no history is kept")
+	logs, err := filepath.Glob(p.path(".toolfs-api/journal/sessions/*.log"))
+	require.NoError(t, err)
+	assert.Empty(t, logs, "the done patch's journal is removed")
+
+	// All or nothing: a later file's hunk not found changes no file.
+	r = p.patch("s", map[string]any{"input": "*** Begin Patch\n" +
+		"*** Add File: more.txt\n+more\n" +
+		"*** Update File: a.txt\n@@\n-ALPHA\n+alpha\n" +
+		"*** Update File: b.txt\n@@\n-three\n+3\n" +
+		"*** End Patch"})
+	assert.Equal(t, 422, r.status, r.body)
+	assert.Equal(t, "FS_EDIT_NOT_FOUND", r.Code)
+	assert.Equal(t, "ALPHA\nbeta\n", p.contents("a.txt"))
+	assert.NoFileExists(t, p.path("more.txt"))
+
+	// The session goes on from the patch's versions, without reading again.
+	r = p.patch("s", map[string]any{"input": "*** Begin Patch\n*** Update File: a.txt\n@@\n-ALPHA\n+alpha\n*** Update File: new.txt\n@@\n-new\n+newer\n*** End Patch"})
+	require.Equal(t, 200, r.status, r.body)
+	assert.Equal(t, "alpha\nbeta\n", p.contents("a.txt"))
+	assert.Equal(t, "newer\n", p.contents("new.txt"))
+
+	// No history: revert is not offered.
+	a := post(t, p.srv.URL+"/tools/revert", "s", `{"to":0}`)
+	assert.NotEqual(t, 200, a.status, a.body)
+	assert.Equal(t, "alpha\nbeta\n", p.contents("a.txt"))
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/metrics"
+	"github.com/toolfs/toolfs-api/internal/patch"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
@@ -87,6 +88,7 @@ type Server struct {
 	watcher   io.Closer
 	approvals *approval.Store
 	ckpt      *checkpoint.Store   // nil: --checkpoints=false
+	journal   *checkpoint.Store   // with --checkpoints=false: the journal-only store
 	checkers  *diagnostics.Runner // nil: no --diagnostics
 	audit     *audit.Log          // nil: no --audit-log
 	ready     *readiness          // GET /readyz's checks
@@ -154,10 +156,8 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if c := s.local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
 		log.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
 	}
-	if cfg.Checkpoints {
-		if err := s.openCheckpoints(); err != nil {
-			return nil, err
-		}
+	if err := s.openCheckpoints(); err != nil {
+		return nil, err
 	}
 	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: sandbox.Requirement(cfg.SearchSandbox)})
 	s.logSearch()
@@ -192,7 +192,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
 		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
 		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
-		Checkpoints: s.ckpt,
+		Checkpoints: s.ckpt, Journal: s.journal,
 		Diagnostics: s.checkers,
 		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
 		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",
@@ -418,6 +418,9 @@ func (s *Server) release() {
 	if s.ckpt != nil {
 		s.ckpt.Close()
 	}
+	if s.journal != nil {
+		s.journal.Close()
+	}
 	if s.local != nil {
 		s.local.Close()
 	}
@@ -487,6 +490,15 @@ func (s *Server) newCheckers() (*diagnostics.Runner, error) {
 	return nil, fmt.Errorf("--diagnostics %s: %w", s.cfg.Diagnostics, err)
 }
 
+// The journal-only store's bounds: a file of a change of several files is
+// kept whole up to apply_patch's own bound on a file it reads
+// (patch.MaxFileBytes), and the store's bound only evicts done changes,
+// which it does not keep anyway.
+const (
+	journalMaxFileBytes = patch.MaxFileBytes
+	journalBytes        = 1 << 30
+)
+
 // checkpointStartup bounds the start-up's recovery of the change
 // histories and its first enforcement of their bounds.
 const checkpointStartup = 10 * time.Second
@@ -495,21 +507,35 @@ const checkpointStartup = 10 * time.Second
 // a crash interrupted (a revert is finished or undone as a whole;
 // docs/checkpoints.md, "Crashes"). A history lives as long as its session
 // (--session-ttl, counted from its last use).
+//
+// With --checkpoints=false it opens the journal-only store instead, which
+// keeps a change of several files (apply_patch) all or nothing across a
+// crash and nothing once it is done (docs/checkpoints.md, "Without
+// checkpoints"): every file a patch reads is kept while it is made
+// (journalMaxFileBytes, the most apply_patch reads of one file).
 func (s *Server) openCheckpoints() error {
 	cfg := s.cfg
+	opts := checkpoint.Options{
+		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
+	}
+	if !cfg.Checkpoints {
+		opts = checkpoint.Options{FS: s.local, JournalOnly: true, Bytes: journalBytes, MaxFileBytes: journalMaxFileBytes, Logger: s.log}
+	}
 	// A lock another live process on the root holds (a replica mid-write)
 	// delays start-up by this much at most: what it guards is that
 	// process's to finish, and the bounds are enforced again later
 	// (docs/checkpoints.md, "Crashes").
 	ctx, cancel := context.WithTimeout(context.Background(), checkpointStartup)
 	defer cancel()
-	st, err := checkpoint.Open(ctx, checkpoint.Options{
-		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
-	})
+	st, err := checkpoint.Open(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("checkpoints: %w", err)
 	}
-	s.ckpt = st
+	if !cfg.Checkpoints {
+		s.journal = st
+	} else {
+		s.ckpt = st
+	}
 	if r := st.Recovered(); r.Settled > 0 || r.RolledForward > 0 || r.RolledBack > 0 || len(r.Failed) > 0 {
 		attrs := []any{"settled", r.Settled, "reverts_finished", r.RolledForward, "reverts_undone", r.RolledBack}
 		if len(r.Failed) > 0 {

@@ -302,7 +302,7 @@ func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, err
 		return ch.step(ctx, in)
 	}
 	locker, ok := x.fs.FileSystem.(fs.TargetsLocker)
-	if x.ckpt == nil || !ok {
+	if x.journal == nil || !ok {
 		return stepOut{}, fault.New(fault.CodeInvalidArgument, msgSeveralUnavailable)
 	}
 	lk, err := locker.LockTargetsFor(ctx, ch.verb, in.targets)
@@ -335,7 +335,7 @@ func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, err
 	if in.dryRun {
 		return out, nil
 	}
-	done, err := x.ckpt.Journal(ctx, ch.call.key(), ch.tool, lk, files)
+	done, err := x.journal.Journal(ctx, ch.call.key(), ch.tool, lk, files)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -351,7 +351,8 @@ func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, err
 }
 
 // msgSeveralUnavailable refuses a change of several files where it cannot
-// be journaled: it would not be all or nothing across a crash.
+// be journaled (an executor given neither store; the server always gives
+// one): it would not be all or nothing across a crash.
 const msgSeveralUnavailable = "a change of several files needs the checkpoint store for its journal, and it is off on this server (--checkpoints=false)"
 
 // checkLocked checks t, locked, against w as a write's intent is checked

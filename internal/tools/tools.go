@@ -131,6 +131,12 @@ type Options struct {
 	// Checkpoints records every write and edit of a session, so a person
 	// can undo them (docs/checkpoints.md); nil: none are (--checkpoints=false).
 	Checkpoints *checkpoint.Store
+	// Journal journals the changes of several files (apply_patch) when
+	// Checkpoints is nil: a journal-only store (checkpoint.Options
+	// .JournalOnly), so such a change stays all or nothing across a crash
+	// without a history (docs/checkpoints.md, "Without checkpoints"). Unused
+	// when Checkpoints is set; nil with it: such a change is refused.
+	Journal *checkpoint.Store
 	// Files bounds the files operations (docs/files.md); they are
 	// available when FS implements fs.Files.
 	Files FilesConfig
@@ -162,6 +168,7 @@ type Executor struct {
 	fence     Fence
 	approvals *approval.Store
 	ckpt      *checkpoint.Store // nil: off
+	journal   *checkpoint.Store // the changes of several files' journal: ckpt, else Options.Journal
 	// asks is whether an escalation opens an approval (else it is denied).
 	asks        bool
 	diagnostics *diagnostics.Runner // nil: none
@@ -175,9 +182,12 @@ type Executor struct {
 // New returns an Executor over opts.
 func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
-		mutated: opts.OnMutation, mutating: opts.BeforeMutation, fence: opts.Fence, approvals: opts.Approvals, ckpt: opts.Checkpoints,
+		mutated: opts.OnMutation, mutating: opts.BeforeMutation, fence: opts.Fence, approvals: opts.Approvals, ckpt: opts.Checkpoints, journal: opts.Checkpoints,
 		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics,
 		audit: opts.Audit, auditToken: opts.AuditToken}
+	if x.journal == nil {
+		x.journal = opts.Journal
+	}
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
 	}
