@@ -53,12 +53,37 @@ const (
 // TOOLFS_EDIT_CORPUS_REPORT set it prints the table and every case that
 // is not correct.
 func TestEditCorpus(t *testing.T) {
+	cases := loadEditCorpus(t)
+
+	h := start(t, options{})
+	outcomes := runEditCorpus(t, h, cases)
+
+	table, totals := corpusTable(cases, outcomes)
+	if os.Getenv("TOOLFS_EDIT_CORPUS_REPORT") != "" {
+		fmt.Println(table)
+		for _, c := range cases {
+			if o := outcomes[c.ID]; o != outCorrect {
+				fmt.Printf("%-10s %-22s %-45s %s\n", o, c.Category, c.ID, c.Source)
+			}
+		}
+	}
+	assert.Equal(t, map[string]int{outCorrect: 102, outTwoPlaces: 3, outDiffers: 1, outRefused: 10, outWrong: 0}, totals, table)
+}
+
+// loadEditCorpus reads testdata/edit-corpus.json.
+func loadEditCorpus(t *testing.T) []corpusCase {
+	t.Helper()
 	raw, err := os.ReadFile("testdata/edit-corpus.json")
 	require.NoError(t, err)
 	var cases []corpusCase
 	require.NoError(t, json.Unmarshal(raw, &cases))
+	return cases
+}
 
-	h := start(t, options{})
+// runEditCorpus sends every case as an edit through h's server and
+// answers each case's outcome; a case applied wrongly fails t.
+func runEditCorpus(t *testing.T, h *harness, cases []corpusCase) map[string]string {
+	t.Helper()
 	outcomes := map[string]string{}
 	for _, c := range cases {
 		name := c.ID + ".txt"
@@ -108,34 +133,34 @@ func TestEditCorpus(t *testing.T) {
 			t.Errorf("%s (%s) applied wrongly: %d %s\ngot  %q\nfile %q", c.ID, c.Source, r.Status, r.Output, got, c.File)
 		}
 	}
-
-	table, totals := corpusTable(cases, outcomes)
-	if os.Getenv("TOOLFS_EDIT_CORPUS_REPORT") != "" {
-		fmt.Println(table)
-		for _, c := range cases {
-			if o := outcomes[c.ID]; o != outCorrect {
-				fmt.Printf("%-10s %-22s %-45s %s\n", o, c.Category, c.ID, c.Source)
-			}
-		}
-	}
-	assert.Equal(t, map[string]int{outCorrect: 102, outTwoPlaces: 3, outDiffers: 1, outRefused: 10, outWrong: 0}, totals, table)
+	return outcomes
 }
 
 // corpusTable is the markdown table of outcomes per category, and the
 // totals.
 func corpusTable(cases []corpusCase, outcomes map[string]string) (string, map[string]int) {
+	rows := make([][2]string, len(cases))
+	for i, c := range cases {
+		rows[i] = [2]string{c.Category, outcomes[c.ID]}
+	}
+	return outcomeTable("category", rows)
+}
+
+// outcomeTable is the markdown table of rows (a group and an outcome
+// each) per group, sorted, with a last row of the totals.
+func outcomeTable(group string, rows [][2]string) (string, map[string]int) {
 	cols := []string{outCorrect, outTwoPlaces, outDiffers, outRefused, outWrong}
 	per := map[string]map[string]int{}
 	totals := map[string]int{}
 	for _, o := range cols {
 		totals[o] = 0
 	}
-	for _, c := range cases {
-		if per[c.Category] == nil {
-			per[c.Category] = map[string]int{}
+	for _, r := range rows {
+		if per[r[0]] == nil {
+			per[r[0]] = map[string]int{}
 		}
-		per[c.Category][outcomes[c.ID]]++
-		totals[outcomes[c.ID]]++
+		per[r[0]][r[1]]++
+		totals[r[1]]++
 	}
 	cats := make([]string, 0, len(per))
 	for k := range per {
@@ -143,7 +168,7 @@ func corpusTable(cases []corpusCase, outcomes map[string]string) (string, map[st
 	}
 	sort.Strings(cats)
 	var b strings.Builder
-	b.WriteString("| category | cases | " + strings.Join(cols, " | ") + " |\n|---|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	b.WriteString("| " + group + " | cases | " + strings.Join(cols, " | ") + " |\n|---|---|" + strings.Repeat("---|", len(cols)) + "\n")
 	row := func(name string, m map[string]int) {
 		n := 0
 		for _, v := range m {

@@ -247,7 +247,10 @@ func (f *file) seek(lines []Line, from int, h *Hunk, hasHeader bool) (bool, []in
 		case len(places) == 1:
 			var shift *indentShift
 			if lv >= LevelIndent {
-				shift = f.shiftOf(old, places[0], lines)
+				var uneven bool
+				if shift, uneven = f.shiftOf(old, places[0], lines); uneven && addsText(lines) {
+					continue // no place at this level: where would the added lines go?
+				}
 			}
 			return true, places, lv, shift
 		case len(places) > 1:

@@ -48,8 +48,9 @@ func TestApply(t *testing.T) {
 			[]Place{{Level: LevelIndent, Start: 1, End: 3, OutStart: 1, OutEnd: 4}}},
 		{"indentation ignored, one tab fewer in the patch", "\tif x {\n\t\ta()\n\t}\n", "@@\n if x {\n-\ta()\n+\tb()", "\tif x {\n\t\tb()\n\t}\n", nil},
 		{"indentation ignored, spaces for tabs: added lines as written", "\tif x {\n\t\ta()\n\t}\n", "@@\n     if x {\n-        a()\n+        b()", "\tif x {\n        b()\n\t}\n", nil},
-		{"indentation ignored, added lines keep their indentation relative to the hunk's", "    x\n    y\n", "@@\n-x\n+    z", "        z\n    y\n", nil},
-		{"indentation changed unevenly: added lines as written", "  a\n      b\n", "@@\n-a\n-b\n+c", "c\n", nil},
+		{"indentation ignored, added lines already indented as the file: as written", "    x\n    y\n", "@@\n-x\n+    z", "    z\n    y\n", nil},
+		{"indentation ignored, added lines indented deeper than the file: re-indented", "    x\n    y\n", "@@\n-x\n+  z", "      z\n    y\n", nil},
+		{"indentation changed unevenly, nothing added: removed", "  a\n      b\nc\n", "@@\n-a\n-b", "c\n", nil},
 		{"punctuation normalized", "say “hi” — now\n", "@@\n-say \"hi\" - now\n+say hello", "say hello\n",
 			[]Place{{Level: LevelPunct, Start: 0, End: 1, OutStart: 0, OutEnd: 1}}},
 		{"an exact place wins over tolerant ones", "a \nx\na\n", "@@\n-a\n+b", "a \nx\nb\n", nil},
@@ -95,6 +96,7 @@ func TestApplyRefused(t *testing.T) {
 		hunk            int
 	}{
 		{"not found", "a\nb\n", "@@\n-c", fault.CodeEditNotFound, `cannot apply hunk 1 to "f": its lines were not found`, nil, 0},
+		{"indentation changed unevenly, a line added: where would it go", "  a\n      b\n", "@@\n-a\n-b\n+c", fault.CodeEditNotFound, `cannot apply hunk 1 to "f": its lines were not found`, nil, 0},
 		{"the second hunk not found", "a\nb\n", "@@\n-a\n+A\n@@\n-c", fault.CodeEditNotFound, `cannot apply hunk 2 to "f": its lines were not found`, nil, 1},
 		{"a later hunk only before the earlier one", "a\nb\n", "@@\n-b\n@@\n-a", fault.CodeEditNotFound, `cannot apply hunk 2 to "f": its lines were not found`, nil, 1},
 		{"the header not found", "a\nb\n", "@@ nothing\n-a", fault.CodeEditNotFound, `cannot apply hunk 1 to "f": its lines were not found`, nil, 0},

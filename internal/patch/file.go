@@ -2,6 +2,7 @@ package patch
 
 import (
 	"bytes"
+	"strings"
 	"unicode"
 
 	"github.com/toolfs/toolfs-api/internal/textnorm"
@@ -236,9 +237,16 @@ func (s *indentShift) apply(l []byte) []byte {
 // the same prefix taken away and the same put instead) and every added
 // line starts with what is taken away; nil otherwise (added lines as
 // written). A patch's added lines are written in the frame of its context
-// lines, so they move with them.
-func (f *file) shiftOf(old [][]byte, s int, lines []Line) *indentShift {
-	var sh *indentShift
+// lines, so they move with them, unless the first added line already has
+// the file's indentation of the first removed line and not the patch's
+// (as the tolerant edit decides for Gemini CLI's "old_string starts with a
+// blank line" case). uneven reports one indentation of the patch's lines
+// standing for two of the file's, or two for one, where the added lines'
+// indentation would be a guess (docs/edits.md, "Finding a hunk").
+func (f *file) shiftOf(old [][]byte, s int, lines []Line) (sh *indentShift, uneven bool) {
+	type pair struct{ r, a string }
+	var seen []pair
+	even := true
 	for j, o := range old {
 		t := f.text(s + j)
 		if len(bytes.TrimSpace(t)) == 0 {
@@ -249,26 +257,56 @@ func (f *file) shiftOf(old [][]byte, s int, lines []Line) *indentShift {
 		for c < len(oi) && c < len(fi) && oi[len(oi)-1-c] == fi[len(fi)-1-c] {
 			c++
 		}
-		r, a := oi[:len(oi)-c], fi[:len(fi)-c]
-		if sh == nil {
-			sh = &indentShift{removed: r, added: a}
-		} else if !bytes.Equal(r, sh.removed) || !bytes.Equal(a, sh.added) {
-			return nil
+		p := pair{string(oi[:len(oi)-c]), string(fi[:len(fi)-c])}
+		for _, q := range seen {
+			if (q.r == p.r) != (q.a == p.a) {
+				return nil, true
+			}
+			even = even && q == p
+		}
+		seen = append(seen, p)
+	}
+	if len(seen) == 0 || !even || seen[0].r == seen[0].a {
+		return nil, false
+	}
+	sh = &indentShift{removed: []byte(seen[0].r), added: []byte(seen[0].a)}
+	// The first removed line, as the patch and the file indent it.
+	var removedOld, removedFile []byte
+	j := 0
+	for _, l := range lines {
+		if l.Kind == '-' && len(bytes.TrimSpace([]byte(l.Text))) > 0 {
+			removedOld, removedFile = textnorm.IndentOf([]byte(l.Text)), textnorm.IndentOf(f.text(s+j))
+			break
+		}
+		if l.Kind != '+' {
+			j++
 		}
 	}
-	if sh == nil || bytes.Equal(sh.removed, sh.added) {
-		return nil
-	}
+	first := true
 	for _, l := range lines {
 		t := []byte(l.Text)
 		if l.Kind != '+' || len(bytes.TrimSpace(t)) == 0 {
 			continue
 		}
+		if ti := textnorm.IndentOf(t); first && removedFile != nil && bytes.Equal(ti, removedFile) && !bytes.Equal(ti, removedOld) {
+			return nil, false
+		}
+		first = false
 		if !bytes.HasPrefix(t, sh.removed) {
-			return nil
+			return nil, false
 		}
 	}
-	return sh
+	return sh, false
+}
+
+// addsText reports whether a hunk adds a line that is not blank.
+func addsText(lines []Line) bool {
+	for _, l := range lines {
+		if l.Kind == '+' && strings.TrimSpace(l.Text) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // writer assembles the result: whole lines copied from the file or
