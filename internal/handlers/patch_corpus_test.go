@@ -381,7 +381,7 @@ func TestPatchCorpus(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, map[string]int{outCorrect: 90, outTwoPlaces: 0, outDiffers: 3, outRefused: 4, outWrong: 0}, totals, catTable)
+	assert.Equal(t, map[string]int{outCorrect: 91, outTwoPlaces: 0, outDiffers: 3, outRefused: 3, outWrong: 0}, totals, catTable)
 	doc, err := os.ReadFile("../../docs/edits.md")
 	require.NoError(t, err)
 	for _, table := range []string{dialectTable, groupTable, catTable} {

@@ -50,6 +50,7 @@ func TestApply(t *testing.T) {
 		{"indentation ignored, spaces for tabs: added lines as written", "\tif x {\n\t\ta()\n\t}\n", "@@\n     if x {\n-        a()\n+        b()", "\tif x {\n        b()\n\t}\n", nil},
 		{"indentation ignored, added lines already indented as the file: as written", "    x\n    y\n", "@@\n-x\n+    z", "    z\n    y\n", nil},
 		{"indentation ignored, added lines indented deeper than the file: re-indented", "    x\n    y\n", "@@\n-x\n+  z", "      z\n    y\n", nil},
+		{"indentation changed on one line only: added lines as written", "  a\n      b\n  c\n", "@@\n   a\n-    b\n+  B\n   c", "  a\n  B\n  c\n", nil},
 		{"indentation changed unevenly, nothing added: removed", "  a\n      b\nc\n", "@@\n-a\n-b", "c\n", nil},
 		{"punctuation normalized", "say “hi” — now\n", "@@\n-say \"hi\" - now\n+say hello", "say hello\n",
 			[]Place{{Level: LevelPunct, Start: 0, End: 1, OutStart: 0, OutEnd: 1}}},

@@ -241,12 +241,13 @@ func (s *indentShift) apply(l []byte) []byte {
 // the file's indentation of the first removed line and not the patch's
 // (as the tolerant edit decides for Gemini CLI's "old_string starts with a
 // blank line" case). uneven reports one indentation of the patch's lines
-// standing for two of the file's, or two for one, where the added lines'
-// indentation would be a guess (docs/edits.md, "Finding a hunk").
+// standing for two of the file's, or two for one, and no line indented as
+// the file indents it, where the added lines' indentation would be a
+// guess (docs/edits.md, "Finding a hunk").
 func (f *file) shiftOf(old [][]byte, s int, lines []Line) (sh *indentShift, uneven bool) {
 	type pair struct{ r, a string }
 	var seen []pair
-	even := true
+	even, kept := true, false
 	for j, o := range old {
 		t := f.text(s + j)
 		if len(bytes.TrimSpace(t)) == 0 {
@@ -259,12 +260,17 @@ func (f *file) shiftOf(old [][]byte, s int, lines []Line) (sh *indentShift, unev
 		}
 		p := pair{string(oi[:len(oi)-c]), string(fi[:len(fi)-c])}
 		for _, q := range seen {
-			if (q.r == p.r) != (q.a == p.a) {
-				return nil, true
-			}
+			uneven = uneven || (q.r == p.r) != (q.a == p.a)
 			even = even && q == p
 		}
+		kept = kept || p.r == p.a
 		seen = append(seen, p)
+	}
+	if uneven {
+		// Lines the patch indents as the file does put its added lines
+		// in the file's frame: written as sent (Roo Code's "mixed
+		// indentation styles").
+		return nil, !kept
 	}
 	if len(seen) == 0 || !even || seen[0].r == seen[0].a {
 		return nil, false
