@@ -106,7 +106,8 @@ func splitLines(s string) []line {
 // Parse reads a patch in Codex's grammar (SPEC §25). Besides the grammar it
 // accepts what Codex's own parser accepts: blank lines around the patch
 // and between operations, the patch wrapped in a heredoc (`<<'EOF'` ...
-// `EOF`), a first hunk without "@@", an empty line inside a hunk as empty
+// `EOF`, also after `cat`, `apply_patch` or `applypatch`, the command a
+// model copies from a shell call, as opencode accepts), a first hunk without "@@", an empty line inside a hunk as empty
 // context. A unified diff's range header (`@@ -1,3 +1,4 @@ text`) counts
 // as the header `text`. Its errors are INVALID_ARGUMENT
 // `invalid patch: line <n>: <reason>`.
@@ -125,7 +126,7 @@ func Parse(input string) (*Patch, error) {
 	if first == last {
 		return nil, parseError(1, reasonBegin)
 	}
-	if t := lines[first].trimmed(); t != markBegin && (t == "<<EOF" || t == "<<'EOF'" || t == `<<"EOF"`) &&
+	if t := lines[first].trimmed(); t != markBegin && heredocOpen(t) &&
 		last-first >= 4 && strings.HasSuffix(lines[last-1].trimmed(), "EOF") {
 		first, last = first+1, last-1
 		for first < last && lines[first].trimmed() == "" {
@@ -152,6 +153,19 @@ func Parse(input string) (*Patch, error) {
 		return nil, parseError(p.lines[end].n, reasonNoFile)
 	}
 	return &p.out, nil
+}
+
+// heredocOpen reports whether t opens a heredoc around a patch: <<EOF,
+// <<'EOF' or <<"EOF", alone or after one of the commands models write
+// before it.
+func heredocOpen(t string) bool {
+	for _, cmd := range []string{"cat", "apply_patch", "applypatch"} {
+		if rest, ok := strings.CutPrefix(t, cmd); ok && rest != strings.TrimLeft(rest, " \t") {
+			t = strings.TrimLeft(rest, " \t")
+			break
+		}
+	}
+	return t == "<<EOF" || t == "<<'EOF'" || t == `<<"EOF"`
 }
 
 // parser is one Parse's state.
