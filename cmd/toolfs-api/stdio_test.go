@@ -188,3 +188,30 @@ func TestStdioLargeWrite(t *testing.T) {
 	assert.Equal(t, int64(len(content)), info.Size())
 	require.NoError(t, cs.Close())
 }
+
+// TestStdioEditDialect: a client that starts the server as a command has
+// no URL to put ?dialect= on, so --edit-dialect in its args chooses the
+// edit tool (docs/mcp.md, "Over stdio"): apply_patch for a GPT model's
+// client, anchors for a local model's, read answering with anchors there.
+func TestStdioEditDialect(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("hello\n"), 0o644))
+	for _, tc := range []struct{ dialect, tool string }{{"apply_patch", "apply_patch"}, {"anchors", "edit_lines"}} {
+		cs, _, stderr := stdioClient(t, "--root", root, "--edit-dialect", tc.dialect)
+		list, err := cs.ListTools(context.Background(), nil)
+		require.NoError(t, err, "stderr: %s", stderr)
+		var names []string
+		for _, tl := range list.Tools {
+			names = append(names, tl.Name)
+		}
+		assert.Equal(t, []string{"read", "write", tc.tool, "glob", "grep", "changes", "revert"}, names, tc.dialect)
+		text, isErr := callText(t, cs, "read", map[string]any{"file_path": "a.txt"})
+		assert.False(t, isErr)
+		if tc.dialect == "anchors" {
+			assert.Regexp(t, `\n1#[A-Z]{2}: hello\n`, text)
+		} else {
+			assert.Contains(t, text, "\n1: hello\n")
+		}
+		require.NoError(t, cs.Close())
+	}
+}

@@ -199,6 +199,30 @@ test("@openai/agents MCPServerStreamableHttp: 2026-07-28, no MCP session", async
   configured(p.requests);
 });
 
+// docs/mcp.md, "Which edit tool": the configuration given for GPT models,
+// the URL with ?dialect=apply_patch, offers apply_patch in edit's place,
+// and a patch applies through the agent's client.
+test("@openai/agents with ?dialect=apply_patch: apply_patch instead of edit", async () => {
+  const p = await h.recorder();
+  const server = new MCPServerStreamableHttp({ name: "toolfs", url: `${p.url}?dialect=apply_patch`, requestInit: { headers: auth } });
+  await server.connect();
+  try {
+    assert.deepEqual((await server.listTools()).map((x) => x.name), ["read", "write", "apply_patch", "glob", "grep", "changes", "revert"]);
+    const file = h.file("openai-agents-patch.txt", "alpha\nbeta\n");
+    const read = await server.callTool("read", { file_path: "openai-agents-patch.txt" });
+    assert.equal(read[0].text, texts.read(file, ["alpha", "beta"]));
+    const content = await server.callTool("apply_patch", {
+      input: "*** Begin Patch\n*** Update File: openai-agents-patch.txt\n@@\n alpha\n-beta\n+BETA\n*** End Patch",
+    });
+    assert.equal(content.length, 1);
+    assert.equal(content[0].text, `Applied the patch: 1 file(s) changed.\nM ${file}`);
+    assert.equal(h.disk("openai-agents-patch.txt"), "alpha\nBETA\n");
+  } finally {
+    await server.close();
+  }
+  configured(p.requests);
+});
+
 test("@ai-sdk/mcp createMCPClient (http transport): 2026-07-28, no MCP session", async (t) => {
   const p = await h.recorder();
   const client = await createMCPClient({ transport: { type: "http", url: p.url, headers: auth } });
