@@ -372,6 +372,10 @@ func TestPatchCorpus(t *testing.T) {
 	for _, c := range cases {
 		dialects = append(dialects, [2]string{"apply_patch", outcomes[c.ID]})
 	}
+	anchorCases, anchorOutcomes := runAnchorsCorpus(t, h)
+	for _, c := range anchorCases {
+		dialects = append(dialects, [2]string{"anchors (`edit_lines`)", anchorOutcomes[c.ID]})
+	}
 	best := map[string]string{}
 	for _, c := range edits {
 		best[c.ID] = editOutcomes[c.ID]
