@@ -107,8 +107,8 @@ func splitLines(s string) []line {
 // accepts what Codex's own parser accepts: blank lines around the patch
 // and between operations, the patch wrapped in a heredoc (`<<'EOF'` ...
 // `EOF`, also after `cat`, `apply_patch` or `applypatch`, the command a
-// model copies from a shell call, as opencode accepts), a first hunk without "@@", an empty line inside a hunk as empty
-// context. A unified diff's range header (`@@ -1,3 +1,4 @@ text`) counts
+// model copies from a shell call, as opencode accepts), a first hunk
+// without "@@", an empty line inside a hunk as empty context. A unified diff's range header (`@@ -1,3 +1,4 @@ text`) counts
 // as the header `text`. Its errors are INVALID_ARGUMENT
 // `invalid patch: line <n>: <reason>`.
 func Parse(input string) (*Patch, error) {
