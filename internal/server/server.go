@@ -36,7 +36,6 @@ import (
 	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/metrics"
-	"github.com/toolfs/toolfs-api/internal/patch"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
@@ -492,10 +491,10 @@ func (s *Server) newCheckers() (*diagnostics.Runner, error) {
 
 // The journal-only store's bounds: a file of a change of several files is
 // kept whole up to apply_patch's own bound on a file it reads
-// (patch.MaxFileBytes), and the store's bound only evicts done changes,
+// (tools.MaxPatchFileBytes), and the store's bound only evicts done changes,
 // which it does not keep anyway.
 const (
-	journalMaxFileBytes = patch.MaxFileBytes
+	journalMaxFileBytes = tools.MaxPatchFileBytes
 	journalBytes        = 1 << 30
 )
 

@@ -29,6 +29,11 @@ var (
 // reads, before and after (docs/edits.md, "apply_patch").
 const MaxPatchBytes = 256 << 20
 
+// MaxPatchFileBytes is the largest file a patch reads (patch.MaxFileBytes):
+// the journal-only store keeps every file of a patch whole up to it
+// (docs/checkpoints.md, "Without checkpoints").
+const MaxPatchFileBytes = patch.MaxFileBytes
+
 // The refusals of apply_patch beyond the patch package's and the policy's
 // (docs/edits.md, "apply_patch").
 func msgSameFile(a, b string) string {
