@@ -1,0 +1,643 @@
+// Package journal is a workspace's journal of durable records (SPEC §28,
+// docs/journal.md): a change's records (the content its checkpoint keeps,
+// its history lines, its audit line) go into one entry, and concurrent
+// entries share one write and one fdatasync (group commit), so a change
+// pays one sync for all its records instead of one per record. The files
+// the records describe (blobs, session logs, the audit log) are written
+// without a sync: across a SIGKILL the kernel keeps them, and after a
+// power loss Open finds the entries of the dead process and the caller
+// replays them.
+//
+// Each process appends to a segment of its own (<folder>/<random>.wal),
+// flocked while it lives, so replicas on one shared file system never
+// interleave their appends and a segment whose lock can be taken belongs
+// to a dead process. A segment past its bound is sealed: a new one takes
+// the appends, the records' files are synced (the Sealers), and the old
+// segment is removed, so the journal stays bounded.
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kind is what a record holds.
+type Kind byte
+
+// The kinds of records.
+const (
+	// KindBlob: one part, a content the checkpoints keep (its name is its
+	// SHA-256, recomputed on replay).
+	KindBlob Kind = 'B'
+	// KindLog: a session log's name, its header id, and lines appended to it.
+	KindLog Kind = 'L'
+	// KindAudit: the audit log's path, its device and inode, the offset the
+	// line was written at, and the line.
+	KindAudit Kind = 'A'
+)
+
+// Record is one record of an entry.
+type Record struct {
+	Kind  Kind
+	Parts [][]byte
+}
+
+// Entry is one change's records, written and synced as one frame: on disk
+// whole or not at all. Safe for concurrent use.
+type Entry struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// Add appends a record of kind with its parts.
+func (e *Entry) Add(k Kind, parts ...[]byte) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.buf = append(e.buf, byte(k), byte(len(parts)))
+	for _, p := range parts {
+		e.buf = binary.LittleEndian.AppendUint32(e.buf, uint32(len(p)))
+		e.buf = append(e.buf, p...)
+	}
+}
+
+// Records are the entry's records, as a replay reads them.
+func (e *Entry) Records() []Record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs, _ := parseEntry(e.buf)
+	return rs
+}
+
+// Len is the entry's size in bytes.
+func (e *Entry) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.buf)
+}
+
+// A frame is [u32 length][u32 CRC-32C of the payload][payload].
+const frameHeader = 8
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Limits.
+const (
+	// InlineBytes is the largest content an entry holds: a larger one is
+	// synced in its own file, as before the journal, so an entry's memory
+	// stays bounded (docs/journal.md).
+	InlineBytes = 256 << 10
+	// reserveBytes is the room reserved on disk per pending entry: an
+	// inline content and its lines.
+	reserveBytes = InlineBytes + 64<<10
+	// preallocChunk is how much room one fallocate claims beyond the end.
+	preallocChunk = 4 << 20
+	// DefaultSegmentBytes is the bound past which a segment is sealed.
+	DefaultSegmentBytes = 64 << 20
+	// maxFrame bounds a frame read back (a damaged length is not trusted).
+	maxFrame = 64 << 20
+)
+
+// Folder is the journal's folder, opened and checked by the provider
+// (fs.Folder is one).
+type Folder interface {
+	Fd() int
+	Sync() error
+}
+
+// Sealer makes the files its records describe durable: called when a
+// segment is sealed, it returns the function that syncs what was written
+// until then (run in the background before the segment is removed). It
+// runs under the journal's lock, so it must only swap what it tracks.
+type Sealer func() (sync func() error)
+
+// Options configure a Journal.
+type Options struct {
+	// SegmentBytes bounds a segment (DefaultSegmentBytes when 0).
+	SegmentBytes int64
+	// OnError is told of every failure of a write or sync.
+	OnError func(error)
+	// Make makes the folder when Open had none.
+	Make func() (Folder, error)
+}
+
+// Journal is this process's segment of a workspace's journal.
+type Journal struct {
+	dir     Folder
+	opt     Options
+	sealers []Sealer
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	seg      *segment
+	pending  *batch
+	flushing bool
+	reserved int
+	broken   error
+	retried  time.Time
+	closed   bool
+	retiring sync.WaitGroup
+	sealing  bool
+
+	entries, syncs, seals atomic.Uint64
+	beforeSync            func() // tests only
+}
+
+// segment is one open segment file, flocked.
+type segment struct {
+	name           string
+	fd             int
+	size, allocEnd int64
+	noAlloc        bool
+}
+
+type batch struct {
+	buf  []byte
+	n    int
+	done bool
+	err  error
+}
+
+// Orphan is a dead process's segment, found by Open: its entries' records
+// in order, to be replayed, then Retire'd.
+type Orphan struct {
+	Name    string
+	Records []Record
+	fd      int
+}
+
+// Open opens the journal in dir and returns the segments of dead
+// processes (their lock free), read up to their first torn frame. A nil
+// dir (a root without the folder yet) has none: the first Reserve makes
+// the folder with Options.Make. This process's segment is made by the
+// first Reserve too, so a server that changes nothing writes nothing.
+// The journal closes its folder when it closes, if the folder has Close.
+func Open(dir Folder, o Options) (*Journal, []*Orphan, error) {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	var orphans []*Orphan
+	if dir != nil {
+		var err error
+		if orphans, err = findOrphans(dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	j := &Journal{dir: dir, opt: o, pending: &batch{}}
+	j.cond = sync.NewCond(&j.mu)
+	return j, orphans, nil
+}
+
+// newSegment creates and locks a new segment file; its name is synced
+// into the folder, so its entries can be found after a crash.
+func newSegment(dir Folder) (*segment, error) {
+	name := strconv.FormatUint(rand.Uint64(), 36) + ".wal"
+	fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(dir.Fd(), name, 0)
+		return nil, fmt.Errorf("journal: lock: %w", err)
+	}
+	if err := dir.Sync(); err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(dir.Fd(), name, 0)
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return &segment{name: name, fd: fd}, nil
+}
+
+// findOrphans reads every segment whose lock is free.
+func findOrphans(dir Folder) ([]*Orphan, error) {
+	d, err := unix.Openat(dir.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(d), "journal")
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Orphan
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".wal") {
+			continue
+		}
+		fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone meanwhile, or not ours to read
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+			unix.Close(fd) // a live process's
+			continue
+		}
+		recs, err := readSegment(fd)
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("journal: %s: %w", name, err)
+		}
+		out = append(out, &Orphan{Name: name, Records: recs, fd: fd})
+	}
+	return out, nil
+}
+
+// readSegment parses the frames of a segment up to the first torn or
+// damaged one (an append a crash interrupted: never acknowledged).
+func readSegment(fd int) ([]Record, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	var recs []Record
+	var off int64
+	hdr := make([]byte, frameHeader)
+	for off+frameHeader <= st.Size {
+		if n, err := unix.Pread(fd, hdr, off); err != nil || n < frameHeader {
+			return recs, err
+		}
+		n := int64(binary.LittleEndian.Uint32(hdr))
+		sum := binary.LittleEndian.Uint32(hdr[4:])
+		if n > maxFrame || off+frameHeader+n > st.Size {
+			break
+		}
+		payload := make([]byte, n)
+		if m, err := unix.Pread(fd, payload, off+frameHeader); err != nil || int64(m) < n {
+			return recs, err
+		}
+		if crc32.Checksum(payload, castagnoli) != sum {
+			break
+		}
+		rs, ok := parseEntry(payload)
+		if !ok {
+			break
+		}
+		recs = append(recs, rs...)
+		off += frameHeader + n
+	}
+	return recs, nil
+}
+
+// parseEntry splits an entry's payload into its records.
+func parseEntry(b []byte) ([]Record, bool) {
+	var out []Record
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return nil, false
+		}
+		r := Record{Kind: Kind(b[0])}
+		parts := int(b[1])
+		b = b[2:]
+		for range parts {
+			if len(b) < 4 {
+				return nil, false
+			}
+			n := binary.LittleEndian.Uint32(b)
+			if uint64(len(b)-4) < uint64(n) {
+				return nil, false
+			}
+			r.Parts = append(r.Parts, b[4:4+n])
+			b = b[4+n:]
+		}
+		out = append(out, r)
+	}
+	return out, true
+}
+
+// Retire removes a replayed orphan's segment.
+func (j *Journal) Retire(o *Orphan) error {
+	err := unix.Unlinkat(j.dir.Fd(), o.Name, 0)
+	unix.Close(o.fd)
+	if err != nil && err != unix.ENOENT {
+		return err
+	}
+	return j.dir.Sync()
+}
+
+// Seal registers a Sealer; call it before the first entry.
+func (j *Journal) Seal(s Sealer) { j.sealers = append(j.sealers, s) }
+
+// ErrUnavailable is wrapped by every error of Reserve and Commit but
+// ErrNoFolder.
+var ErrUnavailable = errors.New("journal unavailable")
+
+// ErrNoFolder is Reserve's error when the journal's folder cannot be made
+// (a root the server may not write): the caller syncs each record in its
+// own file instead, and meets the same refusal there.
+var ErrNoFolder = errors.New("journal: its folder cannot be made")
+
+// Reservation is the room of one entry, taken before its change: Commit
+// writes the entry, Cancel (deferrable, a no-op after Commit) gives the
+// room back.
+type Reservation struct {
+	j    *Journal
+	done bool
+}
+
+// Reserve takes room for one entry: it fails (wrapping ErrUnavailable)
+// when the last write failed or the disk has no room, so a full disk
+// refuses the change before anything changes.
+func (j *Journal) Reserve() (*Reservation, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil, fmt.Errorf("%w: closed", ErrUnavailable)
+	}
+	if j.broken != nil {
+		if err := j.recoverLocked(); err != nil {
+			return nil, j.failed(err)
+		}
+	}
+	if j.dir == nil {
+		if j.opt.Make == nil {
+			return nil, ErrNoFolder
+		}
+		dir, err := j.opt.Make()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoFolder, err)
+		}
+		j.dir = dir
+	}
+	if j.seg == nil {
+		seg, err := newSegment(j.dir)
+		if err != nil {
+			return nil, j.failed(err)
+		}
+		j.seg = seg
+	}
+	if err := j.seg.allocate(int64(j.reserved+1) * reserveBytes); err != nil {
+		return nil, j.failed(err)
+	}
+	j.reserved++
+	return &Reservation{j: j}, nil
+}
+
+// recoverLocked replaces a broken segment by a new one, at most once per
+// retryBroken: after a failed fdatasync the old file's pages cannot be
+// trusted. The old segment is closed, so its lock is free and the next
+// start replays what it holds.
+func (j *Journal) recoverLocked() error {
+	if time.Since(j.retried) < retryBroken {
+		return j.broken
+	}
+	j.retried = time.Now()
+	for j.flushing {
+		j.cond.Wait()
+	}
+	next, err := newSegment(j.dir)
+	if err != nil {
+		return err
+	}
+	if j.seg != nil {
+		unix.Close(j.seg.fd)
+	}
+	j.seg, j.broken = next, nil
+	return nil
+}
+
+// retryBroken is how often a broken journal tries a new segment.
+const retryBroken = time.Second
+
+func (j *Journal) failed(err error) error {
+	if j.opt.OnError != nil {
+		j.opt.OnError(err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// allocate makes sure need bytes past the end are allocated (KEEP_SIZE).
+func (s *segment) allocate(need int64) error {
+	if s.noAlloc || s.allocEnd-s.size >= need {
+		return nil
+	}
+	length := max(need, preallocChunk)
+	for {
+		err := unix.Fallocate(s.fd, unix.FALLOC_FL_KEEP_SIZE, s.size, length)
+		switch {
+		case err == nil:
+			s.allocEnd = s.size + length
+			return nil
+		case err == unix.EINTR:
+			continue
+		case err == unix.EOPNOTSUPP || err == unix.ENOSYS:
+			s.noAlloc = true
+			return nil
+		case length > need && (err == unix.ENOSPC || err == unix.EDQUOT):
+			length = need
+		default:
+			return &os.PathError{Op: "fallocate", Path: s.name, Err: err}
+		}
+	}
+}
+
+// Cancel gives the room back; a no-op after Commit or Cancel.
+func (r *Reservation) Cancel() {
+	if r == nil || r.done {
+		return
+	}
+	r.done = true
+	r.j.mu.Lock()
+	r.j.reserved--
+	r.j.mu.Unlock()
+}
+
+// Commit writes e and returns once it is on disk, with the entries
+// committed concurrently (one write, one fdatasync). An empty entry
+// writes nothing.
+func (r *Reservation) Commit(e *Entry) error {
+	if r.done {
+		return errors.New("journal: reservation already used")
+	}
+	r.done = true
+	j := r.j
+	e.mu.Lock()
+	payload := e.buf
+	e.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(payload) == 0 {
+		j.reserved--
+		return nil
+	}
+	b := j.pending
+	b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(len(payload)))
+	b.buf = binary.LittleEndian.AppendUint32(b.buf, crc32.Checksum(payload, castagnoli))
+	b.buf = append(b.buf, payload...)
+	b.n++
+	for !b.done {
+		if !j.flushing {
+			j.flushLocked(b)
+			break
+		}
+		j.cond.Wait()
+	}
+	return b.err
+}
+
+// flushLocked writes and syncs batch b with j.mu released during the I/O,
+// then seals the segment when it is past its bound.
+func (j *Journal) flushLocked(b *batch) {
+	j.flushing = true
+	j.pending = &batch{}
+	seg, err := j.seg, j.broken
+	j.mu.Unlock()
+
+	n := 0
+	if err == nil {
+		n, err = writeFull(seg.fd, b.buf)
+		if err == nil {
+			if j.beforeSync != nil {
+				j.beforeSync()
+			}
+			err = unix.Fdatasync(seg.fd)
+			j.syncs.Add(1)
+		}
+		if err != nil {
+			_ = unix.Ftruncate(seg.fd, seg.size) // cut a torn frame (readers skip it anyway)
+			n = 0
+			err = &os.PathError{Op: "write", Path: seg.name, Err: err}
+		}
+	}
+
+	j.mu.Lock()
+	seg.size += int64(n)
+	j.reserved -= b.n
+	if err != nil {
+		j.broken = err
+		if j.opt.OnError != nil {
+			for range b.n {
+				j.opt.OnError(err)
+			}
+		}
+		j.retried = time.Now()
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	} else {
+		j.entries.Add(uint64(b.n))
+		if seg.size >= j.opt.SegmentBytes && !j.sealing && !j.closed {
+			j.sealLocked()
+		}
+	}
+	b.err, b.done = err, true
+	j.flushing = false
+	j.cond.Broadcast()
+}
+
+// sealLocked starts a new segment for the appends to come and, in the
+// background, syncs what the old one's records describe, then removes it.
+// A failure keeps the old segment (replayed at the next start).
+func (j *Journal) sealLocked() {
+	next, err := newSegment(j.dir)
+	if err != nil {
+		if j.opt.OnError != nil {
+			j.opt.OnError(err)
+		}
+		return
+	}
+	if err := next.allocate(int64(j.reserved) * reserveBytes); err != nil && j.opt.OnError != nil {
+		j.opt.OnError(err)
+	}
+	old := j.seg
+	j.seg = next
+	syncs := make([]func() error, 0, len(j.sealers))
+	for _, s := range j.sealers {
+		syncs = append(syncs, s())
+	}
+	j.sealing = true
+	j.seals.Add(1)
+	j.retiring.Add(1)
+	go func() {
+		defer j.retiring.Done()
+		j.retire(old, syncs)
+	}()
+}
+
+func (j *Journal) retire(old *segment, syncs []func() error) {
+	var err error
+	for _, s := range syncs {
+		if e := s(); e != nil && err == nil {
+			err = e
+		}
+	}
+	if err == nil {
+		if err = unix.Unlinkat(j.dir.Fd(), old.name, 0); err == nil {
+			err = j.dir.Sync()
+		}
+	}
+	unix.Close(old.fd) // a kept segment's lock is free: the next start replays it
+	if err != nil && j.opt.OnError != nil {
+		j.opt.OnError(err)
+	}
+	j.mu.Lock()
+	j.sealing = false
+	j.mu.Unlock()
+}
+
+// Close waits for the flush and the seal in progress, seals the segment
+// (its records' files synced) and removes it: a clean stop leaves nothing
+// to replay. Later reservations fail.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	for j.flushing {
+		j.cond.Wait()
+	}
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.broken = errors.New("closed")
+	j.mu.Unlock()
+	j.retiring.Wait()
+	j.mu.Lock()
+	syncs := make([]func() error, 0, len(j.sealers))
+	for _, s := range j.sealers {
+		syncs = append(syncs, s())
+	}
+	seg := j.seg
+	j.mu.Unlock()
+	if seg != nil {
+		j.retire(seg, syncs)
+	}
+	if c, ok := j.dir.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Stats are counts since Open.
+type Stats struct{ Entries, Syncs, Seals uint64 }
+
+// Stats returns the journal's counts.
+func (j *Journal) Stats() Stats {
+	return Stats{Entries: j.entries.Load(), Syncs: j.syncs.Load(), Seals: j.seals.Load()}
+}
+
+func writeFull(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Write(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
