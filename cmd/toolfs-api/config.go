@@ -19,7 +19,7 @@ type options struct {
 
 	// The flags whose values parseConfig turns into Config's fields.
 	corsOrigins, sessionHeaders, oauthAudiences string
-	requireSession, approvals                   bool
+	requireSession, approvals, journal          bool
 }
 
 // parseConfig reads every setting of the server from flags and their
@@ -65,6 +65,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 		return o, err
 	}
 	c.CORSOrigins, c.SessionHeaders, c.NoApprovals = commaList(o.corsOrigins), commaList(o.sessionHeaders), !o.approvals
+	c.NoJournal = !o.journal
 	c.OAuthAudiences = commaList(o.oauthAudiences)
 	// With --require-session a request that names no session has none
 	// (docs/api.md, "Sessions"): the two flags must not both be given.
@@ -131,6 +132,7 @@ func (o *options) flagSet() *flag.FlagSet {
 	fl.StringVar(&c.ApproverToken, "approver-token", d.ApproverToken, "the only bearer token that may decide approvals (the agent's --token then cannot)")
 	fl.DurationVar(&c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "how long SIGTERM waits for in-flight requests")
 	fl.BoolVar(&c.Checkpoints, "checkpoints", d.Checkpoints, "keep every session's change history, so its changes can be reverted (docs/checkpoints.md)")
+	fl.BoolVar(&o.journal, "journal", !d.NoJournal, "make a change's checkpoint and audit records durable with one sync of the workspace's journal, shared by concurrent changes (false: each record synced in its own file; docs/journal.md)")
 	fl.Int64Var(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "bytes of the contents the checkpoints keep, all sessions together; the oldest go first")
 	fl.Int64Var(&c.CheckpointMaxFileBytes, "checkpoint-max-file-bytes", d.CheckpointMaxFileBytes, "largest content a checkpoint keeps; a change that replaced a larger file is not revertible")
 	fl.BoolVar(&c.Events, "events", d.Events, "serve the change feed GET /events (docs/events.md)")
@@ -139,7 +141,7 @@ func (o *options) flagSet() *flag.FlagSet {
 	fl.DurationVar(&c.EventsHeartbeat, "events-heartbeat", d.EventsHeartbeat, "comment sent on an idle GET /events stream")
 	fl.StringVar(&c.OAuthIssuer, "oauth-issuer", d.OAuthIssuer, "URL of the OAuth 2.1 authorization server whose JWT access tokens this server accepts (needs --public-url; --token still works beside it); sessions, approvals, events and changes then belong to each token's subject (docs/identity.md)")
 	fl.StringVar(&o.oauthAudiences, "oauth-audience", "", "comma-separated aud values that name this server in an access token (default: --public-url and --public-url/mcp)")
-	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, fsynced before the call is answered; a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
+	fl.StringVar(&c.AuditLog, "audit-log", d.AuditLog, "file of one JSON line per write, edit, revert, upload, delete and approval decision, on disk before the call is answered (synced in the journal's entry with --journal); a mutation whose line cannot be written fails with 503 AUDIT_UNAVAILABLE; SIGHUP reopens it (docs/audit.md)")
 	fl.BoolVar(&c.Stdio, "stdio", d.Stdio, "serve MCP on standard input and output to the one client that started the process (Claude Desktop, claude mcp add, Cursor, VS Code), logging on stderr; nothing listens on --addr, so the change feed is off and escalations are denied (docs/mcp.md, \"Over stdio\")")
 	fl.StringVar(&c.MetricsToken, "metrics-token", d.MetricsToken, "bearer token accepted on GET /metrics alone, for a scraper (besides --token, or an access token with toolfs:read); set alone, it closes /metrics to everyone else")
 	fl.BoolVar(&c.UI, "ui", d.UI, "serve the web console at /ui/: approvals, the change feed, changes and revert, files, the server's state (docs/console.md)")

@@ -28,7 +28,7 @@ var helpGroups = []helpGroup{
 	{"Search: glob and grep (docs/search.md)", []string{"rg-path", "search-sandbox", "search-timeout", "max-searches"}},
 	{"MCP (docs/mcp.md)", []string{"mcp-structured"}},
 	{"Checkpoints (docs/checkpoints.md)", []string{"checkpoints", "checkpoint-bytes", "checkpoint-max-file-bytes"}},
-	{"Audit (docs/audit.md)", []string{"audit-log"}},
+	{"Audit (docs/audit.md)", []string{"audit-log", "journal"}},
 	{"Change feed (docs/events.md)", []string{"events", "events-max-subscribers", "events-max-watches", "events-heartbeat"}},
 	{"Files: browse, download, upload (docs/files.md)", []string{"max-upload-bytes", "upload-min-rate", "upload-rate-window", "list-max-entries"}},
 	{"Diagnostics (docs/diagnostics.md)", []string{"diagnostics", "diagnostics-timeout"}},

@@ -7,6 +7,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,6 +302,129 @@ func (r *Reservation) Commit(rec Record) error {
 	return r.l.append(line)
 }
 
+// Written is where Write put a record's line: the file (its path, device
+// and inode), the offset, and the line.
+type Written struct {
+	Path     string
+	Dev, Ino uint64
+	Offset   int64
+	Line     []byte
+}
+
+// Write writes r's line without a sync and says where: the caller makes
+// it durable in its journal before the answer (docs/audit.md, "With the
+// journal"), and the line is synced with the file by Syncer's function
+// or by Reopen. Its error wraps ErrUnavailable, as Commit's.
+func (r *Reservation) Write(rec Record) (Written, error) {
+	if r.done {
+		return Written{}, errors.New("audit: reservation already used")
+	}
+	r.done = true
+	l := r.l
+	line, err := l.line(rec)
+	if err != nil {
+		l.release()
+		return Written{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.flushing {
+		l.cond.Wait()
+	}
+	l.reserved--
+	if l.broken != nil {
+		return Written{}, fmt.Errorf("%w: %w", ErrUnavailable, l.broken)
+	}
+	w := Written{Path: l.path, Offset: l.size, Line: line}
+	var st unix.Stat_t
+	if err = unix.Fstat(int(l.f.Fd()), &st); err == nil {
+		w.Dev, w.Ino = st.Dev, st.Ino
+		_, err = l.f.Write(line)
+	}
+	if err != nil {
+		l.f.Truncate(l.size)
+		err = &os.PathError{Op: "write", Path: l.path, Err: unwrapPathError(err)}
+		l.broken, l.retried = err, l.now()
+		if l.onError != nil {
+			l.onError(err)
+		}
+		return Written{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	l.size += int64(len(line))
+	l.records.Add(1)
+	return w, nil
+}
+
+// Syncer returns what fsyncs the lines Write wrote until now (a journal's
+// seal runs it before it drops their entries). A file Reopen closed since
+// was synced then.
+func (l *Log) Syncer() func() error {
+	l.mu.Lock()
+	f := l.f
+	l.mu.Unlock()
+	return func() error {
+		err := f.Sync()
+		if errors.Is(err, os.ErrClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// Replay appends, synced, the lines a crash took from the log at path:
+// of ws (lines Write wrote, kept in a journal), those its file, when it
+// is still the file they were written to, does not hold at or after
+// their offset. A file rotated since was synced before it was left.
+func Replay(path string, ws []Written) (int, error) {
+	if len(ws) == 0 {
+		return 0, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, err
+	}
+	from := int64(-1)
+	for _, w := range ws {
+		if w.Dev == st.Dev && w.Ino == st.Ino && (from < 0 || w.Offset < from) {
+			from = w.Offset
+		}
+	}
+	if from < 0 {
+		return 0, nil
+	}
+	from = min(from, st.Size)
+	tail := make([]byte, st.Size-from)
+	if _, err := f.ReadAt(tail, from); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	var missing []byte
+	n := 0
+	for _, w := range ws {
+		if w.Dev == st.Dev && w.Ino == st.Ino && !bytes.Contains(tail, w.Line) {
+			missing = append(missing, w.Line...)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if len(tail) > 0 && tail[len(tail)-1] != '\n' {
+		missing = append([]byte{'\n'}, missing...) // a line the crash cut stays alone
+	}
+	if _, err := f.Write(missing); err != nil {
+		return 0, err
+	}
+	return n, f.Sync()
+}
+
 // Cancel gives the room back; a no-op after Commit or Cancel.
 func (r *Reservation) Cancel() {
 	if r == nil || r.done {
@@ -445,6 +569,11 @@ func (l *Log) Reopen() error {
 	}
 	old := l.f
 	l.f, l.size, l.allocEnd, l.noAlloc, l.broken = f, size, size, false, nil
+	// Lines Write left unsynced in the old file: the journal's entries
+	// for them may be dropped once this file is no longer the path's.
+	if err := old.Sync(); err != nil && !errors.Is(err, unix.EINVAL) && l.onError != nil {
+		l.onError(err)
+	}
 	return old.Close()
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/journal"
 )
 
 // Defaults of Options.
@@ -105,6 +106,10 @@ type Options struct {
 	// checkpoints"). Such a store is for Journal alone: Recording, Revert and
 	// Changes are not used on it.
 	JournalOnly bool
+	// Replay is the records of dead processes' journal segments
+	// (journal.Orphan), put back into blobs/ and the logs before the
+	// crash's other work is completed (docs/journal.md).
+	Replay []journal.Record
 	// Now is the clock (time.Now when nil), for tests.
 	Now func() time.Time
 }
@@ -134,6 +139,8 @@ type Store struct {
 	stop     chan struct{}
 	stopped  chan struct{}
 	recovery Recovery
+	replayed Replayed
+	dirty    dirtyFiles
 	hooks    testHooks
 }
 
@@ -215,6 +222,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if d != nil {
+		if len(opts.Replay) > 0 {
+			if s.replayed, err = s.replay(ctx, d, opts.Replay); err != nil {
+				d.close()
+				return nil, fmt.Errorf("checkpoint: replaying the journal: %w", err)
+			}
+		}
 		s.recovery = s.recoverAll(ctx)
 		if err := s.collect(ctx); err != nil {
 			s.log.Warn("checkpoints: enforcing the bounds at start-up failed", "err", err)
@@ -223,6 +236,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	go s.sweeper()
 	return s, nil
 }
+
+// Replayed reports what Open put back from the journal.
+func (s *Store) Replayed() Replayed { return s.replayed }
 
 // Recovered reports what Open completed.
 func (s *Store) Recovered() Recovery { return s.recovery }

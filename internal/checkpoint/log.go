@@ -382,38 +382,44 @@ func (lg *sessionLog) close() {
 // set (a new log always is, with its folder), and applies them. A new log
 // starts with its header.
 func (lg *sessionLog) append(sync bool, es ...entry) error {
+	_, err := lg.appendBytes(sync, es...)
+	return err
+}
+
+// appendBytes is append, reporting the bytes it wrote.
+func (lg *sessionLog) appendBytes(sync bool, es ...entry) ([]byte, error) {
 	created := false
 	if lg.fd < 0 {
 		fd, err := unix.Openat(lg.d.sessions.Fd(), lg.name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
-			return err
+			return nil, err
 		}
 		lg.fd, lg.dev, lg.ino, created = fd, st.Dev, st.Ino, true
 		es = append([]entry{{T: tSession, Session: lg.h.session, ID: newLogID(), Floor: lg.h.floor}}, es...)
 	}
 	buf, err := marshalLines(es)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if n, err := writeFull(lg.fd, buf); err != nil {
 		if n > 0 {
 			_ = unix.Ftruncate(lg.fd, lg.h.size)
 		}
-		return err
+		return nil, err
 	}
 	if sync || created {
 		if err := unix.Fdatasync(lg.fd); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if created {
 		if err := lg.d.sessions.Sync(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for i := range es {
@@ -421,7 +427,7 @@ func (lg *sessionLog) append(sync bool, es ...entry) error {
 	}
 	lg.h.size += int64(len(buf))
 	lg.h.lines += len(es)
-	return nil
+	return buf, nil
 }
 
 // rewrite replaces the log by the compacted form of its history, atomically

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -44,6 +45,10 @@ type Recording struct {
 	release func() // the gc lock, from the blob until a synced line references it
 	seq     int64
 	logged  bool // the change line is in the log
+	// entry is the change's journal entry (JournalTo): the kept content
+	// and the lines go there instead of being synced; nil: synced.
+	entry    *journal.Entry
+	prepared func()
 }
 
 // Recording starts the record of a tool's call in session ("write",
@@ -84,6 +89,9 @@ func (r *Recording) Keep(ctx context.Context, rep fs.Replaced) error {
 	if r.release, err = s.gc.rlock(ctx, d); err != nil {
 		return err
 	}
+	if r.entry != nil && rep.Size <= journal.InlineBytes {
+		return r.keepInline(ctx, d, src, rep.Size)
+	}
 	sum, n, err := s.putBlob(ctx, d, src)
 	if err != nil {
 		return err
@@ -119,8 +127,15 @@ func (r *Recording) Prepare(ctx context.Context, sha256 *[32]byte) error {
 		r.seq = lg.h.lastSeq + 1
 		e := entry{T: tChange, Seq: r.seq, Time: s.now().Format(timeFormat), Tool: r.tool, Path: r.path,
 			Before: r.before, After: after, Kept: r.kept, Why: r.why}
-		if err := lg.append(true, append(settled, e)...); err != nil {
+		buf, err := lg.appendBytes(r.entry == nil, append(settled, e)...)
+		if err != nil {
 			return err
+		}
+		if r.entry != nil {
+			r.journalLines(lg, buf)
+			if r.prepared != nil {
+				defer r.prepared() // starts the commit, waits for nothing
+			}
 		}
 		r.logged = true
 		s.changes.Add(1)
@@ -145,7 +160,11 @@ func (r *Recording) Done(p *fs.Published) {
 		}
 	}
 	if err := r.s.withLog(context.Background(), r.d, r.session, func(lg *sessionLog) error {
-		return lg.append(false, e)
+		buf, err := lg.appendBytes(false, e)
+		if err == nil && r.entry != nil {
+			r.journalLines(lg, buf)
+		}
+		return err
 	}); err != nil {
 		r.s.log.Warn("checkpoints: cannot note the outcome of a change", "err", err)
 	}

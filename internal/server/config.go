@@ -119,9 +119,13 @@ type Config struct {
 	UIClientID string // --ui-client-id: the OAuth client the console signs people in as
 
 	// AuditLog is the file of one JSON line per mutation and approval
-	// decision, fsynced before the call is answered (--audit-log,
+	// decision, on disk before the call is answered (--audit-log,
 	// docs/audit.md); "" = none.
 	AuditLog string
+	// NoJournal is --journal=false: each checkpoint and audit record is
+	// synced in its own file instead of one sync of the workspace's
+	// journal per change (docs/journal.md).
+	NoJournal bool
 
 	// Checkers after each write and edit (docs/diagnostics.md); they run
 	// confined as rg does, under SearchSandbox's mode.

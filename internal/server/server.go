@@ -33,6 +33,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/metrics"
@@ -90,6 +91,7 @@ type Server struct {
 	journal   *checkpoint.Store   // with --checkpoints=false: the journal-only store
 	checkers  *diagnostics.Runner // nil: no --diagnostics
 	audit     *audit.Log          // nil: no --audit-log
+	wal       *journal.Journal    // the journal of records; nil: --journal=false, or nothing recorded
 	ready     *readiness          // GET /readyz's checks
 
 	http       *http.Server
@@ -155,7 +157,11 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if c := s.local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
 		log.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
 	}
-	if err := s.openCheckpoints(); err != nil {
+	orphans, err := s.openJournal()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.openCheckpoints(records(orphans)); err != nil {
 		return nil, err
 	}
 	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: sandbox.Requirement(cfg.SearchSandbox)})
@@ -176,11 +182,17 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.replayAudit(orphans); err != nil {
+		return nil, err
+	}
 	if cfg.AuditLog != "" {
 		if s.audit, err = audit.Open(cfg.AuditLog, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
 			return nil, fmt.Errorf("--audit-log %s: %w", cfg.AuditLog, err)
 		}
 		log.Info("audit log", "path", cfg.AuditLog)
+	}
+	if err := s.retireOrphans(orphans); err != nil {
+		return nil, err
 	}
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
@@ -195,6 +207,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Diagnostics: s.checkers,
 		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
 		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",
+		WAL: s.wal,
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
 	s.mcpConfig = mcp.Config{
@@ -414,6 +427,12 @@ func (s *Server) release() {
 	if s.checkers != nil {
 		s.checkers.Close()
 	}
+	if s.wal != nil {
+		// Before the files its records describe close: it syncs them.
+		if err := s.wal.Close(); err != nil {
+			s.log.Error("journal: close", "err", err)
+		}
+	}
 	if s.ckpt != nil {
 		s.ckpt.Close()
 	}
@@ -512,10 +531,11 @@ const checkpointStartup = 10 * time.Second
 // crash and nothing once it is done (docs/checkpoints.md, "Without
 // checkpoints"): every file a patch reads is kept while it is made
 // (journalMaxFileBytes, the most apply_patch reads of one file).
-func (s *Server) openCheckpoints() error {
+func (s *Server) openCheckpoints(replay []journal.Record) error {
 	cfg := s.cfg
 	opts := checkpoint.Options{
 		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
+		Replay: replay,
 	}
 	if !cfg.Checkpoints {
 		opts = checkpoint.Options{FS: s.local, JournalOnly: true, Bytes: journalBytes, MaxFileBytes: journalMaxFileBytes, Logger: s.log}

@@ -13,6 +13,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/render"
 )
 
@@ -80,6 +81,16 @@ type auditing struct {
 	base  audit.Record
 	keeps []*auditKeeper // one per target, in order
 	spent int
+	// entry, when the change is journaled: the lines are written without
+	// a sync and put there (docs/journal.md).
+	entry *journal.Entry
+}
+
+// journalTo makes the records' lines go to e (nil: synced each).
+func (a *auditing) journalTo(e *journal.Entry) {
+	if a != nil {
+		a.entry = e
+	}
 }
 
 // reserveAudit reserves n records of c's tool call (nil with no audit log).
@@ -133,10 +144,17 @@ func (a *auditing) commit(rel string, before, after *audit.State) *fault.Error {
 	rec := a.base
 	rec.Path, rec.Before, rec.After = rel, before, after
 	var err error
-	if a.spent < len(a.res) {
+	switch {
+	case a.spent < len(a.res) && a.entry != nil:
+		var w audit.Written
+		if w, err = a.res[a.spent].Write(rec); err == nil {
+			addAudit(a.entry, w)
+		}
+		a.spent++
+	case a.spent < len(a.res):
 		err = a.res[a.spent].Commit(rec)
 		a.spent++
-	} else {
+	default:
 		err = a.log.Append(rec)
 	}
 	if err != nil {

@@ -254,9 +254,15 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 		return stepOut{}, x.fail(c, ch.tool, err)
 	}
 	defer au.cancel()
+	jr, err := x.reserveJournal(c, ch)
+	if err != nil {
+		return stepOut{}, x.fail(c, ch.tool, err)
+	}
+	defer jr.cancel()
+	au.journalTo(jr.entryOf())
 	for i, t := range in.targets {
 		if !ch.journaled() {
-			in.keepers[i] = au.keeper(x.keeper(c, ch.tool))
+			in.keepers[i] = au.keeper(jr.keeper(x.keeper(c, ch.tool)))
 		}
 		x.mutating(t)
 	}
@@ -278,6 +284,10 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 			lost = x.auditLost(c, ch.tool, o.target.Display, err)
 		}
 		x.mutated(Mutation{Tool: ch.tool, Session: c.Session, Subject: c.owner(), Target: o.target, Version: o.version, Diffs: o.diffs})
+	}
+	// One sync for every record of the change (docs/journal.md).
+	if err := x.commitJournal(jr); err != nil && lost == nil {
+		lost = x.auditLost(c, ch.tool, in.targets[0].Display, err)
 	}
 	if lost != nil {
 		return stepOut{}, x.fail(c, ch.tool, lost)

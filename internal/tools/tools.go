@@ -24,6 +24,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -148,6 +149,10 @@ type Options struct {
 	// verified subject is recorded as audit.SubjectToken, else as
 	// audit.SubjectNone.
 	AuditToken bool
+	// WAL is the workspace's journal of records (docs/journal.md): a
+	// change of one file commits its checkpoint and audit records there
+	// with one sync; nil: each record is synced in its own file.
+	WAL *journal.Journal
 }
 
 // Executor runs tool calls. It is safe for concurrent use.
@@ -177,6 +182,7 @@ type Executor struct {
 	// audit is the audit log (nil: none); auditToken as Options.AuditToken.
 	audit      *audit.Log
 	auditToken bool
+	wal        *journal.Journal // nil: none
 }
 
 // New returns an Executor over opts.
@@ -184,7 +190,7 @@ func New(opts Options) *Executor {
 	x := &Executor{gate: opts.Gate, policyOn: opts.Gate != nil, search: opts.Search, caps: opts.Caps, obs: opts.Observer, log: opts.Logger,
 		mutated: opts.OnMutation, mutating: opts.BeforeMutation, fence: opts.Fence, approvals: opts.Approvals, ckpt: opts.Checkpoints, journal: opts.Checkpoints,
 		asks: opts.Approvals != nil && !opts.DenyEscalations, diagnostics: opts.Diagnostics,
-		audit: opts.Audit, auditToken: opts.AuditToken}
+		audit: opts.Audit, auditToken: opts.AuditToken, wal: opts.WAL}
 	if x.journal == nil {
 		x.journal = opts.Journal
 	}

@@ -1,0 +1,280 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+
+	"github.com/toolfs/toolfs-api/internal/journal"
+	"golang.org/x/sys/unix"
+)
+
+// With the workspace's journal (SPEC §28, docs/journal.md), a Recording
+// writes its kept content and its log lines without a sync and puts the
+// same bytes in the change's journal entry, which the executor commits,
+// one fdatasync shared by concurrent changes, before the answer. The
+// files are synced when the journal seals its segment; after a crash
+// Options.Replay puts back what the files lost.
+
+// JournalTo makes r write its records into e instead of syncing them; e
+// must be committed before the change is answered. prepared, when not
+// nil, is called once the change line is in e, before the content is
+// published: a change with no later record may start the entry's commit
+// there, so its sync runs beside the publication's (docs/journal.md).
+func (r *Recording) JournalTo(e *journal.Entry, prepared func()) {
+	r.entry, r.prepared = e, prepared
+}
+
+// dirtyFiles are the blobs and logs this process wrote without a sync
+// since the journal's last seal.
+type dirtyFiles struct {
+	mu          sync.Mutex
+	blobs, logs map[string]struct{}
+}
+
+func (d *dirtyFiles) add(blob, log string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if blob != "" {
+		if d.blobs == nil {
+			d.blobs = map[string]struct{}{}
+		}
+		d.blobs[blob] = struct{}{}
+	}
+	if log != "" {
+		if d.logs == nil {
+			d.logs = map[string]struct{}{}
+		}
+		d.logs[log] = struct{}{}
+	}
+}
+
+// Sealer is the store's journal.Sealer: it takes the files written since
+// the last seal and returns what syncs them (each file, then the blobs'
+// folder). A file removed meanwhile needs nothing.
+func (s *Store) Sealer() journal.Sealer {
+	return func() func() error {
+		s.dirty.mu.Lock()
+		blobs, logs := s.dirty.blobs, s.dirty.logs
+		s.dirty.blobs, s.dirty.logs = nil, nil
+		s.dirty.mu.Unlock()
+		return func() error {
+			if len(blobs) == 0 && len(logs) == 0 {
+				return nil
+			}
+			d, err := s.folders(false)
+			if err != nil || d == nil {
+				return err
+			}
+			for name := range blobs {
+				if err := syncAt(d.blobs.Fd(), name); err != nil {
+					return err
+				}
+			}
+			if len(blobs) > 0 {
+				if err := d.blobs.Sync(); err != nil {
+					return err
+				}
+			}
+			for name := range logs {
+				if err := syncAt(d.sessions.Fd(), name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// syncAt fdatasyncs the file name in dir; a missing one is fine.
+func syncAt(dir int, name string) error {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fdatasync(fd)
+}
+
+// keepInline keeps content (at most journal.InlineBytes) in blobs/
+// without a sync and puts it in the change's entry.
+func (r *Recording) keepInline(ctx context.Context, d *folders, src io.Reader, size int64) error {
+	c := chunks.Get().(*[blobChunk]byte)
+	defer chunks.Put(c)
+	n, err := io.ReadFull(src, c[:size])
+	if err != nil {
+		return err
+	}
+	content := c[:n]
+	sum := sha256.Sum256(content)
+	name := hex.EncodeToString(sum[:])
+	if err := writeBlobLazy(d, name, content); err != nil {
+		return err
+	}
+	r.entry.Add(journal.KindBlob, content)
+	r.s.dirty.add(name, "")
+	r.before.SHA256, r.before.Bytes, r.kept = name, int64(n), true
+	r.s.bytes.Add(int64(n))
+	return nil
+}
+
+// writeBlobLazy puts content in blobs/ under name, unless a blob of that
+// name and size is there: a temporary file renamed to its name, no sync
+// (the journal holds the content until the seal syncs it).
+func writeBlobLazy(d *folders, name string, content []byte) error {
+	dir := d.blobs.Fd()
+	var st unix.Stat_t
+	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == int64(len(content)) {
+		return nil
+	}
+	tmp := ".blob." + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = writeFull(fd, content)
+	unix.Close(fd)
+	if err == nil {
+		err = unix.Renameat(dir, tmp, dir, name)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dir, tmp, 0)
+	}
+	return err
+}
+
+// journalLines puts lines appended to lg (unsynced) in the entry.
+func (r *Recording) journalLines(lg *sessionLog, buf []byte) {
+	r.entry.Add(journal.KindLog, []byte(lg.name), []byte(lg.h.id), buf)
+	r.s.dirty.add("", lg.name)
+}
+
+// Replayed is what replaying the journal of dead processes put back.
+type Replayed struct {
+	Blobs, Lines int
+}
+
+// replay puts back, from the entries of dead processes' segments, what a
+// crash took from the files: a kept content missing or damaged in blobs/,
+// and the lines a log lacks (a change it does not list, the outcome of a
+// change still pending), synced. A log rewritten or forgotten since (its
+// header's id is another) has them already or must not get them back.
+func (s *Store) replay(ctx context.Context, d *folders, recs []journal.Record) (Replayed, error) {
+	var out Replayed
+	type logLines struct {
+		id    string
+		lines [][]byte
+	}
+	// No collection deletes a content put back before its line is.
+	release, err := s.gc.rlock(ctx, d)
+	if err != nil {
+		return out, err
+	}
+	defer release()
+	logs := map[string]*logLines{}
+	var order []string
+	for _, rec := range recs {
+		switch {
+		case rec.Kind == journal.KindBlob && len(rec.Parts) == 1:
+			content := rec.Parts[0]
+			sum := sha256.Sum256(content)
+			name := hex.EncodeToString(sum[:])
+			if copyBlob(ctx, d, name, io.Discard) == nil {
+				continue
+			}
+			_ = unix.Unlinkat(d.blobs.Fd(), name, 0)
+			if err := writeBlobLazy(d, name, content); err != nil {
+				return out, err
+			}
+			if err := syncAt(d.blobs.Fd(), name); err != nil {
+				return out, err
+			}
+			out.Blobs++
+		case rec.Kind == journal.KindLog && len(rec.Parts) == 3:
+			name, id := string(rec.Parts[0]), string(rec.Parts[1])
+			l := logs[name]
+			if l == nil || l.id != id {
+				if l == nil {
+					order = append(order, name)
+				}
+				l = &logLines{id: id}
+				logs[name] = l
+			}
+			l.lines = append(l.lines, rec.Parts[2])
+		}
+	}
+	if out.Blobs > 0 {
+		if err := d.blobs.Sync(); err != nil {
+			return out, err
+		}
+	}
+	for _, name := range order {
+		l := logs[name]
+		err := s.withLogNamed(ctx, d, name, "", func(lg *sessionLog) error {
+			if lg.fd < 0 || lg.h.id != l.id {
+				return nil
+			}
+			var missing []entry
+			for _, buf := range l.lines {
+				for _, line := range splitLines(buf) {
+					var e entry
+					if json.Unmarshal(line, &e) != nil {
+						continue
+					}
+					e.decodePath()
+					if lacks(lg.h, &e) {
+						lg.h.apply(&e) // so a later line of the same change sees it
+						missing = append(missing, e)
+					}
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+			out.Lines += len(missing)
+			return lg.append(true, missing...) // applying them again changes nothing
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// lacks reports whether h lacks what e says: a change it does not list
+// (above its floor), or the outcome of a change it lists as pending.
+func lacks(h *history, e *entry) bool {
+	c := h.index[changeKey{e.Seq, e.Path}]
+	switch e.T {
+	case tChange:
+		return c == nil && e.Seq > h.floor
+	case tDone, tDrop:
+		return c != nil && c.state == pending
+	}
+	return false
+}
+
+// splitLines splits buf into its lines (without their newlines).
+func splitLines(buf []byte) [][]byte {
+	var out [][]byte
+	for len(buf) > 0 {
+		i := 0
+		for i < len(buf) && buf[i] != '\n' {
+			i++
+		}
+		out = append(out, buf[:i])
+		if i == len(buf) {
+			break
+		}
+		buf = buf[i+1:]
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/server/servertest"
+)
+
+// BenchmarkDurablePaired measures SPEC §28's ratios on a loaded machine:
+// each writer sends the same call, alternately, to a server that records
+// nothing and to one that records (rec=ckpt, audit or both), with the
+// journal on or off (--journal=false, the sync per record), so load that
+// drifts during the run falls on both sides alike. It reports x-vs-none,
+// the recording server's time over the bare one's, besides its time per
+// call. Compare with benchstat -col /journal on the x-vs-none column.
+func BenchmarkDurablePaired(b *testing.B) {
+	for _, writers := range []int{1, 32} {
+		for _, tool := range []string{"write", "edit"} {
+			for _, rec := range []string{"ckpt", "audit", "both"} {
+				for _, journal := range []bool{true, false} {
+					b.Run(fmt.Sprintf("writers=%d/%s/rec=%s/journal=%v", writers, tool, rec, journal), func(b *testing.B) {
+						benchPaired(b, writers, tool, rec, journal)
+					})
+				}
+			}
+		}
+	}
+}
+
+func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
+	bare := servertest.Start(b, server.Config{DefaultSession: "bench", Checkpoints: false})
+	cfg := server.Config{Checkpoints: rec == "ckpt" || rec == "both", DefaultSession: "bench", NoJournal: !journal}
+	if rec == "audit" || rec == "both" {
+		cfg.AuditLog = filepath.Join(b.TempDir(), "audit.log")
+	}
+	recording := servertest.Start(b, cfg)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	defer hc.CloseIdleConnections()
+	body := strings.Repeat(strings.Repeat("x", 63)+"\n", (60<<10)/64)
+	for _, root := range []string{bare.Root, recording.Root} {
+		for w := 1; w <= writers; w++ {
+			if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("w%d.txt", w)), []byte(fmt.Sprintf("%010d\n", 0)+body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var ids atomic.Int64
+	var tBare, tRec atomic.Int64
+	call := func(base, path string, i int) time.Duration {
+		var args map[string]any
+		prev, now := fmt.Sprintf("%010d\n", i), fmt.Sprintf("%010d\n", i+1)
+		if tool == "write" {
+			args = map[string]any{"file_path": path, "content": now + body}
+		} else {
+			args = map[string]any{"file_path": path, "old_string": prev, "new_string": now}
+		}
+		raw, _ := json.Marshal(args)
+		start := time.Now()
+		resp, err := hc.Post(base+"/tools/"+tool, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			b.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Errorf("%s: %d", tool, resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	loop := func(next func() bool) {
+		path := fmt.Sprintf("w%d.txt", ids.Add(1))
+		for i := 0; next(); i++ {
+			if i%2 == 0 {
+				tBare.Add(int64(call(bare.URL, path, i)))
+				tRec.Add(int64(call(recording.URL, path, i)))
+			} else {
+				tRec.Add(int64(call(recording.URL, path, i)))
+				tBare.Add(int64(call(bare.URL, path, i)))
+			}
+		}
+	}
+	b.ResetTimer()
+	if writers == 1 {
+		n := 0
+		loop(func() bool { n++; return n <= b.N })
+	} else {
+		b.SetParallelism(writers / max(1, testingProcs()))
+		b.RunParallel(func(pb *testing.PB) { loop(pb.Next) })
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tRec.Load())/float64(max(1, tBare.Load())), "x-vs-none")
+	b.ReportMetric(float64(tRec.Load())/float64(b.N), "rec-ns/call")
+	b.ReportMetric(float64(tBare.Load())/float64(b.N), "none-ns/call")
+}
