@@ -50,8 +50,12 @@ func callTraceID(req *sdk.CallToolRequest, header http.Header) string {
 
 // bodyTraceID is the trace id of params._meta.traceparent in one JSON-RPC
 // message (not a batch), read before the SDK reads it, for the request's
-// access log line; "" for none. Only the members on the way are scanned.
+// access log line; "" for none. Only the members on the way are scanned,
+// and only in valid JSON (the scans assume it).
 func bodyTraceID(b []byte) string {
+	if !jsonscan.Valid(b) {
+		return ""
+	}
 	at := jsonscan.SkipSpace(b, 0)
 	for _, key := range []string{`"params"`, `"_meta"`, `"` + metaTraceparent + `"`} {
 		next := -1
