@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI for clients/typescript on a fresh Debian machine: installs Chromium (apt)
 # and the npm dependencies (npm ci), checks that src/schema.d.ts matches
-# ../../api/openapi.yaml, type-checks, builds, then runs the unit tests and the
+# ../../api/openapi.yaml, type-checks, builds, checks the packed package in a
+# fresh project (scripts/pack-check.sh), then runs the unit tests and the
 # end-to-end test in headless Chromium against the real Go server.
 # Every step is bounded by `timeout`, which signals the step's whole process
 # group (the test runner, its test processes and the server they started).
@@ -31,6 +32,9 @@ timeout 300 npx --no-install tsc --noEmit -p .
 
 echo "== build"
 timeout 120 npm run -s build
+
+echo "== the packed package, installed into a fresh project, type-checked under nodenext and bundler"
+timeout 600 bash scripts/pack-check.sh
 
 echo "== the server, built once for every test"
 bin_dir=$(mktemp -d)

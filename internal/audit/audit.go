@@ -63,6 +63,9 @@ type Record struct {
 	After  *State `json:"after"`
 	// RequestID ties the line to the access log.
 	RequestID string `json:"request_id"`
+	// TraceID is the W3C trace id of the caller's traceparent (the HTTP
+	// header, or an MCP call's _meta), omitted when there was none.
+	TraceID string `json:"trace_id,omitempty"`
 	// Approval and Decision ("approve" or "reject") are set on the line
 	// of an approval decision only.
 	Approval string `json:"approval,omitempty"`

@@ -80,7 +80,8 @@ const AccessLogMessage = "request"
 // never a token. It gives the request its id first: the client's
 // X-Request-Id when valid (1-128 characters of A-Za-z0-9._:-), else a new
 // one; the answer, the access log line and the audit records (docs/audit.md)
-// carry it, and /mcp reads it from the request's header.
+// carry it, and /mcp reads it from the request's header. A valid
+// traceparent header's trace id goes in the line and the audit records too.
 func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,17 +92,24 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				r.Header.Set(tools.RequestIDHeader, id)
 			}
 			w.Header().Set(tools.RequestIDHeader, id)
-			r = r.WithContext(tools.WithRequestID(r.Context(), id))
+			ctx, trace := tools.WithTrace(tools.WithRequestID(r.Context(), id))
+			trace.Note(tools.TraceID(r.Header.Get(tools.TraceparentHeader)))
+			r = r.WithContext(ctx)
 			rec := &recorder{ResponseWriter: w}
 			defer func() {
-				log.LogAttrs(r.Context(), slog.LevelInfo, AccessLogMessage,
+				attrs := []slog.Attr{
 					slog.String("method", r.Method),
 					slog.String("path", r.URL.Path),
 					slog.Int("status", rec.status),
 					slog.Int64("bytes", rec.bytes),
 					slog.Duration("duration", time.Since(start)),
 					slog.String("request_id", id),
-				)
+				}
+				// A caller's trace (docs/running.md, "Traces in the logs").
+				if t := trace.ID(); t != "" {
+					attrs = append(attrs, slog.String("trace_id", t))
+				}
+				log.LogAttrs(r.Context(), slog.LevelInfo, AccessLogMessage, attrs...)
 			}()
 			next.ServeHTTP(rec, r)
 		})

@@ -192,9 +192,10 @@ func rawLen(b []byte) int64 {
 
 // request is what readRequest learned of a POST's body.
 type request struct {
-	batch  int    // the elements of a batch; 0 for one message
-	args   []byte // a single tools/call's arguments, lifted out of the body
-	writes bool   // it may call a tool that writes (asked for only)
+	batch   int    // the elements of a batch; 0 for one message
+	args    []byte // a single tools/call's arguments, lifted out of the body
+	writes  bool   // it may call a tool that writes (asked for only)
+	traceID string // a single message's params._meta.traceparent's (bodyTraceID)
 }
 
 // readRequest reads r's body before the SDK does (it is capped by
@@ -228,6 +229,7 @@ func readRequest(r *http.Request, scoped bool) request {
 		buf, req.args = spliced, lifted
 		r.ContentLength = int64(len(buf))
 	}
+	req.traceID = bodyTraceID(buf) // after the lift: the arguments are not scanned
 	r.Body = readCloser{bytes.NewReader(buf), body}
 	return req
 }

@@ -205,6 +205,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, batchMessage(req.batch))
 		return
 	}
+	tools.TraceOf(r.Context()).Note(req.traceID) // for the access log, after the header's
 	answers, texts := &budget{limit: h.budget}, &held{}
 	defer h.carriers.carry(r, answers, req.args, texts)()
 	aw := &answerWriter{ResponseWriter: w, b: answers, texts: texts}
@@ -297,6 +298,7 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 	srv := sdk.NewServer(&sdk.Implementation{Name: "toolfs-api", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: instructions(x.CatalogIn("")),
 		Logger:       cfg.Logger,
+		SetCacheable: setCacheable,
 	})
 	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c}
 	for _, t := range append(x.CatalogIn(render.DialectAll).Tools, x.HistoryCatalog()...) {
@@ -431,6 +433,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	if id := header.Get(tools.RequestIDHeader); tools.ValidRequestID(id) {
 		ctx = tools.WithRequestID(ctx, id)
 	}
+	ctx = tools.WithTraceID(ctx, callTraceID(req, header))
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
 		a.x.Refuse(c, tool, err)

@@ -101,6 +101,7 @@ func (x *Executor) reserveAudit(ctx context.Context, c Call, tool string, n int)
 	}
 	a := &auditing{log: x.audit, base: audit.Record{
 		Subject: x.subjectOf(c), Session: c.Session, Transport: c.Transport, Tool: tool, RequestID: RequestIDOf(ctx),
+		TraceID: TraceIDOf(ctx),
 	}}
 	if o := c.owner(); o != c.Subject {
 		a.base.SessionSubject = o

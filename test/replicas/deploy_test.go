@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,7 +74,8 @@ func dig(v any, path ...string) any {
 // TestKubernetesManifests: the manifests parse, and the Deployment has what
 // docs/deployment.md promises: replicas sharing one ReadWriteMany volume and
 // the Redis, liveness on /healthz and readiness on /readyz, resources, a read-only root filesystem, a
-// non-root user, and a Service without affinity.
+// non-root user, and a Service without affinity; the image by tag; Redis
+// with a password from a Secret, reachable from toolfs-api's pods alone.
 func TestKubernetesManifests(t *testing.T) {
 	docs := manifests(t)
 	dep := docs["Deployment/toolfs-api"]
@@ -92,11 +94,44 @@ func TestKubernetesManifests(t *testing.T) {
 	assert.NotNil(t, dig(c, "resources", "requests", "memory"))
 	assert.NotNil(t, dig(c, "resources", "limits", "memory"))
 
+	// A release's image by its tag, never :latest or untagged
+	// (docs/deployment.md, "Kubernetes").
+	image, _ := dig(c, "image").(string)
+	assert.Regexp(t, `^ghcr\.io/toolfs/toolfs-api:v\d+\.\d+\.\d+$`, image)
+
+	// Redis asks for a password from a Secret, and the server's URL
+	// carries the same Secret's value, expanded from a variable defined
+	// before it.
+	secret := map[string]any{"name": "toolfs-redis", "key": "password"}
+	assert.Equal(t, secret, dig(c, "env", "REDIS_PASSWORD", "valueFrom", "secretKeyRef"))
+	env, _ := dig(c, "env").([]any)
+	var order []any
+	for _, e := range env {
+		order = append(order, dig(e, "name"))
+	}
+	assert.Less(t, slices.Index(order, "REDIS_PASSWORD"), slices.Index(order, "TOOLFS_SESSION_STORE"), "the password before the URL that expands it")
 	store, _ := dig(c, "env", "TOOLFS_SESSION_STORE", "value").(string)
-	assert.True(t, strings.HasPrefix(store, "redis://toolfs-redis:"), store)
+	assert.Equal(t, "redis://:$(REDIS_PASSWORD)@toolfs-redis:6379/0", store)
 	assert.NotNil(t, docs["Service/toolfs-redis"])
 	redisPod := dig(docs["StatefulSet/toolfs-redis"], "spec", "template", "spec", "containers", "redis")
 	require.NotNil(t, redisPod, "StatefulSet/toolfs-redis")
+	assert.Contains(t, fmt.Sprint(dig(redisPod, "args")), "--requirepass $(REDIS_PASSWORD)")
+	assert.Equal(t, secret, dig(redisPod, "env", "REDIS_PASSWORD", "valueFrom", "secretKeyRef"))
+	assert.Equal(t, secret, dig(redisPod, "env", "REDISCLI_AUTH", "valueFrom", "secretKeyRef"), "the probes' redis-cli authenticates")
+	assert.Empty(t, docs["Secret/toolfs-redis"], "no password is shipped: the operator makes the Secret")
+
+	// Only toolfs-api's pods reach Redis, on its port.
+	np := docs["NetworkPolicy/toolfs-redis"]
+	require.NotNil(t, np, "NetworkPolicy/toolfs-redis")
+	assert.Equal(t, "networking.k8s.io/v1", np["apiVersion"])
+	assert.Equal(t, dig(docs["StatefulSet/toolfs-redis"], "spec", "template", "metadata", "labels"), dig(np, "spec", "podSelector", "matchLabels"))
+	assert.Equal(t, []any{"Ingress"}, dig(np, "spec", "policyTypes"))
+	ingress, _ := dig(np, "spec", "ingress").([]any)
+	require.Len(t, ingress, 1, "one rule")
+	from, _ := dig(ingress[0], "from").([]any)
+	require.Len(t, from, 1, "one source")
+	assert.Equal(t, map[string]any{"podSelector": map[string]any{"matchLabels": dig(dep, "spec", "template", "metadata", "labels")}}, from[0])
+	assert.Equal(t, []any{map[string]any{"protocol": "TCP", "port": 6379}}, dig(ingress[0], "ports"))
 	// docs/deployment.md, "How much memory": 1.8 times what the default
 	// caps hold (sessions, and what the replicas share besides),
 	// noeviction, and a limit of twice maxmemory.

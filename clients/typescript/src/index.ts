@@ -2,9 +2,15 @@
 // types generated from api/openapi.yaml (src/schema.d.ts, `npm run generate`);
 // the only hand-written parts are the streamed read and the error type.
 import createClient, { type Client } from "openapi-fetch";
-import type { components, paths } from "./schema";
+import type { components, paths } from "./schema.js";
 
-export type { components, paths } from "./schema";
+export type { components, paths } from "./schema.js";
+
+/**
+ * VERSION is this package's version, the server release it was built with:
+ * api/openapi.yaml's info.version (test/package.test.mjs holds them equal).
+ */
+export const VERSION = "0.1.0";
 
 type Schemas = components["schemas"];
 /** ReadRequest is the body of POST /tools/read. */
@@ -23,6 +29,24 @@ export type EditLinesRequest = Schemas["EditLinesRequest"];
 export type EditLinesResult = Schemas["EditLinesResult"];
 /** Dialect is an edit dialect: which edit tool a model is offered, and whether read shows anchors. */
 export type Dialect = "str_replace" | "apply_patch" | "anchors" | "all";
+/** ApplyPatchRequest is the body of POST /tools/apply_patch: a patch in Codex's grammar, or OpenAI's apply_patch_call operations. */
+export type ApplyPatchRequest = Schemas["ApplyPatchRequest"];
+/** ApplyPatchResult is the answer of an apply_patch. */
+export type ApplyPatchResult = Schemas["ApplyPatchResult"];
+/** GlobRequest is the body of POST /tools/glob. */
+export type GlobRequest = Schemas["GlobRequest"];
+/** GrepRequest is the body of POST /tools/grep. */
+export type GrepRequest = Schemas["GrepRequest"];
+/** SearchResult is the answer of a glob or grep. */
+export type SearchResult = Schemas["SearchResult"];
+/** Catalog is GET /tools without a format: each tool's name, description, parameters and guidance. */
+export type Catalog = Schemas["Catalog"];
+/** CatalogFormat is an ecosystem's shape of the catalog (GET /tools?format=). */
+export type CatalogFormat = "openai" | "anthropic" | "mcp";
+/** Health is the answer of /healthz and /readyz. */
+export type Health = Schemas["Health"];
+/** ModelTool is a tool with a /model/<tool> route: its answer is the model text alone. */
+export type ModelTool = "read" | "write" | "edit" | "apply_patch" | "edit_lines" | "glob" | "grep";
 /** EditResult is the answer of an edit. */
 export type EditResult = Schemas["EditResult"];
 /** Diff is one hunk of a write or edit, with 3 lines of context. */
@@ -188,6 +212,34 @@ export interface ToolfsClient {
   edit(body: EditRequest, opts?: CallOptions): Promise<EditResult>;
   /** editLines replaces, deletes and inserts lines named by the anchors an anchored read shows; it throws ToolError on failure. */
   editLines(body: EditLinesRequest, opts?: CallOptions): Promise<EditLinesResult>;
+  /** applyPatch applies a patch to one or more files, all or nothing; it throws ToolError on failure. */
+  applyPatch(body: ApplyPatchRequest, opts?: CallOptions): Promise<ApplyPatchResult>;
+  /** glob finds files whose paths match a glob pattern; it throws ToolError on failure. */
+  glob(body: GlobRequest, opts?: CallOptions): Promise<SearchResult>;
+  /** grep searches file contents with a ripgrep regular expression; it throws ToolError on failure. */
+  grep(body: GrepRequest, opts?: CallOptions): Promise<SearchResult>;
+  /**
+   * model makes the same call as the tool's method through POST /model/<tool>
+   * and resolves to the model text alone (what an importer hands the model);
+   * a failure resolves too, to the problem's `output`, as the model sees it.
+   */
+  model(tool: ModelTool, body: unknown, opts?: CallOptions): Promise<{ status: number; text: string }>;
+  /** catalog returns GET /tools: the tools for a model, in the dialect of the client. */
+  catalog(opts?: CallOptions): Promise<Catalog>;
+  /** catalogAs returns GET /tools?format=: the tools in that ecosystem's shape. */
+  catalogAs(format: CatalogFormat, opts?: CallOptions): Promise<unknown>;
+  /** forgetSession forgets a session's observed state (DELETE /sessions/{id}); an unknown id is fine. */
+  forgetSession(sessionId: string, opts?: CallOptions): Promise<void>;
+  /** health is GET /healthz (liveness). */
+  health(opts?: CallOptions): Promise<Health>;
+  /** ready is GET /readyz; a dependency that cannot serve throws ToolError 503 with the reason. */
+  ready(opts?: CallOptions): Promise<Health>;
+  /** metrics is GET /metrics: the Prometheus text (needs toolfs:read, the token, or --metrics-token). */
+  metrics(opts?: CallOptions): Promise<string>;
+  /** openapi is GET /openapi.yaml, the full contract, as text. */
+  openapi(opts?: CallOptions): Promise<string>;
+  /** openapiTools is GET /openapi.json: the tool view for OpenAPI importers, in the client's dialect. */
+  openapiTools(opts?: CallOptions): Promise<unknown>;
   /**
    * events reads the change feed (GET /events) over fetch, so the bearer
    * token goes in a header, as EventSource cannot send one. It reconnects
@@ -252,6 +304,12 @@ async function problemOf(response: Response): Promise<ToolError> {
   return toolError(problem, response);
 }
 
+/** textOf is a 2xx answer's body as text, else its ToolError. */
+async function textOf(response: Response): Promise<string> {
+  if (!response.ok) throw await problemOf(response);
+  return response.text();
+}
+
 /** createToolfsClient returns a client that sends the token and session headers on every call. */
 export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
   const headers: Record<string, string> = {};
@@ -262,6 +320,7 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
   // The tool routes' query: the dialect, when one is set.
   const params = { query: o.dialect === undefined ? {} : { dialect: o.dialect } };
   const doFetch = o.fetch ?? globalThis.fetch;
+  const base = o.baseUrl.replace(/\/$/, "");
 
   // unwrap returns the body of a 2xx answer or throws its ToolError.
   const unwrap = <T>(r: { data?: T; error?: unknown; response: Response }): T => {
@@ -287,6 +346,39 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
     },
     edit: async (body, opts) => unwrap(await api.POST("/tools/edit", { params, body, signal: opts?.signal })),
     editLines: async (body, opts) => unwrap(await api.POST("/tools/edit_lines", { params, body, signal: opts?.signal })),
+    applyPatch: async (body, opts) => unwrap(await api.POST("/tools/apply_patch", { params, body, signal: opts?.signal })),
+    glob: async (body, opts) => unwrap(await api.POST("/tools/glob", { params, body, signal: opts?.signal })),
+    grep: async (body, opts) => unwrap(await api.POST("/tools/grep", { params, body, signal: opts?.signal })),
+    async model(tool, body, opts) {
+      const query = o.dialect === undefined ? "" : `?dialect=${encodeURIComponent(o.dialect)}`;
+      const response = await doFetch(`${base}/model/${encodeURIComponent(tool)}${query}`, {
+        method: "POST",
+        headers: { ...headers, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+        signal: opts?.signal,
+      });
+      return { status: response.status, text: await response.text() };
+    },
+    async catalog(opts) {
+      const data = unwrap(await api.GET("/tools", { params, signal: opts?.signal }));
+      return data as Catalog;
+    },
+    catalogAs: async (format, opts) =>
+      unwrap(await api.GET("/tools", { params: { query: { ...params.query, format } }, signal: opts?.signal })) as unknown,
+    async forgetSession(id, opts) {
+      const r = await api.DELETE("/sessions/{id}", { params: { path: { id } }, signal: opts?.signal });
+      if (r.response.status !== 204) throw toolError(r.error, r.response);
+    },
+    health: async (opts) => unwrap(await api.GET("/healthz", { signal: opts?.signal })),
+    ready: async (opts) => unwrap(await api.GET("/readyz", { signal: opts?.signal })),
+    metrics: async (opts) => textOf(await doFetch(`${base}/metrics`, { headers, signal: opts?.signal })),
+    openapi: async (opts) => textOf(await doFetch(`${base}/openapi.yaml`, { headers, signal: opts?.signal })),
+    async openapiTools(opts) {
+      const query = o.dialect === undefined ? "" : `?dialect=${encodeURIComponent(o.dialect)}`;
+      const response = await doFetch(`${base}/openapi.json${query}`, { headers, signal: opts?.signal });
+      if (!response.ok) throw await problemOf(response);
+      return (await response.json()) as unknown;
+    },
     list: async (path = "", opts = {}) =>
       unwrap(await api.GET("/files", {
         params: { query: { path, depth: opts.depth, ignore: opts.ignoreGit ? "git" : undefined } },
