@@ -130,6 +130,8 @@ func (o *options) flagSet() *flag.FlagSet {
 	fl.DurationVar(&c.ApprovalTimeout, "approval-timeout", d.ApprovalTimeout, "how long an escalated call waits for a person's decision")
 	fl.IntVar(&c.MaxApprovals, "max-approvals", d.MaxApprovals, "approvals pending at once; past it an escalation answers 503 TOO_MANY_APPROVALS")
 	fl.StringVar(&c.ApproverToken, "approver-token", d.ApproverToken, "the only bearer token that may decide approvals (the agent's --token then cannot)")
+	fl.StringVar(&c.ApproveBy, "approve-by", d.ApproveBy, "who is asked about an escalation: elicitation (the MCP client's own user, where the client can be asked), approvals (a person at /approvals) or both, the first decision winning (default both; approvals with --approver-token; docs/sandbox.md)")
+	fl.StringVar(&c.ElicitationKey, "elicitation-key", d.ElicitationKey, "64 hex digits: the AES-256 key sealing an escalation's request state on /mcp's sessionless revision (default: shared by the replicas through Redis, else random per process)")
 	fl.DurationVar(&c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "how long SIGTERM waits for in-flight requests")
 	fl.BoolVar(&c.Checkpoints, "checkpoints", d.Checkpoints, "keep every session's change history, so its changes can be reverted (docs/checkpoints.md)")
 	fl.BoolVar(&o.journal, "journal", !d.NoJournal, "make a change's checkpoint and audit records durable with one sync of the workspace's journal, shared by concurrent changes (false: each record synced in its own file; docs/journal.md)")

@@ -24,7 +24,7 @@ var helpGroups = []helpGroup{
 	{"Tools and the read window", []string{"profile", "edit-dialect", "read-limit", "read-max-line-length", "read-max-bytes", "read-stream-min-size", "read-image-max-pixels", "read-image-max-bytes"}},
 	{"Read caches (docs/performance.md)", []string{"cache-bytes", "cache-racy-window"}},
 	{"Policy and sessions (docs/api.md, \"Sessions\")", []string{"policy", "default-session", "require-session", "session-headers", "session-ttl", "max-sessions", "max-paths-per-session", "session-store", "session-key-prefix"}},
-	{"Sandbox and approvals (docs/sandbox.md)", []string{"sandbox-mode", "approvals", "approval-timeout", "max-approvals", "approver-token"}},
+	{"Sandbox and approvals (docs/sandbox.md)", []string{"sandbox-mode", "approvals", "approval-timeout", "max-approvals", "approver-token", "approve-by", "elicitation-key"}},
 	{"Search: glob and grep (docs/search.md)", []string{"rg-path", "search-sandbox", "search-timeout", "max-searches"}},
 	{"MCP (docs/mcp.md)", []string{"mcp-structured"}},
 	{"Checkpoints (docs/checkpoints.md)", []string{"checkpoints", "checkpoint-bytes", "checkpoint-max-file-bytes"}},

@@ -58,7 +58,18 @@ type Approval struct {
 	Created   time.Time `json:"created"`
 	// Expires is when the call stops waiting (Created + Config.Timeout).
 	Expires time.Time `json:"expires"`
+	// Via is the channel whose decision ended it, as OnEnd is told:
+	// ViaElicitation when the call's own client answered (DecideBy),
+	// ViaApprovals otherwise (docs/sandbox.md). Not listed.
+	Via string `json:"-"`
 }
+
+// The channels a decision comes by: the via label of
+// toolfs_approvals_total (docs/sandbox.md).
+const (
+	ViaApprovals   = "approvals"
+	ViaElicitation = "elicitation"
+)
 
 // MaxDiffBytes bounds an approval's Diff: what a person reads, and what
 // every pending approval holds.
@@ -74,6 +85,20 @@ type Request struct {
 	// Paths are the files of a change over several, Path the first.
 	Paths []string
 	Diff  string
+}
+
+// Approval is r as a person is shown it, without an id: Diff and Paths
+// cut as Open cuts them, Created now and Expires after timeout. An
+// approval asked of the call's own client (MCP elicitation) is never
+// opened in a Store.
+func (r Request) Approval(timeout time.Duration) Approval {
+	diff, truncated := cut(r.Diff)
+	paths, pathsCut := cutPaths(r.Paths)
+	now := time.Now()
+	return Approval{
+		Session: r.Session, Subject: r.Subject, Tool: r.Tool, Path: r.Path, Paths: paths, PathsTruncated: pathsCut, Mode: r.Mode, Reason: r.Reason,
+		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(timeout).UTC(), Via: ViaElicitation,
+	}
 }
 
 // Decision is a person's answer.
@@ -159,6 +184,9 @@ type Store struct {
 	ring  []string // ids of ended, oldest first, at most endedMemory
 
 	shared *shared // nil: in memory
+	// redeemed are the answers taken (Redeem), in memory only, until each
+	// expires.
+	redeemed map[string]time.Time
 }
 
 // New returns an empty Store: in memory, or in Redis with Config.Redis
@@ -206,13 +234,8 @@ type Pending struct {
 // ErrClosed once the store is closed, ErrUnavailable when Redis cannot be
 // reached.
 func (s *Store) Open(r Request) (*Pending, error) {
-	diff, truncated := cut(r.Diff)
-	paths, pathsCut := cutPaths(r.Paths)
-	now := time.Now()
-	a := Approval{
-		ID: newID(), Session: r.Session, Subject: r.Subject, Tool: r.Tool, Path: r.Path, Paths: paths, PathsTruncated: pathsCut, Mode: r.Mode, Reason: r.Reason,
-		Diff: diff, Truncated: truncated, Created: now.UTC(), Expires: now.Add(s.cfg.Timeout).UTC(),
-	}
+	a := r.Approval(s.cfg.Timeout)
+	a.ID, a.Via = newID(), ViaApprovals
 	var seq uint64
 	if s.shared != nil {
 		if s.isClosed() {
@@ -261,7 +284,11 @@ func (s *Store) isClosed() bool {
 }
 
 // Approval is what the person is asked.
-func (p *Pending) Approval() Approval { return p.a }
+func (p *Pending) Approval() Approval {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.a
+}
 
 // Wait blocks until a person decides, the store's timeout passes, or ctx
 // ends (the caller went away: Cancelled), and returns the outcome. The
@@ -279,6 +306,30 @@ func (p *Pending) Wait(ctx context.Context) Outcome {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
 	return p.outcome
+}
+
+// DecideBy records the decision of the call's own client (via
+// ViaElicitation) on p, as Decide does for a person at /approvals: the
+// first decision wins, and ErrUnknown or ErrNotPending says another one,
+// or the end of p, came first.
+func (p *Pending) DecideBy(d Decision, via string) error {
+	s := p.s
+	s.mu.Lock()
+	if p.outcome != "" {
+		s.mu.Unlock()
+		return ErrUnknown
+	}
+	p.a.Via = via
+	s.mu.Unlock()
+	err := s.Decide(p.a.ID, d)
+	if err != nil {
+		s.mu.Lock()
+		if p.a.Via == via && p.outcome == "" {
+			p.a.Via = ViaApprovals
+		}
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // Cancel ends the approval as Cancelled if it is still pending; after it
@@ -315,6 +366,7 @@ func (p *Pending) finish(o Outcome) {
 		return
 	}
 	p.outcome = o
+	a := p.a
 	delete(s.pending, p.a.ID)
 	if s.shared == nil {
 		s.remember(p.a.ID, o)
@@ -322,7 +374,7 @@ func (p *Pending) finish(o Outcome) {
 	close(p.done)
 	s.mu.Unlock()
 	if s.cfg.OnEnd != nil {
-		s.cfg.OnEnd(p.a, o)
+		s.cfg.OnEnd(a, o)
 	}
 }
 

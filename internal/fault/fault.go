@@ -66,6 +66,10 @@ const (
 	CodeApprovalNotFound   Code = "APPROVAL_NOT_FOUND"
 	CodeApprovalNotPending Code = "APPROVAL_NOT_PENDING"
 	CodeNotApprover        Code = "NOT_APPROVER"
+	// CodeInputRequired: the escalation is asked of the MCP client's own
+	// user with the call's answer (input_required, docs/sandbox.md); the
+	// call ran nothing and is retried with the answer. Never on REST.
+	CodeInputRequired Code = "INPUT_REQUIRED"
 )
 
 // CodeTooManySubscribers: GET /events past --events-max-subscribers

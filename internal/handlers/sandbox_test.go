@@ -524,8 +524,8 @@ func TestEscalationApproved(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, r.Status)
 	assert.Equal(t, deniedText("read-only"), r.Output)
 	assert.Equal(t, "one\nTWO\n", h.contents("ws/a.txt"))
-	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="approve"}`))
-	assert.Equal(t, "0", h.metric(`toolfs_approvals_total{decision="reject"}`))
+	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="approve",via="approvals"}`))
+	assert.Equal(t, "0", h.metric(`toolfs_approvals_total{decision="reject",via="approvals"}`))
 }
 
 // TestEscalationGrantedModeStillFences: approved to workspace-write, a write
@@ -560,7 +560,7 @@ func TestEscalationRejected(t *testing.T) {
 	assert.Equal(t, `Error: the user rejected escalating this operation to "danger-full-access"`, r.Output)
 	_, err := os.Stat(filepath.Join(h.srv.Root, "top.txt"))
 	assert.True(t, os.IsNotExist(err))
-	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="reject"}`))
+	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="reject",via="approvals"}`))
 }
 
 // TestEscalationTimeout: a request nobody decides is cancelled after
@@ -579,7 +579,7 @@ func TestEscalationTimeout(t *testing.T) {
 	late := h.decide(a.ID, "approve", "")
 	assert.Equal(t, http.StatusConflict, late.Status)
 	assert.Equal(t, "APPROVAL_NOT_PENDING", late.Code)
-	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="timeout"}`))
+	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="timeout",via="approvals"}`))
 	_, err := os.Stat(filepath.Join(h.srv.Root, "a.txt"))
 	assert.True(t, os.IsNotExist(err))
 }
@@ -608,7 +608,7 @@ func TestEscalationCallerGone(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	assert.Equal(t, http.StatusConflict, h.decide(a.ID, "approve", "").Status)
-	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="cancelled"}`))
+	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="cancelled",via="approvals"}`))
 	_, err := os.Stat(filepath.Join(h.srv.Root, "a.txt"))
 	assert.True(t, os.IsNotExist(err), "nothing is granted without a decision")
 }
@@ -811,7 +811,7 @@ func TestEscalationCountsOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, won)
 	require.Equal(t, http.StatusOK, wait(t, answer).Status)
-	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="approve"}`))
+	assert.Equal(t, "1", h.metric(`toolfs_approvals_total{decision="approve",via="approvals"}`))
 	assert.Equal(t, `1`, h.metric(`toolfs_tool_calls_total{code="ok",tool="write",transport="rest"}`))
 }
 

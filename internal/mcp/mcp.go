@@ -8,6 +8,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -72,6 +73,11 @@ type Config struct {
 	// ("" = "toolfs:"); nil keeps them in this process.
 	Redis  redis.UniversalClient
 	Prefix string
+	// ElicitKey seals the request state of an escalation asked with a
+	// call's answer (32 bytes; docs/sandbox.md, "Approving in the
+	// client"): --elicitation-key, or one the replicas share through
+	// Redis; nil: a random key of this process.
+	ElicitKey []byte
 }
 
 // Handler serves /mcp: the stateful SDK handler for the protocol revisions
@@ -300,7 +306,16 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 		Logger:       cfg.Logger,
 		SetCacheable: setCacheable,
 	})
-	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c}
+	key := cfg.ElicitKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		rand.Read(key)
+	}
+	seal, err := newSealer(key)
+	if err != nil {
+		panic("mcp: " + err.Error()) // the builder checked the key's length
+	}
+	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c, sealer: seal}
 	for _, t := range append(x.CatalogIn(render.DialectAll).Tools, x.HistoryCatalog()...) {
 		srv.AddTool(&sdk.Tool{
 			Name:        t.Name,
@@ -379,6 +394,7 @@ type adapter struct {
 	sessions   tools.Sessions
 	structured bool
 	carriers   *carriers
+	sealer     *sealer
 }
 
 // handler runs one tool through Executor.Run: a read is one whole window,
@@ -404,6 +420,9 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		res, text := a.call(ctx, tool, header, req, args, carried.texts != nil)
 		if !carried.answers.charge(res, text) { // the SDK holds no answer past the budget
 			return nil, errOverBudget
+		}
+		if res.InputRequests != nil { // a question, no content to hold
+			return res, nil
 		}
 		return carried.texts.lower(res, text), nil
 	}
@@ -440,6 +459,18 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		return failure(err), nil
 	}
 	c.Session, c.Cwd = session, cwd
+	var later *retryAsker
+	if req.Session != nil && canElicit(req) {
+		// The client's user can be asked (docs/sandbox.md, "Approving in
+		// the client").
+		if header.Get("MCP-Protocol-Version") >= firstSessionless {
+			later = &retryAsker{sealer: a.sealer, x: a.x, params: req.Params,
+				binding: requestState{Subject: c.Subject, Session: session, Args: argsDigest(tool, raw)}}
+			c.Asker = later
+		} else {
+			c.Asker = sessionAsker{ss: req.Session}
+		}
+	}
 	c, end := a.x.Use(c)
 	defer end()
 	if len(raw) == 0 {
@@ -457,6 +488,9 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		}
 		text, out.Metadata = readText(r), r.Meta
 	} else if out, err = a.x.Run(ctx, c, tool, raw); err != nil {
+		if err.Code == fault.CodeInputRequired && later != nil && later.asked != nil {
+			return later.asked, nil
+		}
 		return failure(err), nil
 	}
 	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.Output}}}

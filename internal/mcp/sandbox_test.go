@@ -147,7 +147,7 @@ func TestApprovalWithdrawnWhenCallEnds(t *testing.T) {
 	}
 	cancelled := func() int {
 		r := h.raw(http.MethodGet, "/metrics", "")
-		m := regexp.MustCompile(`(?m)^toolfs_approvals_total\{decision="cancelled"\} (\d+)$`).FindStringSubmatch(r.body)
+		m := regexp.MustCompile(`(?m)^toolfs_approvals_total\{decision="cancelled",via="approvals"\} (\d+)$`).FindStringSubmatch(r.body)
 		if m == nil {
 			return 0
 		}

@@ -94,8 +94,8 @@ func New() *Metrics {
 		}, []string{"cache"}),
 		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfs_approvals_total",
-			Help: "Sandbox escalation approvals by how they ended: approve, reject, timeout or cancelled (the caller went away, or the server shut down).",
-		}, []string{"decision"}),
+			Help: "Sandbox escalation approvals by how they ended (approve, reject, timeout or cancelled: the caller went away, the user dismissed the question, or the server shut down) and the channel whose decision ended them (approvals: /approvals; elicitation: the MCP client's own user).",
+		}, []string{"decision", "via"}),
 		reverts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfs_reverts_total",
 			Help: "Reverts of a session's changes (docs/checkpoints.md) by outcome: reverted, dry_run, stale (a file changed since, FS_STALE_VERSION), not_revertible, error.",
@@ -127,7 +127,9 @@ func New() *Metrics {
 		m.storeErrors.WithLabelValues(op)
 	}
 	for _, d := range []string{"approve", "reject", "timeout", "cancelled"} {
-		m.approvals.WithLabelValues(d)
+		for _, via := range []string{tools.ViaApprovals, tools.ViaElicitation} {
+			m.approvals.WithLabelValues(d, via)
+		}
 	}
 	for _, o := range tools.RevertOutcomes {
 		m.reverts.WithLabelValues(o)
@@ -212,8 +214,9 @@ func (m *Metrics) Revert(outcome string) { m.reverts.WithLabelValues(outcome).In
 // AuditWriteError counts one failure of the audit log (audit.Options.OnError).
 func (m *Metrics) AuditWriteError(error) { m.auditErrors.Inc() }
 
-// Approval counts an approval by how it ended (approval.Outcome).
-func (m *Metrics) Approval(outcome string) { m.approvals.WithLabelValues(outcome).Inc() }
+// Approval counts an approval by how it ended (approval.Outcome) and the
+// channel whose decision ended it (tools.ViaApprovals, tools.ViaElicitation).
+func (m *Metrics) Approval(outcome, via string) { m.approvals.WithLabelValues(outcome, via).Inc() }
 
 // WatchApprovals exports the number of pending approvals.
 func (m *Metrics) WatchApprovals(pending func() int) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -94,7 +95,14 @@ type Config struct {
 	SandboxMode     string        // --sandbox-mode [off]
 	NoApprovals     bool          // --approvals=false: every escalation is denied
 	ApprovalTimeout time.Duration // --approval-timeout [5m]
-	MaxApprovals    int           // --max-approvals [32]
+	// ApproveBy is --approve-by: elicitation, approvals or both; "" =
+	// both, or approvals alone with ApproverToken (docs/sandbox.md).
+	ApproveBy string
+	// ElicitationKey is --elicitation-key: 64 hex digits, the AES-256 key
+	// that seals an escalation's request state on /mcp; "" = one shared
+	// through Redis by the replicas, else a random one of this process.
+	ElicitationKey string
+	MaxApprovals   int // --max-approvals [32]
 
 	// The read caches (docs/performance.md, "Caches").
 	CacheBytes      int64         // --cache-bytes; 0 = off
@@ -371,6 +379,12 @@ func (c Config) validateSettings() error {
 	if _, ok := tools.ParseFence(c.SandboxMode); !ok {
 		return fmt.Errorf("--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not %q", c.SandboxMode)
 	}
+	if _, ok := tools.ParseApproveBy(c.ApproveBy); c.ApproveBy != "" && !ok {
+		return fmt.Errorf("--approve-by must be elicitation, approvals or both, not %q", c.ApproveBy)
+	}
+	if _, err := c.elicitationKey(); err != nil {
+		return err
+	}
 	if c.ApproverToken != "" && c.ApproverToken == c.Token {
 		return errors.New("--approver-token must differ from --token: the agent's token must not decide its own escalations")
 	}
@@ -491,4 +505,30 @@ func checkPublicURL(raw string) error {
 		return fmt.Errorf("--public-url %q: it must be an absolute http:// or https:// URL with a host and an optional path, no user, query or fragment (e.g. https://tools.example.com/toolfs)", raw)
 	}
 	return nil
+}
+
+// approveBy is --approve-by with its default: both, or approvals alone
+// with --approver-token, since an elicitation's answer comes from the
+// client's own user, not from the approver the operator named
+// (docs/sandbox.md).
+func (c Config) approveBy() tools.ApproveBy {
+	if b, ok := tools.ParseApproveBy(c.ApproveBy); ok {
+		return b
+	}
+	if c.ApproverToken != "" {
+		return tools.ApproveByApprovals
+	}
+	return tools.ApproveByBoth
+}
+
+// elicitationKey is --elicitation-key's 32 bytes (nil when not given).
+func (c Config) elicitationKey() ([]byte, error) {
+	if c.ElicitationKey == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(c.ElicitationKey)
+	if err != nil || len(k) != 32 {
+		return nil, errors.New("--elicitation-key must be 64 hex digits (32 bytes), e.g. from: openssl rand -hex 32")
+	}
+	return k, nil
 }

@@ -203,6 +203,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
 		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
 		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
+		ApproveBy:   cfg.approveBy(),
 		Checkpoints: s.ckpt, Journal: s.journal,
 		Diagnostics: s.checkers,
 		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
@@ -210,8 +211,16 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		WAL: s.wal,
 	})
 	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
+	key, _ := cfg.elicitationKey() // Validate checked it
+	if key, err = s.approvals.Key(key); err != nil {
+		// Each replica seals with its own key: an answer retried on another
+		// is refused, and its client asked again there.
+		log.Warn("the replicas cannot share the elicitation key through Redis: this one uses its own", "err", err)
+		key = nil
+	}
 	s.mcpConfig = mcp.Config{
-		Sessions: sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
+		ElicitKey: key,
+		Sessions:  sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
 	}
@@ -234,6 +243,9 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ApproverToken != "" && cfg.approveBy() != tools.ApproveByApprovals {
+		log.Warn("--approve-by " + string(cfg.approveBy()) + " with --approver-token: an MCP client's own user can approve escalations too")
 	}
 	if cfg.SandboxMode != string(tools.FenceOff) && !cfg.NoApprovals && cfg.Token != "" && cfg.ApproverToken == "" {
 		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
@@ -735,8 +747,8 @@ func (s *Server) newApprovals() *approval.Store {
 			s.publishApproval(a)
 		},
 		OnEnd: func(a approval.Approval, o approval.Outcome) {
-			m.Approval(string(o))
-			log.Info("approval ended", "id", a.ID, "decision", string(o), "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
+			m.Approval(string(o), a.Via)
+			log.Info("approval ended", "id", a.ID, "decision", string(o), "via", a.Via, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
 		},
 	})
 	m.WatchApprovals(st.Len)

@@ -129,3 +129,14 @@ func (x *Executor) Decide(ctx context.Context, c Call, id string, d Decision) er
 	}
 	return nil
 }
+
+// ErrAnswered is RedeemAnswer's answer for an answer taken before.
+var ErrAnswered = approval.ErrAnswered
+
+// RedeemAnswer takes the answer id of the call's own client once
+// (docs/sandbox.md, "Approving in the client"): ErrAnswered for a replay,
+// another error when the store cannot say. With Redis every replica
+// shares what was taken.
+func (x *Executor) RedeemAnswer(id string, expires time.Time) error {
+	return x.approvals.Redeem(id, expires)
+}

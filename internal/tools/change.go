@@ -586,7 +586,7 @@ func (x *Executor) approve(ctx context.Context, ch *change, in stepIn) (stepIn, 
 				r.Paths = append(r.Paths, o.target.Display)
 			}
 		}
-		if err := x.askFor(ctx, r, ch.esc); err != nil {
+		if err := x.askFor(ctx, ch.call, r, shownDigest(out), ch.esc); err != nil {
 			return stepIn{}, err
 		}
 	}

@@ -31,6 +31,11 @@ type Observer interface {
 	// Revert is one revert of a session's changes, by outcome (one of
 	// RevertOutcomes).
 	Revert(outcome string)
+	// Approval is one escalation asked of the call's own client alone
+	// (docs/sandbox.md), by how it ended (approve, reject, timeout,
+	// cancelled) and the channel (ViaElicitation); those that waited at
+	// /approvals are counted by the approvals store's owner.
+	Approval(decision, via string)
 }
 
 type nopObserver struct{}
@@ -42,6 +47,7 @@ func (nopObserver) StatCall()                                          {}
 func (nopObserver) SessionStoreError(string)                           {}
 func (nopObserver) CacheLookup(string, bool)                           {}
 func (nopObserver) Revert(string)                                      {}
+func (nopObserver) Approval(string, string)                            {}
 
 // statCounter is the executor's one handle on the provider. It counts the
 // provider's Stat calls where they happen, so the count is the provider's,

@@ -180,13 +180,39 @@ func (x *Executor) fenceOf(e escalation) Fence {
 	return x.fence
 }
 
-// askFor opens a pending approval for the change r describes (its diff as
-// its dry run shows it; a change of several files names them all) with
-// the mode and the reason of e, and waits for the outcome. Nothing is
-// granted without a person's decision. The caller checked x.asks.
-func (x *Executor) askFor(ctx context.Context, r approval.Request, e escalation) *fault.Error {
+// askFor asks about the change r describes (its diff as its dry run shows
+// it, shown its digest; a change of several files names them all) with
+// the mode and the reason of e, and waits for the outcome: at /approvals,
+// of the call's own client (c.Asker), or both, as --approve-by says
+// (docs/sandbox.md). Nothing is granted without a person's decision. The
+// caller checked x.asks.
+func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown string, e escalation) *fault.Error {
 	r.Mode = string(e.mode)
 	r.Reason = "escalate sandbox to " + string(e.mode) + ": " + e.justification
+	asker := c.Asker
+	if x.approveBy == ApproveByApprovals {
+		asker = nil
+	}
+	if asker != nil && (asker.Later() || x.approveBy == ApproveByElicitation) {
+		q := Question{Approval: r.Approval(x.approvals.Timeout()), Shown: shown}
+		if asker.Later() {
+			return x.askClient(ctx, asker, q, e.mode)
+		}
+		wctx, cancel := context.WithTimeout(ctx, x.approvals.Timeout())
+		d, err := asker.Ask(wctx, q)
+		cancel()
+		var fe *fault.Error
+		switch {
+		case err == nil || errors.Is(err, ErrAskCancelled) || errors.As(err, &fe) || ctx.Err() != nil:
+			return x.askClient(ctx, answered{d, err}, q, e.mode)
+		case wctx.Err() != nil:
+			x.obs.Approval(string(approval.TimedOut), ViaElicitation)
+			return escalationCancelled(e.mode)
+		}
+		// The client could not be asked: a person at /approvals is.
+		x.log.Warn("cannot ask the client's user; the approval waits at /approvals", "err", err)
+		asker = nil
+	}
 	p, err := x.approvals.Open(r)
 	switch {
 	case errors.Is(err, approval.ErrFull):
@@ -196,6 +222,11 @@ func (x *Executor) askFor(ctx context.Context, r approval.Request, e escalation)
 		return escalationCancelled(e.mode)
 	}
 	defer p.Cancel()
+	if asker != nil {
+		actx, withdraw := context.WithCancel(ctx)
+		defer withdraw()
+		x.askBoth(actx, asker, p, shown)
+	}
 	switch p.Wait(ctx) {
 	case approval.Approved:
 		return nil
@@ -204,6 +235,15 @@ func (x *Executor) askFor(ctx context.Context, r approval.Request, e escalation)
 	}
 	return escalationCancelled(e.mode)
 }
+
+// answered is an Asker that was asked already: its answer, given again.
+type answered struct {
+	d   Decision
+	err error
+}
+
+func (a answered) Ask(context.Context, Question) (Decision, error) { return a.d, a.err }
+func (answered) Later() bool                                       { return false }
 
 // modeQ quotes a mode as the original tool-fs's texts do.
 func modeQ(m Fence) string { return `"` + string(m) + `"` }

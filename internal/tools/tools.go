@@ -77,6 +77,9 @@ type Call struct {
 	// docs/edits.md "Edit dialects"); "" = the server's (Options.Dialect).
 	// It decides whether read answers with anchored lines.
 	Dialect render.Dialect
+	// Asker asks the user of the call's own client about an escalation
+	// (MCP elicitation, docs/sandbox.md); nil: only /approvals can.
+	Asker Asker
 
 	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }
@@ -126,6 +129,9 @@ type Options struct {
 	// DenyEscalations denies every escalation at once, asking nobody
 	// (--approvals=false): Approvals stays empty.
 	DenyEscalations bool
+	// ApproveBy chooses who is asked about an escalation (--approve-by;
+	// "" = ApproveByBoth; docs/sandbox.md).
+	ApproveBy ApproveBy
 	// Diagnostics runs the --diagnostics checkers after each write and
 	// edit of the extended profile (docs/diagnostics.md); nil: none.
 	Diagnostics *diagnostics.Runner
@@ -176,6 +182,7 @@ type Executor struct {
 	journal   *checkpoint.Store // the changes of several files' journal: ckpt, else Options.Journal
 	// asks is whether an escalation opens an approval (else it is denied).
 	asks        bool
+	approveBy   ApproveBy
 	diagnostics *diagnostics.Runner // nil: none
 	// filesCfg bounds the files operations.
 	filesCfg FilesConfig
@@ -196,6 +203,10 @@ func New(opts Options) *Executor {
 	}
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
+	}
+	x.approveBy = opts.ApproveBy
+	if x.approveBy == "" {
+		x.approveBy = ApproveByBoth
 	}
 	if x.mutated == nil {
 		x.mutated = func(Mutation) {}

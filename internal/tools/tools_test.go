@@ -36,10 +36,11 @@ func (r *record) ToolCall(transport, tool string, code fault.Code, _ time.Durati
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, transport+" "+tool+" "+string(code))
 }
-func (r *record) ReadFooter(f string) { r.mu.Lock(); r.footers = append(r.footers, f); r.mu.Unlock() }
-func (r *record) StaleVersion(string) {}
-func (r *record) Revert(string)       {}
-func (r *record) StatCall()           { r.mu.Lock(); r.stats++; r.mu.Unlock() }
+func (r *record) ReadFooter(f string)     { r.mu.Lock(); r.footers = append(r.footers, f); r.mu.Unlock() }
+func (r *record) StaleVersion(string)     {}
+func (r *record) Revert(string)           {}
+func (r *record) Approval(string, string) {}
+func (r *record) StatCall()               { r.mu.Lock(); r.stats++; r.mu.Unlock() }
 func (r *record) SessionStoreError(string) {
 }
 func (r *record) CacheLookup(cache string, hit bool) {
