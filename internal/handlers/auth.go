@@ -38,6 +38,15 @@ func decidesOnPost(r *http.Request) string {
 }
 
 // toolScope is the scope of a tool's routes.
+// canWrite reports whether r's caller may call the tools that write: any
+// caller without identities, the static token, or a token holding
+// toolfs:write. The catalog and its views list only what it may call
+// (docs/identity.md, "What a token may do, it sees").
+func canWrite(r *http.Request) bool {
+	p, ok := identity.FromContext(r.Context())
+	return !ok || p.Has(identity.ScopeWrite)
+}
+
 func toolScope(tool string) scopeRule {
 	if tools.Writes(tool) {
 		return needs(identity.ScopeWrite)

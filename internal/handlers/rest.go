@@ -307,7 +307,7 @@ func (s *rest) ListTools(w http.ResponseWriter, r *http.Request, p api.ListTools
 		writeError(w, terr)
 		return
 	}
-	body, terr := catalogIn(format, s.x.CatalogIn(dialect))
+	body, terr := catalogIn(format, s.x.CatalogIn(dialect).Allowed(canWrite(r)))
 	if terr != nil {
 		writeError(w, terr)
 		return

@@ -267,7 +267,7 @@ func (s *rest) toolView(w http.ResponseWriter, r *http.Request) {
 		writeError(w, terr)
 		return
 	}
-	view := newToolView(s.x.CatalogIn(dialect), s.version, serverURL(s.cfg.PublicURL, r), s.cfg.Token != "" || s.cfg.OAuth != nil, dialect)
+	view := newToolView(s.x.CatalogIn(dialect).Allowed(canWrite(r)), s.version, serverURL(s.cfg.PublicURL, r), s.cfg.Token != "" || s.cfg.OAuth != nil, dialect)
 	writeJSON(w, http.StatusOK, "application/json", view)
 }
 

@@ -358,8 +358,9 @@ func dialectView(x *tools.Executor) sdk.Middleware {
 			switch r := res.(type) {
 			case *sdk.ListToolsResult:
 				cat := x.CatalogIn(requestDialect(req))
+				cat.Tools = append(cat.Tools, x.HistoryCatalog()...)
 				order := map[string]int{}
-				for i, t := range append(cat.Tools, x.HistoryCatalog()...) {
+				for i, t := range cat.Allowed(canWrite(req)).Tools {
 					order[t.Name] = i + 1
 				}
 				r.Tools = slices.DeleteFunc(r.Tools, func(t *sdk.Tool) bool { return order[t.Name] == 0 })
@@ -376,6 +377,18 @@ func dialectView(x *tools.Executor) sdk.Middleware {
 			return res, err
 		}
 	}
+}
+
+// canWrite reports whether req's caller may call the tools that write:
+// any caller without identities, or a token holding toolfs:write; tools/list
+// lists only what it may call (docs/identity.md, "What a token may do, it
+// sees").
+func canWrite(req sdk.Request) bool {
+	extra := req.GetExtra()
+	if extra == nil || extra.TokenInfo == nil {
+		return true
+	}
+	return slices.Contains(extra.TokenInfo.Scopes, identity.ScopeWrite)
 }
 
 // annotations converts the catalog's hints to the SDK's type, leaving out

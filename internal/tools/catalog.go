@@ -16,6 +16,23 @@ type UnavailableTool struct {
 	Reason string `json:"reason"`
 }
 
+// Allowed is c with only the tools a caller may call, in c's order: one
+// that cannot write (a token without toolfs:write, docs/identity.md)
+// does not see the tools that write (Writes). A call of a tool it does not
+// see is still refused as before.
+func (c Catalog) Allowed(canWrite bool) Catalog {
+	if canWrite {
+		return c
+	}
+	out := Catalog{Tools: make([]render.Tool, 0, len(c.Tools)), Unavailable: c.Unavailable}
+	for _, t := range c.Tools {
+		if !Writes(t.Name) {
+			out.Tools = append(out.Tools, t)
+		}
+	}
+	return out
+}
+
 // Catalog lists the tools of the server's edit dialect (CatalogIn).
 func (x *Executor) Catalog() Catalog { return x.CatalogIn("") }
 
