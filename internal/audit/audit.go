@@ -70,6 +70,9 @@ type Record struct {
 	// of an approval decision only.
 	Approval string `json:"approval,omitempty"`
 	Decision string `json:"decision,omitempty"`
+	// Via is "elicitation" on the line of a decision the MCP client's own
+	// user made (docs/sandbox.md); omitted for one made at /approvals.
+	Via string `json:"via,omitempty"`
 }
 
 // State is a file's state: its version, the SHA-256 of its bytes (hex) and

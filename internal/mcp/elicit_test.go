@@ -362,3 +362,37 @@ func TestElicitationAcrossReplicas(t *testing.T) {
 	assert.Equal(t, 1, a.count())
 	assert.Equal(t, "round robin\n", hs[1].contents("rr.txt"))
 }
+
+// TestElicitedDecisionAudited: with --audit-log, a decision of the
+// client's own user is recorded (via "elicitation", never file contents)
+// before the write it approves, on both kinds of revision.
+func TestElicitedDecisionAudited(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "audit.jsonl")
+	h := fenced(t, "", 30*time.Second, func(c *server.Config) { c.AuditLog = log })
+	for _, v := range versions[:2] {
+		c := h.connectAsking(v.ask, &asked{answer: answer("approve")}, nil, "X-Session-ID", "audited")
+		res, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "write", Arguments: escalated("audited-"+v.name+".txt", "x\n")})
+		require.NoError(t, err)
+		require.False(t, res.IsError, textOf(t, res))
+	}
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		lines = append(lines, m)
+	}
+	require.Len(t, lines, 4, string(b))
+	for i, v := range versions[:2] {
+		decision, write := lines[2*i], lines[2*i+1]
+		assert.Equal(t, "approve", decision["decision"], v.name)
+		assert.Equal(t, "elicitation", decision["via"], v.name)
+		assert.Equal(t, "write", decision["tool"], v.name)
+		assert.Equal(t, "audited-"+v.name+".txt", decision["path"], v.name)
+		assert.Equal(t, "audited", decision["session"], v.name)
+		assert.Nil(t, write["decision"], v.name)
+		assert.Equal(t, "audited-"+v.name+".txt", write["path"], v.name)
+	}
+	assert.NotEmpty(t, lines[2]["approval"], "in the session, the pending approval it decided")
+}

@@ -95,7 +95,7 @@ func shownDigest(out stepOut) string {
 // askClient asks the question of the call's own client alone (ApproveBy
 // elicitation, or the sessionless revision): nothing is listed at
 // /approvals. It returns nil when the user approved.
-func (x *Executor) askClient(ctx context.Context, a Asker, q Question, mode Fence) *fault.Error {
+func (x *Executor) askClient(ctx context.Context, c Call, a Asker, q Question, mode Fence) *fault.Error {
 	d, err := a.Ask(ctx, q)
 	var ir *InputRequired
 	var fe *fault.Error
@@ -107,7 +107,19 @@ func (x *Executor) askClient(ctx context.Context, a Asker, q Question, mode Fenc
 	case errors.Is(err, ErrAskCancelled) || err != nil:
 		x.obs.Approval(string(approval.Cancelled), ViaElicitation)
 		return escalationCancelled(mode)
-	case d == Approve:
+	}
+	if d != Approve {
+		d = Reject
+	}
+	au, ferr := x.reserveAnswer(ctx, c, q, "", d)
+	if ferr != nil {
+		return ferr
+	}
+	defer au.cancel()
+	if ferr := au.commit(x.relOf(ctx, q.Approval.Path), nil, nil); ferr != nil {
+		return ferr
+	}
+	if d == Approve {
 		x.obs.Approval(string(approval.Approved), ViaElicitation)
 		return nil
 	}
@@ -115,10 +127,36 @@ func (x *Executor) askClient(ctx context.Context, a Asker, q Question, mode Fenc
 	return escalationRejected(mode)
 }
 
+// reserveAnswer reserves the audit record of the decision d of the call's
+// own client on q (docs/audit.md, with via "elicitation"; id: the pending
+// approval it decides, if any): a decision whose record cannot be written
+// is not taken, and its call runs nothing. nil without --audit-log.
+func (x *Executor) reserveAnswer(ctx context.Context, c Call, q Question, id string, d Decision) (*auditing, *fault.Error) {
+	au, ferr := x.reserveAudit(ctx, c, q.Approval.Tool, 1)
+	if au != nil {
+		au.base.Approval, au.base.Decision, au.base.Via = id, string(d), ViaElicitation
+	}
+	return au, ferr
+}
+
+// relOf is a Display path relative to the root, as records name files
+// ("" when it no longer resolves).
+func (x *Executor) relOf(ctx context.Context, display string) string {
+	if display == "" {
+		return ""
+	}
+	t, err := x.fs.Resolve(ctx, "read", display, "")
+	if err != nil {
+		return ""
+	}
+	rel, _ := x.fs.Rel(t)
+	return rel
+}
+
 // askBoth asks the call's own client while p waits at /approvals: the
 // client's answer decides p (the first decision wins, docs/sandbox.md),
 // and p's end withdraws the question (ctx is cancelled by the caller).
-func (x *Executor) askBoth(ctx context.Context, a Asker, p *approval.Pending, shown string) {
+func (x *Executor) askBoth(ctx context.Context, c Call, a Asker, p *approval.Pending, shown string) {
 	q := Question{Approval: p.Approval(), Shown: shown}
 	go func() {
 		d, err := a.Ask(ctx, q)
@@ -129,7 +167,19 @@ func (x *Executor) askBoth(ctx context.Context, a Asker, p *approval.Pending, sh
 		case err != nil:
 			x.log.Warn("cannot ask the client's user; the approval waits at /approvals", "approval", q.Approval.ID, "err", err)
 		default:
-			p.DecideBy(d, ViaElicitation)
+			if d != Approve {
+				d = Reject
+			}
+			au, ferr := x.reserveAnswer(context.WithoutCancel(ctx), c, q, q.Approval.ID, d)
+			if ferr != nil {
+				return // the approval still waits at /approvals
+			}
+			defer au.cancel()
+			if p.DecideBy(d, ViaElicitation) == nil {
+				if ferr := au.commit(x.relOf(context.WithoutCancel(ctx), q.Approval.Path), nil, nil); ferr != nil {
+					x.log.Error("audit record lost: the decision was taken", "approval", q.Approval.ID, "decision", string(d), "err", ferr.Err)
+				}
+			}
 		}
 	}()
 }

@@ -196,7 +196,7 @@ func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown
 	if asker != nil && (asker.Later() || x.approveBy == ApproveByElicitation) {
 		q := Question{Approval: r.Approval(x.approvals.Timeout()), Shown: shown}
 		if asker.Later() {
-			return x.askClient(ctx, asker, q, e.mode)
+			return x.askClient(ctx, c, asker, q, e.mode)
 		}
 		wctx, cancel := context.WithTimeout(ctx, x.approvals.Timeout())
 		d, err := asker.Ask(wctx, q)
@@ -204,7 +204,7 @@ func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown
 		var fe *fault.Error
 		switch {
 		case err == nil || errors.Is(err, ErrAskCancelled) || errors.As(err, &fe) || ctx.Err() != nil:
-			return x.askClient(ctx, answered{d, err}, q, e.mode)
+			return x.askClient(ctx, c, answered{d, err}, q, e.mode)
 		case wctx.Err() != nil:
 			x.obs.Approval(string(approval.TimedOut), ViaElicitation)
 			return escalationCancelled(e.mode)
@@ -225,7 +225,7 @@ func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown
 	if asker != nil {
 		actx, withdraw := context.WithCancel(ctx)
 		defer withdraw()
-		x.askBoth(actx, asker, p, shown)
+		x.askBoth(actx, c, asker, p, shown)
 	}
 	switch p.Wait(ctx) {
 	case approval.Approved:
