@@ -396,3 +396,39 @@ func TestElicitedDecisionAudited(t *testing.T) {
 	}
 	assert.NotEmpty(t, lines[2]["approval"], "in the session, the pending approval it decided")
 }
+
+// TestSessionElicitationFallsBackAcrossReplicas: with the MCP sessions
+// shared through Redis there is no standalone stream to carry an
+// elicitation request (docs/mcp.md, "Sessions across replicas"), so on a
+// revision with sessions the escalation, even with --approve-by
+// elicitation, waits at /approvals, where a person decides it.
+func TestSessionElicitationFallsBackAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	var hs []*harness
+	for range 2 {
+		hs = append(hs, fenced(t, "elicitation", 30*time.Second, func(c *server.Config) { c.Root, c.SessionStore, c.DefaultSession = root, rs.URL(5), "default" }))
+	}
+	tr := &spread{bases: []string{hs[0].srv.URL, hs[1].srv.URL}, dead: map[int]bool{}, ids: map[string]int{}}
+	a := &asked{answer: answer("approve")}
+	cl := sdk.NewClient(&sdk.Implementation{Name: "replicas", Version: "v0"}, &sdk.ClientOptions{ElicitationHandler: a.handle})
+	cs, err := cl.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: hs[0].srv.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	done := make(chan *sdk.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "write", Arguments: escalated("fallback.txt", "decided at /approvals\n")})
+		if err != nil {
+			res = &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+		}
+		done <- res
+	}()
+	id := hs[1].pendingID()
+	r := hs[1].raw(http.MethodPost, "/approvals/"+id, `{"decision":"approve"}`, "Content-Type", "application/json")
+	require.Equal(t, http.StatusNoContent, r.status, r.body)
+	res := <-done
+	require.False(t, res.IsError, textOf(t, res))
+	assert.Equal(t, "decided at /approvals\n", hs[0].contents("fallback.txt"))
+	assert.Zero(t, a.count())
+}

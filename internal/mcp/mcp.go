@@ -315,7 +315,10 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 	if err != nil {
 		panic("mcp: " + err.Error()) // the builder checked the key's length
 	}
-	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c, sealer: seal}
+	// With the sessions shared through Redis no stream outlives its request
+	// (no GET stream: "Sessions across replicas"), so nothing can carry an
+	// elicitation request to the client: /approvals asks instead.
+	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c, sealer: seal, inSession: cfg.Redis == nil}
 	for _, t := range append(x.CatalogIn(render.DialectAll).Tools, x.HistoryCatalog()...) {
 		srv.AddTool(&sdk.Tool{
 			Name:        t.Name,
@@ -408,6 +411,9 @@ type adapter struct {
 	structured bool
 	carriers   *carriers
 	sealer     *sealer
+	// inSession: the revisions with sessions may ask the client's user
+	// inside the session (ServerSession.Elicit).
+	inSession bool
 }
 
 // handler runs one tool through Executor.Run: a read is one whole window,
@@ -480,7 +486,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 			later = &retryAsker{sealer: a.sealer, x: a.x, params: req.Params,
 				binding: requestState{Subject: c.Subject, Session: session, Args: argsDigest(tool, raw)}}
 			c.Asker = later
-		} else {
+		} else if a.inSession {
 			c.Asker = sessionAsker{ss: req.Session}
 		}
 	}
