@@ -18,10 +18,13 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeUnauthorized:         http.StatusUnauthorized,
 	fault.CodeSandboxDenied:        http.StatusForbidden,
 	fault.CodeEscalationDenied:     http.StatusForbidden,
-	fault.CodeNotApprover:          http.StatusForbidden,
-	fault.CodeInsufficientScope:    http.StatusForbidden,
-	fault.CodeApprovalNotFound:     http.StatusNotFound,
-	fault.CodeApprovalNotPending:   http.StatusConflict,
+	// MCP alone answers it (an input_required result); REST never asks a
+	// client's user, so this row only keeps the table whole.
+	fault.CodeInputRequired:      http.StatusForbidden,
+	fault.CodeNotApprover:        http.StatusForbidden,
+	fault.CodeInsufficientScope:  http.StatusForbidden,
+	fault.CodeApprovalNotFound:   http.StatusNotFound,
+	fault.CodeApprovalNotPending: http.StatusConflict,
 	// Approvals are bounded (--max-approvals); retry once some are decided.
 	fault.CodeTooManyApprovals: http.StatusServiceUnavailable,
 	fault.CodePermission:       http.StatusForbidden,
