@@ -25,7 +25,7 @@ import (
 
 // fenced starts a server whose writes are fenced read-only, so every
 // write escalates (docs/sandbox.md).
-func fenced(t *testing.T, approveBy string, timeout time.Duration, more ...func(*server.Config)) *harness {
+func fenced(t testing.TB, approveBy string, timeout time.Duration, more ...func(*server.Config)) *harness {
 	t.Helper()
 	cfg := server.Config{
 		Policy:     true,
