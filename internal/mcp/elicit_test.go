@@ -41,10 +41,9 @@ func fenced(t testing.TB, approveBy string, timeout time.Duration, more ...func(
 
 // asked records what the client's user was asked and answers as told.
 type asked struct {
-	mu      sync.Mutex
-	params  []*sdk.ElicitParams
-	answer  func(context.Context) *sdk.ElicitResult
-	stopped chan struct{} // closed when a question is withdrawn
+	mu     sync.Mutex
+	params []*sdk.ElicitParams
+	answer func(context.Context) *sdk.ElicitResult
 }
 
 func (a *asked) handle(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
