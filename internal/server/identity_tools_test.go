@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -118,3 +123,49 @@ func TestIdentityToolsFollowScopes(t *testing.T) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// TestIdentityElicitationBoundToSubject: an escalation's sealed request
+// state (docs/sandbox.md, "Approving in the client") is its subject's:
+// with real Hydra tokens, alice's state retried by bob with the same
+// arguments in the same session id is refused and writes nothing; alice's
+// own retry runs.
+func TestIdentityElicitationBoundToSubject(t *testing.T) {
+	f := newIDFixture(t, server.Config{SandboxMode: "read-only", ApprovalTimeout: time.Minute})
+	connect := func(token string) *sdk.ClientSession {
+		c := sdk.NewClient(&sdk.Implementation{Name: "identity-elicit", Version: "v0"}, &sdk.ClientOptions{
+			ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+				return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+			},
+			MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
+		})
+		cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{
+			Endpoint: f.srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+		}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	alice := connect(f.token(f.alice, "toolfs:read", "toolfs:write"))
+	bob := connect(f.token(f.bob, "toolfs:read", "toolfs:write"))
+	args := map[string]any{"file_path": "bound.txt", "content": "alice's\n", "sandbox_permissions": "workspace-write", "justification": "She asked."}
+	call := func(cs *sdk.ClientSession, state string, answered bool) *sdk.CallToolResult {
+		p := &sdk.CallToolParams{Name: "write", Arguments: args, RequestState: state}
+		if answered {
+			p.InputResponses = sdk.InputResponseMap{"approval": &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}}
+		}
+		res, err := cs.CallTool(context.Background(), p)
+		require.NoError(t, err)
+		return res
+	}
+	first := call(alice, "", false)
+	require.True(t, first.NeedsInput())
+	res := call(bob, first.RequestState, true)
+	require.True(t, res.IsError)
+	assert.Equal(t, "Error: cannot accept the answer to the approval request: it was given for another call", res.Content[0].(*sdk.TextContent).Text)
+	assert.NoFileExists(t, filepath.Join(f.srv.Root, "bound.txt"))
+	res = call(alice, first.RequestState, true)
+	require.False(t, res.IsError, res.Content[0].(*sdk.TextContent).Text)
+	b, err := os.ReadFile(filepath.Join(f.srv.Root, "bound.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "alice's\n", string(b))
+}
