@@ -215,3 +215,45 @@ func TestStdioEditDialect(t *testing.T) {
 		require.NoError(t, cs.Close())
 	}
 }
+
+// TestStdioElicitation: over --stdio, where no /approvals can be reached,
+// a client that declared elicitation is asked in the client (docs/mcp.md,
+// "Over stdio"): its user's approve runs the escalated write, reject
+// answers the original's text and writes nothing. A client without the
+// capability is denied at once (TestStdioNoHTTP).
+func TestStdioElicitation(t *testing.T) {
+	for _, version := range []string{"", "2025-11-25"} { // the client's default (2026-07-28), and one with sessions
+		t.Run("version="+version, func(t *testing.T) {
+			root := t.TempDir()
+			cmd := exec.Command(binary(t), "--stdio", "--root", root, "--sandbox-mode", "read-only")
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			var decision string
+			var asked []string
+			c := sdk.NewClient(&sdk.Implementation{Name: "stdio-test", Version: "v0"}, &sdk.ClientOptions{
+				ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+					asked = append(asked, req.Params.Message)
+					return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": decision}}, nil
+				},
+			})
+			cs, err := c.Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+			require.NoError(t, err, "stderr: %s", stderr)
+			defer cs.Close()
+			for _, decision = range []string{"reject", "approve"} {
+				text, isErr := callText(t, cs, "write", map[string]any{"file_path": decision + ".txt", "content": "c\n",
+					"sandbox_permissions": "workspace-write", "justification": "The user asked for it."})
+				_, serr := os.Stat(filepath.Join(root, decision+".txt"))
+				if decision == "reject" {
+					assert.True(t, isErr)
+					assert.Equal(t, `Error: the user rejected escalating this operation to "workspace-write"`, text)
+					assert.ErrorIs(t, serr, os.ErrNotExist)
+					continue
+				}
+				assert.False(t, isErr, text)
+				assert.NoError(t, serr)
+			}
+			require.Len(t, asked, 2)
+			assert.Contains(t, asked[1], "Reason: escalate sandbox to workspace-write: The user asked for it.")
+		})
+	}
+}

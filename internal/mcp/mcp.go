@@ -267,6 +267,9 @@ func NewServer(cfg Config, x *tools.Executor) *sdk.Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	// One session on one stream, which carries elicitation requests
+	// whatever store the server shares.
+	cfg.Redis = nil
 	return newServer(cfg, x, newCarriers(), nil)
 }
 
@@ -482,7 +485,7 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	if req.Session != nil && canElicit(req) {
 		// The client's user can be asked (docs/sandbox.md, "Approving in
 		// the client").
-		if header.Get("MCP-Protocol-Version") >= firstSessionless {
+		if revision(header, req) >= firstSessionless {
 			later = &retryAsker{sealer: a.sealer, x: a.x, params: req.Params,
 				binding: requestState{Subject: c.Subject, Session: session, Args: argsDigest(tool, raw)}}
 			c.Asker = later
@@ -530,6 +533,15 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 		res.StructuredContent = json.RawMessage(b)
 	}
 	return res, text
+}
+
+// revision is the protocol revision of req: its session's, else the
+// request's MCP-Protocol-Version header.
+func revision(header http.Header, req *sdk.CallToolRequest) string {
+	if p := req.Session.InitializeParams(); p != nil && p.ProtocolVersion != "" {
+		return p.ProtocolVersion
+	}
+	return header.Get("MCP-Protocol-Version")
 }
 
 // failure is a tool's failure as MCP gives it to the model: isError and the

@@ -126,7 +126,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Stdio {
-		cfg.Events, cfg.NoApprovals = false, true
+		cfg.Events = false
 	}
 	s := &Server{cfg: cfg, log: log, metrics: metrics.New()}
 	s.metrics.BuildInfo(cfg.Version, runtime.Version())
@@ -203,8 +203,11 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
 		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
 		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
-		ApproveBy:   cfg.approveBy(),
-		Checkpoints: s.ckpt, Journal: s.journal,
+		ApproveBy: cfg.approveBy(),
+		// --stdio serves no /approvals: only the client's own user can be
+		// asked (docs/mcp.md, "Over stdio").
+		ApprovalsUnreachable: cfg.Stdio,
+		Checkpoints:          s.ckpt, Journal: s.journal,
 		Diagnostics: s.checkers,
 		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
 		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",

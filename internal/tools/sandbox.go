@@ -193,7 +193,7 @@ func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown
 	if x.approveBy == ApproveByApprovals {
 		asker = nil
 	}
-	if asker != nil && (asker.Later() || x.approveBy == ApproveByElicitation) {
+	if asker != nil && (asker.Later() || x.approveBy == ApproveByElicitation || x.unreachable) {
 		q := Question{Approval: r.Approval(x.approvals.Timeout()), Shown: shown}
 		if asker.Later() {
 			return x.askClient(ctx, c, asker, q, e.mode)
@@ -210,8 +210,11 @@ func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown
 			return escalationCancelled(e.mode)
 		}
 		// The client could not be asked: a person at /approvals is.
-		x.log.Warn("cannot ask the client's user; the approval waits at /approvals", "err", err)
+		x.log.Warn("cannot ask the client's user", "err", err)
 		asker = nil
+	}
+	if x.unreachable {
+		return escalationNoChannel(e.mode)
 	}
 	p, err := x.approvals.Open(r)
 	switch {

@@ -132,6 +132,10 @@ type Options struct {
 	// ApproveBy chooses who is asked about an escalation (--approve-by;
 	// "" = ApproveByBoth; docs/sandbox.md).
 	ApproveBy ApproveBy
+	// ApprovalsUnreachable says nobody can decide at /approvals (--stdio
+	// serves no HTTP): an escalation is asked of the call's own client
+	// alone, and denied at once when it cannot be.
+	ApprovalsUnreachable bool
 	// Diagnostics runs the --diagnostics checkers after each write and
 	// edit of the extended profile (docs/diagnostics.md); nil: none.
 	Diagnostics *diagnostics.Runner
@@ -183,6 +187,7 @@ type Executor struct {
 	// asks is whether an escalation opens an approval (else it is denied).
 	asks        bool
 	approveBy   ApproveBy
+	unreachable bool                // Options.ApprovalsUnreachable
 	diagnostics *diagnostics.Runner // nil: none
 	// filesCfg bounds the files operations.
 	filesCfg FilesConfig
@@ -204,7 +209,7 @@ func New(opts Options) *Executor {
 	if x.approvals == nil {
 		x.approvals = approval.New(approval.Config{})
 	}
-	x.approveBy = opts.ApproveBy
+	x.approveBy, x.unreachable = opts.ApproveBy, opts.ApprovalsUnreachable
 	if x.approveBy == "" {
 		x.approveBy = ApproveByBoth
 	}
