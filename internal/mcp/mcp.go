@@ -372,12 +372,12 @@ func dialectView(x *tools.Executor) sdk.Middleware {
 				r.Tools = slices.DeleteFunc(r.Tools, func(t *sdk.Tool) bool { return order[t.Name] == 0 })
 				slices.SortStableFunc(r.Tools, func(a, b *sdk.Tool) int { return order[a.Name] - order[b.Name] })
 			case *sdk.InitializeResult:
-				if d := requestDialect(req); d != "" {
-					r.Instructions = instructions(x.CatalogIn(d))
+				if d := requestDialect(req); d != "" || !canWrite(req) {
+					r.Instructions = instructions(x.CatalogIn(d).Allowed(canWrite(req)))
 				}
 			case *sdk.DiscoverResult: // the sessionless revisions' initialize
-				if d := requestDialect(req); d != "" {
-					r.Instructions = instructions(x.CatalogIn(d))
+				if d := requestDialect(req); d != "" || !canWrite(req) {
+					r.Instructions = instructions(x.CatalogIn(d).Allowed(canWrite(req)))
 				}
 			}
 			return res, err

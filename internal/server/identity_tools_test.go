@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,20 @@ func TestIdentityToolsFollowScopes(t *testing.T) {
 	require.Contains(t, all, "revert")
 	readOnly := slices.DeleteFunc(slices.Clone(all), writes)
 	assert.Subset(t, readOnly, []string{"read", "changes"})
+	// The instructions are the guidance of the tools it sees (the catalog's).
+	a := f.do("GET", "/tools", reader, "")
+	var cat struct{ Tools []struct{ Guidance string } }
+	require.NoError(t, json.Unmarshal([]byte(a.body), &cat))
+	var guidance []string
+	for _, tl := range cat.Tools {
+		guidance = append(guidance, tl.Guidance)
+	}
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		cs, err := mcpClient(t, f, reader, version)
+		require.NoError(t, err)
+		assert.Equal(t, strings.Join(guidance, "\n\n"), cs.InitializeResult().Instructions, version)
+		assert.NotContains(t, cs.InitializeResult().Instructions, "edit tool", version)
+	}
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		assert.Equal(t, all, mcpNames(writer, version), version)
 		assert.Equal(t, readOnly, mcpNames(reader, version), version)
@@ -118,7 +133,7 @@ func TestIdentityToolsFollowScopes(t *testing.T) {
 	assert.Contains(t, view(writer), "/model/write")
 
 	// Unlisted, still refused.
-	a := f.do("POST", "/tools/write", reader, `{"file_path":"x.txt","content":"x"}`, "Content-Type", "application/json")
+	a = f.do("POST", "/tools/write", reader, `{"file_path":"x.txt","content":"x"}`, "Content-Type", "application/json")
 	assert.Equal(t, 403, a.status, a.body)
 }
 
