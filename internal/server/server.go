@@ -35,7 +35,6 @@ import (
 	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/mcp"
-	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/metrics"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -126,14 +125,14 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Stdio {
-		cfg.Events, cfg.NoApprovals = false, true
+		cfg.Events.Enabled, cfg.Approvals.Deny = false, true
 	}
 	s := &Server{cfg: cfg, log: log, metrics: metrics.New()}
 	s.metrics.BuildInfo(cfg.Version, runtime.Version())
 	for _, o := range opts {
 		o(s)
 	}
-	if s.gate != nil && !cfg.Policy {
+	if s.gate != nil && !cfg.Policy.Enabled {
 		return nil, errors.New("server: a session store was given with the policy off")
 	}
 	ok := false
@@ -164,12 +163,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := s.openCheckpoints(records(orphans)); err != nil {
 		return nil, err
 	}
-	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: sandbox.Requirement(cfg.SearchSandbox)})
+	s.Searcher = search.New(cfg.Search.Config())
 	s.logSearch()
 	s.metrics.WatchSearch(s.Searcher.Sandboxed)
 	var onMutation func(tools.Mutation)
 	var beforeMutation func(fs.Target)
-	if cfg.Events {
+	if cfg.Events.Enabled {
 		if onMutation, beforeMutation, err = s.startEvents(); err != nil {
 			return nil, err
 		}
@@ -185,34 +184,34 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := s.replayAudit(orphans); err != nil {
 		return nil, err
 	}
-	if cfg.AuditLog != "" {
-		if s.audit, err = audit.Open(cfg.AuditLog, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
-			return nil, fmt.Errorf("--audit-log %s: %w", cfg.AuditLog, err)
+	if cfg.Audit.Path != "" {
+		if s.audit, err = audit.Open(cfg.Audit.Path, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
+			return nil, fmt.Errorf("--audit-log %s: %w", cfg.Audit.Path, err)
 		}
-		log.Info("audit log", "path", cfg.AuditLog)
+		log.Info("audit log", "path", cfg.Audit.Path)
 	}
 	if err := s.retireOrphans(orphans); err != nil {
 		return nil, err
 	}
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
-		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
-		Images:   media.ImageLimits{MaxSide: cfg.ReadImageMaxPixels, MaxBytes: cfg.ReadImageMaxBytes},
-		Profile:  render.Profile(cfg.Profile),
-		Dialect:  render.Dialect(cfg.EditDialect),
+		Caps:     cfg.Tools.Caps(),
+		Images:   cfg.Images,
+		Profile:  render.Profile(cfg.Tools.Profile),
+		Dialect:  render.Dialect(cfg.Tools.EditDialect),
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
-		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
-		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
+		Cache: cfg.Cache,
+		Fence: tools.Fence(cfg.Tools.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.Approvals.Deny,
 		Checkpoints: s.ckpt, Journal: s.journal,
 		Diagnostics: s.checkers,
-		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
+		Files:       cfg.Files,
 		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",
 		WAL: s.wal,
 	})
-	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
+	sessions := cfg.Sessions.Sessions()
 	s.mcpConfig = mcp.Config{
-		Sessions: sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
-		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
+		Sessions: sessions, Origins: commaList(cfg.CORSOrigins), Structured: cfg.MCP.Structured, MaxBodyBytes: cfg.MaxBodyBytes,
+		SessionTimeout: cfg.Policy.TTL, MaxSessions: cfg.Policy.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
 	}
 	s.mcp = mcp.New(s.mcpConfig, s.executor)
@@ -222,12 +221,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.Handler, err = handlers.NewServer(handlers.Config{
-		Token: cfg.Token, ApproverToken: cfg.ApproverToken, MetricsToken: cfg.MetricsToken, CORSOrigins: cfg.CORSOrigins,
+		Token: cfg.Token, ApproverToken: cfg.ApproverToken, MetricsToken: cfg.MetricsToken, CORSOrigins: commaList(cfg.CORSOrigins),
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
-		UploadPace:    handlers.Pace{MinRate: cfg.UploadMinRate, Window: cfg.UploadRateWindow},
+		UploadPace:    cfg.Upload,
 		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),
 		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
-		OAuth: guard, Version: cfg.Version, Profile: cfg.Profile, Dialect: cfg.EditDialect, SandboxMode: cfg.SandboxMode,
+		OAuth: guard, Version: cfg.Version, Profile: cfg.Tools.Profile, Dialect: cfg.Tools.EditDialect, SandboxMode: cfg.Tools.SandboxMode,
 	}, handlers.Deps{
 		Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub, Ready: s.ready.Ready,
 		Sessions: s.sessionCount(gate), Console: ui,
@@ -235,7 +234,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.SandboxMode != string(tools.FenceOff) && !cfg.NoApprovals && cfg.Token != "" && cfg.ApproverToken == "" {
+	if cfg.Tools.SandboxMode != string(tools.FenceOff) && !cfg.Approvals.Deny && cfg.Token != "" && cfg.ApproverToken == "" {
 		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
 	}
 
@@ -282,8 +281,8 @@ func (s *Server) Listen(attrs ...any) (net.Addr, error) {
 		return nil, err
 	}
 	s.listener = ln
-	s.log.Info("listening", append([]any{"addr", ln.Addr().String(), "root", s.Root, "policy", s.cfg.Policy, "sandbox-mode", s.cfg.SandboxMode,
-		"auth", s.cfg.Token != "", "oauth-issuer", s.cfg.OAuthIssuer, "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
+	s.log.Info("listening", append([]any{"addr", ln.Addr().String(), "root", s.Root, "policy", s.cfg.Policy.Enabled, "sandbox-mode", s.cfg.Tools.SandboxMode,
+		"auth", s.cfg.Token != "", "oauth-issuer", s.cfg.Identity.Issuer, "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
 	return ln.Addr(), nil
 }
 
@@ -458,11 +457,11 @@ func (s *Server) release() {
 // later (docs/identity.md).
 func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 	cfg := s.cfg
-	if cfg.OAuthIssuer == "" {
+	if cfg.Identity.Issuer == "" {
 		return nil, nil, nil
 	}
 	public := strings.TrimRight(cfg.PublicURL, "/")
-	audiences := cfg.OAuthAudiences
+	audiences := commaList(cfg.Identity.Audience)
 	if len(audiences) == 0 {
 		audiences = identity.DefaultAudiences(public)
 	}
@@ -470,7 +469,7 @@ func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*identity.DefaultFetchTimeout)
 	defer cancel()
 	v, err := identity.NewVerifier(ctx, identity.Options{
-		Issuer: cfg.OAuthIssuer, Audiences: audiences, Leeway: cfg.OAuthLeeway, MinRefresh: cfg.OAuthMinRefresh,
+		Issuer: cfg.Identity.Issuer, Audiences: audiences, Leeway: cfg.Identity.Leeway, MinRefresh: cfg.Identity.MinRefresh,
 		OnKeyFetch: func(f identity.KeyFetch) {
 			if f.Err != nil {
 				log.Warn("oauth: cannot fetch the issuer's keys; keeping the ones held", "reason", f.Reason, "err", f.Err)
@@ -480,7 +479,7 @@ func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 		},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.OAuthIssuer, err)
+		return nil, nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.Identity.Issuer, err)
 	}
 	log.Info("oauth: a resource server for the issuer", "issuer", v.Issuer(), "audiences", audiences, "metadata", public+identity.MetadataPath)
 	return &identity.Guard{Resource: identity.Resource{PublicURL: public, Issuer: v.Issuer()}, Verifier: v}, v, nil
@@ -490,22 +489,23 @@ func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 // the flag). A bad file stops start-up with the package's message, which
 // names the field at fault (docs/diagnostics.md, "Configuration").
 func (s *Server) newCheckers() (*diagnostics.Runner, error) {
-	if s.cfg.Diagnostics == "" {
+	set := s.cfg.Diagnostics
+	if set.File == "" {
 		return nil, nil
 	}
-	checkers, err := diagnostics.LoadConfig(s.cfg.Diagnostics)
+	checkers, err := diagnostics.LoadConfig(set.File)
 	if err == nil {
 		var r *diagnostics.Runner
 		r, err = diagnostics.New(diagnostics.Config{
-			Root: s.Root, Checkers: checkers, Timeout: s.cfg.DiagnosticsTimeout,
-			Sandbox: sandbox.Requirement(s.cfg.SearchSandbox), Logger: s.log,
+			Root: s.Root, Checkers: checkers, Timeout: set.Timeout,
+			Sandbox: sandbox.Requirement(s.cfg.Search.Sandbox), Logger: s.log,
 		})
 		if err == nil {
-			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", s.cfg.DiagnosticsTimeout.String())
+			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", set.Timeout.String())
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("--diagnostics %s: %w", s.cfg.Diagnostics, err)
+	return nil, fmt.Errorf("--diagnostics %s: %w", set.File, err)
 }
 
 // The journal-only store's bounds: a file of a change of several files is
@@ -534,10 +534,10 @@ const checkpointStartup = 10 * time.Second
 func (s *Server) openCheckpoints(replay []journal.Record) error {
 	cfg := s.cfg
 	opts := checkpoint.Options{
-		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
+		FS: s.local, Bytes: cfg.Checkpoints.Bytes, MaxFileBytes: cfg.Checkpoints.MaxFileBytes, TTL: cfg.Policy.TTL, Logger: s.log,
 		Replay: replay,
 	}
-	if !cfg.Checkpoints {
+	if !cfg.Checkpoints.Enabled {
 		opts = checkpoint.Options{FS: s.local, JournalOnly: true, Bytes: journalBytes, MaxFileBytes: journalMaxFileBytes, Logger: s.log}
 	}
 	// A lock another live process on the root holds (a replica mid-write)
@@ -550,7 +550,7 @@ func (s *Server) openCheckpoints(replay []journal.Record) error {
 	if err != nil {
 		return fmt.Errorf("checkpoints: %w", err)
 	}
-	if !cfg.Checkpoints {
+	if !cfg.Checkpoints.Enabled {
 		s.journal = st
 	} else {
 		s.ckpt = st
@@ -585,14 +585,14 @@ func (s *Server) sessionStore() (policy.Gate, error) {
 		redis.SetLogger(redisLogger{s.log})
 		s.redis = redis.NewClient(opts)
 	}
-	if !cfg.Policy {
+	if !cfg.Policy.Enabled {
 		return nil, nil
 	}
 	if s.gate != nil {
 		s.metrics.WatchSessions(s.gate)
 		return s.gate, nil
 	}
-	storeCfg := policy.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPathsPerSession: cfg.MaxPathsPerSession}
+	storeCfg := cfg.Policy.Config()
 	var gate policy.Gate
 	if cfg.SessionStore == "memory" {
 		s.Store = policy.NewStore(storeCfg)
@@ -641,7 +641,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 func (s *Server) logSearch() {
 	switch sr := s.Searcher; {
 	case !sr.Available():
-		s.log.Warn("glob and grep are unavailable", "reason", sr.UnavailableReason(), "rg-path", s.cfg.RgPath, "search-sandbox", s.cfg.SearchSandbox)
+		s.log.Warn("glob and grep are unavailable", "reason", sr.UnavailableReason(), "rg-path", s.cfg.Search.RgPath, "search-sandbox", s.cfg.Search.Sandbox)
 	case !sr.Sandboxed():
 		s.log.Warn("search sandbox off: rg runs unconfined, so a folder swapped for a symlink during a search can lead it outside the root (--search-sandbox best-effort without Landlock)")
 	default:
@@ -650,19 +650,19 @@ func (s *Server) logSearch() {
 }
 
 // startEvents builds the change feed's hub and, unless
-// Config.EventsMaxWatches is 0, the watcher of external changes; it returns
+// Config.Events.MaxWatches is 0, the watcher of external changes; it returns
 // the executor's mutation hooks: one publishes each write and edit, the
 // other announces it before it runs so its inotify echo is never reported
 // as external (docs/events.md).
 func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 	cfg := s.cfg
 	em := events.NewMetrics(s.metrics.Registerer())
-	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.EventsMaxSubscribers, Heartbeat: cfg.EventsHeartbeat, Metrics: em,
+	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.Events.MaxSubscribers, Heartbeat: cfg.Events.Heartbeat, Metrics: em,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Logger: s.log})
-	if cfg.EventsMaxWatches > 0 {
+	if cfg.Events.MaxWatches > 0 {
 		var err error
 		s.watcher, err = events.Watch(s.hub, events.WatchConfig{
-			Workspace: s.local, MaxWatches: cfg.EventsMaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
+			Workspace: s.local, MaxWatches: cfg.Events.MaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -728,7 +728,7 @@ func (s *Server) version(rel string) (string, bool) {
 func (s *Server) newApprovals() *approval.Store {
 	log, m := s.log, s.metrics
 	st := approval.New(approval.Config{
-		Max: s.cfg.MaxApprovals, Timeout: s.cfg.ApprovalTimeout,
+		Max: s.cfg.Approvals.Max, Timeout: s.cfg.Approvals.Timeout,
 		Redis: s.shared(), Prefix: s.cfg.SessionKeyPrefix,
 		OnOpen: func(a approval.Approval) {
 			log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
@@ -760,13 +760,13 @@ func (s *Server) publishApproval(a approval.Approval) {
 // console builds the web console of --ui (docs/console.md), or nil.
 func (s *Server) console(oauth bool) (http.Handler, error) {
 	cfg := s.cfg
-	if !cfg.UI {
+	if !cfg.Console.Enabled {
 		return nil, nil
 	}
 	c := console.Config{Auth: console.AuthNone, Approver: cfg.ApproverToken != ""}
 	switch {
 	case oauth:
-		c.Auth, c.Issuer, c.ClientID, c.Resource = console.AuthOAuth, cfg.OAuthIssuer, cfg.UIClientID, strings.TrimRight(cfg.PublicURL, "/")
+		c.Auth, c.Issuer, c.ClientID, c.Resource = console.AuthOAuth, cfg.Identity.Issuer, cfg.Console.ClientID, strings.TrimRight(cfg.PublicURL, "/")
 		c.Scope = strings.Join([]string{identity.ScopeRead, identity.ScopeWrite, identity.ScopeApprove}, " ")
 	case cfg.Token != "" || cfg.ApproverToken != "":
 		c.Auth = console.AuthToken
