@@ -84,7 +84,6 @@ type Server struct {
 		draining bool
 	}
 	hub       *events.Hub // nil: the change feed is off
-	watcher   io.Closer
 	approvals *approval.Store
 	ckpt      *checkpoint.Store   // nil: --checkpoints=false
 	journal   *checkpoint.Store   // with --checkpoints=false: the journal-only store
@@ -101,6 +100,10 @@ type Server struct {
 	// GET streams, event streams), once, when the drain starts.
 	endStreams func()
 	shutdown   func(context.Context) error
+	// parts are what New made, closed in reverse by release.
+	parts parts
+	// The early ends of the drain: each closes its part once (parts.add).
+	closeApprovals, closeMCP, closeHub func() error
 }
 
 // Option gives New a dependency it would otherwise build from Config.
@@ -135,13 +138,13 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if s.gate != nil && !cfg.Policy.Enabled {
 		return nil, errors.New("server: a session store was given with the policy off")
 	}
-	ok := false
+	ok, walKept := false, false
 	defer func() {
 		if !ok {
-			if s.hub != nil {
-				s.hub.Close()
+			if s.wal != nil && !walKept {
+				s.wal.Close() // before the files its records describe
 			}
-			s.release()
+			s.release() // what was made, in reverse
 		}
 	}()
 	gate, err := s.sessionStore()
@@ -152,6 +155,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.parts.add("provider", s.local.Close)
 	s.Root = s.local.Root()
 	if c := s.local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
 		log.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
@@ -177,6 +181,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.approvals = s.newApprovals()
+	s.closeApprovals = s.parts.add("approvals", noErr(s.approvals.Close))
 	guard, verifier, err := s.identities()
 	if err != nil {
 		return nil, err
@@ -188,10 +193,18 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		if s.audit, err = audit.Open(cfg.Audit.Path, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
 			return nil, fmt.Errorf("--audit-log %s: %w", cfg.Audit.Path, err)
 		}
+		// Closed after the drain, so every request in flight got its record.
+		s.parts.add("audit log", s.audit.Close)
 		log.Info("audit log", "path", cfg.Audit.Path)
 	}
 	if err := s.retireOrphans(orphans); err != nil {
 		return nil, err
+	}
+	if s.wal != nil {
+		// A part only now, after the audit log and the histories whose
+		// records it syncs, so it is closed before them.
+		s.parts.add("journal of records", s.wal.Close)
+		walKept = true
 	}
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
@@ -215,7 +228,9 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
 	}
 	s.mcp = mcp.New(s.mcpConfig, s.executor)
+	s.closeMCP = s.parts.add("MCP sessions", noErr(s.mcp.Close))
 	s.ready = newReadiness(s.dependencies(verifier), log)
+	s.parts.add("readiness checks", noErr(s.ready.Close))
 	ui, err := s.console(guard != nil)
 	if err != nil {
 		return nil, err
@@ -255,10 +270,10 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		// Pending approvals would hold the drain until their timeout, MCP
 		// GET streams and event streams until the grace runs out: none of
 		// them ends by itself.
-		s.approvals.Close()
-		s.mcp.Close()
-		if s.hub != nil {
-			s.hub.Close()
+		s.closeApprovals()
+		s.closeMCP()
+		if s.closeHub != nil {
+			s.closeHub()
 		}
 	})
 	s.http.RegisterOnShutdown(s.endStreams)
@@ -368,11 +383,13 @@ func (s *Server) Serve() error {
 // Shutdown drains the server, in this order: it stops accepting
 // connections and ends the pending approvals, the MCP GET streams and the
 // event streams (none ends by itself); it waits for the requests in flight
-// until ctx is done, then cancels what is left; it stops the watcher of
-// external changes, releases the provider (its root and private-folder
-// descriptors, its sweeper) and closes the Redis client. Each step runs
-// once, however often Shutdown is called; the error is ctx's when requests
-// were still running.
+// until ctx is done, then cancels what is left; then it closes what New
+// made in the reverse order of making (the readiness checks, the audit
+// log, the checkers, the watcher of external changes, the change feed, the
+// histories, the provider with its root and private-folder descriptors and
+// its sweeper, the Redis client). Each step runs once, however often
+// Shutdown is called; the error is ctx's when requests were still
+// running.
 func (s *Server) Shutdown(ctx context.Context) error { return s.shutdown(ctx) }
 
 func (s *Server) drain(ctx context.Context) error {
@@ -413,43 +430,9 @@ func (s *Server) AuditStats() audit.Stats {
 	return s.audit.Stats()
 }
 
-// release frees what New acquired besides the streams: the watcher, the
-// checkers' private folders, the provider, the Redis client, and last the
-// audit log (after the drain, so every request in flight got its record).
-func (s *Server) release() {
-	if s.ready != nil {
-		s.ready.Close() // before the Redis client it pings
-	}
-	if s.watcher != nil {
-		s.watcher.Close()
-	}
-	if s.checkers != nil {
-		s.checkers.Close()
-	}
-	if s.wal != nil {
-		// Before the files its records describe close: it syncs them.
-		if err := s.wal.Close(); err != nil {
-			s.log.Error("journal: close", "err", err)
-		}
-	}
-	if s.ckpt != nil {
-		s.ckpt.Close()
-	}
-	if s.journal != nil {
-		s.journal.Close()
-	}
-	if s.local != nil {
-		s.local.Close()
-	}
-	if s.redis != nil {
-		s.redis.Close()
-	}
-	if s.audit != nil {
-		if err := s.audit.Close(); err != nil {
-			s.log.Error("audit log: close", "err", err)
-		}
-	}
-}
+// release closes what New made, in the reverse order of making (parts):
+// after the drain, or when New fails half way.
+func (s *Server) release() { s.parts.closeAll(s.log) }
 
 // identities builds the verifier of --oauth-issuer's tokens (nil without
 // the flag): it discovers the issuer's metadata and fetches its keys now,
@@ -501,6 +484,7 @@ func (s *Server) newCheckers() (*diagnostics.Runner, error) {
 			Sandbox: sandbox.Requirement(s.cfg.Search.Sandbox), Logger: s.log,
 		})
 		if err == nil {
+			s.parts.add("checkers", r.Close)
 			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", set.Timeout.String())
 			return r, nil
 		}
@@ -552,8 +536,10 @@ func (s *Server) openCheckpoints(replay []journal.Record) error {
 	}
 	if !cfg.Checkpoints.Enabled {
 		s.journal = st
+		s.parts.add("journal-only store", st.Close)
 	} else {
 		s.ckpt = st
+		s.parts.add("checkpoints", st.Close)
 	}
 	if r := st.Recovered(); r.Settled > 0 || r.RolledForward > 0 || r.RolledBack > 0 || len(r.Failed) > 0 {
 		attrs := []any{"settled", r.Settled, "reverts_finished", r.RolledForward, "reverts_undone", r.RolledBack}
@@ -584,6 +570,7 @@ func (s *Server) sessionStore() (policy.Gate, error) {
 		// repeat the causes the store's errors carry, so they go to debug.
 		redis.SetLogger(redisLogger{s.log})
 		s.redis = redis.NewClient(opts)
+		s.parts.add("Redis client", s.redis.Close)
 	}
 	if !cfg.Policy.Enabled {
 		return nil, nil
@@ -659,14 +646,15 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 	em := events.NewMetrics(s.metrics.Registerer())
 	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.Events.MaxSubscribers, Heartbeat: cfg.Events.Heartbeat, Metrics: em,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Logger: s.log})
+	s.closeHub = s.parts.add("change feed", noErr(s.hub.Close))
 	if cfg.Events.MaxWatches > 0 {
-		var err error
-		s.watcher, err = events.Watch(s.hub, events.WatchConfig{
+		w, err := events.Watch(s.hub, events.WatchConfig{
 			Workspace: s.local, MaxWatches: cfg.Events.MaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		s.parts.add("watcher", w.Close)
 	}
 	hub, local := s.hub, s.local
 	// Where the file really is, as the watcher reports changes: one file
