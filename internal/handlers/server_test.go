@@ -537,7 +537,7 @@ func TestStreamedReadLateFailureAborts(t *testing.T) {
 }
 
 // TestCatalog pins the original profile's catalog: byte for byte the
-// original's (docs/api.md, "Profiles").
+// original's (docs/edits.md, "Profiles").
 func TestCatalog(t *testing.T) {
 	h := start(t, options{profile: render.ProfileOriginal})
 	r := h.do(http.MethodGet, "/tools", "")

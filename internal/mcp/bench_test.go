@@ -26,7 +26,7 @@ import (
 // over real loopback HTTP, policy on, one session: through /mcp with the Go
 // SDK's client (the sessionless 2026-07-28 and the stateful 2025-11-25),
 // and the baseline, the same calls through REST with a keep-alive
-// http.Client. docs/performance.md, "MCP over HTTP", has the figures.
+// http.Client. docs/performance.md, "MCP at the speed of REST", has the figures.
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./internal/mcp
 

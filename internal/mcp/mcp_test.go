@@ -723,7 +723,7 @@ func TestIdleMCPSessionCloses(t *testing.T) {
 }
 
 // TestToolsListFollowsTheProfile: the MCP tool list carries each profile's
-// schemas, as GET /tools does (docs/api.md, "Profiles").
+// schemas, as GET /tools does (docs/edits.md, "Profiles").
 func TestToolsListFollowsTheProfile(t *testing.T) {
 	for _, p := range []render.Profile{render.ProfileOriginal, render.ProfileExtended} {
 		srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Tools: tools.Settings{Profile: string(p)}})

@@ -259,7 +259,7 @@ func TestAuditUnavailableChangesNothing(t *testing.T) {
 // TestAuditLostRecordAnswers503: when the record cannot be written after
 // the change (the write of the line fails: /dev/full), the change stands
 // and the call answers 503 AUDIT_UNAVAILABLE saying it was applied, so no
-// change is acknowledged without its record (docs/decisions.md, "Audit").
+// change is acknowledged without its record (docs/audit.md, "How a record is made").
 func TestAuditLostRecordAnswers503(t *testing.T) {
 	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Audit: audit.Settings{Path: "/dev/full"}})
 	c := auditClient{t: t, base: srv.URL}

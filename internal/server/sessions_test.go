@@ -1,7 +1,7 @@
 package server_test
 
-// Sessions and requests nobody authenticated (docs/identity.md, "Sessions
-// belong to their subject"; docs/api.md, "Sessions"): the unauthenticated
+// Sessions and requests nobody authenticated (docs/identity.md, "Requests
+// nobody authenticated never touch a session"; docs/api.md, "Sessions"): the unauthenticated
 // routes (/healthz, /readyz, the metadata documents, CORS preflights) and
 // the requests auth refuses (401, 403) never create, touch or evict a
 // session, so an anonymous client cannot wipe the agents' read state by
