@@ -248,15 +248,15 @@ const racyWindow2s = "--cache-racy-window=2s"
 // --cache-bytes=0 is; the change feed off), for CPU and heap profiles.
 func startInProcess(root string, extra []string) (*server, error) {
 	cfg := toolfs.DefaultConfig()
-	cfg.Root, cfg.Addr, cfg.Events = root, "127.0.0.1:0", false
+	cfg.Root, cfg.Addr, cfg.Events.Enabled = root, "127.0.0.1:0", false
 	for _, a := range extra {
 		switch a {
 		case "--policy=false":
-			cfg.Policy = false
+			cfg.Policy.Enabled = false
 		case "--cache-bytes=0":
-			cfg.CacheBytes = 0
+			cfg.Cache.Bytes = 0
 		case racyWindow2s:
-			cfg.CacheRacyWindow = 2 * time.Second
+			cfg.Cache.RacyWindow = 2 * time.Second
 		default:
 			return nil, fmt.Errorf("in-process server: unsupported flag %q", a)
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // testVersion is what the built binary of these tests was told its
-// version is, as a release tells it (docs/deployment.md, "Versions").
+// version is, as a release tells it (docs/running.md, "Versions").
 const testVersion = "v9.8.7-test"
 
 var buildOnce = sync.OnceValues(func() (string, error) {

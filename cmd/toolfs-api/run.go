@@ -69,8 +69,8 @@ func runStdio(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.Stdio {
 		// stdout carries the protocol alone: every log line goes to stderr
 		// (docs/mcp.md, "Over stdio").
-		log.Info("serving MCP on stdin and stdout", "root", srv.Root, "policy", cfg.Policy, "sandbox-mode", cfg.SandboxMode,
-			"session", cfg.DefaultSession, "memory-limit", limit)
+		log.Info("serving MCP on stdin and stdout", "root", srv.Root, "policy", cfg.Policy, "sandbox-mode", cfg.Tools.SandboxMode,
+			"session", cfg.Sessions.Default, "memory-limit", limit)
 		go func() {
 			if err := srv.ServeStdio(stdin, stdout); err != nil {
 				served <- err
@@ -90,7 +90,7 @@ func runStdio(ctx context.Context, args []string, getenv func(string) string, st
 	// SIGHUP reopens the audit log after a rotation (docs/audit.md);
 	// without --audit-log it keeps its default action.
 	var hup chan os.Signal
-	if cfg.AuditLog != "" {
+	if cfg.Audit.Path != "" {
 		hup = make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
@@ -105,7 +105,7 @@ wait:
 			if err := srv.ReopenAuditLog(); err != nil {
 				log.Error("SIGHUP: cannot reopen the audit log; still writing to the old file", "err", err)
 			} else {
-				log.Info("SIGHUP: audit log reopened", "path", cfg.AuditLog)
+				log.Info("SIGHUP: audit log reopened", "path", cfg.Audit.Path)
 			}
 		case <-ctx.Done():
 			break wait

@@ -162,13 +162,13 @@ func TestRunRefusesHostilePrivateFolder(t *testing.T) {
 func TestFlagWinsOverEnv(t *testing.T) {
 	c, err := parseConfig([]string{"--read-limit", "10"}, env(map[string]string{"TOOLFS_READ_LIMIT": "20", "TOOLFS_POLICY": "false"}))
 	require.NoError(t, err)
-	assert.Equal(t, 10, c.ReadLimit)
-	assert.False(t, c.Policy)
+	assert.Equal(t, 10, c.Tools.ReadLimit)
+	assert.False(t, c.Policy.Enabled)
 
 	c, err = parseConfig([]string{"--session-headers", " X-OpenWebUI-Chat-Id ,X-Chat,", "--default-session", "shared:1"}, env(nil))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.SessionHeaders)
-	assert.Equal(t, "shared:1", c.DefaultSession)
+	assert.Equal(t, []string{"X-OpenWebUI-Chat-Id", "X-Chat"}, c.Sessions.Sessions().Aliases)
+	assert.Equal(t, "shared:1", c.Sessions.Default)
 }
 
 // TestUploadPaceFlags: --upload-min-rate and --upload-rate-window (and
@@ -177,12 +177,12 @@ func TestFlagWinsOverEnv(t *testing.T) {
 func TestUploadPaceFlags(t *testing.T) {
 	c, err := parseConfig(nil, env(nil))
 	require.NoError(t, err)
-	assert.Equal(t, int64(1024), c.UploadMinRate)
-	assert.Equal(t, time.Minute, c.UploadRateWindow)
+	assert.Equal(t, int64(1024), c.Upload.MinRate)
+	assert.Equal(t, time.Minute, c.Upload.Window)
 	c, err = parseConfig([]string{"--upload-min-rate", "65536"}, env(map[string]string{"TOOLFS_UPLOAD_RATE_WINDOW": "30s", "TOOLFS_UPLOAD_MIN_RATE": "1"}))
 	require.NoError(t, err)
-	assert.Equal(t, int64(65536), c.UploadMinRate)
-	assert.Equal(t, 30*time.Second, c.UploadRateWindow)
+	assert.Equal(t, int64(65536), c.Upload.MinRate)
+	assert.Equal(t, 30*time.Second, c.Upload.Window)
 }
 
 // TestCacheFlags: --cache-racy-window and --cache-bytes reach the read

@@ -24,7 +24,7 @@ import (
 const unitPath = "../../deploy/systemd/toolfs-api@.service"
 
 // landlockCalls are the system calls rg's confinement makes (docs/search.md,
-// "Sandbox"), which systemd 252's @system-service leaves out.
+// "Confinement of the search process"), which systemd 252's @system-service leaves out.
 var landlockCalls = []string{"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"}
 
 // unitFilter is the unit's SystemCallFilter= lines, in order.

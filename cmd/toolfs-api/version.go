@@ -8,7 +8,7 @@ import (
 //
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/toolfs-api
 //
-// Without it, buildVersion asks the build information (docs/deployment.md,
+// Without it, buildVersion asks the build information (docs/running.md,
 // "Versions").
 var version string
 

@@ -193,10 +193,10 @@ type Store struct {
 // (then Close it to stop its heartbeat and subscription).
 func New(cfg Config) *Store {
 	if cfg.Max <= 0 {
-		cfg.Max = 32
+		cfg.Max = DefaultMax
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Minute
+		cfg.Timeout = DefaultTimeout
 	}
 	s := &Store{cfg: cfg, pending: map[string]*Pending{}, wake: make(chan struct{}), ended: map[string]Outcome{}}
 	if cfg.Redis != nil {

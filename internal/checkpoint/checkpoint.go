@@ -184,12 +184,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Bytes < 0 || opts.MaxFileBytes < 0 || opts.MaxChanges < 0 || opts.TTL < 0 || opts.DiffMaxBytes < 0 || opts.DiffBudgetBytes < 0 {
 		return nil, errors.New("checkpoint: negative bound")
 	}
-	if opts.Bytes == 0 {
-		opts.Bytes = DefaultBytes
-	}
-	if opts.MaxFileBytes == 0 {
-		opts.MaxFileBytes = min(DefaultMaxFileBytes, opts.Bytes)
-	}
+	bounds := Settings{Bytes: opts.Bytes, MaxFileBytes: opts.MaxFileBytes}.WithDefaults()
+	opts.Bytes, opts.MaxFileBytes = bounds.Bytes, bounds.MaxFileBytes
 	if opts.MaxFileBytes > opts.Bytes {
 		return nil, fmt.Errorf("checkpoint: the largest kept file (%d bytes) cannot exceed the bound on all kept contents (%d bytes)", opts.MaxFileBytes, opts.Bytes)
 	}

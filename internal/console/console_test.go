@@ -13,9 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/console"
 	"github.com/toolfs/toolfs-api/internal/hydratest"
+	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // answer is one response, its body read.
@@ -53,7 +57,7 @@ const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 // redirects; another path under /ui/ is the API's 404, another method its
 // 405; config.json says how to sign in.
 func TestConsoleServed(t *testing.T) {
-	srv := servertest.Start(t, server.Config{UI: true, Token: "agent-9f", ApproverToken: "person-4c", Policy: true, DefaultSession: "default"})
+	srv := servertest.Start(t, server.Config{Console: console.Settings{Enabled: true}, Token: "agent-9f", ApproverToken: "person-4c", Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})
 	page := get(t, http.MethodGet, srv.URL+"/ui/", nil)
 	require.Equal(t, http.StatusOK, page.status, page.body)
 	assert.Equal(t, "text/html; charset=utf-8", page.header.Get("Content-Type"))
@@ -90,7 +94,7 @@ func TestConsoleServed(t *testing.T) {
 
 // TestConsoleOff: --ui=false serves nothing at /ui/: the API's 404.
 func TestConsoleOff(t *testing.T) {
-	srv := servertest.Start(t, server.Config{UI: false, Token: "agent-9f"})
+	srv := servertest.Start(t, server.Config{Console: console.Settings{Enabled: false}, Token: "agent-9f"})
 	for _, path := range []string{"/ui/", "/ui/app.js", "/ui"} {
 		a := get(t, http.MethodGet, srv.URL+path, map[string]string{"Authorization": "Bearer agent-9f"})
 		assert.Equal(t, http.StatusNotFound, a.status, path)
@@ -101,7 +105,7 @@ func TestConsoleOff(t *testing.T) {
 // TestConsoleHostCheck: without a token on loopback, the console answers
 // only to a loopback Host, as the API does (DNS rebinding).
 func TestConsoleHostCheck(t *testing.T) {
-	srv := servertest.Start(t, server.Config{UI: true, Addr: "127.0.0.1:0"})
+	srv := servertest.Start(t, server.Config{Console: console.Settings{Enabled: true}, Addr: "127.0.0.1:0"})
 	a := get(t, http.MethodGet, srv.URL+"/ui/", map[string]string{"Host": "evil.example:80"})
 	assert.Equal(t, http.StatusForbidden, a.status)
 	assert.Contains(t, a.body, `host \"evil.example:80\" is not served`)
@@ -113,7 +117,7 @@ func TestConsoleHostCheck(t *testing.T) {
 // TestConsoleCORS: a page of an allowed origin may read the console's
 // files as it may read the API; another origin gets no CORS grant.
 func TestConsoleCORS(t *testing.T) {
-	srv := servertest.Start(t, server.Config{UI: true, Token: "agent-9f", CORSOrigins: []string{"http://allowed.example"}})
+	srv := servertest.Start(t, server.Config{Console: console.Settings{Enabled: true}, Token: "agent-9f", CORSOrigins: "http://allowed.example"})
 	ok := get(t, http.MethodGet, srv.URL+"/ui/config.json", map[string]string{"Origin": "http://allowed.example"})
 	assert.Equal(t, "http://allowed.example", ok.header.Get("Access-Control-Allow-Origin"))
 	other := get(t, http.MethodGet, srv.URL+"/ui/config.json", map[string]string{"Origin": "http://other.example"})
@@ -123,8 +127,8 @@ func TestConsoleCORS(t *testing.T) {
 // TestStatus: GET /status needs the token and reports the state the
 // console's Server screen shows.
 func TestStatus(t *testing.T) {
-	srv := servertest.Start(t, server.Config{UI: true, Token: "agent-9f", Policy: true, DefaultSession: "default",
-		Version: "v9.8.7", SandboxMode: "read-only", EditDialect: "apply_patch"})
+	srv := servertest.Start(t, server.Config{Console: console.Settings{Enabled: true}, Token: "agent-9f", Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"},
+		Version: "v9.8.7", Tools: tools.Settings{SandboxMode: "read-only", EditDialect: "apply_patch"}})
 	assert.Equal(t, http.StatusUnauthorized, get(t, http.MethodGet, srv.URL+"/status", nil).status)
 	a := get(t, http.MethodGet, srv.URL+"/status", map[string]string{"Authorization": "Bearer agent-9f", "X-Session-ID": "s1"})
 	require.Equal(t, http.StatusOK, a.status, a.body)
@@ -141,7 +145,7 @@ func TestStatus(t *testing.T) {
 // sign-in redirect) and nothing more.
 func TestConsoleOAuthConfig(t *testing.T) {
 	h := hydratest.Start(t)
-	srv := servertest.Start(t, server.Config{UI: true, OAuthIssuer: h.Issuer, UIClientID: "console-1"})
+	srv := servertest.Start(t, server.Config{Console: console.Settings{Enabled: true, ClientID: "console-1"}, Identity: identity.Settings{Issuer: h.Issuer}})
 	cfg := get(t, http.MethodGet, srv.URL+"/ui/config.json", nil)
 	require.Equal(t, http.StatusOK, cfg.status, cfg.body)
 	assert.JSONEq(t, `{"auth":"oauth","approver":false,"issuer":"`+h.Issuer+`","clientId":"console-1",

@@ -49,7 +49,7 @@ func (c *Config) defaults() {
 	}
 	def(&c.RingEvents, 1024)
 	def(&c.MaxEventBytes, 1<<20)
-	def(&c.MaxSubscribers, 64)
+	def(&c.MaxSubscribers, DefaultMaxSubscribers)
 	def(&c.QueueEvents, 256)
 	def(&c.OwnEchoes, 4096)
 	if c.RingBytes <= 0 {
@@ -59,7 +59,7 @@ func (c *Config) defaults() {
 		c.QueueBytes = 4 << 20
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = 15 * time.Second
+		c.Heartbeat = DefaultHeartbeat
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 30 * time.Second

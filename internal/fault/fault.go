@@ -1,6 +1,6 @@
 // Package fault is the one vocabulary of failures: every error code a client
 // can see and the one error type every layer returns (docs/architecture.md,
-// "Where an error code goes"). It imports nothing of ours, so every package
+// "Where each kind of change goes"). It imports nothing of ours, so every package
 // may import it; a transport maps a code to its own status in one table
 // (REST: internal/handlers/problem.go).
 package fault

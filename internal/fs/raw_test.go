@@ -11,7 +11,7 @@ import (
 
 // TestRawVersions: a write's and an edit's outcomes carry the exact bytes
 // of the versions, CRLF and other encodings kept, where the diff bases are
-// LF-normalized or absent (docs/diagnostics.md, "The two versions").
+// LF-normalized or absent (docs/diagnostics.md, "Placeholders, the working folder and the two versions").
 func TestRawVersions(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)

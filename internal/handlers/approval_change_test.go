@@ -271,7 +271,7 @@ func TestApprovalShowsTheDiff(t *testing.T) {
 // call runs only while the file is as its dry run found it.
 func TestApprovedCallPinnedWithoutPolicy(t *testing.T) {
 	o := sbServerOptions(sbOptions{mode: tools.FenceReadOnly})
-	o.Policy = false
+	o.Policy.Enabled = false
 	h := &sb{t: t, srv: servertest.Start(t, o)}
 	p := filepath.Join(h.srv.Root, "a.txt")
 	for _, tc := range []struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -58,7 +59,7 @@ func benchServerCache(b *testing.B, policyOn bool, cache tools.CacheConfig) (htt
 	root, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(filepath.Join(root, "src.go"), []byte(benchSource()), 0o644))
-	srv, err := server.New(server.Config{Root: root, Policy: policyOn, CacheBytes: cache.Bytes, CacheRacyWindow: cache.RacyWindow, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}, nil)
+	srv, err := server.New(server.Config{Root: root, Policy: policy.Settings{Enabled: policyOn}, Cache: tools.CacheConfig{Bytes: cache.Bytes, RacyWindow: cache.RacyWindow}, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}, nil)
 	require.NoError(b, err)
 	b.Cleanup(func() { srv.Shutdown(context.Background()) })
 	return srv.Handler, root
@@ -236,7 +237,7 @@ func BenchmarkWriteFenced(b *testing.B) {
 	src := benchSource()
 	require.NoError(b, os.Mkdir(filepath.Join(root, "sub"), 0o755))
 	require.NoError(b, os.WriteFile(filepath.Join(root, "sub", "src.go"), []byte(src), 0o644))
-	srv, err := server.New(server.Config{Root: root, Policy: true, SandboxMode: "workspace-write", MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}, nil)
+	srv, err := server.New(server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Tools: tools.Settings{SandboxMode: "workspace-write"}, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}, nil)
 	require.NoError(b, err)
 	b.Cleanup(func() { srv.Shutdown(context.Background()) })
 	h := srv.Handler
@@ -302,9 +303,9 @@ func BenchmarkEditDiagnostics(b *testing.B) {
 			root, err := filepath.EvalSymlinks(b.TempDir())
 			require.NoError(b, err)
 			require.NoError(b, os.WriteFile(filepath.Join(root, "big.go"), []byte(src.String()), 0o644))
-			c := server.Config{Root: root, Policy: true}
+			c := server.Config{Root: root, Policy: policy.Settings{Enabled: true}}
 			if name == "gofmt" {
-				c.Diagnostics = cfg
+				c.Diagnostics.File = cfg
 			}
 			srv, err := server.New(c, nil)
 			require.NoError(b, err)

@@ -48,7 +48,7 @@ const (
 // TestEditCorpus runs the conformance corpus of the peers' edit tests
 // through the real server (extended profile) and counts per category
 // what is correct, refused, or wrong (docs/edits.md, "Measured against
-// the peers' tests"). Nothing may be applied wrongly; the totals are
+// the peers' edit tests"). Nothing may be applied wrongly; the totals are
 // pinned so that a change of any outcome shows here. With
 // TOOLFS_EDIT_CORPUS_REPORT set it prints the table and every case that
 // is not correct.

@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -38,11 +40,10 @@ type feedOptions struct {
 func startFeed(t *testing.T, o feedOptions) *feed {
 	t.Helper()
 	srv := servertest.Start(t, server.Config{
-		Policy:     true,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
-		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		Events: true, EventsMaxSubscribers: o.maxSubscribers,
-		EventsMaxWatches: server.DefaultConfig().EventsMaxWatches, EventsQuiet: 30 * time.Millisecond,
+		Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		Token:  o.token, CORSOrigins: strings.Join(o.origins, ","), MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		Events:      events.Settings{Enabled: true, MaxSubscribers: o.maxSubscribers, MaxWatches: server.DefaultConfig().Events.MaxWatches},
+		EventsQuiet: 30 * time.Millisecond,
 	})
 	return &feed{harness: &harness{t: t, root: srv.Root, srv: srv, token: o.token}}
 }

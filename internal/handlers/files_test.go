@@ -22,13 +22,14 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // filesServer is a real server with the policy on and small files bounds.
 func filesServer(t *testing.T, cfg server.Config) *harness {
 	t.Helper()
-	cfg.Policy = true
-	cfg.SessionTTL, cfg.MaxSessions, cfg.MaxPathsPerSession = time.Hour, 100, 100
+	cfg.Policy.Enabled = true
+	cfg.Policy.TTL, cfg.Policy.MaxSessions, cfg.Policy.MaxPathsPerSession = time.Hour, 100, 100
 	cfg.MaxBodyBytes, cfg.StreamWriteWindow = 1<<20, 10*time.Second
 	srv := servertest.Start(t, cfg)
 	return &harness{t: t, root: srv.Root, srv: srv}
@@ -83,7 +84,7 @@ func paths(l listing) []string {
 }
 
 func TestFilesList(t *testing.T) {
-	h := filesServer(t, server.Config{ListMaxEntries: 6})
+	h := filesServer(t, server.Config{Files: tools.FilesConfig{ListMaxEntries: 6}})
 	h.file("b.txt", "b")
 	h.file("a-c.txt", "ac")
 	h.file("a/x.txt", "x")
@@ -322,7 +323,7 @@ func TestFilesDownload(t *testing.T) {
 }
 
 func TestFilesUploadAndDelete(t *testing.T) {
-	h := filesServer(t, server.Config{MaxUploadBytes: 1 << 20})
+	h := filesServer(t, server.Config{Files: tools.FilesConfig{MaxUploadBytes: 1 << 20}})
 	status, hdr, b := h.send(http.MethodPut, "/files/new/dir/f.bin", strings.NewReader("one"))
 	require.Equal(t, 201, status, string(b))
 	etag := hdr.Get("ETag")
@@ -582,7 +583,7 @@ func TestFilesUploadsAndDeletesOnTheFeed(t *testing.T) {
 // TestFilesUploadFence: uploads and deletes are writes to the sandbox
 // fence (docs/sandbox.md): read-only refuses them, downloads go on.
 func TestFilesUploadFence(t *testing.T) {
-	h := filesServer(t, server.Config{SandboxMode: "read-only"})
+	h := filesServer(t, server.Config{Tools: tools.Settings{SandboxMode: "read-only"}})
 	h.file("a.txt", "a")
 	status, _, b := h.send(http.MethodPut, "/files/b.txt", strings.NewReader("b"))
 	assert.Equal(t, 403, status, string(b))
@@ -591,7 +592,7 @@ func TestFilesUploadFence(t *testing.T) {
 	status, _, _ = h.send(http.MethodGet, "/files/a.txt", nil)
 	assert.Equal(t, 200, status)
 
-	w := filesServer(t, server.Config{SandboxMode: "workspace-write"})
+	w := filesServer(t, server.Config{Tools: tools.Settings{SandboxMode: "workspace-write"}})
 	require.NoError(t, os.MkdirAll(w.path("work"), 0o755))
 	status, _, b = w.send(http.MethodPut, "/files/other.txt", strings.NewReader("x"), "X-Session-Cwd", "work")
 	assert.Equal(t, 403, status, string(b))

@@ -16,7 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
+	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 var fuzzTools = []string{"read", "write", "edit", "glob", "grep"}
@@ -46,10 +49,9 @@ func newBodyWorld(t testing.TB) *bodyWorld {
 	bw := &bodyWorld{hostileWorld: w}
 	for _, on := range []bool{true, false} {
 		srv, err := server.New(server.Config{
-			Root: w.root, Policy: on,
-			SessionTTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64,
-			ReadLimit: 50, ReadMaxLineLength: 200, ReadMaxBytes: 4096,
-			SearchTimeout: 5 * time.Second, MaxSearches: 2,
+			Root: w.root, Policy: policy.Settings{Enabled: on, TTL: time.Hour, MaxSessions: 8, MaxPathsPerSession: 64},
+			Tools:        tools.Settings{ReadLimit: 50, ReadMaxLineLength: 200, ReadMaxBytes: 4096},
+			Search:       search.Settings{Timeout: 5 * time.Second, MaxConcurrent: 2},
 			MaxBodyBytes: fuzzMaxBody,
 		}, nil)
 		require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -97,8 +98,7 @@ func (w *hostileWorld) assertUntouched(t *testing.T) {
 func serveRoot(t *testing.T, root string, policyOn bool) *harness {
 	t.Helper()
 	srv := servertest.Start(t, server.Config{
-		Root: root, Policy: policyOn,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 1000,
+		Root: root, Policy: policy.Settings{Enabled: policyOn, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 1000},
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
 	})
 	return &harness{t: t, root: root, srv: srv}

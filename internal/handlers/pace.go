@@ -18,7 +18,7 @@ import (
 // read timeout in place.
 type Pace struct {
 	MinRate int64         // bytes per second
-	Window  time.Duration // at least a second (server.Config.Validate)
+	Window  time.Duration // at least a second (Validate)
 }
 
 // pacedBody is an upload's body on a read deadline that moves with its

@@ -77,8 +77,8 @@ func (s *rest) routes() http.Handler {
 
 	// The routes nobody authenticates never touch a session: an anonymous
 	// client must not fill the store past --max-sessions and evict the
-	// agents' read state (docs/identity.md, "Sessions belong to their
-	// subject").
+	// agents' read state (docs/identity.md, "What a
+	// subject owns").
 	r.Group(func(r chi.Router) {
 		r.Use(guard(open)...)
 		r.Use(capped)

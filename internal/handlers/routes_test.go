@@ -15,8 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/api"
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // TestEveryOperationIsRouted: routes.go, written by hand, serves exactly the
@@ -27,7 +30,7 @@ import (
 func TestEveryOperationIsRouted(t *testing.T) {
 	spec, err := openapi3.NewLoader().LoadFromData(api.SpecYAML)
 	require.NoError(t, err)
-	srv := servertest.Start(t, server.Config{Policy: true, Events: true, DefaultSession: "default"})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Events: events.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})
 	require.NoError(t, os.WriteFile(filepath.Join(srv.Root, "f.txt"), []byte("f"), 0o644))
 	do := func(method, path string) (int, string, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -60,14 +61,11 @@ func sbServerOptions(o sbOptions) server.Config {
 		o.timeout = 30 * time.Second
 	}
 	return server.Config{
-		Policy:     true,
-		Profile:    string(o.profile),
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
-		Token: o.token, ApproverToken: o.approverToken, MaxBodyBytes: 1 << 20,
+		Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		Tools:  tools.Settings{Profile: string(o.profile), SandboxMode: string(o.mode)},
+		Token:  o.token, ApproverToken: o.approverToken, MaxBodyBytes: 1 << 20,
 		StreamWriteWindow: 10 * time.Second,
-		SandboxMode:       string(o.mode),
-		NoApprovals:       o.noApprovals,
-		MaxApprovals:      o.max, ApprovalTimeout: o.timeout,
+		Approvals:         approval.Settings{Deny: o.noApprovals, Max: o.max, Timeout: o.timeout},
 	}
 }
 
@@ -820,7 +818,7 @@ func TestEscalationCountsOnce(t *testing.T) {
 // session like any event.
 func TestApprovalInTheChangeFeed(t *testing.T) {
 	o := sbServerOptions(sbOptions{mode: tools.FenceReadOnly})
-	o.Events = true
+	o.Events.Enabled = true
 	srv := servertest.Start(t, o)
 	h := &sb{t: t, srv: srv}
 	f := &feed{harness: &harness{t: t, root: srv.Root, srv: srv}}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/search"
@@ -52,22 +53,21 @@ type options struct {
 func start(t *testing.T, o options) *harness {
 	t.Helper()
 	so := server.Config{
-		Policy:     !o.policyOff,
-		Profile:    string(o.profile),
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
-		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
-		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
+		Policy: policy.Settings{Enabled: !o.policyOff, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		Tools:  tools.Settings{Profile: string(o.profile), EditDialect: o.dialect},
+		Token:  o.token, CORSOrigins: strings.Join(o.origins, ","), MaxBodyBytes: o.maxBody,
+		StreamWriteWindow: 10 * time.Second, Sessions: tools.SessionSettings{Headers: strings.Join(o.sessions.Aliases, ","), Default: o.sessions.Default},
 		PublicURL: o.publicURL,
-		Root:      o.root, EditDialect: o.dialect, Checkpoints: o.checkpoints,
+		Root:      o.root, Checkpoints: checkpoint.Settings{Enabled: o.checkpoints},
 	}
 	if o.caps != nil {
-		so.ReadLimit, so.ReadMaxLineLength, so.ReadMaxBytes = o.caps.Limit, o.caps.MaxLineLength, o.caps.MaxBytes
+		so.Tools.ReadLimit, so.Tools.ReadMaxLineLength, so.Tools.ReadMaxBytes = o.caps.Limit, o.caps.MaxLineLength, o.caps.MaxBytes
 	}
 	if so.MaxBodyBytes == 0 {
 		so.MaxBodyBytes = 1 << 20
 	}
 	if o.noRg {
-		so.RgPath = "/nonexistent/no-such-rg"
+		so.Search.RgPath = "/nonexistent/no-such-rg"
 	}
 	var with []server.Option
 	if o.store != nil {
@@ -537,7 +537,7 @@ func TestStreamedReadLateFailureAborts(t *testing.T) {
 }
 
 // TestCatalog pins the original profile's catalog: byte for byte the
-// original's (docs/api.md, "Profiles").
+// original's (docs/edits.md, "Profiles").
 func TestCatalog(t *testing.T) {
 	h := start(t, options{profile: render.ProfileOriginal})
 	r := h.do(http.MethodGet, "/tools", "")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 )
@@ -30,7 +32,7 @@ func BenchmarkEditShared(b *testing.B) {
 				root, err := filepath.EvalSymlinks(b.TempDir())
 				require.NoError(b, err)
 				require.NoError(b, os.WriteFile(filepath.Join(root, "a.txt"), []byte("x: 0\n"), 0o644))
-				cfg := server.Config{Root: root, Policy: true, Events: feed, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}
+				cfg := server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Events: events.Settings{Enabled: feed}, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second}
 				if store == "redis" {
 					cfg.SessionStore = rs.URL(0)
 					cfg.SessionKeyPrefix = fmt.Sprintf("bench-%d:", time.Now().UnixNano())

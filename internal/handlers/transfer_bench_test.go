@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // transferBytes is the size of a transfer benchmark's file:
@@ -89,7 +91,7 @@ func BenchmarkTransferDownload(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.Close()
-	srv := servertest.Start(b, server.Config{Root: dir, Policy: true, SessionTTL: time.Hour, MaxSessions: 10, MaxPathsPerSession: 10, MaxBodyBytes: 1 << 20, StreamWriteWindow: 30 * time.Second})
+	srv := servertest.Start(b, server.Config{Root: dir, Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 10, MaxPathsPerSession: 10}, MaxBodyBytes: 1 << 20, StreamWriteWindow: 30 * time.Second})
 	fsrv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer fsrv.Close()
 	get := func(url string) error {
@@ -130,8 +132,8 @@ func BenchmarkTransferDownload(b *testing.B) {
 func BenchmarkTransferUpload(b *testing.B) {
 	size := transferBytes()
 	dir := b.TempDir()
-	srv := servertest.Start(b, server.Config{Root: dir, Policy: true, SessionTTL: time.Hour, MaxSessions: 10, MaxPathsPerSession: 10,
-		MaxBodyBytes: 1 << 20, StreamWriteWindow: 30 * time.Second, MaxUploadBytes: size})
+	srv := servertest.Start(b, server.Config{Root: dir, Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 10, MaxPathsPerSession: 10},
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 30 * time.Second, Files: tools.FilesConfig{MaxUploadBytes: size}})
 	var ours, theirs time.Duration
 	var growth int64
 	b.ResetTimer()

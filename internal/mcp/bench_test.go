@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -25,7 +26,7 @@ import (
 // over real loopback HTTP, policy on, one session: through /mcp with the Go
 // SDK's client (the sessionless 2026-07-28 and the stateful 2025-11-25),
 // and the baseline, the same calls through REST with a keep-alive
-// http.Client. docs/performance.md, "MCP over HTTP", has the figures.
+// http.Client. docs/performance.md, "MCP at the speed of REST", has the figures.
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./internal/mcp
 
@@ -42,8 +43,7 @@ type caller func(b *testing.B, tool string, args map[string]any)
 
 func BenchmarkCall(b *testing.B) {
 	srv := servertest.Start(b, server.Config{
-		Policy:       true,
-		SessionTTL:   time.Hour,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour},
 		MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second,
 	})
 	content := benchFile()
@@ -155,8 +155,7 @@ func (p plain) RoundTrip(req *http.Request) (*http.Response, error) {
 //	go test -run '^$' -bench BenchmarkWire -benchtime 300x ./internal/mcp
 func BenchmarkWire(b *testing.B) {
 	srv := servertest.Start(b, server.Config{
-		Policy:       true,
-		SessionTTL:   time.Hour,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour},
 		MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second,
 	})
 	content := benchFile()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -143,7 +144,7 @@ func TestEditLinesOverMCPIsREST(t *testing.T) {
 // TestDialectOfTheServer: --edit-dialect anchors makes /mcp's default list
 // edit_lines; ?dialect=str_replace still asks for edit.
 func TestDialectOfTheServer(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Policy: true, EditDialect: "anchors"})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Tools: tools.Settings{EditDialect: "anchors"}})
 	h := &harness{t: t, srv: srv}
 	assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep"}, toolNames(t, h.connectTo("/mcp", "")))
 	assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=str_replace", "")))

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -27,7 +28,7 @@ var benchFiles atomic.Int64
 //	go test -run '^$' -bench EscalatedWrite -benchtime 500x ./internal/mcp
 func BenchmarkEscalatedWrite(b *testing.B) {
 	plain := &harness{t: b, srv: servertest.Start(b, server.Config{
-		Policy: true, SessionTTL: time.Hour, MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
+		Policy: policy.Settings{Enabled: true, TTL: time.Hour}, MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
 	})}
 	fencedSrv := fenced(b, "", time.Minute)
 	for _, tc := range []struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -28,10 +29,9 @@ import (
 func fenced(t testing.TB, approveBy string, timeout time.Duration, more ...func(*server.Config)) *harness {
 	t.Helper()
 	cfg := server.Config{
-		Policy:     true,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		SandboxMode: string(tools.FenceReadOnly), ApprovalTimeout: timeout, ApproveBy: approveBy,
+		Tools: tools.Settings{SandboxMode: string(tools.FenceReadOnly)}, Approvals: approval.Settings{Timeout: timeout}, ApproveBy: approveBy,
 	}
 	for _, f := range more {
 		f(&cfg)
@@ -330,7 +330,7 @@ func TestElicitationAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	var hs []*harness
 	for range 2 {
-		hs = append(hs, fenced(t, "", 30*time.Second, func(c *server.Config) { c.Root, c.SessionStore, c.DefaultSession = root, rs.URL(4), "default" }))
+		hs = append(hs, fenced(t, "", 30*time.Second, func(c *server.Config) { c.Root, c.SessionStore, c.Sessions.Default = root, rs.URL(4), "default" }))
 	}
 	noRetry := &sdk.ClientOptions{MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true}}
 	c0 := hs[0].connectAsking("", &asked{answer: answer("approve")}, noRetry, "X-Session-ID", "across")
@@ -367,7 +367,7 @@ func TestElicitationAcrossReplicas(t *testing.T) {
 // before the write it approves, on both kinds of revision.
 func TestElicitedDecisionAudited(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "audit.jsonl")
-	h := fenced(t, "", 30*time.Second, func(c *server.Config) { c.AuditLog = log })
+	h := fenced(t, "", 30*time.Second, func(c *server.Config) { c.Audit.Path = log })
 	for _, v := range versions[:2] {
 		c := h.connectAsking(v.ask, &asked{answer: answer("approve")}, nil, "X-Session-ID", "audited")
 		res, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "write", Arguments: escalated("audited-"+v.name+".txt", "x\n")})
@@ -407,7 +407,7 @@ func TestSessionElicitationFallsBackAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	var hs []*harness
 	for range 2 {
-		hs = append(hs, fenced(t, "elicitation", 30*time.Second, func(c *server.Config) { c.Root, c.SessionStore, c.DefaultSession = root, rs.URL(5), "default" }))
+		hs = append(hs, fenced(t, "elicitation", 30*time.Second, func(c *server.Config) { c.Root, c.SessionStore, c.Sessions.Default = root, rs.URL(5), "default" }))
 	}
 	tr := &spread{bases: []string{hs[0].srv.URL, hs[1].srv.URL}, dead: map[int]bool{}, ids: map[string]int{}}
 	a := &asked{answer: answer("approve")}

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -22,10 +24,9 @@ import (
 // with its session and the hunks of its change (docs/events.md).
 func TestEditThroughMCPAppearsInTheFeed(t *testing.T) {
 	h := &harness{t: t, srv: servertest.Start(t, server.Config{
-		Policy:     true,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		Events: true, EventsMaxWatches: server.DefaultConfig().EventsMaxWatches, EventsQuiet: 30 * time.Millisecond,
+		Events: events.Settings{Enabled: true, MaxWatches: server.DefaultConfig().Events.MaxWatches}, EventsQuiet: 30 * time.Millisecond,
 	})}
 	h.file("a.txt", "one\ntwo\nthree\n")
 

@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 )
@@ -122,8 +124,8 @@ func TestTraceparentInLogs(t *testing.T) {
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	cfg := server.Config{Root: root, Policy: false, SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
-		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second, AuditLog: auditPath}
+	cfg := server.Config{Root: root, Policy: policy.Settings{Enabled: false, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second, Audit: audit.Settings{Path: auditPath}}
 	s, err := server.New(cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
 	require.NoError(t, err)
 	hs := httptest.NewServer(s.Handler)

@@ -18,6 +18,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/mcp"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -256,14 +257,14 @@ func (h *harness) largeWrite(t *testing.T, c *client, rel string) {
 }
 
 // TestBodyCapDefault: built with no MaxBodyBytes, the handler takes bodies
-// up to 32 MiB, not the SDK's 4 MiB.
+// up to 32 MiB, not the SDK's 4 MiB. Its session bounds are required.
 func TestBodyCapDefault(t *testing.T) {
 	root := t.TempDir()
 	local, err := fs.NewLocal(root, fs.LocalOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { local.Close() })
 	x := tools.New(tools.Options{FS: local, Caps: render.DefaultCaps()})
-	hs := httptest.NewServer(http.StripPrefix("/mcp", mcp.New(mcp.Config{}, x)))
+	hs := httptest.NewServer(http.StripPrefix("/mcp", mcp.New(mcp.Config{SessionTimeout: time.Minute, MaxSessions: 10}, x)))
 	t.Cleanup(hs.Close)
 	h := &harness{t: t, srv: &servertest.Server{URL: hs.URL}}
 	h.srv.Server = &server.Server{Root: root}
@@ -284,12 +285,11 @@ func clip(s string) string {
 // 30 s approval timeout, and writes nothing.
 func TestBudgetCancelsTheRest(t *testing.T) {
 	srv := servertest.Start(t, server.Config{
-		Policy:     true,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
 		MCPAnswerBudget: 2000,
-		SandboxMode:     string(tools.FenceReadOnly),
-		ApprovalTimeout: 30 * time.Second,
+		Tools:           tools.Settings{SandboxMode: string(tools.FenceReadOnly)},
+		Approvals:       approval.Settings{Timeout: 30 * time.Second},
 	})
 	h := &harness{t: t, srv: srv}
 	h.file("big.txt", strings.Repeat("0123456789abcdef\n", 1000))

@@ -54,10 +54,10 @@ type Config struct {
 	// image read's answer, plus 4 MiB; docs/mcp.md, "Limits").
 	AnswerBudget int64
 	// SessionTimeout closes an MCP session idle this long, which bounds the
-	// SDK's table of sessions in time (0: 30 minutes).
+	// SDK's table of sessions in time (--session-ttl; required).
 	SessionTimeout time.Duration
 	// MaxSessions bounds the MCP sessions open at once; past it the least
-	// recently used is closed (0: 10000; --max-sessions).
+	// recently used is closed (--max-sessions; required).
 	MaxSessions int
 	// Version is the server version announced to clients ("" = "dev").
 	Version string
@@ -104,14 +104,13 @@ func New(cfg Config, x *tools.Executor) *Handler {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 30 * time.Minute
+	if cfg.SessionTimeout <= 0 || cfg.MaxSessions <= 0 {
+		// The bounds are the policy's flags, whose defaults live there
+		// alone (docs/architecture.md, "Where each kind of change goes").
+		panic("mcp: Config.SessionTimeout and Config.MaxSessions must be positive (--session-ttl, --max-sessions)")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = 10000
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 32 << 20

@@ -17,7 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/mcp"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -61,22 +64,21 @@ func start(t *testing.T, o options) *harness {
 		o.maxBody = 1 << 20
 	}
 	cfg := server.Config{
-		Policy:     !o.policyOff,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
-		Token: o.token, CORSOrigins: o.origins, MaxBodyBytes: o.maxBody,
-		StreamWriteWindow: 10 * time.Second, SessionHeaders: o.sessions.Aliases, DefaultSession: o.sessions.Default,
-		MCPStructured: o.structured, MCPAnswerBudget: o.budget,
+		Policy: policy.Settings{Enabled: !o.policyOff, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		Token:  o.token, CORSOrigins: strings.Join(o.origins, ","), MaxBodyBytes: o.maxBody,
+		StreamWriteWindow: 10 * time.Second, Sessions: tools.SessionSettings{Headers: strings.Join(o.sessions.Aliases, ","), Default: o.sessions.Default},
+		MCP: mcp.Settings{Structured: o.structured}, MCPAnswerBudget: o.budget,
 	}
 	if o.cached {
-		cfg.CacheBytes, cfg.CacheRacyWindow = 8<<20, time.Nanosecond
+		cfg.Cache.Bytes, cfg.Cache.RacyWindow = 8<<20, time.Nanosecond
 	}
 	// The MCP sessions' bounds are the policy's (--max-sessions,
 	// --session-ttl).
 	if o.maxMCP > 0 {
-		cfg.MaxSessions = o.maxMCP
+		cfg.Policy.MaxSessions = o.maxMCP
 	}
 	if o.idle > 0 {
-		cfg.SessionTTL = o.idle
+		cfg.Policy.TTL = o.idle
 	}
 	srv := servertest.Start(t, cfg)
 	return &harness{t: t, srv: srv, token: o.token}
@@ -309,7 +311,7 @@ func TestToolsList(t *testing.T) {
 }
 
 func TestToolsListWithoutRipgrep(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Policy: true, RgPath: "/nonexistent/no-such-rg"})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Search: search.Settings{RgPath: "/nonexistent/no-such-rg"}})
 	h := &harness{t: t, srv: srv}
 	list, err := h.connect("").ListTools(context.Background(), nil)
 	require.NoError(t, err)
@@ -631,7 +633,7 @@ func TestAuthOriginAndCORS(t *testing.T) {
 // TestLoopbackHost: without a token the Host must be a loopback name, as on
 // REST (DNS rebinding).
 func TestLoopbackHost(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Policy: true, Addr: "127.0.0.1:8080"})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Addr: "127.0.0.1:8080"})
 	h := &harness{t: t, srv: srv}
 	r := h.raw(http.MethodPost, "/mcp", initialize, append(mcpPost, "Host", "rebound.example:8080")...)
 	assert.Equal(t, http.StatusForbidden, r.status)
@@ -721,10 +723,10 @@ func TestIdleMCPSessionCloses(t *testing.T) {
 }
 
 // TestToolsListFollowsTheProfile: the MCP tool list carries each profile's
-// schemas, as GET /tools does (docs/api.md, "Profiles").
+// schemas, as GET /tools does (docs/edits.md, "Profiles").
 func TestToolsListFollowsTheProfile(t *testing.T) {
 	for _, p := range []render.Profile{render.ProfileOriginal, render.ProfileExtended} {
-		srv := servertest.Start(t, server.Config{Policy: true, Profile: string(p)})
+		srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Tools: tools.Settings{Profile: string(p)}})
 		h := &harness{t: t, srv: srv}
 		var cat tools.Catalog
 		require.NoError(t, json.Unmarshal([]byte(h.raw(http.MethodGet, "/tools", "").body), &cat))

@@ -22,8 +22,11 @@ import (
 	"github.com/stretchr/testify/require"
 	_ "golang.org/x/image/webp" // image.DecodeConfig of what the server sends
 
+	"github.com/toolfs/toolfs-api/internal/media"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // startMedia is a server of the given profile with --read-image-max-bytes
@@ -32,9 +35,9 @@ import (
 func startMedia(t *testing.T, profile string, maxBytes int64, readMax int, more ...func(*server.Config)) *harness {
 	t.Helper()
 	cfg := server.Config{
-		Policy: true, SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
-		Profile: profile, ReadImageMaxBytes: maxBytes, ReadMaxBytes: readMax,
-		StreamWriteWindow: 10 * time.Second, DefaultSession: "default",
+		Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
+		Tools:  tools.Settings{Profile: profile, ReadMaxBytes: readMax}, Images: media.ImageLimits{MaxBytes: maxBytes},
+		StreamWriteWindow: 10 * time.Second, Sessions: tools.SessionSettings{Default: "default"},
 	}
 	for _, m := range more {
 		m(&cfg)
@@ -166,7 +169,7 @@ func TestImageScaledDown(t *testing.T) {
 		// The read caches on, any file at once: the MCP read is served the
 		// picture the REST read made (a scale under the race detector on
 		// a loaded machine took 6 s).
-		h := startMedia(t, "", 0, 0, func(c *server.Config) { c.CacheBytes, c.CacheRacyWindow = 32<<20, time.Nanosecond })
+		h := startMedia(t, "", 0, 0, func(c *server.Config) { c.Cache.Bytes, c.Cache.RacyWindow = 32<<20, time.Nanosecond })
 		data := encoded(t, "png", gradient(2000, 500))
 		p := h.put("wide.png", data)
 		r := h.rest("read", map[string]any{"file_path": "wide.png"})

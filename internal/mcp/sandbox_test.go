@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
 	"github.com/toolfs/toolfs-api/internal/tools"
@@ -32,11 +33,10 @@ import (
 // once, reject answers the original's text; for every protocol revision.
 func TestEscalationOverMCP(t *testing.T) {
 	srv := servertest.Start(t, server.Config{
-		Policy:     true,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		SandboxMode:     string(tools.FenceReadOnly),
-		ApprovalTimeout: 30 * time.Second,
+		Tools:     tools.Settings{SandboxMode: string(tools.FenceReadOnly)},
+		Approvals: approval.Settings{Timeout: 30 * time.Second},
 	})
 	h := &harness{t: t, srv: srv}
 	for _, v := range versions {
@@ -121,12 +121,11 @@ func TestEscalationOverMCP(t *testing.T) {
 // notification, so there only the request's end applies.
 func TestApprovalWithdrawnWhenCallEnds(t *testing.T) {
 	srv := servertest.Start(t, server.Config{
-		Policy:     true,
-		SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+		Policy:       policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100},
 		MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
-		SandboxMode: string(tools.FenceReadOnly),
+		Tools: tools.Settings{SandboxMode: string(tools.FenceReadOnly)},
 		// Long enough that no withdrawal here can be a timeout.
-		ApprovalTimeout: 10 * time.Minute,
+		Approvals: approval.Settings{Timeout: 10 * time.Minute},
 	})
 	h := &harness{t: t, srv: srv}
 	h.file("a.txt", "old\n")

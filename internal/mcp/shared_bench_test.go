@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -27,8 +28,8 @@ func BenchmarkSharedSessions(b *testing.B) {
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
 	start := func(store string) *servertest.Server {
-		return servertest.Start(b, server.Config{Root: root, Policy: true, SessionStore: store, SessionTTL: time.Hour,
-			MaxSessions: 100000, MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second})
+		return servertest.Start(b, server.Config{Root: root, Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100000}, SessionStore: store,
+			MaxBodyBytes: 32 << 20, StreamWriteWindow: 10 * time.Second})
 	}
 	read := map[string]any{"file_path": "a.txt"}
 	for _, store := range []string{"memory", "redis"} {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
@@ -68,8 +69,7 @@ func replicas(t *testing.T, n int) ([]*servertest.Server, *redistest.Server) {
 	var out []*servertest.Server
 	for range n {
 		out = append(out, servertest.Start(t, server.Config{
-			Root: root, Policy: true, SessionStore: rs.URL(3),
-			SessionTTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100,
+			Root: root, Policy: policy.Settings{Enabled: true, TTL: time.Hour, MaxSessions: 100, MaxPathsPerSession: 100}, SessionStore: rs.URL(3),
 			MaxBodyBytes: 1 << 20, StreamWriteWindow: 10 * time.Second,
 		}))
 	}

@@ -253,7 +253,7 @@ func (m *Metrics) WatchSessions(gate any) {
 }
 
 // BuildInfo exports toolfs_build_info{version,goversion} = 1, the version
-// of the running binary (docs/deployment.md, "Watching it"), so a
+// of the running binary (docs/running.md, "Watching it"), so a
 // dashboard can tell which release each replica runs.
 func (m *Metrics) BuildInfo(version, goversion string) {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{

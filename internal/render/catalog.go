@@ -16,7 +16,7 @@ type Tool struct {
 	Guidance    string          `json:"guidance"`
 }
 
-// Profile chooses the surface the catalog advertises (docs/api.md,
+// Profile chooses the surface the catalog advertises (docs/edits.md,
 // "Profiles").
 type Profile string
 

@@ -1,7 +1,7 @@
 package render
 
 // SessionIDRule is what a session id may be, as messages say it
-// (docs/api.md, "Session headers"); request ids follow it too.
+// (docs/api.md, "Sessions"); request ids follow it too.
 const SessionIDRule = "1-128 characters of A-Za-z0-9._:-"
 
 // ValidSessionID reports whether s follows SessionIDRule. It is the one

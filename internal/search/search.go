@@ -38,9 +38,14 @@ const (
 	StderrMaxBytes = 64 << 10
 )
 
+// The defaults of --search-timeout and --max-searches, and of a zero
+// Config.
 const (
-	defaultTimeout       = 30 * time.Second
-	defaultMaxConcurrent = 4
+	DefaultTimeout       = 30 * time.Second
+	DefaultMaxConcurrent = 4
+)
+
+const (
 	// killGrace is how long a cancelled rg gets between SIGTERM and SIGKILL.
 	killGrace = 500 * time.Millisecond
 )
@@ -111,11 +116,11 @@ func newSearcher(cfg Config) *Searcher {
 		rawMax:  RawOutputMaxBytes,
 	}
 	if s.timeout <= 0 {
-		s.timeout = defaultTimeout
+		s.timeout = DefaultTimeout
 	}
 	n := cfg.MaxConcurrent
 	if n <= 0 {
-		n = defaultMaxConcurrent
+		n = DefaultMaxConcurrent
 	}
 	s.sem = make(chan struct{}, n)
 	name := cfg.RgPath

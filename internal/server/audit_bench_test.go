@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // BenchmarkAuditCost is what --audit-log adds to writes through the whole
@@ -31,9 +33,9 @@ func BenchmarkAuditCost(b *testing.B) {
 }
 
 func benchAudit(b *testing.B, ckpt, on bool) {
-	cfg := server.Config{Checkpoints: ckpt, DefaultSession: "bench"}
+	cfg := server.Config{Checkpoints: checkpoint.Settings{Enabled: ckpt}, Sessions: tools.SessionSettings{Default: "bench"}}
 	if on {
-		cfg.AuditLog = filepath.Join(b.TempDir(), "audit.log")
+		cfg.Audit.Path = filepath.Join(b.TempDir(), "audit.log")
 	}
 	srv := servertest.Start(b, cfg)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -24,8 +24,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // auditClient sends requests to a test server with a request id each.
@@ -85,7 +90,7 @@ func auditLines(t *testing.T, path string) []string {
 // token and "token" with --token; never the contents.
 func TestAuditLineFormat(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "audit.log")
-	srv := servertest.Start(t, server.Config{Policy: true, DefaultSession: "default", Checkpoints: true, AuditLog: log})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Checkpoints: checkpoint.Settings{Enabled: true}, Audit: audit.Settings{Path: log}})
 	c := auditClient{t: t, base: srv.URL}
 	a := filepath.Join(srv.Root, "a.txt")
 
@@ -115,8 +120,8 @@ func TestAuditLineFormat(t *testing.T) {
 
 	// A decision, with --token: the escalated write waits for it.
 	log2 := filepath.Join(t.TempDir(), "audit.log")
-	srv2 := servertest.Start(t, server.Config{Policy: true, DefaultSession: "default", Token: "tok", SandboxMode: "read-only",
-		ApprovalTimeout: time.Minute, AuditLog: log2})
+	srv2 := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Token: "tok", Tools: tools.Settings{SandboxMode: "read-only"},
+		Approvals: approval.Settings{Timeout: time.Minute}, Audit: audit.Settings{Path: log2}})
 	c2 := auditClient{t: t, base: srv2.URL, token: "tok"}
 	b := filepath.Join(srv2.Root, "b.txt")
 	done := make(chan string, 1)
@@ -177,7 +182,7 @@ func TestAuditUnavailableChangesNothing(t *testing.T) {
 	require.NoError(t, os.WriteFile(b, []byte("bee\n"), 0o644))
 	require.NoError(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
 	// A first server, without the audit log, gives session s1 a history.
-	first, err := server.New(server.Config{Root: root, Policy: true, DefaultSession: "default", Checkpoints: true}, nil)
+	first, err := server.New(server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Checkpoints: checkpoint.Settings{Enabled: true}}, nil)
 	require.NoError(t, err)
 	hs := httptest.NewServer(first.Handler)
 	c := auditClient{t: t, base: hs.URL}
@@ -187,8 +192,8 @@ func TestAuditUnavailableChangesNothing(t *testing.T) {
 	require.NoError(t, first.Shutdown(context.Background()))
 
 	log := filepath.Join(fullTmpfs(t), "audit.log")
-	srv := servertest.Start(t, server.Config{Root: root, Policy: true, DefaultSession: "default", Checkpoints: true,
-		SandboxMode: "workspace-write", ApprovalTimeout: 3 * time.Second, AuditLog: log})
+	srv := servertest.Start(t, server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Checkpoints: checkpoint.Settings{Enabled: true},
+		Tools: tools.Settings{SandboxMode: "workspace-write"}, Approvals: approval.Settings{Timeout: 3 * time.Second}, Audit: audit.Settings{Path: log}})
 	c = auditClient{t: t, base: srv.URL}
 	for _, p := range []string{a, b} {
 		st, _, body = c.send("POST", "/tools/read", `{"file_path":"`+p+`"}`, "")
@@ -254,9 +259,9 @@ func TestAuditUnavailableChangesNothing(t *testing.T) {
 // TestAuditLostRecordAnswers503: when the record cannot be written after
 // the change (the write of the line fails: /dev/full), the change stands
 // and the call answers 503 AUDIT_UNAVAILABLE saying it was applied, so no
-// change is acknowledged without its record (docs/decisions.md, "Audit").
+// change is acknowledged without its record (docs/audit.md, "How a record is made").
 func TestAuditLostRecordAnswers503(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Policy: true, DefaultSession: "default", AuditLog: "/dev/full"})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Audit: audit.Settings{Path: "/dev/full"}})
 	c := auditClient{t: t, base: srv.URL}
 	a := filepath.Join(srv.Root, "a.txt")
 	st, _, body := c.send("POST", "/tools/write", `{"file_path":"`+a+`","content":"one\n"}`, "")
@@ -314,7 +319,7 @@ func TestAuditMCPRequestIDs(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2025-03-26", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "audit.log")
-			srv := servertest.Start(t, server.Config{Policy: true, DefaultSession: "default", AuditLog: log})
+			srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Audit: audit.Settings{Path: log}})
 			ids := &requestIDs{}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()

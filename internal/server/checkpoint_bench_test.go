@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // BenchmarkCheckpointCost is what the checkpoints add to a write and an
@@ -30,7 +32,7 @@ func BenchmarkCheckpointCost(b *testing.B) {
 }
 
 func benchMutation(b *testing.B, tool string, size int, on bool) {
-	srv := servertest.Start(b, server.Config{Checkpoints: on, DefaultSession: "bench"})
+	srv := servertest.Start(b, server.Config{Checkpoints: checkpoint.Settings{Enabled: on}, Sessions: tools.SessionSettings{Default: "bench"}})
 	line := strings.Repeat("x", 63) + "\n"
 	body := strings.Repeat(line, size/len(line))
 	path := filepath.Join(srv.Root, "f.txt")

@@ -3,98 +3,59 @@ package server
 import (
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/audit"
 	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/console"
 	"github.com/toolfs/toolfs-api/internal/diagnostics"
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/fs"
+	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/mcp"
 	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/policy"
-	"github.com/toolfs/toolfs-api/internal/render"
-	"github.com/toolfs/toolfs-api/internal/sandbox"
+	"github.com/toolfs/toolfs-api/internal/search"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // Config is every setting of a server, one field per flag of
-// cmd/toolfs-api (README.md, "Configuration"), as that flag's value: cmd parses the
-// flags into it, New builds from it. DefaultConfig holds the flags'
-// defaults.
+// cmd/toolfs-api (README.md, "Configuration"): the builder's own flags
+// here, and each subsystem's settings in a field of the type that package
+// declares beside the code it configures, which registers its flags with
+// their defaults, fills its zero fields and validates itself
+// (docs/architecture.md, "Where each kind of change goes"; the Loki
+// pattern of STYLE.md). RegisterFlags registers them all; DefaultConfig is
+// their defaults.
 //
 // A field whose flag must be positive or non-empty takes its default when
 // zero, so a test names only what it changes; Validate, which cmd runs on
 // the parsed flags, refuses such a zero in the flag's words. Every other
-// field means what its flag's value means, zero included: Policy, Events
-// and MCPStructured are off, CacheBytes 0 turns the caches off,
-// EventsMaxWatches 0 reports no external change, DefaultSession "" names no
-// session (--require-session), NoApprovals is --approvals=false.
+// field means what its flag's value means, zero included: Policy.Enabled,
+// Events.Enabled, Checkpoints.Enabled, Console.Enabled and MCP.Structured are off,
+// Cache.Bytes 0 turns the caches off, Events.MaxWatches 0 reports no
+// external change, Sessions.Default "" names no session
+// (--require-session), Approvals.Deny is --approvals=false.
 type Config struct {
 	// The workspace.
 	Root    string // --root (required)
 	LockDir string // --lock-dir: "" = lock files in the root's private folder, "off" = in-process locks only
 
 	// Who may call, and from where.
-	Addr          string   // --addr: where Listen listens; on loopback without Token, requests must name a loopback Host
-	Token         string   // --token: "" = no auth
-	ApproverToken string   // --approver-token
-	MetricsToken  string   // --metrics-token: accepted on GET /metrics alone
-	AllowNoToken  bool     // --allow-no-token
-	CORSOrigins   []string // --cors-origins
-	PublicURL     string   // --public-url ("" = the request's scheme and Host)
-	// Identities (docs/identity.md): an OAuth 2.1 resource server trusting
-	// one authorization server. OAuthAudiences "" = the defaults of
-	// PublicURL, which --oauth-issuer then needs.
-	OAuthIssuer    string   // --oauth-issuer ("" = off)
-	OAuthAudiences []string // --oauth-audience
-	MaxBodyBytes   int64    // --max-body-bytes [32 MiB]; not for uploads
-
-	// The files endpoints (docs/files.md).
-	MaxUploadBytes int64 // --max-upload-bytes [1 GiB]
-	// An upload's body must bring UploadMinRate bytes a second, counted
-	// over each UploadRateWindow, or it is cut (408 BODY_TOO_SLOW); one
-	// that keeps that pace is never cut for taking long.
-	UploadMinRate    int64         // --upload-min-rate [1024]
-	UploadRateWindow time.Duration // --upload-rate-window [1m]
-	ListMaxEntries   int           // --list-max-entries [10000]
-
-	// The tools' surface and the read window.
-	Profile           string // --profile [extended]
-	EditDialect       string // --edit-dialect [str_replace] (docs/edits.md, "Edit dialects")
-	ReadLimit         int    // --read-limit [2000]
-	ReadMaxLineLength int    // --read-max-line-length [2000]
-	ReadMaxBytes      int    // --read-max-bytes [51200]
-	ReadStreamMinSize int64  // --read-stream-min-size [10 MiB], accepted for compatibility only
-	// What an image read sends (docs/media.md).
-	ReadImageMaxPixels int   // --read-image-max-pixels [1568], the long side
-	ReadImageMaxBytes  int64 // --read-image-max-bytes [5 MiB], encoded
-
-	// The read-before-write policy and its sessions (docs/api.md,
-	// "Sessions"; docs/deployment.md).
-	Policy             bool          // --policy
-	SessionStore       string        // --session-store: memory or a redis:// URL [memory]
-	SessionKeyPrefix   string        // --session-key-prefix [toolfs:]
-	SessionTTL         time.Duration // --session-ttl [30m], also the idle bound of an MCP session
-	MaxSessions        int           // --max-sessions [10000], also the bound on MCP sessions
-	MaxPathsPerSession int           // --max-paths-per-session [4096]
-	SessionHeaders     []string      // --session-headers
-	DefaultSession     string        // --default-session; "" = none (--require-session)
-
-	// glob and grep (docs/search.md).
-	RgPath        string        // --rg-path ("" = rg on PATH)
-	SearchTimeout time.Duration // --search-timeout [30s]
-	MaxSearches   int           // --max-searches [4]
-	SearchSandbox string        // --search-sandbox [require]
-
-	// The sandbox and its escalations (docs/sandbox.md).
-	SandboxMode     string        // --sandbox-mode [off]
-	NoApprovals     bool          // --approvals=false: every escalation is denied
-	ApprovalTimeout time.Duration // --approval-timeout [5m]
+	Addr          string // --addr: where Listen listens; on loopback without Token, requests must name a loopback Host
+	Token         string // --token: "" = no auth
+	ApproverToken string // --approver-token
 	// ApproveBy is --approve-by: elicitation, approvals or both; "" =
 	// both, or approvals alone with ApproverToken (docs/sandbox.md).
 	ApproveBy string
@@ -102,43 +63,47 @@ type Config struct {
 	// that seals an escalation's request state on /mcp; "" = one shared
 	// through Redis by the replicas, else a random one of this process.
 	ElicitationKey string
-	MaxApprovals   int // --max-approvals [32]
+	MetricsToken   string // --metrics-token: accepted on GET /metrics alone
+	AllowNoToken   bool   // --allow-no-token
+	CORSOrigins    string // --cors-origins: comma-separated
+	PublicURL      string // --public-url ("" = the request's scheme and Host)
+	MaxBodyBytes   int64  // --max-body-bytes; not for uploads
+	// Identities (docs/identity.md): an OAuth 2.1 resource server trusting
+	// one authorization server.
+	Identity identity.Settings
 
-	// The read caches (docs/performance.md, "Caches").
-	CacheBytes      int64         // --cache-bytes; 0 = off
-	CacheRacyWindow time.Duration // --cache-racy-window
+	// The tools' surface, the read window and the fence.
+	Tools  tools.Settings
+	Images media.ImageLimits // what an image read sends (docs/media.md)
+	// The files endpoints (docs/files.md) and an upload's pace.
+	Files  tools.FilesConfig
+	Upload handlers.Pace
+	Cache  tools.CacheConfig // the read caches (docs/performance.md, "Caches")
 
-	// The change feed (docs/events.md).
-	Events               bool          // --events
-	EventsMaxSubscribers int           // --events-max-subscribers [64]
-	EventsMaxWatches     int           // --events-max-watches; 0 = no external changes
-	EventsHeartbeat      time.Duration // --events-heartbeat [15s]
+	// The read-before-write policy and its sessions (docs/api.md,
+	// "Sessions"; docs/deployment.md).
+	Policy   policy.Settings
+	Sessions tools.SessionSettings
+	// Where sessions' observations live, and the Redis that shares
+	// approvals and the change feed between replicas.
+	SessionStore     string // --session-store: memory or a redis:// URL
+	SessionKeyPrefix string // --session-key-prefix
 
-	// The checkpoints: every session's change history, and its revert
-	// (docs/checkpoints.md).
-	Checkpoints            bool  // --checkpoints
-	CheckpointBytes        int64 // --checkpoint-bytes [256 MiB]
-	CheckpointMaxFileBytes int64 // --checkpoint-max-file-bytes [16 MiB]
+	Search      search.Settings      // glob and grep (docs/search.md)
+	Approvals   approval.Settings    // the fence's escalations (docs/sandbox.md)
+	Events      events.Settings      // the change feed (docs/events.md)
+	Checkpoints checkpoint.Settings  // every session's change history (docs/checkpoints.md)
+	MCP         mcp.Settings         // the MCP transport (docs/mcp.md)
+	Console     console.Settings     // the web console at /ui/ (docs/console.md)
+	Audit       audit.Settings       // the audit log (docs/audit.md)
+	Diagnostics diagnostics.Settings // checkers after each write and edit (docs/diagnostics.md), confined under Search.Sandbox's mode
 
-	MCPStructured bool // --mcp-structured
-
-	// The console at /ui/ (docs/console.md).
-	UI         bool   // --ui
-	UIClientID string // --ui-client-id: the OAuth client the console signs people in as
-
-	// AuditLog is the file of one JSON line per mutation and approval
-	// decision, on disk before the call is answered (--audit-log,
-	// docs/audit.md); "" = none.
-	AuditLog string
 	// NoJournal is --journal=false: each checkpoint and audit record is
 	// synced in its own file instead of one sync of the workspace's
-	// journal per change (docs/journal.md).
+	// journal per change (docs/journal.md). The builder's own flag: the
+	// journal carries the records of two packages, the checkpoints' and
+	// the audit log's.
 	NoJournal bool
-
-	// Checkers after each write and edit (docs/diagnostics.md); they run
-	// confined as rg does, under SearchSandbox's mode.
-	Diagnostics        string        // --diagnostics FILE ("" = none)
-	DiagnosticsTimeout time.Duration // --diagnostics-timeout [5s]
 
 	// Stdio is --stdio: the server's one client speaks MCP on the
 	// process's standard input and output (ServeMCP), and nothing listens
@@ -149,7 +114,7 @@ type Config struct {
 
 	// The process: cmd/toolfs-api builds its logger and its shutdown
 	// deadline from these.
-	LogFormat     string        // --log-format [text]
+	LogFormat     string        // --log-format
 	ShutdownGrace time.Duration // --shutdown-grace
 
 	// Version is the binary's version (cmd/toolfs-api's --version), in
@@ -161,40 +126,84 @@ type Config struct {
 	StreamWriteWindow time.Duration // each streamed chunk must reach the client within this [30s]
 	EventsQuiet       time.Duration // changes to one path within this are one event [100ms]
 	MCPAnswerBudget   int64         // bytes of the answers of one /mcp request [docs/mcp.md, "Limits"]
-	OAuthLeeway       time.Duration // clock skew allowed on a token's exp and nbf [60s]
-	OAuthMinRefresh   time.Duration // least time between two fetches of the issuer's keys [10s]
 	ReadTimeout       time.Duration // a whole request, headers and body, on every route but PUT /files [2m]
+}
+
+// The builder's own defaults.
+const (
+	defaultAddr         = "127.0.0.1:8080"
+	defaultMaxBodyBytes = 32 << 20
+	defaultSessionStore = "memory"
+	defaultKeyPrefix    = "toolfs:"
+	defaultLogFormat    = "text"
+)
+
+// RegisterFlags binds c to every flag of the server, each with its
+// default, and each subsystem's through its own RegisterFlags.
+func (c *Config) RegisterFlags(fl *flag.FlagSet) {
+	fl.StringVar(&c.Root, "root", ".", "workspace root: the folder the tools may reach")
+	fl.StringVar(&c.Addr, "addr", defaultAddr, "listen address")
+	fl.StringVar(&c.Token, "token", "", "bearer token required on every endpoint but /healthz and /readyz")
+	fl.StringVar(&c.CORSOrigins, "cors-origins", "", "comma-separated browser origins allowed by CORS")
+	c.Tools.RegisterFlags(fl)
+	c.Images.RegisterFlags(fl)
+	c.Policy.RegisterFlags(fl)
+	fl.Int64Var(&c.MaxBodyBytes, "max-body-bytes", defaultMaxBodyBytes, "request bodies above this get 413 (uploads: --max-upload-bytes)")
+	c.Files.RegisterFlags(fl)
+	c.Upload.RegisterFlags(fl)
+	fl.StringVar(&c.LogFormat, "log-format", defaultLogFormat, "log format: text or json")
+	fl.BoolVar(&c.AllowNoToken, "allow-no-token", false, "allow a non-loopback --addr without --token")
+	c.Search.RegisterFlags(fl)
+	c.Diagnostics.RegisterFlags(fl)
+	fl.StringVar(&c.LockDir, "lock-dir", "", "cross-process locks: empty (default) = lock files in "+LockFiles+", shared by every process that sees the root; \"off\" = in-process locks only (two servers on one root can then lose updates)")
+	fl.StringVar(&c.SessionStore, "session-store", defaultSessionStore, "where sessions' observations live: memory, or redis://[user:pass@]host:port/db (rediss:// for TLS), shared by every process behind a proxy")
+	c.Sessions.RegisterFlags(fl)
+	fl.StringVar(&c.SessionKeyPrefix, "session-key-prefix", defaultKeyPrefix, "prefix of every Redis key of the session store: one per workspace when several workspaces share one Redis")
+	c.MCP.RegisterFlags(fl)
+	fl.StringVar(&c.PublicURL, "public-url", "", "base URL clients reach this server at (e.g. https://tools.example.com/toolfs): the servers entry of /openapi.json (default: the request's scheme and Host; X-Forwarded-* headers are not trusted)")
+	c.Cache.RegisterFlags(fl)
+	c.Approvals.RegisterFlags(fl)
+	fl.StringVar(&c.ApproverToken, "approver-token", "", "the only bearer token that may decide approvals (the agent's --token then cannot)")
+	fl.StringVar(&c.ApproveBy, "approve-by", "", "who is asked about an escalation: elicitation (the MCP client's own user, where the client can be asked), approvals (a person at /approvals) or both, the first decision winning (default both; approvals with --approver-token; docs/sandbox.md)")
+	fl.StringVar(&c.ElicitationKey, "elicitation-key", "", "64 hex digits: the AES-256 key sealing an escalation's request state on /mcp's sessionless revision (default: shared by the replicas through Redis, else random per process)")
+	fl.DurationVar(&c.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	c.Checkpoints.RegisterFlags(fl)
+	c.NoJournal = false // the default, as the flag package's own Var functions set it
+	fl.Var((*negated)(&c.NoJournal), "journal", "make a change's checkpoint and audit records durable with one sync of the workspace's journal, shared by concurrent changes (false: each record synced in its own file; docs/journal.md)")
+	c.Events.RegisterFlags(fl)
+	c.Identity.RegisterFlags(fl)
+	c.Audit.RegisterFlags(fl)
+	c.Console.RegisterFlags(fl)
+	fl.BoolVar(&c.Stdio, "stdio", false, "serve MCP on standard input and output to the one client that started the process (Claude Desktop, claude mcp add, Cursor, VS Code), logging on stderr; nothing listens on --addr, so the change feed is off and escalations are denied (docs/mcp.md, \"Over stdio\")")
+	fl.StringVar(&c.MetricsToken, "metrics-token", "", "bearer token accepted on GET /metrics alone, for a scraper (besides --token, or an access token with toolfs:read); set alone, it closes /metrics to everyone else")
 }
 
 // DefaultConfig is the flags' defaults: serve "." on 127.0.0.1:8080 with
 // the policy on.
 func DefaultConfig() Config {
-	c := Config{
-		Root:             ".",
-		Addr:             "127.0.0.1:8080",
-		Policy:           true,
-		DefaultSession:   "default",
-		Events:           true,
-		Checkpoints:      true,
-		UI:               true,
-		CacheBytes:       64 << 20,
-		CacheRacyWindow:  tools.DefaultCacheConfig().RacyWindow,
-		EventsMaxWatches: 8192,
-		ShutdownGrace:    30 * time.Second,
-	}
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("defaults", flag.ContinueOnError))
 	return c.withDefaults()
 }
 
 // withDefaults gives every zero field whose flag must be positive or
 // non-empty its default.
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
+	c.Tools = c.Tools.WithDefaults()
+	c.Images = c.Images.WithDefaults()
+	c.Files = c.Files.WithDefaults()
+	c.Upload = c.Upload.WithDefaults()
+	c.Policy = c.Policy.WithDefaults()
+	c.Search = c.Search.WithDefaults()
+	c.Diagnostics = c.Diagnostics.WithDefaults()
+	c.Approvals = c.Approvals.WithDefaults()
+	c.Events = c.Events.WithDefaults()
+	c.Checkpoints = c.Checkpoints.WithDefaults()
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = defaultMaxBodyBytes
 	}
-	def64 := func(v *int64, d int64) {
-		if *v == 0 {
+	str := func(v *string, d string) {
+		if *v == "" {
 			*v = d
 		}
 	}
@@ -203,42 +212,9 @@ func (c Config) withDefaults() Config {
 			*v = d
 		}
 	}
-	str := func(v *string, d string) {
-		if *v == "" {
-			*v = d
-		}
-	}
-	caps := render.DefaultCaps()
-	def(&c.ReadLimit, caps.Limit)
-	def(&c.ReadMaxLineLength, caps.MaxLineLength)
-	def(&c.ReadMaxBytes, caps.MaxBytes)
-	def64(&c.ReadStreamMinSize, 10<<20)
-	def(&c.ReadImageMaxPixels, media.DefaultMaxSide)
-	def64(&c.ReadImageMaxBytes, media.DefaultMaxBytes)
-	def64(&c.MaxBodyBytes, 32<<20)
-	def64(&c.MaxUploadBytes, tools.DefaultMaxUploadBytes)
-	def(&c.ListMaxEntries, tools.DefaultListMaxEntries)
-	def64(&c.UploadMinRate, 1024)
-	dur(&c.UploadRateWindow, time.Minute)
-	str(&c.Profile, string(render.ProfileExtended))
-	str(&c.EditDialect, string(render.DialectStrReplace))
-	str(&c.SessionStore, "memory")
-	str(&c.SessionKeyPrefix, "toolfs:")
-	dur(&c.SessionTTL, 30*time.Minute)
-	def(&c.MaxSessions, 10000)
-	def(&c.MaxPathsPerSession, 4096)
-	dur(&c.SearchTimeout, 30*time.Second)
-	dur(&c.DiagnosticsTimeout, diagnostics.DefaultTimeout)
-	def(&c.MaxSearches, 4)
-	str(&c.SearchSandbox, string(sandbox.Require))
-	str(&c.SandboxMode, string(tools.FenceOff))
-	dur(&c.ApprovalTimeout, 5*time.Minute)
-	def(&c.MaxApprovals, 32)
-	def(&c.EventsMaxSubscribers, 64)
-	def64(&c.CheckpointBytes, checkpoint.DefaultBytes)
-	def64(&c.CheckpointMaxFileBytes, min(checkpoint.DefaultMaxFileBytes, c.CheckpointBytes))
-	dur(&c.EventsHeartbeat, 15*time.Second)
-	str(&c.LogFormat, "text")
+	str(&c.SessionStore, defaultSessionStore)
+	str(&c.SessionKeyPrefix, defaultKeyPrefix)
+	str(&c.LogFormat, defaultLogFormat)
 	str(&c.Version, "devel")
 	dur(&c.StreamWriteWindow, 30*time.Second)
 	dur(&c.ReadTimeout, 2*time.Minute)
@@ -260,77 +236,30 @@ func (c Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("--addr %q: %v", c.Addr, err)
 	}
-	if !isLoopback(host) && c.Token == "" && c.OAuthIssuer == "" && !c.AllowNoToken {
+	if !isLoopback(host) && c.Token == "" && c.Identity.Issuer == "" && !c.AllowNoToken {
 		return fmt.Errorf("--addr %q is not a loopback address: set --token or --oauth-issuer (or --allow-no-token to serve without auth)", c.Addr)
 	}
 	return nil
 }
 
-// The bounds of --read-image-max-pixels and --read-image-max-bytes: a
-// side longer than any model takes, and too few bytes for any picture
-// (docs/media.md).
-const (
-	MaxImageSide  = 16384
-	MinImageBytes = 1024
-)
-
 // validateSettings is Validate without the listening address, which only
-// Listen uses; New runs it once the zero bounds took their defaults.
+// Listen uses; New runs it once the zero bounds took their defaults. Each
+// subsystem validates its own settings; what spans two of them is checked
+// here.
 func (c Config) validateSettings() error {
-	positive := []struct {
-		name string
-		v    int64
-	}{
-		{"read-limit", int64(c.ReadLimit)},
-		{"read-max-line-length", int64(c.ReadMaxLineLength)},
-		{"read-max-bytes", int64(c.ReadMaxBytes)},
-		{"read-stream-min-size", c.ReadStreamMinSize},
-		{"max-sessions", int64(c.MaxSessions)},
-		{"max-paths-per-session", int64(c.MaxPathsPerSession)},
-		{"max-body-bytes", c.MaxBodyBytes},
-		{"max-upload-bytes", c.MaxUploadBytes},
-		{"list-max-entries", int64(c.ListMaxEntries)},
-		{"upload-min-rate", c.UploadMinRate},
-		{"upload-rate-window", int64(c.UploadRateWindow)},
-		{"max-searches", int64(c.MaxSearches)},
-		{"session-ttl", int64(c.SessionTTL)},
-		{"search-timeout", int64(c.SearchTimeout)},
-		{"diagnostics-timeout", int64(c.DiagnosticsTimeout)},
-		{"events-max-subscribers", int64(c.EventsMaxSubscribers)},
-		{"events-heartbeat", int64(c.EventsHeartbeat)},
-		{"approval-timeout", int64(c.ApprovalTimeout)},
-		{"max-approvals", int64(c.MaxApprovals)},
-		{"checkpoint-bytes", c.CheckpointBytes},
-		{"checkpoint-max-file-bytes", c.CheckpointMaxFileBytes},
-	}
-	for _, p := range positive {
-		if p.v <= 0 {
-			return fmt.Errorf("--%s must be positive", p.name)
+	for _, v := range []interface{ Validate() error }{
+		c.Tools, c.Images, c.Files, c.Upload, c.Cache, c.Policy, c.Sessions,
+		c.Search, c.Diagnostics, c.Approvals, c.Events, c.Checkpoints, c.Identity,
+	} {
+		if err := v.Validate(); err != nil {
+			return err
 		}
 	}
-	if c.UploadRateWindow < time.Second {
-		return fmt.Errorf("--upload-rate-window must be at least 1s, not %v: a shorter window would cut uploads on an ordinary pause of the network", c.UploadRateWindow)
-	}
-	if c.ReadImageMaxPixels < 1 || c.ReadImageMaxPixels > MaxImageSide {
-		return fmt.Errorf("--read-image-max-pixels must be between 1 and %d", MaxImageSide)
-	}
-	if c.ReadImageMaxBytes < MinImageBytes || c.ReadImageMaxBytes > media.MaxImageFileBytes {
-		return fmt.Errorf("--read-image-max-bytes must be between %d and %d", MinImageBytes, media.MaxImageFileBytes)
-	}
-	if c.CheckpointMaxFileBytes > c.CheckpointBytes {
-		return fmt.Errorf("--checkpoint-max-file-bytes (%d) must not exceed --checkpoint-bytes (%d): the largest kept file must fit in the bound of all of them", c.CheckpointMaxFileBytes, c.CheckpointBytes)
-	}
-	if c.CacheBytes < 0 {
-		return errors.New("--cache-bytes must be 0 (off) or positive")
-	}
-	if c.CacheRacyWindow < 0 {
-		return errors.New("--cache-racy-window must not be negative")
+	if c.MaxBodyBytes <= 0 {
+		return errors.New("--max-body-bytes must be positive")
 	}
 	if c.LockDir != "" && c.LockDir != "off" {
 		return fmt.Errorf("--lock-dir must be empty or off, not %q: lock files live in the workspace root's %s folder, so every process that sees the root shares them", c.LockDir, fs.PrivateDir)
-	}
-	if c.EventsMaxWatches < 0 {
-		return fmt.Errorf("--events-max-watches must not be negative")
 	}
 	if c.SessionStore != "memory" {
 		if _, err := redisOptions(c.SessionStore); err != nil {
@@ -340,44 +269,13 @@ func (c Config) validateSettings() error {
 	if c.SessionKeyPrefix == "" {
 		return errors.New("--session-key-prefix must not be empty")
 	}
-	if c.DefaultSession != "" && !render.ValidSessionID(c.DefaultSession) {
-		return fmt.Errorf("--default-session %q: it must be "+render.SessionIDRule, c.DefaultSession)
-	}
-	for _, h := range c.SessionHeaders {
-		if !validHeaderName(h) {
-			return fmt.Errorf("--session-headers: %q is not a header name", h)
-		}
-	}
-	if _, ok := render.ParseProfile(c.Profile); !ok {
-		return fmt.Errorf("--profile must be extended or original, not %q", c.Profile)
-	}
-	switch d, ok := render.ParseDialect(c.EditDialect); {
-	case !ok:
-		return fmt.Errorf("--edit-dialect must be %s, not %q", render.DialectNames(""), c.EditDialect)
-	case d != render.DialectStrReplace && c.Profile == string(render.ProfileOriginal):
-		return fmt.Errorf("--edit-dialect %s needs --profile extended: the original profile is the original's surface, whose one edit tool is edit", d)
-	}
-	if c.SearchSandbox != string(sandbox.Require) && c.SearchSandbox != string(sandbox.BestEffort) {
-		return fmt.Errorf("--search-sandbox must be require or best-effort, not %q", c.SearchSandbox)
-	}
 	if c.PublicURL != "" {
 		if err := checkPublicURL(c.PublicURL); err != nil {
 			return err
 		}
 	}
-	if c.OAuthIssuer != "" && c.PublicURL == "" {
+	if c.Identity.Issuer != "" && c.PublicURL == "" {
 		return errors.New("--oauth-issuer needs --public-url: the URL clients reach this server at names it in every 401 and in its metadata, and is the default --oauth-audience")
-	}
-	if c.OAuthIssuer == "" && len(c.OAuthAudiences) > 0 {
-		return errors.New("--oauth-audience needs --oauth-issuer")
-	}
-	for _, a := range c.OAuthAudiences {
-		if strings.TrimSpace(a) == "" {
-			return errors.New("--oauth-audience: an audience must not be empty")
-		}
-	}
-	if _, ok := tools.ParseFence(c.SandboxMode); !ok {
-		return fmt.Errorf("--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not %q", c.SandboxMode)
 	}
 	if _, ok := tools.ParseApproveBy(c.ApproveBy); c.ApproveBy != "" && !ok {
 		return fmt.Errorf("--approve-by must be elicitation, approvals or both, not %q", c.ApproveBy)
@@ -409,8 +307,8 @@ const memoryHeadroom = 32 << 20
 // it collects sooner instead. cmd/toolfs-api sets it unless GOMEMLIMIT is.
 func (c Config) MemoryLimit() int64 {
 	c = c.withDefaults()
-	n := c.CacheBytes + memoryHeadroom
-	if c.Policy && c.SessionStore == "memory" {
+	n := c.Cache.Bytes + memoryHeadroom
+	if c.Policy.Enabled && c.SessionStore == "memory" {
 		n += policy.DefaultMaxBytes
 	}
 	return n
@@ -478,21 +376,6 @@ func redactURL(raw string) string {
 	return raw
 }
 
-// validHeaderName reports whether s is an HTTP field name (RFC 9110 §5.1:
-// a token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
 // checkPublicURL accepts an absolute http or https URL with a host, and
 // optionally a path (a proxy's prefix), nothing else: importers join it
 // with the view's paths.
@@ -506,6 +389,44 @@ func checkPublicURL(raw string) error {
 	}
 	return nil
 }
+
+// commaList is a comma-separated flag's values, trimmed, empty ones left
+// out (--cors-origins, --oauth-audience).
+func commaList(s string) []string {
+	var out []string
+	for _, o := range strings.Split(s, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// negated is a boolean flag bound to its negation (--journal over
+// NoJournal), so the zero Config keeps the flag's default, true; it parses
+// and fails as the flag package's own booleans do.
+type negated bool
+
+func (n *negated) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("parse error") // as the flag package's boolean flags say
+	}
+	*n = negated(!b)
+	return nil
+}
+
+func (n *negated) String() string {
+	if n == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!bool(*n))
+}
+
+func (n *negated) Get() any { return !bool(*n) }
+
+// IsBoolFlag lets the flag stand alone, as a boolean flag.
+func (n *negated) IsBoolFlag() bool { return true }
 
 // approveBy is --approve-by with its default: both, or approvals alone
 // with --approver-token, since an elicitation's answer comes from the

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/handlers"
 	"github.com/toolfs/toolfs-api/internal/server"
 )
 
@@ -41,7 +42,7 @@ func servePaced(t *testing.T) (base, root string) {
 	require.NoError(t, err)
 	srv, err := server.New(server.Config{
 		Root: root, Addr: "127.0.0.1:0",
-		ReadTimeout: paceReadTimeout, UploadRateWindow: paceWindow, UploadMinRate: paceMinRate,
+		ReadTimeout: paceReadTimeout, Upload: handlers.Pace{Window: paceWindow, MinRate: paceMinRate},
 	}, nil)
 	require.NoError(t, err)
 	addr, err := srv.Listen()

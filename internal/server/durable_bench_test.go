@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // BenchmarkDurableCost is what the durable records cost a 60 KiB write
@@ -34,9 +36,9 @@ func BenchmarkDurableCost(b *testing.B) {
 }
 
 func benchDurable(b *testing.B, writers int, tool, rec string) {
-	cfg := server.Config{Checkpoints: rec == "ckpt" || rec == "both", DefaultSession: "bench"}
+	cfg := server.Config{Checkpoints: checkpoint.Settings{Enabled: rec == "ckpt" || rec == "both"}, Sessions: tools.SessionSettings{Default: "bench"}}
 	if rec == "audit" || rec == "both" {
-		cfg.AuditLog = filepath.Join(b.TempDir(), "audit.log")
+		cfg.Audit.Path = filepath.Join(b.TempDir(), "audit.log")
 	}
 	srv := servertest.Start(b, cfg)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // BenchmarkDurablePaired measures SPEC §28's ratios on a loaded machine:
@@ -38,10 +40,10 @@ func BenchmarkDurablePaired(b *testing.B) {
 }
 
 func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
-	bare := servertest.Start(b, server.Config{DefaultSession: "bench", Checkpoints: false})
-	cfg := server.Config{Checkpoints: rec == "ckpt" || rec == "both", DefaultSession: "bench", NoJournal: !journal}
+	bare := servertest.Start(b, server.Config{Sessions: tools.SessionSettings{Default: "bench"}, Checkpoints: checkpoint.Settings{Enabled: false}})
+	cfg := server.Config{Checkpoints: checkpoint.Settings{Enabled: rec == "ckpt" || rec == "both"}, Sessions: tools.SessionSettings{Default: "bench"}, NoJournal: !journal}
 	if rec == "audit" || rec == "both" {
-		cfg.AuditLog = filepath.Join(b.TempDir(), "audit.log")
+		cfg.Audit.Path = filepath.Join(b.TempDir(), "audit.log")
 	}
 	recording := servertest.Start(b, cfg)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}

@@ -25,10 +25,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/hydratest"
+	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 const staticToken = "ops-static-token-for-scripts"
@@ -51,15 +57,15 @@ type idFixture struct {
 func newIDFixture(t *testing.T, cfg server.Config) *idFixture {
 	t.Helper()
 	h := hydratest.Start(t)
-	cfg.OAuthIssuer = h.Issuer
+	cfg.Identity.Issuer = h.Issuer
 	switch cfg.Token {
 	case "":
 		cfg.Token = staticToken
 	case noStaticToken:
 		cfg.Token = ""
 	}
-	cfg.OAuthMinRefresh = 100 * time.Millisecond
-	cfg.Policy, cfg.Events, cfg.Checkpoints, cfg.DefaultSession = true, true, true, "default"
+	cfg.Identity.MinRefresh = 100 * time.Millisecond
+	cfg.Policy.Enabled, cfg.Events.Enabled, cfg.Checkpoints.Enabled, cfg.Sessions.Default = true, true, true, "default"
 	f := &idFixture{t: t, hydra: h, srv: servertest.Start(t, cfg)}
 	aud := []string{f.srv.URL, f.srv.URL + "/mcp"}
 	person := []string{"toolfs:read", "toolfs:write", "toolfs:approve"}
@@ -146,7 +152,7 @@ func reforge(t *testing.T, raw string, header map[string]any, sign func(input st
 }
 
 func TestIdentityRefusals(t *testing.T) {
-	f := newIDFixture(t, server.Config{OAuthLeeway: time.Second})
+	f := newIDFixture(t, server.Config{Identity: identity.Settings{Leeway: time.Second}})
 	os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("hello\n"), 0o644)
 	unauthorized := `Bearer resource_metadata="` + f.srv.URL + `/.well-known/oauth-protected-resource"`
 	read := jsonBody(map[string]any{"file_path": "a.txt"})
@@ -318,7 +324,7 @@ func nextMutation(t *testing.T, ch <-chan map[string]any) map[string]any {
 
 func TestIdentitySubjectsAreApart(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.log")
-	f := newIDFixture(t, server.Config{AuditLog: auditLog})
+	f := newIDFixture(t, server.Config{Audit: audit.Settings{Path: auditLog}})
 	for _, name := range []string{"a.txt", "b.txt", "c.txt"} {
 		require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, name), []byte("one\n"), 0o644))
 	}
@@ -394,7 +400,7 @@ func TestIdentitySubjectsAreApart(t *testing.T) {
 }
 
 func TestIdentityApprovals(t *testing.T) {
-	f := newIDFixture(t, server.Config{SandboxMode: "workspace-write"})
+	f := newIDFixture(t, server.Config{Tools: tools.Settings{SandboxMode: "workspace-write"}})
 	require.NoError(t, os.Mkdir(filepath.Join(f.srv.Root, "sub"), 0o755))
 	agent := f.token(f.alice, "toolfs:read", "toolfs:write")
 	person := f.token(f.alice, "toolfs:approve") // listing needs no scope, deciding this one
@@ -571,9 +577,9 @@ func TestIdentityAcrossReplicas(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644))
 	store := "redis://" + rs.Addr + "/0"
-	f := newIDFixture(t, server.Config{Root: root, SessionStore: store, SandboxMode: "workspace-write"})
-	cfg2 := server.Config{Root: root, SessionStore: store, SandboxMode: "workspace-write", OAuthIssuer: f.hydra.Issuer, Token: staticToken,
-		Policy: true, Events: true, Checkpoints: true, DefaultSession: "default"}
+	f := newIDFixture(t, server.Config{Root: root, SessionStore: store, Tools: tools.Settings{SandboxMode: "workspace-write"}})
+	cfg2 := server.Config{Root: root, SessionStore: store, Tools: tools.Settings{SandboxMode: "workspace-write"}, Identity: identity.Settings{Issuer: f.hydra.Issuer}, Token: staticToken,
+		Policy: policy.Settings{Enabled: true}, Events: events.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}}
 	two := &idFixture{t: t, hydra: f.hydra, srv: servertest.Start(t, cfg2)}
 	// Clients whose tokens may name either replica as their audience.
 	aud := []string{f.srv.URL, two.srv.URL}
@@ -709,9 +715,9 @@ func TestIdentityMCPSessionOwner(t *testing.T) {
 		store := "redis://" + rs.Addr + "/0"
 		one := newIDFixture(t, server.Config{Root: root, SessionStore: store, Token: noStaticToken})
 		two := &idFixture{t: t, hydra: one.hydra, srv: servertest.Start(t, server.Config{Root: root, SessionStore: store,
-			OAuthIssuer: one.hydra.Issuer, Policy: true, Checkpoints: true, DefaultSession: "default"})}
+			Identity: identity.Settings{Issuer: one.hydra.Issuer}, Policy: policy.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})}
 		three := &idFixture{t: t, hydra: one.hydra, srv: servertest.Start(t, server.Config{Root: root, SessionStore: store,
-			OAuthIssuer: one.hydra.Issuer, Policy: true, DefaultSession: "default"})}
+			Identity: identity.Settings{Issuer: one.hydra.Issuer}, Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})}
 		aud := []string{one.srv.URL, two.srv.URL, three.srv.URL}
 		person := []string{"toolfs:read", "toolfs:write"}
 		alice := one.hydra.CreateClient(t, hydratest.Client{Scopes: person, Audience: aud})

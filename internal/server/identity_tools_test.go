@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
 	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // TestIdentityToolsFollowScopes: what a token may do, it sees
@@ -145,7 +147,7 @@ func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 // arguments in the same session id is refused and writes nothing; alice's
 // own retry runs.
 func TestIdentityElicitationBoundToSubject(t *testing.T) {
-	f := newIDFixture(t, server.Config{SandboxMode: "read-only", ApprovalTimeout: time.Minute})
+	f := newIDFixture(t, server.Config{Tools: tools.Settings{SandboxMode: "read-only"}, Approvals: approval.Settings{Timeout: time.Minute}})
 	connect := func(token string) *sdk.ClientSession {
 		c := sdk.NewClient(&sdk.Implementation{Name: "identity-elicit", Version: "v0"}, &sdk.ClientOptions{
 			ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {

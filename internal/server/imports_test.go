@@ -57,7 +57,7 @@ var ours = map[string][]string{
 }
 
 // everywhere may be imported by every package: internal/fault, the one
-// vocabulary of failures (docs/architecture.md, "Where an error code goes").
+// vocabulary of failures (docs/architecture.md, "Where each kind of change goes").
 var everywhere = "internal/fault"
 
 // prometheus may be imported only where series are defined.

@@ -17,7 +17,7 @@ const walFolder = "wal"
 // touches the files their records describe.
 func (s *Server) openJournal() ([]*journal.Orphan, error) {
 	cfg := s.cfg
-	if cfg.NoJournal || (!cfg.Checkpoints && cfg.AuditLog == "") {
+	if cfg.NoJournal || (!cfg.Checkpoints.Enabled && cfg.Audit.Path == "") {
 		return nil, nil
 	}
 	// Made by the first change, so a root the server may not write starts.
@@ -26,10 +26,10 @@ func (s *Server) openJournal() ([]*journal.Orphan, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	bound := int64(journal.DefaultSegmentBytes)
-	if cfg.Checkpoints && cfg.CheckpointBytes > 0 {
+	if cfg.Checkpoints.Enabled && cfg.Checkpoints.Bytes > 0 {
 		// A segment holds kept contents too: it is sealed, and they are
 		// synced in blobs/, long before it could hold --checkpoint-bytes.
-		bound = min(bound, max(cfg.CheckpointBytes/4, 1<<20))
+		bound = min(bound, max(cfg.Checkpoints.Bytes/4, 1<<20))
 	}
 	opts := journal.Options{SegmentBytes: bound, OnError: func(err error) { s.log.Error("journal", "err", err) },
 		Make: func() (journal.Folder, error) { return s.local.PrivateFolder(walFolder, true) }}

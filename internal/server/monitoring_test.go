@@ -19,8 +19,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 const monitoring = "../../deploy/monitoring"
@@ -57,7 +61,7 @@ type dashboard struct {
 // is by default): each family's name, and
 // a histogram's _bucket, _sum and _count.
 func exported(t *testing.T) map[string]bool {
-	srv := servertest.Start(t, server.Config{Policy: true, DefaultSession: "default", Checkpoints: true, Events: true})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, Checkpoints: checkpoint.Settings{Enabled: true}, Events: events.Settings{Enabled: true}})
 	post := func(tool, body string) {
 		resp, err := http.Post(srv.URL+"/tools/"+tool, "application/json", strings.NewReader(body))
 		require.NoError(t, err)

@@ -18,8 +18,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // apply_patch through the whole server (SPEC §25, docs/edits.md
@@ -34,7 +39,7 @@ type patchServer struct {
 
 func startPatch(t *testing.T, cfg server.Config) *patchServer {
 	t.Helper()
-	cfg.Policy, cfg.Checkpoints = true, true
+	cfg.Policy.Enabled, cfg.Checkpoints.Enabled = true, true
 	return &patchServer{t: t, srv: servertest.Start(t, cfg)}
 }
 
@@ -449,7 +454,7 @@ func treeOf(t *testing.T, dir string) map[string]string {
 // it leaves, delete for each it removes.
 func TestApplyPatchAuditAndEvents(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "audit.log")
-	p := startPatch(t, server.Config{AuditLog: log, Events: true})
+	p := startPatch(t, server.Config{Audit: audit.Settings{Path: log}, Events: events.Settings{Enabled: true}})
 	p.write("a.txt", "a\n")
 	p.write("c.txt", "c\n")
 	p.read("s", "a.txt", "c.txt")
@@ -505,7 +510,7 @@ func TestApplyPatchAuditAndEvents(t *testing.T) {
 // TestApplyPatchIsFenced: the sandbox mode fences every file of a patch,
 // as it fences a write.
 func TestApplyPatchIsFenced(t *testing.T) {
-	p := startPatch(t, server.Config{SandboxMode: "read-only"})
+	p := startPatch(t, server.Config{Tools: tools.Settings{SandboxMode: "read-only"}})
 	p.write("a.txt", "a\n")
 	p.read("s", "a.txt")
 	r := p.patch("s", map[string]any{"input": "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** End Patch"})
@@ -571,7 +576,7 @@ func TestApplyPatchConcurrent(t *testing.T) {
 // the checkpoint store off a patch is refused: a change of several files
 // is journaled there (docs/checkpoints.md, "Journaled changes").
 func TestApplyPatchPolicyOff(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Policy: false, Checkpoints: true})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: false}, Checkpoints: checkpoint.Settings{Enabled: true}})
 	require.NoError(t, os.MkdirAll(filepath.Join(srv.Root, "dir"), 0o755))
 	a := post(t, srv.URL+"/tools/apply_patch", "", `{"input":"*** Begin Patch\n*** Delete File: dir\n*** End Patch"}`)
 	assert.Equal(t, 422, a.status)
@@ -590,7 +595,7 @@ func TestApplyPatchPolicyOff(t *testing.T) {
 // (no history, no log, no kept content) and no revert is offered
 // (docs/checkpoints.md, "Without checkpoints").
 func TestApplyPatchWithoutCheckpoints(t *testing.T) {
-	p := &patchServer{t: t, srv: servertest.Start(t, server.Config{Policy: true})}
+	p := &patchServer{t: t, srv: servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}})}
 	p.write("a.txt", "alpha\nbeta\n")
 	p.write("b.txt", "one\ntwo\r\n")
 	p.write("gone.txt", "bye\n")

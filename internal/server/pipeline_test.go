@@ -10,8 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // The change pipeline through the whole server (SPEC §24,
@@ -54,12 +57,12 @@ func post(t *testing.T, url, session, body string) answer {
 func TestRevertIsFenced(t *testing.T) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	open := servertest.Start(t, server.Config{Root: root, Policy: true, Checkpoints: true})
+	open := servertest.Start(t, server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}})
 	a := post(t, open.URL+"/tools/write", "s", `{"file_path":"a.txt","content":"agent\n"}`)
 	require.Equal(t, 200, a.status, a.body)
 	open.Shutdown(context.Background())
 
-	fenced := servertest.Start(t, server.Config{Root: root, Policy: true, Checkpoints: true, SandboxMode: "read-only"})
+	fenced := servertest.Start(t, server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}, Tools: tools.Settings{SandboxMode: "read-only"}})
 	a = post(t, fenced.URL+"/sessions/s/revert", "", `{"to":0}`)
 	require.Equal(t, 403, a.status, a.body)
 	p := problemOf(t, a)
@@ -106,7 +109,7 @@ func historyOf(t *testing.T, base, session string) historyBody {
 // recreates the file deleted with its bytes and mode, and removes the file
 // uploaded new.
 func TestUploadsAndDeletesInHistory(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Policy: true, Checkpoints: true, DefaultSession: "default"})
+	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})
 	path := func(rel string) string { return filepath.Join(srv.Root, rel) }
 	require.NoError(t, os.WriteFile(path("over.txt"), []byte("old\n"), 0o644))
 	require.NoError(t, os.WriteFile(path("keep.txt"), []byte("kept\x00bytes\n"), 0o640))

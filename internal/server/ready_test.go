@@ -17,8 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // logBuffer is a log destination the server's goroutines share.
@@ -81,7 +83,7 @@ func TestReadyzRedisRefusesTheServer(t *testing.T) {
 		{"no such database", "redis://:s3cret@" + rs.Addr + "/99", "the session store (Redis) refused the server's database"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			url, log := startLogged(t, server.Config{Token: staticToken, Policy: true, DefaultSession: "default", SessionStore: c.store})
+			url, log := startLogged(t, server.Config{Token: staticToken, Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, SessionStore: c.store})
 			a, _ := readyAnswer(t, url, 503, 5*time.Second)
 			assert.Equal(t, "NOT_READY", a.code())
 			assert.Equal(t, "application/problem+json", a.header.Get("Content-Type"))
@@ -96,7 +98,7 @@ func TestReadyzRedisRefusesTheServer(t *testing.T) {
 		})
 	}
 	t.Run("right credentials", func(t *testing.T) {
-		url, _ := startLogged(t, server.Config{Token: staticToken, Policy: true, DefaultSession: "default", SessionStore: "redis://:s3cret@" + rs.Addr + "/0"})
+		url, _ := startLogged(t, server.Config{Token: staticToken, Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, SessionStore: "redis://:s3cret@" + rs.Addr + "/0"})
 		a, _ := readyAnswer(t, url, 200, 5*time.Second)
 		assert.JSONEq(t, `{"status":"ok"}`, a.body)
 	})
@@ -107,7 +109,7 @@ func TestReadyzRedisRefusesTheServer(t *testing.T) {
 // it returns, each change logged once.
 func TestReadyzFollowsRedis(t *testing.T) {
 	rs := redistest.Start(t)
-	url, log := startLogged(t, server.Config{Policy: true, DefaultSession: "default", SessionStore: "redis://" + rs.Addr + "/0"})
+	url, log := startLogged(t, server.Config{Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}, SessionStore: "redis://" + rs.Addr + "/0"})
 	readyAnswer(t, url, 200, 5*time.Second)
 	rs.Stop()
 	a, took := readyAnswer(t, url, 503, 6*time.Second)
@@ -125,7 +127,7 @@ func TestReadyzFollowsRedis(t *testing.T) {
 // TestReadyzWithoutDependencies: a server with nothing to check is ready
 // at once, and /readyz needs no token.
 func TestReadyzWithoutDependencies(t *testing.T) {
-	url, _ := startLogged(t, server.Config{Token: staticToken, Policy: true, DefaultSession: "default"})
+	url, _ := startLogged(t, server.Config{Token: staticToken, Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})
 	a := send(t, "GET", url+"/readyz", "", "")
 	assert.Equal(t, 200, a.status, a.body)
 	assert.JSONEq(t, `{"status":"ok"}`, a.body)

@@ -35,7 +35,6 @@ import (
 	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/mcp"
-	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/metrics"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -85,7 +84,6 @@ type Server struct {
 		draining bool
 	}
 	hub       *events.Hub // nil: the change feed is off
-	watcher   io.Closer
 	approvals *approval.Store
 	ckpt      *checkpoint.Store   // nil: --checkpoints=false
 	journal   *checkpoint.Store   // with --checkpoints=false: the journal-only store
@@ -102,6 +100,10 @@ type Server struct {
 	// GET streams, event streams), once, when the drain starts.
 	endStreams func()
 	shutdown   func(context.Context) error
+	// parts are what New made, closed in reverse by release.
+	parts parts
+	// The early ends of the drain: each closes its part once (parts.add).
+	closeApprovals, closeMCP, closeHub func() error
 }
 
 // Option gives New a dependency it would otherwise build from Config.
@@ -126,23 +128,23 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if cfg.Stdio {
-		cfg.Events = false
+		cfg.Events.Enabled = false
 	}
 	s := &Server{cfg: cfg, log: log, metrics: metrics.New()}
 	s.metrics.BuildInfo(cfg.Version, runtime.Version())
 	for _, o := range opts {
 		o(s)
 	}
-	if s.gate != nil && !cfg.Policy {
+	if s.gate != nil && !cfg.Policy.Enabled {
 		return nil, errors.New("server: a session store was given with the policy off")
 	}
-	ok := false
+	ok, walKept := false, false
 	defer func() {
 		if !ok {
-			if s.hub != nil {
-				s.hub.Close()
+			if s.wal != nil && !walKept {
+				s.wal.Close() // before the files its records describe
 			}
-			s.release()
+			s.release() // what was made, in reverse
 		}
 	}()
 	gate, err := s.sessionStore()
@@ -153,6 +155,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.parts.add("provider", s.local.Close)
 	s.Root = s.local.Root()
 	if c := s.local.StartupSweep(); c.Removed > 0 || c.InUse > 0 {
 		log.Info("start-up sweep of temporary files", "removed", c.Removed, "in_use", c.InUse)
@@ -164,12 +167,12 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := s.openCheckpoints(records(orphans)); err != nil {
 		return nil, err
 	}
-	s.Searcher = search.New(search.Config{RgPath: cfg.RgPath, Timeout: cfg.SearchTimeout, MaxConcurrent: cfg.MaxSearches, Sandbox: sandbox.Requirement(cfg.SearchSandbox)})
+	s.Searcher = search.New(cfg.Search.Config())
 	s.logSearch()
 	s.metrics.WatchSearch(s.Searcher.Sandboxed)
 	var onMutation func(tools.Mutation)
 	var beforeMutation func(fs.Target)
-	if cfg.Events {
+	if cfg.Events.Enabled {
 		if onMutation, beforeMutation, err = s.startEvents(); err != nil {
 			return nil, err
 		}
@@ -178,6 +181,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.approvals = s.newApprovals()
+	s.closeApprovals = s.parts.add("approvals", noErr(s.approvals.Close))
 	guard, verifier, err := s.identities()
 	if err != nil {
 		return nil, err
@@ -185,35 +189,43 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := s.replayAudit(orphans); err != nil {
 		return nil, err
 	}
-	if cfg.AuditLog != "" {
-		if s.audit, err = audit.Open(cfg.AuditLog, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
-			return nil, fmt.Errorf("--audit-log %s: %w", cfg.AuditLog, err)
+	if cfg.Audit.Path != "" {
+		if s.audit, err = audit.Open(cfg.Audit.Path, audit.Options{OnError: s.metrics.AuditWriteError}); err != nil {
+			return nil, fmt.Errorf("--audit-log %s: %w", cfg.Audit.Path, err)
 		}
-		log.Info("audit log", "path", cfg.AuditLog)
+		// Closed after the drain, so every request in flight got its record.
+		s.parts.add("audit log", s.audit.Close)
+		log.Info("audit log", "path", cfg.Audit.Path)
 	}
 	if err := s.retireOrphans(orphans); err != nil {
 		return nil, err
 	}
+	if s.wal != nil {
+		// A part only now, after the audit log and the histories whose
+		// records it syncs, so it is closed before them.
+		s.parts.add("journal of records", s.wal.Close)
+		walKept = true
+	}
 	s.executor = tools.New(tools.Options{
 		FS: s.local, Gate: gate, Search: s.Searcher,
-		Caps:     render.Caps{Limit: cfg.ReadLimit, MaxLineLength: cfg.ReadMaxLineLength, MaxBytes: cfg.ReadMaxBytes},
-		Images:   media.ImageLimits{MaxSide: cfg.ReadImageMaxPixels, MaxBytes: cfg.ReadImageMaxBytes},
-		Profile:  render.Profile(cfg.Profile),
-		Dialect:  render.Dialect(cfg.EditDialect),
+		Caps:     cfg.Tools.Caps(),
+		Images:   cfg.Images,
+		Profile:  render.Profile(cfg.Tools.Profile),
+		Dialect:  render.Dialect(cfg.Tools.EditDialect),
 		Observer: s.metrics, Logger: log, OnMutation: onMutation, BeforeMutation: beforeMutation,
-		Cache: tools.CacheConfig{Bytes: cfg.CacheBytes, RacyWindow: cfg.CacheRacyWindow},
-		Fence: tools.Fence(cfg.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.NoApprovals,
+		Cache: cfg.Cache,
+		Fence: tools.Fence(cfg.Tools.SandboxMode), Approvals: s.approvals, DenyEscalations: cfg.Approvals.Deny,
 		ApproveBy: cfg.approveBy(),
 		// --stdio serves no /approvals: only the client's own user can be
 		// asked (docs/mcp.md, "Over stdio").
 		ApprovalsUnreachable: cfg.Stdio,
 		Checkpoints:          s.ckpt, Journal: s.journal,
 		Diagnostics: s.checkers,
-		Files:       tools.FilesConfig{ListMaxEntries: cfg.ListMaxEntries, MaxUploadBytes: cfg.MaxUploadBytes},
+		Files:       cfg.Files,
 		Audit:       s.audit, AuditToken: cfg.Token != "" || cfg.ApproverToken != "",
 		WAL: s.wal,
 	})
-	sessions := tools.Sessions{Aliases: cfg.SessionHeaders, Default: cfg.DefaultSession}
+	sessions := cfg.Sessions.Sessions()
 	key, _ := cfg.elicitationKey() // Validate checked it
 	if key, err = s.approvals.Key(key); err != nil {
 		// Each replica seals with its own key: an answer retried on another
@@ -223,23 +235,25 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	}
 	s.mcpConfig = mcp.Config{
 		ElicitKey: key,
-		Sessions:  sessions, Origins: cfg.CORSOrigins, Structured: cfg.MCPStructured, MaxBodyBytes: cfg.MaxBodyBytes,
-		SessionTimeout: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
+		Sessions:  sessions, Origins: commaList(cfg.CORSOrigins), Structured: cfg.MCP.Structured, MaxBodyBytes: cfg.MaxBodyBytes,
+		SessionTimeout: cfg.Policy.TTL, MaxSessions: cfg.Policy.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
 	}
 	s.mcp = mcp.New(s.mcpConfig, s.executor)
+	s.closeMCP = s.parts.add("MCP sessions", noErr(s.mcp.Close))
 	s.ready = newReadiness(s.dependencies(verifier), log)
+	s.parts.add("readiness checks", noErr(s.ready.Close))
 	ui, err := s.console(guard != nil)
 	if err != nil {
 		return nil, err
 	}
 	s.Handler, err = handlers.NewServer(handlers.Config{
-		Token: cfg.Token, ApproverToken: cfg.ApproverToken, MetricsToken: cfg.MetricsToken, CORSOrigins: cfg.CORSOrigins,
+		Token: cfg.Token, ApproverToken: cfg.ApproverToken, MetricsToken: cfg.MetricsToken, CORSOrigins: commaList(cfg.CORSOrigins),
 		MaxBodyBytes: cfg.MaxBodyBytes, StreamWriteWindow: cfg.StreamWriteWindow,
-		UploadPace:    handlers.Pace{MinRate: cfg.UploadMinRate, Window: cfg.UploadRateWindow},
+		UploadPace:    cfg.Upload,
 		LoopbackHosts: cfg.Token == "" && guard == nil && cfg.loopback(),
 		Sessions:      sessions, PublicURL: strings.TrimRight(cfg.PublicURL, "/"),
-		OAuth: guard, Version: cfg.Version, Profile: cfg.Profile, Dialect: cfg.EditDialect, SandboxMode: cfg.SandboxMode,
+		OAuth: guard, Version: cfg.Version, Profile: cfg.Tools.Profile, Dialect: cfg.Tools.EditDialect, SandboxMode: cfg.Tools.SandboxMode,
 	}, handlers.Deps{
 		Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub, Ready: s.ready.Ready,
 		Sessions: s.sessionCount(gate), Console: ui,
@@ -250,7 +264,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if cfg.ApproverToken != "" && cfg.approveBy() != tools.ApproveByApprovals {
 		log.Warn("--approve-by " + string(cfg.approveBy()) + " with --approver-token: an MCP client's own user can approve escalations too")
 	}
-	if cfg.SandboxMode != string(tools.FenceOff) && !cfg.NoApprovals && cfg.Token != "" && cfg.ApproverToken == "" {
+	if cfg.Tools.SandboxMode != string(tools.FenceOff) && !cfg.Approvals.Deny && cfg.Token != "" && cfg.ApproverToken == "" {
 		log.Warn("escalations can be approved with the agent's own --token: set --approver-token so only a person's client can decide them")
 	}
 
@@ -271,10 +285,10 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		// Pending approvals would hold the drain until their timeout, MCP
 		// GET streams and event streams until the grace runs out: none of
 		// them ends by itself.
-		s.approvals.Close()
-		s.mcp.Close()
-		if s.hub != nil {
-			s.hub.Close()
+		s.closeApprovals()
+		s.closeMCP()
+		if s.closeHub != nil {
+			s.closeHub()
 		}
 	})
 	s.http.RegisterOnShutdown(s.endStreams)
@@ -297,8 +311,8 @@ func (s *Server) Listen(attrs ...any) (net.Addr, error) {
 		return nil, err
 	}
 	s.listener = ln
-	s.log.Info("listening", append([]any{"addr", ln.Addr().String(), "root", s.Root, "policy", s.cfg.Policy, "sandbox-mode", s.cfg.SandboxMode,
-		"auth", s.cfg.Token != "", "oauth-issuer", s.cfg.OAuthIssuer, "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
+	s.log.Info("listening", append([]any{"addr", ln.Addr().String(), "root", s.Root, "policy", s.cfg.Policy.Enabled, "sandbox-mode", s.cfg.Tools.SandboxMode,
+		"auth", s.cfg.Token != "", "oauth-issuer", s.cfg.Identity.Issuer, "session-store", redactURL(s.cfg.SessionStore)}, attrs...)...)
 	return ln.Addr(), nil
 }
 
@@ -384,11 +398,13 @@ func (s *Server) Serve() error {
 // Shutdown drains the server, in this order: it stops accepting
 // connections and ends the pending approvals, the MCP GET streams and the
 // event streams (none ends by itself); it waits for the requests in flight
-// until ctx is done, then cancels what is left; it stops the watcher of
-// external changes, releases the provider (its root and private-folder
-// descriptors, its sweeper) and closes the Redis client. Each step runs
-// once, however often Shutdown is called; the error is ctx's when requests
-// were still running.
+// until ctx is done, then cancels what is left; then it closes what New
+// made in the reverse order of making (the readiness checks, the audit
+// log, the checkers, the watcher of external changes, the change feed, the
+// histories, the provider with its root and private-folder descriptors and
+// its sweeper, the Redis client). Each step runs once, however often
+// Shutdown is called; the error is ctx's when requests were still
+// running.
 func (s *Server) Shutdown(ctx context.Context) error { return s.shutdown(ctx) }
 
 func (s *Server) drain(ctx context.Context) error {
@@ -429,43 +445,9 @@ func (s *Server) AuditStats() audit.Stats {
 	return s.audit.Stats()
 }
 
-// release frees what New acquired besides the streams: the watcher, the
-// checkers' private folders, the provider, the Redis client, and last the
-// audit log (after the drain, so every request in flight got its record).
-func (s *Server) release() {
-	if s.ready != nil {
-		s.ready.Close() // before the Redis client it pings
-	}
-	if s.watcher != nil {
-		s.watcher.Close()
-	}
-	if s.checkers != nil {
-		s.checkers.Close()
-	}
-	if s.wal != nil {
-		// Before the files its records describe close: it syncs them.
-		if err := s.wal.Close(); err != nil {
-			s.log.Error("journal: close", "err", err)
-		}
-	}
-	if s.ckpt != nil {
-		s.ckpt.Close()
-	}
-	if s.journal != nil {
-		s.journal.Close()
-	}
-	if s.local != nil {
-		s.local.Close()
-	}
-	if s.redis != nil {
-		s.redis.Close()
-	}
-	if s.audit != nil {
-		if err := s.audit.Close(); err != nil {
-			s.log.Error("audit log: close", "err", err)
-		}
-	}
-}
+// release closes what New made, in the reverse order of making (parts):
+// after the drain, or when New fails half way.
+func (s *Server) release() { s.parts.closeAll(s.log) }
 
 // identities builds the verifier of --oauth-issuer's tokens (nil without
 // the flag): it discovers the issuer's metadata and fetches its keys now,
@@ -473,11 +455,11 @@ func (s *Server) release() {
 // later (docs/identity.md).
 func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 	cfg := s.cfg
-	if cfg.OAuthIssuer == "" {
+	if cfg.Identity.Issuer == "" {
 		return nil, nil, nil
 	}
 	public := strings.TrimRight(cfg.PublicURL, "/")
-	audiences := cfg.OAuthAudiences
+	audiences := commaList(cfg.Identity.Audience)
 	if len(audiences) == 0 {
 		audiences = identity.DefaultAudiences(public)
 	}
@@ -485,7 +467,7 @@ func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*identity.DefaultFetchTimeout)
 	defer cancel()
 	v, err := identity.NewVerifier(ctx, identity.Options{
-		Issuer: cfg.OAuthIssuer, Audiences: audiences, Leeway: cfg.OAuthLeeway, MinRefresh: cfg.OAuthMinRefresh,
+		Issuer: cfg.Identity.Issuer, Audiences: audiences, Leeway: cfg.Identity.Leeway, MinRefresh: cfg.Identity.MinRefresh,
 		OnKeyFetch: func(f identity.KeyFetch) {
 			if f.Err != nil {
 				log.Warn("oauth: cannot fetch the issuer's keys; keeping the ones held", "reason", f.Reason, "err", f.Err)
@@ -495,7 +477,7 @@ func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 		},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.OAuthIssuer, err)
+		return nil, nil, fmt.Errorf("--oauth-issuer %s: %w", cfg.Identity.Issuer, err)
 	}
 	log.Info("oauth: a resource server for the issuer", "issuer", v.Issuer(), "audiences", audiences, "metadata", public+identity.MetadataPath)
 	return &identity.Guard{Resource: identity.Resource{PublicURL: public, Issuer: v.Issuer()}, Verifier: v}, v, nil
@@ -505,22 +487,24 @@ func (s *Server) identities() (*identity.Guard, *identity.Verifier, error) {
 // the flag). A bad file stops start-up with the package's message, which
 // names the field at fault (docs/diagnostics.md, "Configuration").
 func (s *Server) newCheckers() (*diagnostics.Runner, error) {
-	if s.cfg.Diagnostics == "" {
+	set := s.cfg.Diagnostics
+	if set.File == "" {
 		return nil, nil
 	}
-	checkers, err := diagnostics.LoadConfig(s.cfg.Diagnostics)
+	checkers, err := diagnostics.LoadConfig(set.File)
 	if err == nil {
 		var r *diagnostics.Runner
 		r, err = diagnostics.New(diagnostics.Config{
-			Root: s.Root, Checkers: checkers, Timeout: s.cfg.DiagnosticsTimeout,
-			Sandbox: sandbox.Requirement(s.cfg.SearchSandbox), Logger: s.log,
+			Root: s.Root, Checkers: checkers, Timeout: set.Timeout,
+			Sandbox: sandbox.Requirement(s.cfg.Search.Sandbox), Logger: s.log,
 		})
 		if err == nil {
-			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", s.cfg.DiagnosticsTimeout.String())
+			s.parts.add("checkers", r.Close)
+			s.log.Info("diagnostics", "checkers", r.Checkers(), "confined", r.Confined(), "timeout", set.Timeout.String())
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("--diagnostics %s: %w", s.cfg.Diagnostics, err)
+	return nil, fmt.Errorf("--diagnostics %s: %w", set.File, err)
 }
 
 // The journal-only store's bounds: a file of a change of several files is
@@ -549,10 +533,10 @@ const checkpointStartup = 10 * time.Second
 func (s *Server) openCheckpoints(replay []journal.Record) error {
 	cfg := s.cfg
 	opts := checkpoint.Options{
-		FS: s.local, Bytes: cfg.CheckpointBytes, MaxFileBytes: cfg.CheckpointMaxFileBytes, TTL: cfg.SessionTTL, Logger: s.log,
+		FS: s.local, Bytes: cfg.Checkpoints.Bytes, MaxFileBytes: cfg.Checkpoints.MaxFileBytes, TTL: cfg.Policy.TTL, Logger: s.log,
 		Replay: replay,
 	}
-	if !cfg.Checkpoints {
+	if !cfg.Checkpoints.Enabled {
 		opts = checkpoint.Options{FS: s.local, JournalOnly: true, Bytes: journalBytes, MaxFileBytes: journalMaxFileBytes, Logger: s.log}
 	}
 	// A lock another live process on the root holds (a replica mid-write)
@@ -565,10 +549,12 @@ func (s *Server) openCheckpoints(replay []journal.Record) error {
 	if err != nil {
 		return fmt.Errorf("checkpoints: %w", err)
 	}
-	if !cfg.Checkpoints {
+	if !cfg.Checkpoints.Enabled {
 		s.journal = st
+		s.parts.add("journal-only store", st.Close)
 	} else {
 		s.ckpt = st
+		s.parts.add("checkpoints", st.Close)
 	}
 	if r := st.Recovered(); r.Settled > 0 || r.RolledForward > 0 || r.RolledBack > 0 || len(r.Failed) > 0 {
 		attrs := []any{"settled", r.Settled, "reverts_finished", r.RolledForward, "reverts_undone", r.RolledBack}
@@ -599,15 +585,16 @@ func (s *Server) sessionStore() (policy.Gate, error) {
 		// repeat the causes the store's errors carry, so they go to debug.
 		redis.SetLogger(redisLogger{s.log})
 		s.redis = redis.NewClient(opts)
+		s.parts.add("Redis client", s.redis.Close)
 	}
-	if !cfg.Policy {
+	if !cfg.Policy.Enabled {
 		return nil, nil
 	}
 	if s.gate != nil {
 		s.metrics.WatchSessions(s.gate)
 		return s.gate, nil
 	}
-	storeCfg := policy.Config{TTL: cfg.SessionTTL, MaxSessions: cfg.MaxSessions, MaxPathsPerSession: cfg.MaxPathsPerSession}
+	storeCfg := cfg.Policy.Config()
 	var gate policy.Gate
 	if cfg.SessionStore == "memory" {
 		s.Store = policy.NewStore(storeCfg)
@@ -656,7 +643,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 func (s *Server) logSearch() {
 	switch sr := s.Searcher; {
 	case !sr.Available():
-		s.log.Warn("glob and grep are unavailable", "reason", sr.UnavailableReason(), "rg-path", s.cfg.RgPath, "search-sandbox", s.cfg.SearchSandbox)
+		s.log.Warn("glob and grep are unavailable", "reason", sr.UnavailableReason(), "rg-path", s.cfg.Search.RgPath, "search-sandbox", s.cfg.Search.Sandbox)
 	case !sr.Sandboxed():
 		s.log.Warn("search sandbox off: rg runs unconfined, so a folder swapped for a symlink during a search can lead it outside the root (--search-sandbox best-effort without Landlock)")
 	default:
@@ -665,23 +652,24 @@ func (s *Server) logSearch() {
 }
 
 // startEvents builds the change feed's hub and, unless
-// Config.EventsMaxWatches is 0, the watcher of external changes; it returns
+// Config.Events.MaxWatches is 0, the watcher of external changes; it returns
 // the executor's mutation hooks: one publishes each write and edit, the
 // other announces it before it runs so its inotify echo is never reported
 // as external (docs/events.md).
 func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 	cfg := s.cfg
 	em := events.NewMetrics(s.metrics.Registerer())
-	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.EventsMaxSubscribers, Heartbeat: cfg.EventsHeartbeat, Metrics: em,
+	s.hub = events.NewHub(events.Config{MaxSubscribers: cfg.Events.MaxSubscribers, Heartbeat: cfg.Events.Heartbeat, Metrics: em,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Logger: s.log})
-	if cfg.EventsMaxWatches > 0 {
-		var err error
-		s.watcher, err = events.Watch(s.hub, events.WatchConfig{
-			Workspace: s.local, MaxWatches: cfg.EventsMaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
+	s.closeHub = s.parts.add("change feed", noErr(s.hub.Close))
+	if cfg.Events.MaxWatches > 0 {
+		w, err := events.Watch(s.hub, events.WatchConfig{
+			Workspace: s.local, MaxWatches: cfg.Events.MaxWatches, Quiet: cfg.EventsQuiet, Version: s.version, Logger: s.log, Metrics: em,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		s.parts.add("watcher", w.Close)
 	}
 	hub, local := s.hub, s.local
 	// Where the file really is, as the watcher reports changes: one file
@@ -743,7 +731,7 @@ func (s *Server) version(rel string) (string, bool) {
 func (s *Server) newApprovals() *approval.Store {
 	log, m := s.log, s.metrics
 	st := approval.New(approval.Config{
-		Max: s.cfg.MaxApprovals, Timeout: s.cfg.ApprovalTimeout,
+		Max: s.cfg.Approvals.Max, Timeout: s.cfg.Approvals.Timeout,
 		Redis: s.shared(), Prefix: s.cfg.SessionKeyPrefix,
 		OnOpen: func(a approval.Approval) {
 			log.Info("approval pending", "id", a.ID, "session", a.Session, "tool", a.Tool, "path", a.Path, "mode", a.Mode)
@@ -775,13 +763,13 @@ func (s *Server) publishApproval(a approval.Approval) {
 // console builds the web console of --ui (docs/console.md), or nil.
 func (s *Server) console(oauth bool) (http.Handler, error) {
 	cfg := s.cfg
-	if !cfg.UI {
+	if !cfg.Console.Enabled {
 		return nil, nil
 	}
 	c := console.Config{Auth: console.AuthNone, Approver: cfg.ApproverToken != ""}
 	switch {
 	case oauth:
-		c.Auth, c.Issuer, c.ClientID, c.Resource = console.AuthOAuth, cfg.OAuthIssuer, cfg.UIClientID, strings.TrimRight(cfg.PublicURL, "/")
+		c.Auth, c.Issuer, c.ClientID, c.Resource = console.AuthOAuth, cfg.Identity.Issuer, cfg.Console.ClientID, strings.TrimRight(cfg.PublicURL, "/")
 		c.Scope = strings.Join([]string{identity.ScopeRead, identity.ScopeWrite, identity.ScopeApprove}, " ")
 	case cfg.Token != "" || cfg.ApproverToken != "":
 		c.Auth = console.AuthToken

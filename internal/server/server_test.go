@@ -14,7 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/events"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // openFiles is the process's open descriptors, by what they point at.
@@ -45,8 +49,8 @@ func TestShutdownDrains(t *testing.T) {
 	before := openFiles(t)
 
 	srv, err := server.New(server.Config{
-		Root: root, Addr: "127.0.0.1:0", Policy: true, DefaultSession: "default",
-		Events: true, EventsMaxWatches: 64, SandboxMode: "read-only", ApprovalTimeout: time.Minute,
+		Root: root, Addr: "127.0.0.1:0", Policy: policy.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"},
+		Events: events.Settings{Enabled: true, MaxWatches: 64}, Tools: tools.Settings{SandboxMode: "read-only"}, Approvals: approval.Settings{Timeout: time.Minute},
 	}, nil)
 	require.NoError(t, err)
 	addr, err := srv.Listen()
@@ -139,11 +143,11 @@ func TestNewRefusesWhatValidateRefuses(t *testing.T) {
 		cfg  server.Config
 		want string
 	}{
-		{server.Config{Profile: "fancy"}, `--profile must be extended or original, not "fancy"`},
-		{server.Config{SandboxMode: "full"}, `--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not "full"`},
+		{server.Config{Tools: tools.Settings{Profile: "fancy"}}, `--profile must be extended or original, not "fancy"`},
+		{server.Config{Tools: tools.Settings{SandboxMode: "full"}}, `--sandbox-mode must be off, read-only, workspace-write or danger-full-access, not "full"`},
 		{server.Config{SessionStore: "mysql://db"}, `--session-store must be memory, redis://host:port/db or rediss://host:port/db, not "mysql://db"`},
-		{server.Config{DefaultSession: "has space"}, `--default-session "has space": it must be 1-128 characters of A-Za-z0-9._:-`},
-		{server.Config{ReadLimit: -1}, `--read-limit must be positive`},
+		{server.Config{Sessions: tools.SessionSettings{Default: "has space"}}, `--default-session "has space": it must be 1-128 characters of A-Za-z0-9._:-`},
+		{server.Config{Tools: tools.Settings{ReadLimit: -1}}, `--read-limit must be positive`},
 	} {
 		c.cfg.Root = t.TempDir()
 		_, err := server.New(c.cfg, nil)

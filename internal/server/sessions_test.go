@@ -1,7 +1,7 @@
 package server_test
 
-// Sessions and requests nobody authenticated (docs/identity.md, "Sessions
-// belong to their subject"; docs/api.md, "Sessions"): the unauthenticated
+// Sessions and requests nobody authenticated (docs/identity.md, "Requests
+// nobody authenticated never touch a session"; docs/api.md, "Sessions"): the unauthenticated
 // routes (/healthz, /readyz, the metadata documents, CORS preflights) and
 // the requests auth refuses (401, 403) never create, touch or evict a
 // session, so an anonymous client cannot wipe the agents' read state by
@@ -19,9 +19,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/redistest"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // floodSessions is more sessions than the store holds (--max-sessions).
@@ -102,7 +106,7 @@ func TestAnonymousRequestsKeepSessions(t *testing.T) {
 	read := jsonBody(map[string]any{"file_path": "a.txt"})
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store, func(t *testing.T) {
-			cfg := server.Config{Token: staticToken, Policy: true, DefaultSession: "default", MaxSessions: floodMaxSessions}
+			cfg := server.Config{Token: staticToken, Policy: policy.Settings{Enabled: true, MaxSessions: floodMaxSessions}, Sessions: tools.SessionSettings{Default: "default"}}
 			if store == "redis" {
 				cfg.SessionStore = "redis://" + redistest.Start(t).Addr + "/0"
 			}
@@ -117,7 +121,7 @@ func TestAnonymousRequestsKeepSessionsWithIdentities(t *testing.T) {
 	read := jsonBody(map[string]any{"file_path": "a.txt"})
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store, func(t *testing.T) {
-			cfg := server.Config{MaxSessions: floodMaxSessions}
+			cfg := server.Config{Policy: policy.Settings{MaxSessions: floodMaxSessions}}
 			if store == "redis" {
 				cfg.SessionStore = "redis://" + redistest.Start(t).Addr + "/0"
 			}
@@ -152,7 +156,7 @@ func TestAnonymousRequestsKeepSessionsWithIdentities(t *testing.T) {
 // naming both who acted and whose session it was.
 func TestAdminNamesSubject(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.log")
-	f := newIDFixture(t, server.Config{AuditLog: auditLog})
+	f := newIDFixture(t, server.Config{Audit: audit.Settings{Path: auditLog}})
 	require.NoError(t, os.WriteFile(filepath.Join(f.srv.Root, "a.txt"), []byte("one\n"), 0o644))
 	alice := f.token(f.alice, "toolfs:read", "toolfs:write")
 	bob := f.token(f.bob, "toolfs:read", "toolfs:write")
@@ -241,7 +245,7 @@ func TestAdminNamesSubject(t *testing.T) {
 // TestSubjectWithoutIdentities: a server that verifies no access token has
 // no subjects to name.
 func TestSubjectWithoutIdentities(t *testing.T) {
-	srv := servertest.Start(t, server.Config{Token: staticToken, Policy: true, Checkpoints: true, DefaultSession: "default"})
+	srv := servertest.Start(t, server.Config{Token: staticToken, Policy: policy.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}})
 	a := send(t, "GET", srv.URL+"/sessions/s1/changes?subject=alice", staticToken, "")
 	assert.Equal(t, 400, a.status)
 	assert.Equal(t, "INVALID_ARGUMENT", a.code())

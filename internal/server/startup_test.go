@@ -12,8 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
+	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // TestStartupBesideAHeldCheckpointLock: a server starts, within the
@@ -23,7 +26,7 @@ import (
 func TestStartupBesideAHeldCheckpointLock(t *testing.T) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	cfg := server.Config{Root: root, Policy: true, Checkpoints: true, DefaultSession: "default"}
+	cfg := server.Config{Root: root, Policy: policy.Settings{Enabled: true}, Checkpoints: checkpoint.Settings{Enabled: true}, Sessions: tools.SessionSettings{Default: "default"}}
 	first := servertest.Start(t, cfg)
 	for _, body := range []string{`{"file_path":"a.txt","content":"one\n"}`, `{"file_path":"a.txt"}`, `{"file_path":"a.txt","content":"two\n"}`} {
 		tool := "write"

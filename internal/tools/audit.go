@@ -28,7 +28,7 @@ const (
 	msgAuditRefused = "the audit log cannot be written (--audit-log), so nothing was changed; retry shortly"
 	// msgAuditLost: the record of a change that happened could not be
 	// written; the answer says so, so nobody takes it for a refusal
-	// (docs/decisions.md, "Audit").
+	// (docs/audit.md, "How a record is made").
 	msgAuditLost = "the change was applied, but its audit record could not be written (--audit-log); it is logged as an error"
 )
 

@@ -23,7 +23,7 @@ const (
 func BodyIncomplete() *fault.Error { return argError(msgBodyJSON) }
 
 // args are the members of a request object, decoded once. Lookups are by
-// exact key; a JSON null counts as absent (docs/api.md, "null").
+// exact key; a JSON null counts as absent (docs/api.md, "Request bodies").
 type args []jsonscan.Field
 
 // decodeArgs reads a tool's arguments as one JSON object, strictly

@@ -55,7 +55,7 @@ type CacheConfig struct {
 // DefaultCacheConfig is 64 MiB for every cache together and the kernel's
 // racy window, DefaultRacyWindow (--cache-bytes, --cache-racy-window).
 func DefaultCacheConfig() CacheConfig {
-	return CacheConfig{Bytes: 64 << 20, RacyWindow: DefaultRacyWindow()}
+	return CacheConfig{Bytes: DefaultCacheBytes, RacyWindow: DefaultRacyWindow()}
 }
 
 // The racy window's bounds (docs/performance.md, "Caches").

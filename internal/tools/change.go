@@ -79,7 +79,7 @@ const (
 )
 
 // ask is what the read-before-write policy asks of a change's targets
-// (docs/api.md, "The policy"). A change it judges needs a session while
+// (docs/decisions.md, "Policy"). A change it judges needs a session while
 // the policy is on, its refusals carry the model's remedy, and its success
 // records what the session now knows of each file.
 type ask uint8
@@ -366,7 +366,7 @@ func (x *Executor) run(ctx context.Context, ch *change, in stepIn) (stepOut, err
 const msgSeveralUnavailable = "a change of several files needs the checkpoint store for its journal, and it is off on this server (--checkpoints=false)"
 
 // checkLocked checks t, locked, against w as a write's intent is checked
-// (docs/api.md, "The policy": the bytes the session saw still count as the
+// (docs/decisions.md, "Policy": the bytes the session saw still count as the
 // version it saw) and returns what t is now.
 func (x *Executor) checkLocked(ctx context.Context, ch *change, lk fs.LockedTargets, t fs.Target, w *want) (fs.Info, error) {
 	r, info, err := lk.Open(ctx, t)

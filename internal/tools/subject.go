@@ -6,7 +6,7 @@ import (
 )
 
 // SessionKey is the key a session's state lives under (docs/identity.md,
-// "Sessions belong to their subject"): the id itself when no subject was
+// "What a subject owns"): the id itself when no subject was
 // verified, else a digest of the subject joined to the id, so the same id
 // named by two subjects is two sessions (their observations, checkpoints
 // and default session apart). "~" never occurs in an id, so the two kinds

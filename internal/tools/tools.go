@@ -98,7 +98,7 @@ type Options struct {
 	// defaults.
 	Images media.ImageLimits
 	// Profile is the surface advertised and the hints on edit misses
-	// (docs/api.md, "Profiles"); "" is ProfileExtended.
+	// (docs/edits.md, "Profiles"); "" is ProfileExtended.
 	Profile render.Profile
 	// Dialect is the edit dialect of a call that asks for none
 	// (--edit-dialect; "" is DialectStrReplace). The original profile's

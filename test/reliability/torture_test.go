@@ -18,6 +18,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // tortureMarker is a line of every torture file: a mutation adds its token
@@ -167,8 +168,8 @@ type inProcessOptions struct {
 func startInProcess(t *testing.T, o inProcessOptions) *inProcess {
 	t.Helper()
 	srv := servertest.Start(t, server.Config{
-		Policy: true, SessionTTL: o.store.TTL, MaxSessions: o.store.MaxSessions, MaxPathsPerSession: o.store.MaxPathsPerSession,
-		ReadLimit: o.caps.Limit, ReadMaxLineLength: o.caps.MaxLineLength, ReadMaxBytes: o.caps.MaxBytes,
+		Policy:            policy.Settings{Enabled: true, TTL: o.store.TTL, MaxSessions: o.store.MaxSessions, MaxPathsPerSession: o.store.MaxPathsPerSession},
+		Tools:             tools.Settings{ReadLimit: o.caps.Limit, ReadMaxLineLength: o.caps.MaxLineLength, ReadMaxBytes: o.caps.MaxBytes},
 		StreamWriteWindow: o.writeWindow, Addr: "127.0.0.1:8080",
 	})
 	return &inProcess{base: srv.URL, root: srv.Root, store: srv.Store}

@@ -31,10 +31,10 @@ func Start(tb testing.TB, cfg server.Config, opts ...server.Option) *Server {
 		cfg.Root = root
 	}
 	// The port is known before the server is built, so that identities
-	// can name it: with OAuthIssuer and no PublicURL, the URL is public.
+	// can name it: with Identity.Issuer and no PublicURL, the URL is public.
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
-	if cfg.OAuthIssuer != "" && cfg.PublicURL == "" {
+	if cfg.Identity.Issuer != "" && cfg.PublicURL == "" {
 		cfg.PublicURL = url
 	}
 	s, err := server.New(cfg, nil, opts...)
