@@ -96,6 +96,24 @@ func (e ApprovalDecisionDecision) Valid() bool {
 	}
 }
 
+// Defines values for DeleteRequestSandboxPermissions.
+const (
+	DeleteRequestSandboxPermissionsDangerFullAccess DeleteRequestSandboxPermissions = "danger-full-access"
+	DeleteRequestSandboxPermissionsWorkspaceWrite   DeleteRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the DeleteRequestSandboxPermissions enum.
+func (e DeleteRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case DeleteRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case DeleteRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EditLinesItemOp.
 const (
 	InsertAfter  EditLinesItemOp = "insert_after"
@@ -204,6 +222,42 @@ const (
 func (e HealthStatus) Valid() bool {
 	switch e {
 	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MkdirRequestSandboxPermissions.
+const (
+	MkdirRequestSandboxPermissionsDangerFullAccess MkdirRequestSandboxPermissions = "danger-full-access"
+	MkdirRequestSandboxPermissionsWorkspaceWrite   MkdirRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the MkdirRequestSandboxPermissions enum.
+func (e MkdirRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case MkdirRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case MkdirRequestSandboxPermissionsWorkspaceWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MoveRequestSandboxPermissions.
+const (
+	MoveRequestSandboxPermissionsDangerFullAccess MoveRequestSandboxPermissions = "danger-full-access"
+	MoveRequestSandboxPermissionsWorkspaceWrite   MoveRequestSandboxPermissions = "workspace-write"
+)
+
+// Valid indicates whether the value is a known member of the MoveRequestSandboxPermissions enum.
+func (e MoveRequestSandboxPermissions) Valid() bool {
+	switch e {
+	case MoveRequestSandboxPermissionsDangerFullAccess:
+		return true
+	case MoveRequestSandboxPermissionsWorkspaceWrite:
 		return true
 	default:
 		return false
@@ -628,6 +682,31 @@ type ChangesResult struct {
 	Output string `json:"output"`
 }
 
+// DeleteRequest defines model for DeleteRequest.
+type DeleteRequest struct {
+	// FilePath Path of the file or empty folder to delete, resolved by the filesystem backend.
+	FilePath string `json:"file_path"`
+
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *DeleteRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+}
+
+// DeleteRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type DeleteRequestSandboxPermissions string
+
+// DeleteResult defines model for DeleteResult.
+type DeleteResult struct {
+	Metadata struct {
+		Path string `json:"path"`
+	} `json:"metadata"`
+
+	// Output "Deleted <path>."
+	Output string `json:"output"`
+}
+
 // Diagnostics What the --diagnostics checkers found after this write or edit
 // (extended profile; docs/diagnostics.md): one result when one checker
 // matched the file, a list in configuration order for several; absent
@@ -957,6 +1036,68 @@ type MCPToolList struct {
 	Tools []MCPTool `json:"tools"`
 }
 
+// MkdirRequest defines model for MkdirRequest.
+type MkdirRequest struct {
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// Path Path of the folder to create, resolved by the filesystem backend.
+	Path string `json:"path"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *MkdirRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+}
+
+// MkdirRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type MkdirRequestSandboxPermissions string
+
+// MkdirResult defines model for MkdirResult.
+type MkdirResult struct {
+	Metadata struct {
+		// Created This call made the folder (false, it existed).
+		Created bool   `json:"created"`
+		Path    string `json:"path"`
+	} `json:"metadata"`
+
+	// Output "Created folder <path>." (also for a folder that existed)
+	Output string `json:"output"`
+}
+
+// MoveRequest defines model for MoveRequest.
+type MoveRequest struct {
+	// From Path of the file or folder to move, resolved by the filesystem backend.
+	From string `json:"from"`
+
+	// Justification Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access.
+	Justification *string `json:"justification,omitempty"`
+
+	// Overwrite Replace an existing destination file (read it first). Defaults to false.
+	Overwrite *bool `json:"overwrite,omitempty"`
+
+	// SandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+	SandboxPermissions *MoveRequestSandboxPermissions `json:"sandbox_permissions,omitempty"`
+
+	// To Its new path, resolved by the filesystem backend.
+	To string `json:"to"`
+}
+
+// MoveRequestSandboxPermissions The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+type MoveRequestSandboxPermissions string
+
+// MoveResult defines model for MoveResult.
+type MoveResult struct {
+	Metadata struct {
+		From string `json:"from"`
+
+		// Replaced An existing destination file was replaced (overwrite).
+		Replaced bool   `json:"replaced"`
+		To       string `json:"to"`
+	} `json:"metadata"`
+
+	// Output "Moved <from> to <to>."
+	Output string `json:"output"`
+}
+
 // OpenAIFunction defines model for OpenAIFunction.
 type OpenAIFunction struct {
 	Description string `json:"description"`
@@ -1043,7 +1184,7 @@ type PatchOperationOutputStatus string
 
 // Problem RFC 9457 problem details with two extension members.
 type Problem struct {
-	// Code Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). GET /readyz answers NOT_READY (503) while a dependency cannot serve.
+	// Code Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). GET /readyz answers NOT_READY (503) while a dependency cannot serve. move adds FS_ALREADY_EXISTS (409), delete FS_NOT_EMPTY (409).
 	Code string `json:"code"`
 
 	// Detail The message without the "Error: " prefix.
@@ -1281,6 +1422,9 @@ type DecideApprovalJSONRequestBody = ApprovalDecision
 // ModelApplyPatchJSONRequestBody defines body for ModelApplyPatch for application/json ContentType.
 type ModelApplyPatchJSONRequestBody = ApplyPatchRequest
 
+// ModelDeleteJSONRequestBody defines body for ModelDelete for application/json ContentType.
+type ModelDeleteJSONRequestBody = DeleteRequest
+
 // ModelEditJSONRequestBody defines body for ModelEdit for application/json ContentType.
 type ModelEditJSONRequestBody = EditRequest
 
@@ -1292,6 +1436,12 @@ type ModelGlobJSONRequestBody = GlobRequest
 
 // ModelGrepJSONRequestBody defines body for ModelGrep for application/json ContentType.
 type ModelGrepJSONRequestBody = GrepRequest
+
+// ModelMkdirJSONRequestBody defines body for ModelMkdir for application/json ContentType.
+type ModelMkdirJSONRequestBody = MkdirRequest
+
+// ModelMoveJSONRequestBody defines body for ModelMove for application/json ContentType.
+type ModelMoveJSONRequestBody = MoveRequest
 
 // ModelReadJSONRequestBody defines body for ModelRead for application/json ContentType.
 type ModelReadJSONRequestBody = ReadRequest
@@ -1305,6 +1455,9 @@ type RevertSessionJSONRequestBody = RevertRequest
 // ApplyPatchToolJSONRequestBody defines body for ApplyPatchTool for application/json ContentType.
 type ApplyPatchToolJSONRequestBody = ApplyPatchRequest
 
+// DeleteToolJSONRequestBody defines body for DeleteTool for application/json ContentType.
+type DeleteToolJSONRequestBody = DeleteRequest
+
 // EditToolJSONRequestBody defines body for EditTool for application/json ContentType.
 type EditToolJSONRequestBody = EditRequest
 
@@ -1316,6 +1469,12 @@ type GlobToolJSONRequestBody = GlobRequest
 
 // GrepToolJSONRequestBody defines body for GrepTool for application/json ContentType.
 type GrepToolJSONRequestBody = GrepRequest
+
+// MkdirToolJSONRequestBody defines body for MkdirTool for application/json ContentType.
+type MkdirToolJSONRequestBody = MkdirRequest
+
+// MoveToolJSONRequestBody defines body for MoveTool for application/json ContentType.
+type MoveToolJSONRequestBody = MoveRequest
 
 // ReadToolJSONRequestBody defines body for ReadTool for application/json ContentType.
 type ReadToolJSONRequestBody = ReadRequest
@@ -1525,6 +1684,9 @@ type ServerInterface interface {
 	// ModelApplyPatch apply_patch, answered as the model text.
 	// (POST /model/apply_patch)
 	ModelApplyPatch(w http.ResponseWriter, r *http.Request)
+	// ModelDelete Delete a file, or an empty folder. Answers the model text only.
+	// (POST /model/delete)
+	ModelDelete(w http.ResponseWriter, r *http.Request)
 	// ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 	// (POST /model/edit)
 	ModelEdit(w http.ResponseWriter, r *http.Request)
@@ -1537,6 +1699,12 @@ type ServerInterface interface {
 	// ModelGrep Search file contents with a ripgrep regular expression. Answers the model text only.
 	// (POST /model/grep)
 	ModelGrep(w http.ResponseWriter, r *http.Request)
+	// ModelMkdir Create a folder and its missing parents. Answers the model text only.
+	// (POST /model/mkdir)
+	ModelMkdir(w http.ResponseWriter, r *http.Request)
+	// ModelMove Move or rename a file or folder inside the workspace. Answers the model text only.
+	// (POST /model/move)
+	ModelMove(w http.ResponseWriter, r *http.Request)
 	// ModelRead Read a UTF-8 text file and return line-numbered content. Answers the model text only.
 	// (POST /model/read)
 	ModelRead(w http.ResponseWriter, r *http.Request)
@@ -1564,6 +1732,9 @@ type ServerInterface interface {
 	// ApplyPatchTool Add, delete, update and move files with one patch, all or nothing.
 	// (POST /tools/apply_patch)
 	ApplyPatchTool(w http.ResponseWriter, r *http.Request)
+	// DeleteTool Delete a file, or an empty folder.
+	// (POST /tools/delete)
+	DeleteTool(w http.ResponseWriter, r *http.Request)
 	// EditTool Edit an existing UTF-8 text file by replacing literal text.
 	// (POST /tools/edit)
 	EditTool(w http.ResponseWriter, r *http.Request)
@@ -1576,6 +1747,12 @@ type ServerInterface interface {
 	// GrepTool Search file contents with a ripgrep regular expression.
 	// (POST /tools/grep)
 	GrepTool(w http.ResponseWriter, r *http.Request)
+	// MkdirTool Create a folder and its missing parents.
+	// (POST /tools/mkdir)
+	MkdirTool(w http.ResponseWriter, r *http.Request)
+	// MoveTool Move or rename a file or folder inside the workspace.
+	// (POST /tools/move)
+	MoveTool(w http.ResponseWriter, r *http.Request)
 	// ReadTool Read a UTF-8 text file and return line-numbered content.
 	// (POST /tools/read)
 	ReadTool(w http.ResponseWriter, r *http.Request)
@@ -1636,6 +1813,12 @@ func (_ Unimplemented) ModelApplyPatch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ModelDelete Delete a file, or an empty folder. Answers the model text only.
+// (POST /model/delete)
+func (_ Unimplemented) ModelDelete(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ModelEdit Edit an existing UTF-8 text file by replacing literal text. Answers the model text only.
 // (POST /model/edit)
 func (_ Unimplemented) ModelEdit(w http.ResponseWriter, r *http.Request) {
@@ -1657,6 +1840,18 @@ func (_ Unimplemented) ModelGlob(w http.ResponseWriter, r *http.Request) {
 // ModelGrep Search file contents with a ripgrep regular expression. Answers the model text only.
 // (POST /model/grep)
 func (_ Unimplemented) ModelGrep(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ModelMkdir Create a folder and its missing parents. Answers the model text only.
+// (POST /model/mkdir)
+func (_ Unimplemented) ModelMkdir(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ModelMove Move or rename a file or folder inside the workspace. Answers the model text only.
+// (POST /model/move)
+func (_ Unimplemented) ModelMove(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1714,6 +1909,12 @@ func (_ Unimplemented) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteTool Delete a file, or an empty folder.
+// (POST /tools/delete)
+func (_ Unimplemented) DeleteTool(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // EditTool Edit an existing UTF-8 text file by replacing literal text.
 // (POST /tools/edit)
 func (_ Unimplemented) EditTool(w http.ResponseWriter, r *http.Request) {
@@ -1735,6 +1936,18 @@ func (_ Unimplemented) GlobTool(w http.ResponseWriter, r *http.Request) {
 // GrepTool Search file contents with a ripgrep regular expression.
 // (POST /tools/grep)
 func (_ Unimplemented) GrepTool(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// MkdirTool Create a folder and its missing parents.
+// (POST /tools/mkdir)
+func (_ Unimplemented) MkdirTool(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// MoveTool Move or rename a file or folder inside the workspace.
+// (POST /tools/move)
+func (_ Unimplemented) MoveTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1996,6 +2209,20 @@ func (siw *ServerInterfaceWrapper) ModelApplyPatch(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// ModelDelete operation middleware
+func (siw *ServerInterfaceWrapper) ModelDelete(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelDelete(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ModelEdit operation middleware
 func (siw *ServerInterfaceWrapper) ModelEdit(w http.ResponseWriter, r *http.Request) {
 
@@ -2043,6 +2270,34 @@ func (siw *ServerInterfaceWrapper) ModelGrep(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ModelGrep(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ModelMkdir operation middleware
+func (siw *ServerInterfaceWrapper) ModelMkdir(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelMkdir(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ModelMove operation middleware
+func (siw *ServerInterfaceWrapper) ModelMove(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ModelMove(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2233,6 +2488,20 @@ func (siw *ServerInterfaceWrapper) ApplyPatchTool(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// DeleteTool operation middleware
+func (siw *ServerInterfaceWrapper) DeleteTool(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteTool(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // EditTool operation middleware
 func (siw *ServerInterfaceWrapper) EditTool(w http.ResponseWriter, r *http.Request) {
 
@@ -2280,6 +2549,34 @@ func (siw *ServerInterfaceWrapper) GrepTool(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GrepTool(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MkdirTool operation middleware
+func (siw *ServerInterfaceWrapper) MkdirTool(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MkdirTool(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MoveTool operation middleware
+func (siw *ServerInterfaceWrapper) MoveTool(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MoveTool(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2455,6 +2752,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/model/apply_patch", wrapper.ModelApplyPatch)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/delete", wrapper.ModelDelete)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/model/edit", wrapper.ModelEdit)
 	})
 	r.Group(func(r chi.Router) {
@@ -2465,6 +2765,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/model/grep", wrapper.ModelGrep)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/mkdir", wrapper.ModelMkdir)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/model/move", wrapper.ModelMove)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/model/read", wrapper.ModelRead)
@@ -2494,6 +2800,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/tools/apply_patch", wrapper.ApplyPatchTool)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/delete", wrapper.DeleteTool)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/tools/edit", wrapper.EditTool)
 	})
 	r.Group(func(r chi.Router) {
@@ -2504,6 +2813,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/tools/grep", wrapper.GrepTool)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/mkdir", wrapper.MkdirTool)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/tools/move", wrapper.MoveTool)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/tools/read", wrapper.ReadTool)
@@ -2520,227 +2835,240 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chtHki/8KhXYjSDgaYCgJHs9ZDi+oCXS5owk8iOp0c66dYhCdwEoq1HV7qoWBTv0POc9zpOdyMyq",
-	"vgDVIEhRPt4d/8MggL7UJSvv+cvfeole5loJZU3v8Ldezgu+FFYU+OlUZuKC2wX8nwqTFDK3UqveYe96",
-	"IdhMZiJihci4lR8Es5rZhWCF1pb19/b3mBHwNCvSiAmeLJgR86VQluWiSISyQ6ESnYqUccOUEKlIB6Ne",
-	"1JPw+BxeGvUUX4r6UyF+KWUh0t6hLUoR9UyyEEsOY7OrHK4ztpBq3vv0Ker9KI3VxersRXjoRhgjtWK3",
-	"C20EW9DFzC6kYdJ0jEKmW8eQc2tFAbf9r5+Oh//Fh7+Oh38d3RwO3/12EB08+fbTv/eijYF+gieaXCsj",
-	"cMFf6VRkJ0WhC/iUaGWFsjhD8dHu5xmX6oglC14YYb8r7Wz4LfzYvRCfosDk80JPM7HcM2yiS5uXdsL6",
-	"E3zpIYvL8fhpshTG8LnAD2IyiNittAvcXWO5LQ3TMyatYbB/I3byQRQrNuMyKwvBtGL7S5jG/leMK3Mr",
-	"CsOMjhgv7YJxlbJSvVf6VrFCl1YYJlWSlalIR71PEc3/Wny0X3D6VuusMfeIiY88sdkK5wcvwn9wCswI",
-	"YXBgF7Rma8PieZ7JhMPD992q/uVnA29qjurfCzHrHfb+bb8+avv0q9n3zw2M9Vixy9Pn7K/Pvv4Pv2Wt",
-	"fZhmgk1gBya4rPWgcQ5+eiM8Du51MJpjZReFzmVyrXWGhFvoXBRWEgW2xrCxonAw8tLe1JPjaSrhYp5d",
-	"NJ5Dh2Nz7RNueabnsPw1p5mM6pOhpz+LxPai3sfhXA/dl7Cko0t++4rIEoZBZzJ08usT+hNd1R7H2gze",
-	"rb/5U9ReIRNmIEBEBjhXdTFzozNsgj/irKQVS3MXDbR35FM1Il4UfIUDyvNsdcFtsnglLE+55YF9k3yu",
-	"tLEyCYz47YITVQ+HjetYshDJezifM12qNALGjEwdLl2xgis4zP1UJ2a/cdtomQ6OGJ8a4OW3C6GY0krA",
-	"5TvP+EVjsIH5whgCszgBIYLj0zOcTQ5LEjGp6D+mi1QUOw8CFxQkXGgIS/hRdGz+olTv3aIxbhlnVmei",
-	"4MqyTHwQmVsykUrbsVj3G+Mr+BMaJOw/Mp/AOE91gWtUX8Nmulg6UVx9u2cYMLHVDa7gTcKz7IY4B+sr",
-	"beEexllarFhRqsH9xn3uX3KOD9ycwdpppW0PnsjqAFyKX0phbIA4pF2IguHhZv2KOgZMF401OGIwqam2",
-	"C5jK2gkqVjdFqTYf/RyOCRMg5exCqjnr82JegipjIlJ5BE+HUzHThRjeFtIKlutMJquIbkJ6GSCTLoQt",
-	"C4U3JQuu5gJYSKnkTIqUpXI2M8jidWkZPAhexhW9dcReiBkvM2tA05rxzCAZqTLLQBR4nuvWbqp1Jriq",
-	"OHaYkHGJDlnc++qrr9j3Yi4Vw1WOexHKdzps1epF7soTlfrrRptKTdT7uTRWzpxg3HzzpdtzkmaGq3Sq",
-	"P97kolhK1MrMIQOGAkdGqEQgDcKKlUYUTHxENQBW5nbhVDYU4GuDRZXS4H23MhUF40kijNmyZPX4t52r",
-	"M2Ws4ClqQLCwh+unTM8YV+w8F+r4bONsRfiNJKUXJkmMq38wPBiPxwzP1kNPGbGtj2d0Jzwv6i2l8p87",
-	"512xk8BOhMmGFtRdjkoH7UNoB0bsXGUr9oFnEifNYdpDs9AWDkOxcutV34XajXs0EBJLhZIiPWKOVRjW",
-	"Ii9SKYEyeJ4X+gPP3BtLBYMcDt2zhjhMjUzCLuCNs5lj1O4KYNWw9EKVS2BHt7p4b3KeuDMNegSc2GI4",
-	"K7NsSOQE3OoOcvp0Bz8zZWY3xfmyIei36g6bqgEQMDHcO/Ujd11Uv66D++LCbo4yKQTYd/AvCBdue4e9",
-	"lFsxtBIVr42TBSwuTFNwOvZMgyvyFl+stXRukDU5kcTMQt/CN4zPrCA+MZOFsSyTSqxLYmB1w+HQWTlg",
-	"3pGJA/wu7v3lL38J/FIp1yj1I+aYkdIWqJ5bUMVVCnaMF5ZyNgP9kGW8mKNZ/F6IfMSOLVtqY9k3X3/9",
-	"9Bs2XVlhIpaUfuQcjNFM4LiP4BWK2aJUCSwwkwY+iBGjvQCT2rpFg1UAXpKt2O0CDqC07FaXWcqMlVnG",
-	"lvy9aJg4slrjIPFv7Jj4mMOhC+mUQtWDMFbnht1ykln94dCfRiQFXc3SUQy+azeSkWnQDoHjHKYkx4/c",
-	"wLhBVa14yMneeGne6Qt5cXZ18fL4n8DPF149tbD/9gg5HCtAFbBerAKBArcMLjk8I7Dgx+4Ze8Rojdcu",
-	"QIzQG5es3xyHiWg41ZkYoK6M8go0ZW/Fg71Y6ahEw6TF6ILB0QmSLtwM5pWJHN1qJYyjW3z5zSb1NuXa",
-	"xqzXpdHaQ4IEiNwcL2S33NBhCo+yrYPDEeEGznBjAxoqUyG4CWkucU+YhGfc1iLKau8z0alzmHgvSktO",
-	"eXYS2nDnjepmjHCmvMuqH/fiHk2jIvIFT9GuCB9hUxIr31xB0L9kKpSVwNHh2Gpe2sVQGlOKYkBM5oMo",
-	"iA+753jy9gOj88Ksfi/UETEi4ovu8j5S1EJnjuTAOp6ZQ54upRqwTBprkMemIpGpIJXNcw/HpNwYV8il",
-	"2LHbSacoO3tqk6Ccf6M69e6sA0mjJw8OU/CY70B0yOTDNBciqTW5i65Ev+tupJF3NyJnq2jQyczmoKJK",
-	"7tbseZvcfiES6elr3dlT/+KXiZaeRoBPehfdoUVUT9k2iJfSBNQcv8/4YTdniVdGAiwjKQtDntPNY6TE",
-	"rTC2JiydCwU0DaZUcQTGRopahGETlFQTONkgzyrzQ4mPtiW2pLLfPKs3Wyor5qLYWJ56jtUIQwv1nFxj",
-	"m2tkvRdqp/Vxj+lyJZWKf+DS6asb64ROLdQRjCg+iIItuGHT0rKEKzCcQeFS+pb155me4qGdFyKvTmIh",
-	"c/jc9BcTFe9s0byphxeewdra0tpsWc6HOTnnpUy5SkS372/PMLMyViyHeaGXuWX+FpSmQX7U4bKM1mIu",
-	"93OourH87er8tfN90FK29OW2P5tJe2+H6y5+1cY0GisY3BtUQAPcIE1DPPelVMIw/PGIgbVF0k+Qx8fI",
-	"VHhpTq5vXbCDMXslv4f/UAkvWP/J19+wv8vvnX5TaVL6Vjl92EQMZQ06RXMtFZkMWxwG1YGPesgyuqNk",
-	"TYdPJma2OQ0/GFaIJWj2bnvW39leKbPgT77+JkhNH0RhwnS9ton+wsg/LbRV5NXaMjO6oDHB5twa03Yi",
-	"a6fZoRhtGZVdrDb6MisRuSGEViRsA1xqbYc+FBoxs1pmUr03rBBGZ2ivccNyofOM3IUga/ocFQbSliQR",
-	"8Jvr0+G3zqjlhr35y+np6YtBp5lwUy1VQOLxpdjzzjHShqViU27EN88ilhcCtShnODqt3TN6wzEctiTv",
-	"FjzJD5AcOThMtIVBr/PjBGtCZLMRu77VZKMwBbTNzIIXAik90QW6cpDieWLBcoV3GOGG2A8cQjDOX4MW",
-	"T0sFz6rWKu61bUl4Smi1ulT6t4tVk0zdLGmActphobmjCk+7mzfUz2pQYsPYMOKXgPu+0Et2cNTBqtyC",
-	"kpf0F9ZHT6IL3gx20lGiHtrbOztuvDLdHiWq1BEaiUALNNTAiq2dN5ixG8C68uv4jeeordWLnICo179b",
-	"uJgux5pbwd31KZJVoehL5WQLRIhcRgE3jZhshBuGfinYLBrJ3atVOen80EOzfvHZ4b/KgSZN2/yPVV98",
-	"tEKlImV5oYHGjlgoKEhu+wIXnlgKfHZviRWF1FLnjshExDhaf8CVEq1mcl46FzB5J0BSG9h9nnnrPVZ1",
-	"vNE/ThdMaf8WOL/+WSIdxcDTtRLns97hTzuHJB3pfIp+u3c0s7p1jVretbeokU2wRp2hU7YuT2mmc/5B",
-	"4Mx1Vi7VbmoK0F6DCTV+cRkfd8tKfESEA63vuoMi67PYnth5TR57xiWLjNisEGbhfUb1vF0KBOzvUrAZ",
-	"8Ee7ELHy6wG2iVatZA4n14mm6fGsELkurDmiCBo+PlbSsgRdpsD73YX9hqkE8tCw28UqYlLZQqdlQm4t",
-	"scztakB0ts5ncFhBxQRnGBYG9eM7InZ+FZoyq7oH/XvIYPAIRYw7x93BePyQ4HyVnRIIkAfVwh/1LVty",
-	"tWouUzVkEFk5N8SKDsZjPP0iZf2WLmIXQjUVnpYkJWVqy3urlzknlScBp6bCEOZth1Hj+VuN41pRIHrb",
-	"JJgYRVrKam/314YiC6mkK43lhXUay/Zj5snHE0uLMhorET55oSALHLZFqd6Tbf4UyQSXCfOZPtojUgBd",
-	"GO8GP3CDUdjNWLkStz5LazN6mqX+tzsjrV6Z3r4YTjfwD46q14dmf5JK+6NUQXbDTq9uTl6cXd+8Pr++",
-	"OT1/8/oF25BtzusJ/+6B/j4H8sFDZORSZrxgVjOdpTc02Mgb2CSm9wyLe69aV4uPNu655QbFHlX/dlxq",
-	"c4GFSl92Mmt8VkuDudObjpTX9cR19ay6NqrG4V/ateJnNiTOlLh1yxSy6i2IdmDIGU8EZoai74S9MYJx",
-	"RbyV0e2w5qnIhCVLE2V/UDOvN6b7jZTjp/2bR+xVaSw904uPDq0fr7/hWRZKasAfGceQGyYPBTI2jkie",
-	"4f9Rg4rYsiTnpOBFJcK0SnZK8VjXF+sliJo70LV16F4J7x8PnCKpjCjsDTI4kDf4idgrWYtcJQtdeAaM",
-	"0shqdyE6UZnVO6VhCBXg9G4Tgq/iPuzb3NzmHiBlk7kE1w12zAa5YxTuaOOz7aLQ5XzBhErZVKCqQkS9",
-	"fdlgVaTzcTnZoYumbwWnxW0ziunGgKKhfnb90ZlSoQAHjvVea9uIqdeLi7wPvRlVFL4vRvMRi3sHT/7t",
-	"79dO0t25wtaJi6DXnpY3qpzMNC4T1enlbLqCC/G6ETtFQ9SPb42NEA8x9bbtYH7lPTfCrQdo58zMe+RF",
-	"YkLYzpYqiv0A6ycRdtfdOIlLuhTdanJmw3rWjBcNAjHsVhTCmZCold8uROFSSA2X6+qd1+dXGLREM34Q",
-	"sVwbiUUE+HOmUZ/i1ntvke5UuZyKwgR1w/WIFC7c1v1qJBJ++TRAFAhSzbckAbbTXe6VBciOk0Tk6FxV",
-	"mNvoVRlzxHiK7hNDP9o6BRsODXys1B+nFd+dT4haS/i44k8RysBCzEThRbdXqDy/qNPgrJ5TQBXNeAyl",
-	"wt2UEOfz4dg10AuKSLhGfxBFxvOdDZq2kFvPkltLkgvlIt+Efb4XmFyhcdZR5en1C4sbgCEiNuXJe6HS",
-	"/5G5kn8mDX6hpMH1zOgbZwXR8buDt31eUuGmUHv0nEJ4BeW1h1IsCjIAUoy+lxiZN4z0a/Ir1oqzN611",
-	"kpRFrDLS8bMV63JaeqML7PJrn7ePX8a9wWGsKIX/CcqcIckclhdiJj8K42N0EXvKbMFlRkdLWoF7His5",
-	"V7qA358xqVKhLJGb+5r1a3WcFWJIl6AA/JoJk/BcpLFKFrzgiRWF55XfsLxUiS3dAdHFkmfyV5GOWGWp",
-	"IUE7Wy1W3CmNpLThuu0Zp6Y6KbAeu8O17mNwNFZTNIWAt1YJY64uilv8mhl+OzhyPIlctPQaE6t+w0wa",
-	"uG9dlo/gySJqjOzJOOQ5w/ycIAtpjutgOOUg1fpTMrZQu8CjuJRKLuE0HoR8PA3DevuFSAd4Gf9Il33T",
-	"ePaT0C002ZbC1mnVb395y1zfdukOpnvo+G11D9zjfbRI0c7vxWP/h9WUl54h3cUcq4qczjKhYyLWPUOs",
-	"hY4O8TK7ELJw3CxQPQRHzh9B58XFkh08bPAoT/l4EPsTeP7EuaB3Voc6SorupUbfVYrTYNLAnRqsr49z",
-	"afKJyAebfvcKnX8F1fzKsWgiRa96S9WiL1++TeE7Z/ZrEBm0bqTWk5pOa9zW0a8wg66ujmm6SBt7T6tc",
-	"7fzjrtDO9L+LJXBXucyflsF2y+BP5+/v4fz90wL7nS2wbnH4+UbXl7O3TmUmTpQtVoEB3i8TqCP/LYAC",
-	"ErEWCki4NkH+2pFdKGC0Lu0JrmJ97tPq9gyTVAVGJTZg3Ag1t4udc5/wmzrnHXYXM+0L0GXpJb2oh2QX",
-	"dKA3Ugs3i3TmZcYLH0B0V1LhT6pvVaZ5umfYyTWft4tunBrBhKvs3Skmihe5ZYzcVnbt/0tprOON62aJ",
-	"LeQ9cqJqYgoo0WTr3pj3Ms+DFRQgrib/H1323VzaCaloo7m09KVLHewXzZzKAWV7ZDQHp0pPS1s5ALDU",
-	"1hUjRWwqEl4a54b2l8ykjZVU7BaU8VtuMBe3DlThk/cMm5bpXFjD+geYRAyc6uDpQTT+jyexKkqsvAJG",
-	"T6P0DszBIXPLyKYi07dOzZ9h2YthS75iUxErVKhwUFSjRzOua1owsZnwVIAr0zRhqE5rW9Pz74z7bill",
-	"OXHDRf89rURpj9ikuuVmupr4zBeZLNgUB2Osho1trlm4iKr5nICK5IICOOP6nROf+HPIJm49Jy5JZziE",
-	"1w2X/OPQrzSVFtEakx60BPpRPldUNUcZK0rZsPy9GFTTkDBlR7MgOuhtroKhTaaxCtEJ0A9QRWVJEHBG",
-	"aUfMGUK3fEV7Gitkaj7vRVIJOLJLICusE42qelNP6pRhK62JlVnwLNNYyJJjJBMFIRKi82id0QnC58U9",
-	"ZxZ6NufPeXVIYcJ31/fUt9XU1MVj3uTA3zZZTEeiRy0AduDanUzXRworXsszo12Mytxichmw252ZaiMf",
-	"HEYXmusPmZ52hpDCIvKFLERCOFOaGcGLZMGkauuJtolN5RUZygJ28hXzcpxFYRifczC5OrLqQ7KbMKrW",
-	"xwbTYe5XGAfpw8iCqLzSv8jHd7/6av+rkXXpTaZI9ukLYezoZyQ8dlw9D4+S0izu7cc9rx/jVKfcCEwu",
-	"5xbkH0tFbhcRM3DtV670Ou7Ri8g4dOuGBgmWndpCiCMPIsW4Vzc0pum4GDZcjY/eiQJwhYJ7Xoi8c8/d",
-	"CMJ5V1guNZOZdWmtxE+9APGTqta2WtivRr/9bKKfzcdPuKSvQcwhXzhiSsydb5ky1k2Z57pwatbOeVdr",
-	"SedoCBQs3aTUPwaZXjrdSnzMC/f6evlgYfuuBI2ZlbL84+DzNvxHwTNap7XqGwRBayqQegc26u4Kvch7",
-	"XteypzD4EE4Bs3we5oOZVKB2Wj5H3z1X7hCIlDI1OHpp0DNxgxGBOsmtvxEfOfa34pUunaMFdPf98xen",
-	"P579/dXr84vLq+u37357EsK5q1M87sDrohlvybdopimEy6XRbZe2ox0gHJCZ+bpEWdR5JD5H9smY8hcq",
-	"X3a7ZryKmiyw1sy9APWmPizqJlJSp+9/c9S0A2DH+BymqE6VrVMHVVW+Lg3LNJi1pOY8GYczWjczBe/K",
-	"Afm9kwdfPb8I12hiIVKNwrN7WeSr5xdYFskaT2B9IP5zla1+lMpGLBXGFmUCrIq+0LlQb3WRpfBx8ABA",
-	"up1w867+u8PmuQlErd3Zsq2+6nsLgB5XDHaMQPP2QbhNnBN68wzdrxTak9bDi4gJxem0VIntqJ/fvulf",
-	"pOT3kYjhniW93csTPr6zxqJt26S1JQ45Z/xvd0pY5wwJ3BAa813Ijg7C6/mCW/ZcL/NMECu5L7xjY5UC",
-	"vPWCz+8r+juzJXM+R9mPtWYkNWoQFnTiogrgv0MdfHnE4l5faVc67Ypl4EkDDzMirZN5age/1N0ivMZd",
-	"DASAHyOMWzmlW7AWadqLemWecvIJYzwB0TY+iHti/fjSiApk0DkcpO3AIQm5CeG9ewYFkVQ42mjnZ3aU",
-	"R1TTjrZEbhuIktvSEzbJblGq991wmBFLdKmAzlCHOgDNyyMI7pkamXNLnkX7wcEEG7Y9v2ZLqkztBXka",
-	"PYu+eRdM3+j0UdxD/3GbgasV3Ts/Yg3RL3hANteKautvYK0PW/quz/pxIV5KLI97f4l7R4yOgrsJtgrx",
-	"zY5cpM19r7aHnnc5LW4ccEH4eDh231GyWkeYUk3p2v5EN2ZdnWz/qTGJncVGZ3QnCGa6sTWd8ZooYC8m",
-	"JE+wlmvGZdbyqG23H6vIUHCodWHpmuW8jiSdCstlZpxFdKsplo4m9VJgovWm+pUEMdeuCIpaFIUuEBE8",
-	"YujIOL26ubo+fnly84+Ty6uz89es/2z8V8r0uDq5gm9urq7PL09u3rw+/sfx2cvj71+esP7X46eRByCr",
-	"K8tnupgL6wDugCwuRYooNeQEMFYXwmMXTDHdI1kgWojLVbjlVNRshRqM2JWLUzowLzIQ1mOKjKcpO7l6",
-	"fvzy+BrG+uLk9dnJC5jE00HErs/Pb14dv/7nzfHFxeX5P45fXuHQBxF7fX7tvjy59Ff7i5p1Z8/Gzyjn",
-	"pPXjxcnrF2evf6C1GrEfTq7ZPgjt1a8VmDpcdnly/OKf9Ea3KJylIhfAE5NVheIgig9hAAPa/Q78PNIQ",
-	"qzwXWO645/Hhey4ZMvjYhau7uyvOifV5d5TQUzpCs3q+HsQmSH0HEm0HlN45wa7MSoNuEQewsE6wUTMS",
-	"gwlc3rlgJCL91F4wb7m7pCGrsRamHcC6H/xdzTNC0A02E1uesqFtZLd8ZRif6tIeTjOu3h/hQcVYSw0m",
-	"TyhrM9mS1Nt5Jo0kqnlTQuBlW1jUpeDp2dJpvRuI9xJ+QTUVZIZMbFmINoSRpJpUKjYKp/guRSo5nOGI",
-	"wQkXKQZeYVeGQ8wEw7dgJCmXH0WGICQgAjOt5gQoBAdz42JCKHFtK47QbDVCufwYw5cew4SsWprKNNPJ",
-	"+wY4KarZ+OXI+6hcGXkg382lDYSC49Q6w61Q5GBddkJCWQg5X9guGIBU8us1Awwnsp9jPSH9/3Mu6g9z",
-	"Oav+vxXTPKhN38q0pVx1qU/1APw91YCjXmd2A9BUd1qp9NS2jS3VZAk6Kacw+cY0HsefpmczIzp2ACyv",
-	"YD7pxYvT6lxgm4E7qf+I0YtINfe3AWVvEt6OeNNhJJQdYVH7fGp0VlrRSInzOA6VKE9u0wZ8EmHx0LWD",
-	"DuvK8uyl35YAr4TfL7YsqltPWqRAOfgO5WbeAKNt9VTSGlsX1XbGk3bILqTqgAdmF2ZyGUqzf0XJ7q7Y",
-	"jumZ9yNolxvbDgQ9GY/HWJ7FUvq2il4nPGe+DoHABPeM56j47jYCsC4J4aeZe95hdDgPQ+sctSfhM6TX",
-	"i1Y3x3/w2aO4V54Y7fjn5Ym1eN3uOtRwxhPMpQzDEz4oqewSNaeHVlICpSAeAoZn5WxmjhzwkNPaw2kl",
-	"fxbM/ZmuKXZ0s71RqXZKvE/nr0GujPjliI1hBtq5QhnPsmAGYcUPxnfKAqu3HpW7z377l0KgbZuG8woo",
-	"ncgjv22ie3uF88j1FnH12c61QtFMkaUIdUu1XWwOFjQH7bSBN053AzvHHDCRdsL0XVdJN3FvcMS4C7ti",
-	"mzWsnvDpChjN7DcxPFsIiB7IUxrmkTsrMM8Kg5+G5arYpGUmxzzyZt4PpfDpGV07QEc23fbTO0Kdhg/n",
-	"S2mtSDdRyr+Ee7r5xu68uD6MZeBDz7LypG4sot9bsuUU++ldmG/uhFv5BwOp3A5OSR2KQoCUwMBbkJQD",
-	"nJo7Hg6cbwdjKazndTvXt4YZq6McunObFK99IIcsdpxEpM4L4oDlHX/rmwHM0jlI3E9AOX0zOGw0tzBV",
-	"d4u+pXRHWGSjl6Jx1n1OqOcknksRcJ8SLEaoqeaBBmlKb3nffjnrj0aj8BAG9Xmm5AkXwiIJLnzTr712",
-	"oySG6RbYhcPwlZfY0q4xmC5I38dQf64w72gXnr57gPc3s+C5gH2mNepFvpVDFcmLGNoVn3Cx55meHrH6",
-	"LpddB/ehIXDIfvoNHhD5vDv4AjbvNeqvFCb89O7Tu84XFCLfjC0/en3CVeXu2igJzYK9CzzcBHNXsP5w",
-	"CJ+H7nMHOyKjrund8AYfGHCFnEvFs6AHA72wHYGKkJtW6dv7NZfwAHMOer1CouXpCk3nKhMJv+po9eCU",
-	"S98dpcpPwxYCaHwBT+1FD++B4gz1YJkh/UIHV09xIim2DBXUkm0plrpYOXd9VbB9z0zfqVQcK0PqdF+w",
-	"LD3SX17AOd8pcFrn+dLm1vQRVYS3tqYh2l0Hrd+M5nelgdSksFNCjrs8NIa3sIl/3MrqYEieAnh1VP7d",
-	"3VBMu0S4cSk6jdJG99a15Ncyy5rKp7sQdWN4YjiO8mdF8vbixB3cWC7U9yd+zp/ugN8DP8czgC2s4/Mc",
-	"dG1W/MiaEgrgpCykXWEupmuYIHghiuMyXJnpToD2lWVCpagMY/nc/gKT3H8lrnQOz6gUfUpsfn5+eYVB",
-	"30zOF9YM6nRop6lgAzo8X8MhdoEC3bzdSmrE3tLvzS/JPYE3SKDRv729bjWTIrsDzU68nM5m1ZxmzzBe",
-	"phKObVRZfVR7WlowF0yic1A8qN8UecvdB8dzfCsqankUtVtTHTLO8EiqOYHbU7i4GvCz8YGrEnv79u0Q",
-	"Fk4oCwdEHLLvcUOQp5VFIm78in4X95wFVE4zmQzLIiMzaH90K7JsiJ3R92mR8kJbkViRDv1j4t4kQrwQ",
-	"GEEzPE8zfTZ+ys5eX705PT17fnby+vrm6vn5xcldY8S8je/inlSmnM1kIoWyN/hAMCLwn2rU9LWz2yah",
-	"5lw912scxQC+oGbaC2tzanQu1UxvsXW9r5oC75iPSbtHghKxjhCvyAcbUmkSjbSNV8eq1Z9ogIhx7Mfr",
-	"64v9v12dv260JyJuHmj6HiEOknN2oS/kVqpU31J5Hg+Ib8Nnwq6cFB/FKlYn1Ygqo2DyW+yOORX4eLqI",
-	"e58mcEBNSfSPL6n7v8fKp+1MdbpqDt8W3Ofr+GbwfQrnk/rg28DHamuL/6ixGrW7YQBDcn39cUbHNBsc",
-	"hHRdh9Au4YZNnhNjHV6vwBRttsb/2Wg1OYIVbV5DZxudr2Do5LwwTrnBCCYDqoG3+IPXfzYeExYg7AyN",
-	"IBUUBweOmthsdcikajmEuGKlyjkyQPjq4BtmyqLQc25FrAhzC87Ue7Fic/kBGNutTATrA2PncFfCjRhK",
-	"ZYQiiMpsRSuLDBLdyVQX+oFnJQGMNwfMJmev/3H88uzFzfHlD29enby+ngxG7BhkLzkEmNcLGTU4gJUE",
-	"4TbxUVtYETT+qJYzk4lQRtRmRe/V2XUjKaRHPGzIc9moZDzsjUcHo7FTxRX8eNh7OhqPnvYaSTL7rXZs",
-	"81BoDXuw50Ihs62aqSH7DjYDqVqCUnlMLgqj1Z6JlW8aF1AHSFZM4E5HmA5hHb4xiAu61MbG6puxGbBS",
-	"WZlhndNaazdy9ftubtL4YUfkJ0VIMtw69Psf1WINu75hXoerXCQNXgmE7iYoM3KXm1j5tcBn9nNtjJxm",
-	"K3/TYMQuuHFpvYX4IHVpauf0hNrBTWjXt7SdQ33bi1AngGxD68SvYuXu8M1XRUHXujYYXtk7SxEOxdjj",
-	"RmO6ZkHCTyHUV0yNaY6N44L4RYcz9INmqW/hYcoEc6Sfjs0RG6OzjjwYnhNySxAndW/RMSrMEl74SykK",
-	"MMcdhcM7vWDhQT0qWAmGi0vdV9fW3rWprMi9TTK0+xUpVFYUG4PEWW2SP9KKJJdTaPwemLmewP0iTO8Q",
-	"8D/XypC692Q8XjNl17ktVilWb9ulnyJW6qBwDiS8r03YIHqNwB62hbEjyijENep6XTX+/aqnBHYmXS55",
-	"sVp7jdlMz4xa/IMAgRKZklHO56bdZ/EdPLtmZvu/yfQT6vM6VI3kWiofNlqHIHE22yuTXQMUMS84prkv",
-	"MdGVXNRU209mDvqaR+wSe2ceNvoQO7rfyCgdsWfjZ7EKpIgSKggrFWqFTGKvGxgXz8grSGuQHrFn47+u",
-	"PcHnkfoCjrozhS4w1Q0GBSwVz+QtXxF7idU682g0dKXPS+5fjNmt7XxXx7RixedCWcz4wLsGIR70Ap9S",
-	"NfTcYEJ4lJzV5k6SpOYX3mYi26+bL7yji4Wx32ty3j7qmakaq35qm3IwrE8bZ/ZZWOOtBCGqOokucEc9",
-	"84HzgPQz14hx+RhnzRE8CWnq6Ku2nb5th0x8gFf2Dn+DD+iy6VYdHGiHwTJ1Nl25rLAiAB00qMpyg7gf",
-	"UhFKtE86OhiPx+MjqpiVdg1OJFbYSAitBtTICeEVO0VRFn7VHYalQuSCDhmWbBgg3CufjYZBMcTuiFxj",
-	"u5lGPA63YZVdmhfyA7fCIZPEajKqtbIJJb5YPgdjUixzXXCXZOzb5REU2Igde2gTOH6xqlRl8RHbZoEJ",
-	"+oydXtUsowq4w29PnvjfXpxdnjy/Pr/8Z5cmcIobd4cWgMUcOJ6IhfaM9TnLBEcimuxPfHIx/uSisFVF",
-	"9XfVT10y0537e8j8l7Ct6OmEPYrYAfz7LeuLzIBtPGbrmvigluwHXcNA2IjQOBr5H+sDmcylncBSfIAj",
-	"W9o642ID40gqTH2o1wl/JCNzMiJwJJAx6KstQc3waDMYK48ccAxcXsHP3OrivWPYters2l6xfhveJ6qw",
-	"bxxe06RTiaHreney2y+kpzQBrDrUlAqN6PNZJLypRhYi3YO8EYUQa7A7gyZ/JBZIvBH/38fw6ydih1hz",
-	"uMEYX6MePzmbDbEub1Lb9y7unZRFAafm5JrPDyvHj7Ts2ZNvY3VxefL8/PWLM9QpLk/+/zdnlycvnGrC",
-	"nVby7OBJ/VQwmWO1Xu3QYDdt7nF58sObl8eXN6dnL09G7KKcZtJg4z0VK8f/0f6n6U3Ckh5+OqXI2hqT",
-	"CW1PfQnu+wXwggB1PdvSl1ZWYN2PQQ+X+ChHBJ75V/SxAz1EYZl4rFY+0BS5wKbHskkjZmwhOOhtfSNU",
-	"6jKpXHMN9l4USmSxSrgajNgEaKPiuW3sOdY3ttBq7vtyT15yY4evdIohpMlRrID2XmslPAF6ZfXp+BkY",
-	"dkaqeSbY5JKruZiwJ+NvYESEKVtgT8pD8oEQJA+t0RP01hxXIuP07PQ8YkYn7wUqoan4IBMvqZAc14mN",
-	"sEq8UHQm2gy1FpQyQUpzCHuPTmvbOJlOrLBD2q02R6vzi3BvAxHpICdz++d4fMuzNmFGydnMkfWT8Tcd",
-	"gCIuVPielgwvfnrXgTFWgqViW53zFFLgdMVaNPIYh8rvFbpTW6CJzVbAdxyrYNbUlT84VjO+pmSxqahk",
-	"LnqL95i+Vf5MYzqkVLGiVIWoSnicrtgQddASEc6GfohegWA/yO9rDfTZwdNYfX/+4p831+fnNy+PL38g",
-	"ava+JGlcH3B65lSnK/fESslDPMNBFCuzUokg4J68Yr7c6qUEw2AFtmaekcOcK9INK+c5uojofDdlCxqA",
-	"DaHC+l5QuF0/3EViDI6oqzc5x7wMq2nkkH01IcDoWOVg2ijKgjraHKeXaX6cxBa6hNuIvXJxmZwXhJ9J",
-	"KIugoC95KqgkwWWqxGqGoV09Ixelx1I0ZL/CrI5fv/j+/D+dQT7YJuRo9yf0AvRCgz1s+Xt0XaOTjJva",
-	"OUe1mdLGagrnHd1emQAiGXpCWko1LMBYcLVjzOBKUcxC8ARtcnctXDekQEST9P4uv983dMPBErNuDbVQ",
-	"0gUYGlkm0tplnpQus64iz6uX529hLb4dhGg0xGUJ5e8xeOwuxvlnste77PLH1VEdAGKAsTuQ6PRoTVg3",
-	"kAsdTz/4nUb0nHry3zWgz2TzV9Y3GUESxAiP4/OkL/hMmx3VahewbvgZ2sT5o/v9C260A4brkN51Al+Z",
-	"j1oh+97hT+/aZsYHoYQxR45dKE1OtubUq8n5+S+FLSiPCz/pVGT7KCxu8grWQ3fBLmGVKjkkDZtcnF9d",
-	"s31CXmo8YhI5DRBD364pb6yaeciNWCXsrA8zRo2IYbNr8x4IIXdNLVaqHxnVD4dYzSt46TGMDWEYel/M",
-	"o+de4BPHdmcd288Ejh+b1d7nJOFdGK9dO0yNXfKbRNg+tpUo3iQg/NbTDlKL77DzEDLBdiOsvxAcJG7k",
-	"hayJfP4aqE5IoIMQFbFdiChWXVTEdiAidr2QJlbSBekmmJzrop4jDEUzPZuBuiCXCJlZdBPeSYqRpy9B",
-	"cs0WKn9QYoMhtnS1RnokqdIr10cBfswaHRZG7NiZkO09Rzq4mzhvqjrrh5IoPWHSTYIxNr3euvEvXRnv",
-	"l9r9Vh/K/8YkQL1pCU7zMzZ+nunpQ7cc7v3X4Uo/wEp9Gbps4lr/QUnyVKrUuc+prpAQqgmymhPWsoee",
-	"9njAg8+hy0LkD6bLQuT/QnQJK/WF6LKBvf0HpcsrB0Mta5PGZRBx5mGpiw0A688gzEI4pP0HECbc+z+O",
-	"MI/QsfVBiluCvo5VhX3tq8R8awhJiHS+zYP7+btJJ21fwmJ/Gdpu4oD8QWn7EqHDN4R/o0Cl0S5VpJ7+",
-	"P4O4Kf3/gdSNN//r8N23rlTiSxBnq5rqD0qd5MdCnMAyy7xNIjYJ9kH06DYFK1BGbvEa34e+WvFl5r6i",
-	"qtDOpJgn47FzEjuYCq1mcl4iy2rh+ZFX6bABfqhnsRoOHWUPqabSB+4uMPfLE1+Vl5IUApP1eYY5A7FK",
-	"ueVTbkTddYZqLfYMey9WhvXbFRsD9LAvRJaO2N/KdC7SWCGmBKe8twpL/2tmmM5S1tdKUAYdTY9824Mj",
-	"9rXLHEMgw1hVQ6USR8zwIYxCn9/rwHzoNQsO7NsYkUYe/jBWHfiHNDXMg1O6cX8FwYkhxa8ZHC/vW4RD",
-	"ujJY5k4OOp/Wd61LbF6itGcpoUN5SXv+/8QBie9Gt+3X46f3dNl2eCkvMdwacFM6j20q8kyvlsDvCQSk",
-	"usF1jOh0ZXq2XGVo1ikSoQQCV2D8GJmCrSYWw//iw1/Hw7+Obg6H7347iA6efBvqYrF7BoIHM5MGkUu1",
-	"tbBY2JXIJ2TecuMzOweP4WU/JYRU3kCkbFdgNzeiquEObMM+lZluyePDk7xWiuMgIvzEMU/aFlwZkF0R",
-	"c026Y+WTGwY1x3Hvg0eA+kZ1A4bqttynAbaQFcbGCtmAS2SgH+U0E1QKRMzDn3U7aLTSUsK4YBpPUxdN",
-	"9fkhjKR1hYYJakWGCUCm6VJlx3VE0ccruQcTqRHSfZp+A3TiOyy9PWTPxuNYrWehdeXkPXfbcN8A2480",
-	"oLMXvS+aj+WG54olOyIhFdLKIyStNgjbFUK7p3vacBKiG/JjF+InkurWO99QFmYLU2qN9qmIwIhf2MTq",
-	"CeuP2XeMelyv0TCn/m91FS6FfGvMWak+YEl0VKOgxMrDyJCyKmcO84RyN3wKuwsIBNFpY4XALtKO2NkM",
-	"226RydrCtu3XtTqui7HLEIiVeyjMp44U+1EBkf91E/q5zpPHyhBYApwfm6DzZgKHy62mqzynBJYm6lDz",
-	"tGM3PB83vOV0wXuR24GrvjKNFmF04+FantE/Ti6vz75/eQImIU7CuqPravqrPQaFQRrMKyClqYaeQpCZ",
-	"aD1q7oCmKUfAlUE1krsxvaSBQwSbtcYDEbqmwf8iV6T+ywCbo0kLGk6spv7xQCLIioFMKgLxaT15I5uB",
-	"oEoooWEUqzeheu2K2FBOYc9E90wUaILSUQzoXCQFtCfCfoUwcuiWz00f99E9xMd/j2K1Vu196Nx6urR1",
-	"WiyZHnuG/efQyf/h89t0AIT2lHJSWtkbjeLIKoHd4UdXYOC0PxHsdKxQO/ViaRSCCKBHrhXAm/emqkeJ",
-	"lS/WqhDTXGSbSLrfrE6j8TX3Fo5ArKhbQmGsy59zffeyzPGXZbSGkUSIZlTNFiukU9NEnMCmax2VKyT/",
-	"YOZ1eNcN1oGKUWWAwJqThKtEZBmd7qebJSyx2iziC6rFMN9OJe6ecu1L+GGacJa/c+5ICyAwqNc72K/+",
-	"BlgWGX2PokUiYGJbcnjWRGIN9MtfqP8tZnY5cJP7ytwK7SmoYVbNHxKtjMZMEQIRMkkhhCLkOTKFN8GA",
-	"kJYLb4FUsEw/g7nqONSqVj7XVUZ3v9kKZbTeFi7UhgC7zRIa4ZKGSp4npmczBDxDI57eR+zA4bC4UuxU",
-	"2lh5r6UfbRP9Y8Qob7wFb1BVgHYWfv4g7JUHa/9ixOze0JUfQ+bI4xQNVr4N2ptWmaAjSyIiZ5teUXIO",
-	"Xn2XeVq1GwtTqbMBJpSFNnFaGty0Z9DRjH3m/B0RlctjGzVGCxUrLAVCkJthXuhlbtm8lCnHwliqgq4e",
-	"XpkmBIiAahK3sRKJpifAGiywnL3xVtPCifAPP2QTdFXJSaz6XQ2uBhGbcGUXhc5lMmF91zms9fsyyeER",
-	"3T3cqjqEql0clb8j8Hg1O3dYGsXuR6iYupxUrKzHcqdQPb2DBEAzFA9S3V6ZNDU8Q3uG9Sfuf9iqzAg2",
-	"aUPGTQaHsZpgggtMvZUPNWklFQCRZRmzi0K4npITnmWTLlOOuo2FvRZrVTYuo7Hpqqgw3HDHsPee25Re",
-	"1FsmIbz9z7b8tBLns06pXNmAhA7V+xTt2gHN3HntsZ/cbpc3+wx+etfBcByKVcUeGyeoUjCBu8PpeSy+",
-	"hJRYvZjqda1mC2TlmnHyLDTZj2tDWHOe3bP6Ghc26L0+Ef2ri5Pn7P/87ydfR6zV5DVWcTOlLO4NDtlz",
-	"nYqP1LEpWYDWCNMi+NS8tNUiXvpFiNXxxdmeaQ7iBqMyNT8dsZOGVWsqrK+IxHLKpisyibpQ0TYk4Ixg",
-	"f+qizkWp3oMeXqq0Kud0MGgNm+yIcBpEazSNrHqDHfqdzjNiJ2vNAEhb7j8bP6uhlgkyEgy0oNJbZxYi",
-	"NuAfL33x0QewzSFENAUGO+XgozrrZISzuyMyubHfwyO4jdI0ci3NItfyjKol9Qdfg0kqnnKDW9dtt5/Q",
-	"9UzK9t6fpNJ+wV1/WAbhI756205TWQcnLvQ4RXifkY545ybuknHoUtzCHPbu3tmHYJZgYNJTJGIxKIMw",
-	"OegvaDbrq+qu0CCZtNCe/40+WT53+E2+0/1Gu280lUbsOSe4PAw2Y6ETPtXN5KhSmdqoj86xOXETp8p1",
-	"1HT8GgRj0lVu4xem/QfmTz72+/+Ap6CVkbmV9teTLteMxUxPv+AmPizZ8HEs1CZ2d2DzXvlqenTDPUqA",
-	"7kFpi9s3by0zcW3zCpF/yc17UEbe77t5FPebF7rMiZdiEshj1DQ9LNdv625uT+cjbwCB9x7iad9HcNpJ",
-	"E+WhGcF0Qc2qhpwc9gnoySJlk+YTpjpdRWyWlU4JduvGC8xbSstEpFjJTblOsXIRLnwyLPNUzEHwTBFh",
-	"Ag2sgiszE8WInalNERIrkiFN+PZdrHOSi8jbpIkVIfxzw7bLRg94CBOupWXKEl4Qlow1bGKx/E212hx4",
-	"r/ZWoY6wiG6S663DGGcXr3+I2N8uTn6I2A9npyDv34rpBdFNn2CdpiuG0Sws/xzUSJFu1CsPuIld7OjL",
-	"/frbCTF+FMx+4CO8dOKgKmN18eIUZ4lXYq8zxN6ZC9bfeEuezjbfEflGctQ7bim9d5MY5ByL1Ku34xeT",
-	"wVFFehHhTDsa9T1pYsUzjJdXXR+JLVLOHksyLpeGLcGQc00aEUE44YpNhQd+jBD0zmFzYPE17WAqOTPy",
-	"V9evxkQe0mJyelVXZBMk5bQgPD0cgi7YxYtTcvAoJlRSrBArG7/0D3h9fn1zffKf1xNPIVXHva5koC/I",
-	"hh+WPPqIr3ZMmBq+E0c5AgO6MMJ+V9rZ8Nv2E3cCQGggrj4OfMfD0le38uuNDNX2vmPi5Bfc+AcmZj7m",
-	"u3fSfH00/BG2cfc8z9DGtTPc2qDZP7379K66pUJWtZUL0n1BaaGNL6q4VuO7GiKt8WUjttD4lsqaP737",
-	"9H8DAAD//w==",
+	"7L37chtHki/8KhXYjSDgaYDQxVqbDMcXtEjanJFEfiQ1nlm3DlHoLgBlNqrgrmpSsEPPs++xT3YiM6v6",
+	"AlSDIEX6aHf8jy0Cja5b3ivzl793Ej1faCWUNZ293zsLnvO5sCLHv45lJs64ncG/U2GSXC6s1Kqz17mc",
+	"CTaRmYhYLjJu5Y1gVjM7EyzX2rLuzu4OMwLeZkUaMcGTGTNiOhfKsoXIE6FsX6hEpyJl3DAlRCrS3qAT",
+	"dSS8fgGDRh3F56L6Kxe/FjIXaWfP5oWIOiaZiTmHudnlAp4zNpdq2vn0Ker8KI3V+fLkMDx1I4yRWrHb",
+	"mTaCzehhZmfSMGlaZiHTjXNYcGtFDj/7Pz8f9P+T938b9r8dXO31P/z+LHr2/JtP/96J1ib6Cd5oFloZ",
+	"gRv+VqciO8pzncNfiVZWKIsrFB/t7iLjUu2zZMZzI+x3hZ30v4Ev2zfiUxRY/CLX40zMdwwb6cIuCjti",
+	"3REOusfiYjh8kcyFMXwq8A8x6kXsVtoZnq6x3BaG6QmT1jA4vwE7uhH5kk24zIpcMK3Y7hyWsfsV48rc",
+	"itwwoyPGCztjXKWsUNdK3yqW68IKw6RKsiIV6aDzKaL1X4qP9gmXb7XOamuPmPjIE5stcX0wEP4Dl8CM",
+	"EAYndkZ7tjItvlhkMuHw8l23q3/5xcBI9Vn9ey4mnb3Ov+1WrLZL35pd/97AXA8UOz9+zb59+fV/+CNr",
+	"nMM4E2wEJzDCba0mjWvwyxsgO7jhYDYHys5yvZDJpdYZEm6uFyK3kiiwMYe1HQXGWBT2qlocT1MJD/Ps",
+	"rPYeYo71vU+45ZmewvZXkmY0qDhDj38Rie1EnY/9qe67D2FLB+f89i2RJUyDeDLE+RWH/kxPNeexsoIP",
+	"qyN/ipo7ZMICBIjIgOQqH2ZudoaN8EtclbRibu6igeaJfCpnxPOcL3FCi0W2POM2mb0Vlqfc8sC5ST5V",
+	"2liZBGb804wTVff7tedYMhPJNfDnRBcqjUAwo1CHR5cs5wqYuZvqxOzWfjaYp719xscGZPntTCimtBLw",
+	"+NYrPqxNNrBemENgFUegRHB+eoKrWcCWREwq+hfTeSryrSeBGwoaLjSFOXwpWg5/Vqhrt2mMW8aZ1ZnI",
+	"ubIsEzcic1smUmlbNut+c3wL/wlNEs4fhU9gnsc6xz2qnmETnc+dKi4/3TEMhNjyCnfwKuFZdkWSg3WV",
+	"tvAbxlmaL1leqN795n3qBznFF66vYIVb6diDHFkywLn4tRDGBohD2pnIGTI365bU0WM6r+3BPoNFjbWd",
+	"wVJWOChfXuWFWn/1a2ATJkDL2ZlUU9bl+bQAU8ZEZPIInvbHYqJz0b/NpRVsoTOZLCP6EdJLD4V0LmyR",
+	"K/xRMuNqKkCEFEpOpEhZKicTgyJeF5bBi2AwrmjUATsUE15k1oClNeGZQTJSRZaBKvAy1+3dWOtMcFVK",
+	"7DAh4xbtsbjz1Vdfse/FVCqGuxx3ItTvxGzl7kXuySOV+ucG60ZN1PmlMFZOnGJcH/ncnTlpM8NVOtYf",
+	"rxYin0u0ysweA4ECLCNUIpAGYccKI3ImPqIZADtzO3MmGyrwlcmiSWnwd7cyFTnjSSKM2bBl1fw38dWJ",
+	"MlbwFC0g2Ni9VS7TE8YVO10IdXCyxlsRfiLJ6IVFkuDqPus/Gw6HDHnroVxGYuvjCf0S3hd15lL5v1vX",
+	"XYqTwEmEyYY21D2ORgedQ+gEBuxUZUt2wzOJi+aw7L6ZaQvMkC/dflW/QuvGvRoIiaVCSZHuMycqDGuQ",
+	"F5mUQBl8scj1Dc/ciIWCSfb77l19nKZGIWFnMOJk4gS1ewJENWy9UMUcxNGtzq/NgieOp8GOAI7N+5Mi",
+	"y/pETiCt7iCnT3fIM1Nkdl2dz2uKfqPtsG4aAAGTwL3TPnLPRdVwLdIXN3Z9lkkuwL+Df4Jy4baz10m5",
+	"FX0r0fBa4ywQcWGaAu7YMTWpyBtysbLSuUHR5FQSMzN9C58wPrGC5MRE5sayTCqxqolB1PX7feflgHtH",
+	"Lg7Iu7jzl7/8JfBNaVyj1o+YE0ZKW6B6bsEUVyn4MV5ZyskE7EOW8XyKbvG1EIsBO7Bsro1lr77++sUr",
+	"Nl5aYSKWFH7mHJzRTOC892EIxWxeqAQ2mEkDf4gBo7MAl9q6TYNdAFmSLdntDBhQWnariyxlxsosY3N+",
+	"LWoujiz3OEj8aycmPi6A6UI2pVDVJIzVC8NuOemsbr/vuRFJQZerdBSDY21HMjIN+iHAzmFKcvLITYwb",
+	"NNXyh3D22qCL1ljI4cnF2ZuDf4I8n3nz1ML5232UcCwHU8B6tQoECtIyuOXwjsCGH7h37JCgNd66ADVC",
+	"I85Ztz4PE9F0Sp7ooa2M+gosZe/Fg79Y2qhEw2TF6JwB6wRJF34M7pWJHN1qJYyjWxz8ap1663ptbdWr",
+	"2mjlJUECRGmOD7JbboiZwrNs2uDAItwAD9cOoGYy5YKbkOUSd4RJeMZtpaKs9jETnbqAiY+iNPSUFyeh",
+	"A3fRqHbBCDzlQ1bduBN3aBklkc94in5FmIVNQaJ8fQfB/pKpUFaCRAe21byws740phB5j4TMjchJDrv3",
+	"ePL2EyN+YVZfC7VPgojkonu8ixQ105kjOfCOJ2aPp3OpeiyTxhqUsalIZCrIZPPSwwkpN8clSil24E7S",
+	"GcrOn1onKBffKLne8TqQNEbygJmCbL4F0aGQD9NciKRW9C6GEv2pu5lGPtyIkq2kQacz65OKSr1biedN",
+	"evtQJNLT12qwp/rGbxNtPc0A3/QhusOKKN+yaRJvpAmYOf6c8Y/tgiXeGAmIjKTIDUVO19lIiVthbEVY",
+	"eiEU0DS4Uvk+OBspWhGGjVBTjYCzQZ+V7ocSH21DbUllX72sDlsqK6YiX9ueao3lDEMb9ZpCY+t7ZH0U",
+	"aqv9ca9pCyUVit9w6ezVtX3CoBbaCEbkNyJnM27YuLAs4QocZzC4lL5l3Wmmx8i001wsSk7M5QL+rseL",
+	"iYq39mjeV9MLr2Blb2lvNmznw4Kc00KmXCWiPfa3Y5hZGivm/UWu5wvL/E9QmwblUUvIMlq5c7lfQNXN",
+	"5a8Xp+9c7IO2smEvN+PZTNp7B1y3iavWllHbweDZoAEakAZpGpK5b6QShuGX+wy8LdJ+giI+RqbCa3MK",
+	"feucPRuyt/J7+Bca4TnrPv/6Ffub/N7ZN6UlpW+Vs4dNxFDXYFB0oaUil2FDwKBk+KiDIqP9lqwe8MnE",
+	"xNaX4SfDcjEHy94dz+qYzZ0yM/7861dBaroRuQnT9coh+gcj/7bQUVFUa8PK6IHaAutrqy3bqaytVodq",
+	"tOFUtona6Gl2InJTCO1I2Ac419r2/VVoxMxynkl1bVgujM7QX+OGLYReZBQuBF3T5WgwkLUkiYDfXx73",
+	"v3FOLTfs/V+Oj48Pe61uwlW5VQGNx+dixwfHyBqWio25Ea9eRmyRC7SinOPorHYv6A3H67A5RbfgTX6C",
+	"FMjBaaIvDHadnyd4EyKbDNjlrSYfhSmgbWZmPBdI6YnOMZSDFM8TC54rjGGEm2I3wITgnL8DK562Ct5V",
+	"7lXcafqS8JbQbrWZ9D/NlnUydaukCcpxi4fmWBXedrdsqN5Vo8Sas2HEr4Hwfa7n7Nl+i6hyG0pR0l9Z",
+	"FyOJ7vKmt5WNEnXQ3946cOON6eYs0aSO0EkEWqCpBnZshd9gxW4Cq8avkzdeojZ2L3IKotr/duVi2gJr",
+	"bge3t6dIV4VuX8ogW+CGyGUUcFO7k43wwDAuBYdFM7l7t8ognZ96aNWHIhNW1G5HmqsGwrgKS66zWsSC",
+	"Arg5E/OFXbIJuWxWsxTfHpXSjI2X5fNkBrExT66FSv9X3gf8GRh/osD46u0fkegm+r47Wt78xtP85rFb",
+	"h23j8dhNKF0LGA9CIZ4Hhd0PP/tGv4yJS9OM6MWqKz5aoVKRskWuYev3Weienzgvx20nKwH+dqPEim7J",
+	"01IWRIxjQAcMjUSriZwWjngp4Aica0Cg88wH5GJVpRD41+mcKe1HAZXs3yXSQQxmmlbidNLZ+3nrLANH",
+	"OJ+i3++doFD+dEUBfGgeUS1BaEXhhBTnqolMK53yG4Er11kxV9t5HqBOagRe+8Ylcd1N/fiKCCda/eoO",
+	"iqw4sbmw04o8dozL/xqwSS7MzIeBq3W7rCY437lgEzB57EzEyu9HXmAGSj0/y5nqRNP0epaLhc6t2adL",
+	"cXx9rKRlCd6CgDnnHuzWoh9g4hpQGRGTyuY6LRKKVKPu6xGdrZoOOK2gr4ErDNt31etbLuH9LtTN0PI3",
+	"GLJHmwFZKGLcxeKfDYcPybcpE84COS9BT+9HfcvmXC3r21ROGazQBTckip4Nh8j9ImXdhnthZ0LVfZiG",
+	"cUwWxYZxy8GckeJJwHmeMIVpMwZce//GeFdl+xO9rRNMjFZqyqoLrK8NXRamkp40lufWOSGb2cyTjyeW",
+	"BmXUdiLMeaF7U2C2WaGuyXB6gWSC24Qpih/tPvl0zgBB5QqWBhzMevqLErc+8XI9ISJL/Xd3Gkv30LjV",
+	"i6Ny+NDqj1Jpf5QqKG7Y8cXV0eHJ5dW708ur49P37w7Zmm5zFxnwzx1wyadAPshERs5lxtHG1Vl6RZON",
+	"fMyM9PSOYXHnbeNp8dHGHbfd4KujN9+8al7fYKHSN63CGt/VcEruvCBDymt746rHVT4blfPwg7bt+IkN",
+	"qTMlbt02hQJ1FlQ7COSMJwKTvTEcyt4bAcYs+RX088qvoPgk6P6g91AdTPuIlLar/cgD9hYMZHynVx8t",
+	"jjw+f8WzLOSX4JeM4y065gMGkrD2SZ/hv6MaFbF5QfcNguelCtMq2Spra9VgrLYgqp9A29FhxDR8fjzA",
+	"RVIZkdsrFHCgb/AvEq8UAOIqmencC2DURla7B/FehFm9lSclVEDSu0MIDsV9Jkf9cOtngJRNERB4rrdl",
+	"gtcds3Csje+2s1wX0xkTKmVjgaYKEfXmbYNdkS5s7XSHzuvhUlwWt3XPys0BVUP17upPFx0J3VniXO+1",
+	"t7U0mWpzUfZhgLJMrOmKwXTA4s6z5//2t0un6e7cYevURfAijrY3Ku+NaF4mqipG2HgJD+JzA3aMsSU/",
+	"vxUxQjLEVMe2RURl0XEz3MhAWydb3yPVGXM8tw4+odoPiH5SYXf9GhdxTo9ipFxObNjOmvC8RiCG3Ypc",
+	"OBcSrfLbmchdVrjhctW88/b8EvMQMDLXi9hCG4l1Qfh1ptGe4tZfyCDdqWI+FrkJ2oarl8y4cRvPqzX6",
+	"9RSZvagQpJpuyOttZrDdK7GXHSSJWOB9icJ0ZW/KmH3GU4yIGvrSVlUVPipXmj/OKr47RRitljC74lcR",
+	"6sBcTETuVXcZLnTyospstXpKORLoxmN2BPyaclx9iiu7BHpBFQnP6BuRZ3yxtUPTVHKria8rea+h8oJN",
+	"wVCrcdV/hjv/DHf+EeFOz353yLbPyxNeV2qPniYMQ1CpSihrKicHIMWEmgKTbQwj+5riipXh7F1rnSRF",
+	"HquMbPxsydqClt7pAr/80pfi4Idxp7cXK6rKeY46p086hy1yMZEfhfHX7hF7wWzOZUasJa3AM4+VnCqd",
+	"w/cvmVSpUJbIzX3MupU5znLRp0dQAX7NhEn4QqSxSmY854kVuZeVr9iiUIktHIPofM4z+ZtIB6z01JCg",
+	"na8WK+6MRjLacN92jDNTnRZYvY7Hve5ivkOsxugKgWwtc0BdqSO3+DEz/La372QShWhpGBOrbs1N6rlP",
+	"XeKe4Mksqs3s+TAUOcOUu6AIqc/rWX/MQat1x+RsoXWBrDiXSs6BG5+FYjw1x3rzg0gH+Bj/SI+9qr37",
+	"eegntNiGwdbq1W8evOGub3p0C9c9xH4bwwP3GI82Kdp6XGT7L9ZSnnuBdJdwLIvsWiv/DohYdwyJFmId",
+	"kmV2JmTupFmgIBBYzrOgi+JiFR4yG7zKUz4yYncE7x+5EPTW5lBLleC9zOi7qutqQhqkU030dXEtdTkR",
+	"+cumP7zo7l/BNL9wIppI0ZveUjXoyyMy0PWdc/s1qAzaNzLryUynPW7a6BeYFFsVvNVDpLWzp10uT/5x",
+	"d2hr+t/GE7irAu5Pz2CzZ/Bn8PePCP7+6YF9AQknpA4/3+l6On/rWGbiSNl8GZjg/ZL7WlJaA8A+EWsA",
+	"+4TLjeRvLQnDAmbrMhnhKdblPlN2xzBJhZ1UNQfOjVBTO9s6nRE/qcpY4HSxeCYHW5YG6UQdJLtgAL2W",
+	"LbxedzctMp77C0T3JNXypfpWZZqnO4YdXfJps47OmRFMuGL9re5E8SG3jZE7yrbzfyONdbJx1S2xubxH",
+	"mmNFTAEjmnzdK3MtF4tgURSoq9H/R499N5V2RCbaYCotfeiygbt5PU26R9keGa3BmdLjwpYBAKyed/WF",
+	"ERuLhBfGhaH9IxNpYyUVuwVj/JYbTK+vLqrwzTuGjYt0Kqxh3WdYFwCS6tmLZ9HwP57HKi+wmBIEPc3S",
+	"BzB7e8xtIxuLTN86M5/SIg2b8yUbi1ihQYWTorJbWnFVpoa1CgSRBFKZlglTdVbbip1/573vhuq0Izdd",
+	"jN/TThR2n43Kn1yNlyOf+SKTGRvjZIzVcLD1PQvXRdbfEzCR3KUArrgac+QTf/bYyO3nyCXp9PswXH/O",
+	"P/b9TlO1oEs9RTtoDvSjfPq3qs8yVpSyYfm16JXLkLBkR7OgOmg0V5TUJNNYhegE6AeoovQkCAunsAPm",
+	"HKFbvqQzjRUKNZ/3IgnVAcUlkBWWfkdlCbkndUqal9bEysx4lmmsTVvgTSYqQiREF9E6IQ7C98Ud5xZ6",
+	"Mef5vGRSWPDdJXvVzypqapMx7xcg37ZOrawUwBZSu1Xo+pvCUtbyzGh3R2VuMbkMxO3WQrVW4gGzC631",
+	"h0yPW6+QwiryUOYiIeg4zYzgeTJjUjXtRFuHm/OGDCX2O/2KeTnOozCMTzm4XC2FMiHdTbBzq3OD5TD3",
+	"LcyD7GEUQVQx7Qfy97tffbX71cC69CaTJ7v0gTB28AsSHjso34espDSLO7txx9vHuNQxNwLrRbgF/cdS",
+	"sbCziBl49iuHphB3aCByDt2+oUOCleQ2F2Lf48Ix7s0NjWk67g4bnsZXb0UBuEPBM8/FovXM3QzCeVdY",
+	"ATmRmXVprSRPvQLxiyr3ttzYrwa//2KiX8zHT7il70DNoVzYZ0pMXWyZilBMsVjo3JlZW+ddrdSRuIz+",
+	"dJ1SvwwyPXe2lfi4yN3w1fbBxnZdVSkzS2X5x97nHfiPgme0TysFdYhrWDcg9RZi1P0qNJCPvK5kT+Hl",
+	"QzgFzPJpWA5mUoHZafkUY/dcOSYQKWVqcIzSYGTiCm8EqiS37tr9yIH/KT7p0jka2JXfvz48/vHkb2/f",
+	"nZ6dX1z+9OH35yHoyirF4w4IPlrxhnyLeppCGAEBw3Zp87YDlAMKM19qLPMqj8TnyD4fUv5CGctuwkCU",
+	"tyYzLB91A6Dd1IVNXQc/a439r8+aTgD8GJ/DFFWpslXqoCoRKaRhmQa3lsyc58NwRut6puBdOSB/dPLg",
+	"29dn4bJrrC2sgLW2r3R++/oMK51Z7Q2sC8R/qrLlj1LZiKXC2LxIQFTRB3oh1E86z1L4s/cAjMmtoDAv",
+	"/qcjYboFRI3T2XCsHshhAyYmVwxOjHAwd0G5jVwQep2H7odu4Enr4bgAb69Tmbeq/P/pAdotSvzKoj6q",
+	"yH5wLPvPGOUfEKNsDU86Mr5vOVwNsG31oKQhLKE5d/BZjlK6LrgtLRMf0cvthYMD90r89xO5X9Hdawci",
+	"4KYWqL1jXXQUJ/UoAl7U+rk/UnHeW32zodo21/PtCm0rbpzrm3/dAlt9I3Jim/Z7GEVHSCm/8H8aFSfR",
+	"9ZAKBHP2YKjUP2XaU8i0qGN1AEjVGjTigX0fSPirFzrAdjhYO8feV2B6Vm67PAyI0oNNlHqL6bL0U9Yt",
+	"6b5FpNK+bbvq2qTuJ1bfIu4MSVN4HUnTCtrO6seubSZ43ONCJbYFmGyz6f0kWEqPZJLfEyupfXvCTtSk",
+	"tmmbTOWVLQ5dkfnv7oxzuCupwA9Cc74LMt9hI78GtfxazxeZIIfuvrj5tV0KeLhnfHrfAExrzcqCTzEC",
+	"gyAe5LtX6JYo0lEB+c9QC873WdzpKu0wqVzJMryp5/EbpXWRB7XF7eDdgZQK0D6QhvcYyXSlimrgBaZp",
+	"J+oUi5SThsCsDoQxvBH3BFH1Baoleru79pG2BeAxdFkL4+6YuuSNtn5nS5FquexoQ/5cDap/U5LoOtnN",
+	"CnXd3mcgYokuFBq9CAnEpCqh2XdM1fJgQ7Zr88XBNGe2Oct5Q8JyZS68iF5Grz4Ek2hbb4ruEYVyh4G7",
+	"Fd07S3UFKj3IIOt7RV7KFez1XiPq6HOvXaIdlffFnb/EnX1GrOB+BEeFwNH7Lt/Jfa42JwBuwy1uHvBA",
+	"mD2cuG8BDqnszVRT0Zzn6NqqS872f9UWsbXaaHVig10i1o6mNWsmCkTtE9InWFE/4TJr2EKbo/ilhRSc",
+	"agXvseKfrLboSYXlMjMuLn2rKaMRLzbmAsvd1oNgSRDM+oJ6/Ig81zm2WooYXicdX1xdXB68Obr6+9H5",
+	"xcnpO9Z9OfyW8m0vji7gk6uLy9Pzo6v37w7+fnDy5uD7N0es+/XwReSRnSvIronOp8I65HAgi3ORIvwn",
+	"XcUYq3PhQeHGmHSbzBCG0WWMgj0Lr7RC9QbswnktDiWZwrSrHgbjacqOLl4fvDm4hLkeHr07OTqERbzo",
+	"Rezy9PTq7cG7f14dnJ2dn/794M0FTr0XsXenl+7Do3P/tH+oXv3/cviSMn8bX54dvTs8efcD7dWA/XB0",
+	"yXZBaS9/K7tUwWPnRweH/6QR3aZwloqFAJmYLEt4PJHfiAGqGliNgSM5eIO/vTr6x8nF5YU/E5fkeHyB",
+	"kzh6e3b5TzeFIDw+0k4LrDnZl2WuMhxW3PFtuzquoCX42pnDTrgrVw0xFu5ANiPXvw5qVk1ivXdYS4OQ",
+	"FoTzU0LDnBQGr7Yc7t0quUf1bBqM7fgLIiMRgLW6yfS3Ly7x22qsZ24mId0PlbySOCFEPZuJDW9Zs1Wy",
+	"W740jI91YffGGVfX+8jmmC9T9fgi8OuJbOj5zRKXZhJVki0hTOkNAu5c8PRk7mzmNYdWwjdo5ILGkYkt",
+	"ctFElpWEK0IF4+EyrblIJQcJEDGQDyLF5Dk4lX4fs/lxFMwGWsiPIkNsSFCgmVZTwnkFtl57mIAjXTfB",
+	"fbx6MEK5WJThcw8tSTcTtJRxppPrWs8INNLxw4G/Z3RQQIGaBRcpCCU4UkdDt0ORQ9vcCqByJuR0Ztug",
+	"nFLJL1fcN1zI7gIxIejfvyxE9cdUTsp/34rxImiL38q0YZq1GV/VBPxvyglHnVYvH2iqvTRIemrbJJYq",
+	"sgSLllOq49oyHudOVE8mRrScAPhtwZqgs8Pjki+w+9ud1L/PaCAy7P3PgLLXCW/LNkBhgMotu1V0+djo",
+	"rGhcBXksrtIQSG7TGqotQaTSs70W38zy7I0/loCshO/PNmyq20/apACkzxaQAd59o2P1VNKYWxvVPhhI",
+	"E8sQePrgSH4m56FSybdUsOgAE5ie+CiEdvVNzZD38+FwiCX2LKVPywzEhC+YryUljPcd4yUqjt1szKIL",
+	"Al6t1w+2uCwuPtHgo+YifJXbKvDI+vyfffYs7pXrTyf+ebn+DVm3vQ3Vn/AE62HCqPEPCq6eo+X0UDQM",
+	"oBTEtMIUOzmZmH0HHuls/nCo+k/Qgz+vfra9+nmvUu2MeF+SWQGVGvHrPhvCCrQLpDKeZcEqkFIeDO/U",
+	"BS2XQp5V7nstlAv0jNNwbiilhHtA7vWmS97g3HctHx3GjgvMUEaayFLsQEL1+WwK/jcH67TWBop+DeIc",
+	"8/hF2oqeflkmTsed3j7j7jIKu19jBaxPOcWMtG69tUIDmN73V5CG+YYKZY+FsjUaTcshEUjLzAJrAeu5",
+	"21SGoSf0bA/D4PSznz9QMyD443QurRXpevOopwhu10dsr23owlx6Pn1QlnHYtU30Z0u+nGI/f9icNbGx",
+	"ncAX1jtgc88Aahwb6hMAArzRKaCHS3Ps4TDTt3CWwnZee2h+Y6pYycr3uTO9bDTb3mOxkyTlNarr9+Xk",
+	"W9f0YJUuQOK+Asrpmt5eLY3FlE0Hu5ZKVmCTjZ6LGq/7uh4vSbyUIvBlJViMcKF1hgZtSqNcNwdn3cFg",
+	"EJ5Cr+JnSoB1F2CkwYXvxbzT7F/LMPEGmyMavvQaW9oVAdPWaeUxzJ8LzB3fRqZvfz38u5nxhYBzpj3q",
+	"RL7DXnkPGDH0Kz7hZk8zPd5n1a9chQT8Dh2BPfbz75T44L6BD+Dw3qH9SpeMnz58+tA6QC4W6zfTj15j",
+	"elGGu9ZgPbJgSzkPGcbcE6zb78Pfffd3izgip64e3fAOHzhwuZxKxbNgBANjuC3XHKEgr9K39+v550GC",
+	"XUesskEIT5foOpfZ5PhRb2OupG9aWdYYYGc3dL5Apnaih7emdI56ECqCviHG1WNcSMqM5VZQp+y5mOt8",
+	"6YL9JejOPau1xlJxrO6tSrbAs/RozYsc+Hyra9eqVosOt6KPqCS8lT0N0e5qL7H1XIC2JJKKFLZKqnaP",
+	"h+bwExzil4uOE7zQp+u/6k7/w91wmtvcj+NWtDqliFgdQng+LrKsbny6B9E2hjeG71H+RJXZnOi4RRjL",
+	"XRT+iYH4Zzjgj8BA9AJgg+j4vABdUxQ/sqWECjgpcmmXWE/j+tgJnov8oAijazgO0B4dQKgUjWGEQNid",
+	"YaHibySVTuEdpaFPxWmvT88v8NI3k9OZNb2qpM1ZKtgXHPmr38fmvGCbNzv8DthP9H39QwpP4A8k0Ohf",
+	"f7ps9PglvwPdTnyceLPsGbpjGC9SCWwblV4f4YcUFtwFk+gFGB7UBpii5e4PJ3N8h2DqRBs1OwbvMc6Q",
+	"JdWUeo7RdXE54ZfDZ67S/6effurDxgllgUHEHvseDwRlWpEn4srv6Hdxx3lAxTiTSb/IM3KDdge3Isv6",
+	"10rfql3apEWurUisSPv+NXFnFCHmG8ygfj1PK305fMFO3l28Pz4+eX1y9O7y6uL16dnRXXPErI/v4o5U",
+	"pphMZCKFslf4QnAi8B/lrOlj57eNQj2TwV5CugQ1gANUQntm7aLz6RMWtE30Bl/Xx6rp4h2zOen0SFEi",
+	"XiViTvrLhlSaRCNt49OxarSN7SHqL/vx8vJs968Xp+9qXWNJmjuAynrv0gixLF2wC2Mht1Kl+pYgFnhA",
+	"fRs+EXbptPggVrE6KmdUOgWj32PH5lSk7eki7nwaAYOagugfB1HM5/zEyif9jHW6rE/f5txn+7BRolMx",
+	"Yl26zifzYUSjjWLVHbVnTzgYldWUix5MacJlVuQCV3RAq8FJSNcMFv0SbtjoNQnW/uUSXFHEHCFtsfuL",
+	"0Wq0Dztaf4Z4G4Ov4OgseG6ccYM3mAyoBkbxjNd9ORwSnjOcDM0gFXQPDhI1sdlyj0nVCAhxxQq14CgA",
+	"4aNnr5gp8lxPuRWxItxU4KlrsWRTeQOC7VYmgnVBsHP4VcKN6EtlhCKY8WxJO4sCEsPJhO1xw7OCmsTU",
+	"J8xGJ+/+fvDm5PDq4PyH92+P3l2OegN2ALqXAgLM24WMmlTBToJyG/lbW9gRdP4IjyOTiVBGVG5F5+3J",
+	"ZS0ppEMyrM8XsoZGsdcZDp4Nhs4UV/DlXufFYDh40aklyew2umRPQ1drRzyZsYVQKGzLHtcovoM9GrGz",
+	"NYHu5IyzhciNVjsmVr6Xd8AcIF0xgl86wnRdcuATg9juc21srF4NTY8VysoMa9VXOm5TqN832ZbGTzui",
+	"OCnCyuLRYdx/v1Jr2Iwb8zoc+gRZ8Epg+xWCo6VwuYmV3wt8Z3ehjZHjbOl/1BuwM25cUnAubqQuTBWc",
+	"HlGX7hGd+oZu4GhvexXqFJCtWZ34UazcL/p9p9Byeta1MvPG3kmKkHbGHtT6hdfLGX4OIfdjakx9bhw3",
+	"xG868NAPmqW+DZspEsywfjE0+2yIwTqKYHhJyC3B1LEDV0L/aogGs4QBfy1EDu64o3AY0ysWHrSjgtX8",
+	"uLlo6q7u/T5Flktyb5IMnX5JCqUXxYagcZbr5I+0IinkFJq/b65RLeB+N0wfsGnTQitD5t7z4XDFlV2V",
+	"tog0UY62TZt7rLZG5RxIl19ZsEEEQmFcGdyAMgpxj9qGK+e/W/YFA1O2mM95vlwZxqwnd0YN+UGgjolM",
+	"ySnnU9Nsf/8B3l0Js93fZfoJ7XkdqiinHRB7tfZvSJyCylTRuiW/BihimnNMkp9jmiyFqAmfidwcjDUP",
+	"2LkAe33POdFZZQGs5aMO2Mvhy1gFEkwJ2Y0VCq1CJrFfIcyLZxQVpD1I99nL4bcrb/BZqL78o+oupnNM",
+	"dYNJgUhFnrzlSxIvsVoVHr6xGrfO7pxzPzDmxjazZZ3QihWfCmUx4wN/1QvJoEN8iyfAdSGErOS8NsdJ",
+	"khqYeZ+JfL92ufCBHhbGfq8pePuoPHPodBjxTXNan9Z49mXY4i0VIZo6ic7xRL3wAX5A+plqxCl/DF5z",
+	"BE9KGsiUUVvnNu7bxGTiBobs7P0Of2DIpt10cMBrBqGG2HjpssLyAPxjr4RWCWK3SUWdPnzS0bPhcDjc",
+	"J9QTaVcg4WKFzSDRa0CLnFD6sdsn5fCXHf5YKsRCEJNhwYcBwr3w2Wh4KYbV3ZHrNz7RiKnmDqz0Sxe5",
+	"vOHWV7bHajSorLIRJb5YPgVnUswXOucuydh3MSc41wE7qBeWx6o0lbHqk1zQlz7jG0VGeeEO3z1/7r87",
+	"PDk/en15ev7PNkvgGA/uDivgsizVj1jozFiXs0xwJKLR7sgnF+NX7ha2RMX5rvyqTWc6vr+Hzn8Dx4qR",
+	"TjijiD2Df37DuiIz4BsP2aolXpVvUx5YaBoI/RWaRy3/Y3Uio6m0I9iKG2DZwlYZF2s4lVJh6kO1T/gl",
+	"OZmjAQFcgo7BWG0BZoZHDMS78siB/8HjJYTgrc6vncCuTGfXupR1mxCNUYlf6DA3R61GDD3XuVPcPpGd",
+	"UgchbTFTSkTJzxeRMFKF6+BAHqSDjFuBTuzV5SOJQJKN+O9dvH79ROIQKxbXBOM7tONHJ5M+VvWNKv/e",
+	"3XsnRZ4D1xxd8uleGfiRlr18/k2szs6PXp++OzxBm+L86P9/f3J+dOhME+6skpfPnldvBZc5VqvVDjVx",
+	"05Qe50c/vH9zcH51fPLmaMDOinEmDTZPVrFy8h/9f1reKKzp4atjullbETKh46kewXM/A1kQoK6X7fVq",
+	"pE2x4cpj0MO5oBIcl2flxHSJXHI3PURhnXiglv6iKXIXmx6PMI2YsbngYLd1jVCpy6RyDdLYtciVyGKV",
+	"cNUbsBHQRilzm/jBrGtsrtW055FJ33Bj+291ildIo/1YAe2900p4AvTG6ovhS3DsjFTTTLDROVdTMWLP",
+	"h69gRtQXIIfPzB7FQAhWkfboOUZrDkqVcXxyfBoxo5NrgUZoKm5k4jUVkuMqsRHenFeKzkWboNWCWiZI",
+	"aQ4l+dFpbZMk04kVtk+n1ZRoVX4Rnm3gRjooydz5ORnfiKyNmFFyMnFk/Xz4qgUUzl0VXtOW4cMv7mIY",
+	"YyV4KrbR/VghBY6XrEEjj8FU/qwwnNoAvqZEsK3YKpg1deEZx2rGV4wsNhalzsVo8Q7Tt8rzNKZDShUr",
+	"SlWIyoTH8ZL10QYtEKW276foDQj2g/y+skBfPnsRq+9PD/95dXl6evXm4PwHomYfS5KE/rfv3jnW6dK9",
+	"sTTyEJO6F8XKLFUiCHxxUQpfbvVcgmOwBF9zkVHAvI5dg2vFEBHxd123oANYUyqs6xWFO/W9bTRGb5+g",
+	"vSg45nVYRSN77KsRNf2I1QJcG0VZUPvr8/Q6zc+TxEKbchuwt+5eZsFzwkAnpGww0Oc8FVSS4DJVYjXB",
+	"q109oRClx8M25L/Cqg7eHX5/+g/nkPc2KTk6/RENgFFo8Ictv8bQNQbJuKmCc1TZKW2sxsDvGPbKBBBJ",
+	"3xPSXKp+Ds6Cqx1jBneK7iwET9And8/Cc326iKiT3t/k97uGfvBsjlm3htpg6hwcjSwTaRUyTwqXWVeS",
+	"58Wb059gL77phWg0JGUJqfkxZOw2zvlnite7/PLHtVEdiHVAsDuAqXR/RVnX0KedTH/2B83IoZzdNaHP",
+	"FPMX1jeKQxLEGx4n58le8Jk2W5rV7sK6FmdoEueP7vsnPGgH7tuivasEvmIxaFzZd/Z+/tB0M26EEsbs",
+	"O3GhNAXZ6ksvF+fXPxc2pzwu/EunIttFZXG1KEFBdBt0JlapUkDSsNHZ6cUl2yX0zNorRpGzAPHqm+J/",
+	"Ilb1POTaXSWcrL9mjGo3hu7SA0liB5SQe6ZSK+WXjOqHQ6LmLQx6AHNDEIfOk0X03AA+cWx70bGZJ3D+",
+	"l+KjvRcn4a/wvnaFmWqn5A+JkIFsI1G8TkD4qacdpJbKEX0IoTg/L0QjNINY4RTaDvPQA/c8xUHSy7/w",
+	"Q6RJlt4khfmpaxVZMgN24Dyw5rHiRm8+W98B8yEni+0AWXcmOFhTkTegTORzE8EsRuHTaz/9OwRErNok",
+	"BNtCQLDLmTSxku4CdoSJ1+5Ge4BpBkxPJrBxco6Q9nm7UDlK8VbxKaiw3uLwC6VBmGLDDq+lvpKbtHT4",
+	"gfBlVuuA9pnEeVXW0D+UROkNDxdAZYviJzz9Rp/4/8EkkFGDYIS7/4yDn2Z6/NAjh9/+60ilH2CnnoYu",
+	"631nvlCSPJYqdVcjVDNKHWSopQynXii+NYzv19H7HLrMxeLBdJmLxb8QXcJOPRFd1nrjfKF0eeHaxMjK",
+	"XXXZYZz5tjH5WoOZzyDM+XUq84dSJv744foRId+f6KwbXRG+0MOmsEh1vYPXENaUyeAUdPwcdYiQpQ89",
+	"XH3zGc7XWxj5iY62hlT/hZ7s2zLthTqHrcLj167jy0KUzzjmXLh2dg84Zvjt/zrtso98dCPFLfWXilXZ",
+	"YMqX8fr+i5IAR30vRff1d6NWyj6HzX4ayq4DNX2hlH2O/bnWLPhaBSFY8n1CLRKpV2KfQdxlG4WHUDf+",
+	"+F/HePrJ1bI9BXE2yl2/bI0KgrbIMh9YEOsE+yB6dIeCJYIDt3m1z0MfLfk8cx9R2X5r1uLz4dDd4jkc",
+	"Ia0mclqgyGrAtVLYf6+Gbasnser3HWX3qejdZ1acYXKuJ74ycTDJBVZT8QyTumKVcsvH3IiqtSsVw+0Y",
+	"di2WhnWbJXU9vAKdiSwdsL8W6VSksULQH06JyWXDuq+ZYTpLWVcrQSnOtDy6fOzts69dai9izcaqnCrV",
+	"oGMKJoHI+gIMh7ZGw8w4iG9jRBp5dNtYtcDb0tIwUVnp2u9LhGXM+fiaAXv5yx9g0qVBHBK6QfF515e6",
+	"wA6hSnuREmLKczrz/yc3RDg23qt9PXxxzzu1lmukc8yHCdwjuSu1VCwyvZyDvCeUpvIHri1j612TF8tl",
+	"Cn11dRDK8HIIEI+Ryt3oFNn/T97/bdj/dnC11//w+7Po2fNvQq0it08R82iT0iAwtbYWNgs7OvmM+Vtu",
+	"fOp97zGuQY8JAJvXIIObEBn1gyhBNgLHsEs4ABsSrZGTV2olHYaPXzgWsticKwO6K2JjhxujfPZZr5I4",
+	"bjx4BZhvVNhlqLDW/dWLmBK3wthYoRhwmWb0pRxngmo1SXh4Xre9Wr9qJYzLduBp6tJdfAIfI21dwhWD",
+	"WZFhhqap33mxgyrlwyeUcI/2VDXA8HVUNVSg7xAbYY+9HA5jtZom3JY0/dodw30zIH6kCZ0cdp40YdZN",
+	"z1Wzt1xVl1BYj1BVUCNsh1Th3u5pw2mIdkymbYifSKrd7nxPafIN0L8V2qcqLyN+ZSOrR6w7ZN8xnmXr",
+	"NMypyXoFk0A5ORUouFQ3iFkRVTBVsfI4X2SsyokDpaLkOl9j5G5sg/DhsULkLWkH7GSCva0p7tQAH+9W",
+	"xZTI4JHP9Y2Veymsp0rl8bMCIv92Hdm/KmTC0j3YAlwfG2EEdgTM5XbTQYNQhmEdFq7O7dhy3id23HJ6",
+	"4FosbM+Vx5paH2764d5KIujfj84vT75/cwQuIS7COtZ1oCvlGYPBIA31E0SjqcIGRBSwaDWtyfURoCQu",
+	"V6daq77B/L8aUBwc1ooMRGyxmvyLHIrIrz3sQC4tWDixGvvXA4mgKAYyKQnE510uaulmhCVFGWeDWL0P",
+	"AWqUxIZ6ShdZ6t+JCk1QvqABm4u0gPZE2C0hoPbc9rnl4zm6l/gEnf1YrcBx7LnYvC5sVbdArseOYf/o",
+	"O/3ff32b9oDQXlDSYCO9rla9XlYYOYD/stcDnU8EJx0rtE69WhqEMFzolSsIJebalAWDsfLVtCWkpUs9",
+	"IpLu1suHaX71s8XGj4qa4eTGumt719w+y5x8mUcrIHYEOUnlxrFCOjV1SCDsbN5SWkj6D1Ze5d+4yTrU",
+	"RyrdElgUmHCViCwj7n6xXmMYq/Uq66BZDOttNeLuqdeeIg5Txxv+g5P7GgiuQbve4TJ219AMyel7FCsS",
+	"EW2bmsOLJlJrYF/+GhFZ5iVH3VvnlnB8QQuz7O2TaGU0pvIRyptJciEUQYOSK7yO1oa0nHsPpMTN+wXc",
+	"VSehlpXxuWoyut+bjVhzq73XQ11mQD0VBBc7p6lS5InpyQRzctCJp/FIHDigLIeVkUobKx+19LOtwzMN",
+	"GBX2NPBnyhL91sr8H4S98N00noyY3QhtCYzkjjxOVXcZ26CzadRxO7IkInK+6QVlT+LTd7mnZU/vMJU6",
+	"H2BEacIjZ6XBj3YMBpqxmbv/RUR4JtirnNFGxQprNRGFrL/I9Xxh2bSQKUfkAoKpKF9euiaEWINmErex",
+	"EommN8AezBBvpDaqaQD5+JfvsRGGquQoVt22/oW9iI24srNcL2QyYl3XGLLx/TxZwCvaG6WXhWJlT3bC",
+	"J6F0NL86xyw1NJJ9NExd0QBCn2A9agjwxGG2oBuKjEQ1tN6dczy0Y1h35P4NR5UZwUZNTM9Rby9WI8xS",
+	"g6U3ElZHjcwgILIsY3aWC+GuEHiWjdpcOWomGY5arJRBupTzeqiiBNnEE8MG9+5QOlFnnoQaony256eV",
+	"OJ20auXSByT4vs6naNsGl+bOZw/84rZ7vN7M/9OHFoHjYAZL8VjjoNLABOkO3PNYcgkpsRyYABWsZjMU",
+	"5ZpxiizUxY/r9V9Jnu3TrmsP1ui94ojuxdnRa/bf//X864iauMBXoKRjFddzfuNOb4+91qn4SA35khlY",
+	"jbAswrdeFLbcxHO/CbE6ODvZMfVJXOGtTCVPB+yo5tWaEowxIrWcsvGSXKI22Mo1DTghXLaq6n5WqGuw",
+	"wwuVlvX2Dqey5pPtE5COaMymVvZkYoXIHGjzDNjRSrcWspa7L4cvKyx8wvQFBy1o9Fap3wje+uXllz/6",
+	"BDYFhIimwGGnIik0Z52OcH53RC43NuR5hLBRmvrmdZHraEnl7PrGF8mTiafc5FZt280celeq+wERGSK8",
+	"jZfNMJFKWeGcrjSUpU1cG6v//q/nr3r7q0XB6FHPdJaais67L4ffslG9R9+o5yoPHXtpbX0p4gZEiao5",
+	"A8sFwegaumFxFya+pg6DFa6wTKXOLA0yTXvZ9hOyxUOz9R918E3ssJIfAnzh9vhRCmDvrAPYSNurqf7N",
+	"wztKpX3Co3tYivsjDn3nscFhwRY9zll9Rr78nYe4TUq8y8EOWw8NkwGcqAOfVoNvBqsBXG68dC9bhWrM",
+	"d0KMPoyF1fsMl0Xf6GyPGq0m/s316udTBx7p5oYYfH5cFKgYBhiw15ywejGRwou20nfeL92BJuS0C9qP",
+	"3MIJNgeteL8HwXyLMvn+iWn/gQn+jz3+F8gFjZKBjbS/WhWwEgjJ9PgJD/Fh2fCPE32pNw4JHN5bD+WD",
+	"IeZHuXx+UF795sNbSZ1fObxcLJ7y8B6UMv7HHh7daU9zXSxIlmKC02MUVD8sGX3jad6Rb97EW6iAFlag",
+	"HEr4oIlUogIjUyTwb/nSQwuNVpHJRpUL/Kp3DxMV88mfkNAemK/+mGNvFPG043gCjyIots1930xMG9Pb",
+	"D0qrmpfgQKs4aBUxuHiIRwVgMSZxR97XIbcGNgpDI47iCC79bq9uP1Z1+k0F/N9d9WPrMYwc6huRu+tP",
+	"OPKRi3VwW17483TlvWVQt/xtDbNpxzCl+z4HknLRo1gZ7adPHl3qkXjq05oLrhyoiAdGci9KY1W6l80W",
+	"8aN7MZS+eUqP72FFAo849D29vUdDEHtQ6cFGLttcXUCXE9TsZQ8NtF1sZjKqowLWE6pcjlWJOUb5A8ms",
+	"UNciZaP6G8Y6XUZskhUuJudUHSiFRa7TIhEpIn9R6nWsXMINvhn4bCym4CuMEZEQ4705V2Yi8gE7UetW",
+	"f6zI7K+3+9rmsoBcGTRHpYkVdYTjhm12ZzxAPiy4cnBSlvCcsEetYSOLcCmq0RbPX7Jv9MMQRt8tcrXV",
+	"NOPs7N0PEfvr2dEPEfvh5BjI4ycxPiNa6RIM8HjJMLkGozq9qrOAm/XSN2jAruf04W716YhsdfSl/MQH",
+	"+OjItTaI1dnhMa4Sn8Te2IjVOhWsuzbKIp2sjxH5xuPUa3wu/WUraZApgpqVo+MHo95+SXoR9SVyNOp7",
+	"mMaKZ5i+d+Bb65MlSyUELMm4nAO/AhFSU3/sOJNwxcbCNwqIECTdMR+CddEJppIzI39z/U1NVLdTSgQv",
+	"amEwzgl/Haegc3Z2eFyGblSSL7G3En5YN3Quj/5xOfIUUnZob8tNfkIB/LBalkcc2gngqFNJlH2WzHhu",
+	"hP2usJP+N803bgWYV+vQ8Thwjw+rptkor9cKZprnjnUcT3jwD6wTecyxtwpW+OS8xzNmtyg7CR1cM+G+",
+	"2WTp5w+fPpQ/KTtx2PJG1H1AVSq1D8o0m9pnFaR27cNaqkPtU4LB+vTh0/8NAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -49,7 +49,14 @@ type Recording struct {
 	// and the lines go there instead of being synced; nil: synced.
 	entry    *journal.Entry
 	prepared func()
+	// with is the Recording whose seq this one shares (Join), or nil.
+	with *Recording
 }
+
+// Join makes r's change share first's seq: one change of two files made
+// by one call (a move: its source removed, its destination made), each
+// file recorded by its own Recording. first must be prepared before r.
+func (r *Recording) Join(first *Recording) { r.with = first }
 
 // Recording starts the record of a tool's call in session ("write",
 // "edit", or the name of another tool that mutates one file).
@@ -125,6 +132,9 @@ func (r *Recording) Prepare(ctx context.Context, sha256 *[32]byte) error {
 	return s.withLog(ctx, r.d, r.session, func(lg *sessionLog) error {
 		settled := settleByBefore(lg.h, r.path, r.before)
 		r.seq = lg.h.lastSeq + 1
+		if r.with != nil && r.with.logged && r.with.session == r.session {
+			r.seq = r.with.seq
+		}
 		e := entry{T: tChange, Seq: r.seq, Time: s.now().Format(timeFormat), Tool: r.tool, Path: r.path,
 			Before: r.before, After: after, Kept: r.kept, Why: r.why}
 		buf, err := lg.appendBytes(r.entry == nil, append(settled, e)...)

@@ -29,6 +29,9 @@ const (
 	// PUT and DELETE /files (docs/files.md): no diffs; a delete no version.
 	TypeUpload Type = "upload"
 	TypeDelete Type = "delete"
+	// TypeMkdir is a folder the mkdir tool made (SPEC §26); a move is a
+	// delete of its source and a write of its destination.
+	TypeMkdir Type = "mkdir"
 	// TypeCreated, TypeModified, TypeRemoved and TypeRenamed are changes made
 	// outside the API. A rename is reported as TypeRenamed on the old path
 	// and TypeCreated on the new one when it stays under the root.

@@ -32,6 +32,11 @@ const (
 	CodeAmbiguousEdit  Code = "FS_AMBIGUOUS_EDIT"
 	CodeEditNotFound   Code = "FS_EDIT_NOT_FOUND"
 	CodeAborted        Code = "FS_ABORTED"
+	// CodeAlreadyExists: a move onto an existing destination without
+	// overwrite (SPEC §26).
+	CodeAlreadyExists Code = "FS_ALREADY_EXISTS"
+	// CodeNotEmpty: the delete of a folder that holds anything.
+	CodeNotEmpty Code = "FS_NOT_EMPTY"
 
 	// CodeSessionStoreUnavailable: a write, edit or forget while the
 	// session store (Redis) cannot be reached; nothing was written.

@@ -839,9 +839,9 @@ func lastName(t Target) string {
 }
 
 // DeleteFile removes the target's regular file under its locks, only at
-// version expect, and syncs its folder; with a Keeper, the file is kept
-// first and its version checked a last time after. A folder is never
-// removed.
+// version expect ("": any, the delete tool with the policy off), and syncs
+// its folder; with a Keeper, the file is kept first and its version checked
+// a last time after. A folder is never removed.
 func (l *Local) DeleteFile(ctx context.Context, t Target, expect Version, k Keeper) error {
 	unlock, err := l.lockTarget(ctx, t.Key)
 	if err != nil {
@@ -864,6 +864,8 @@ func (l *Local) DeleteFile(ctx context.Context, t Target, expect Version, k Keep
 		return notFoundErr("delete", t.Display)
 	case !isRegular(&w.st):
 		return notRegular("delete", t.Display)
+	case expect == "":
+		expect = versionOf(&w.st)
 	case versionOf(&w.st) != expect:
 		return StaleError("delete", t.Display)
 	}

@@ -291,13 +291,13 @@ func TestDialectCatalogs(t *testing.T) {
 	assert.Equal(t, def, h.do(http.MethodGet, "/tools?dialect=str_replace", "").Raw)
 	assert.Equal(t, def, h.do(http.MethodGet, "/tools?dialect=", "").Raw)
 	for _, f := range []string{"", "&format=openai", "&format=anthropic", "&format=mcp"} {
-		assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep"}, names("/tools?dialect=anchors"+f), f)
-		assert.Equal(t, []string{"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep"}, names("/tools?dialect=all"+f), f)
-		assert.Equal(t, []string{"read", "write", "apply_patch", "glob", "grep"}, names("/tools?dialect=apply_patch"+f), f)
-		assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, names("/tools?dialect=str_replace"+f), f)
+		assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep", "move", "delete", "mkdir"}, names("/tools?dialect=anchors"+f), f)
+		assert.Equal(t, []string{"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep", "move", "delete", "mkdir"}, names("/tools?dialect=all"+f), f)
+		assert.Equal(t, []string{"read", "write", "apply_patch", "glob", "grep", "move", "delete", "mkdir"}, names("/tools?dialect=apply_patch"+f), f)
+		assert.Equal(t, []string{"read", "write", "edit", "glob", "grep", "move", "delete", "mkdir"}, names("/tools?dialect=str_replace"+f), f)
 	}
-	assert.ElementsMatch(t, []string{"read /model/read?dialect=anchors", "write /model/write", "edit_lines /model/edit_lines", "glob /model/glob", "grep /model/grep"}, names("/openapi.json?dialect=anchors"))
-	assert.ElementsMatch(t, []string{"read /model/read", "write /model/write", "edit /model/edit", "glob /model/glob", "grep /model/grep"}, names("/openapi.json"))
+	assert.ElementsMatch(t, []string{"read /model/read?dialect=anchors", "write /model/write", "edit_lines /model/edit_lines", "glob /model/glob", "grep /model/grep", "move /model/move", "delete /model/delete", "mkdir /model/mkdir"}, names("/openapi.json?dialect=anchors"))
+	assert.ElementsMatch(t, []string{"read /model/read", "write /model/write", "edit /model/edit", "glob /model/glob", "grep /model/grep", "move /model/move", "delete /model/delete", "mkdir /model/mkdir"}, names("/openapi.json"))
 	for _, path := range []string{"/tools?dialect=x", "/openapi.json?dialect=x", "/tools?format=mcp&dialect=x"} {
 		r := h.do(http.MethodGet, path, "")
 		assert.Equal(t, 400, r.Status, path)
@@ -311,7 +311,7 @@ func TestDialectCatalogs(t *testing.T) {
 		Tools []struct{ Name, Guidance string }
 	}
 	require.NoError(t, json.Unmarshal([]byte(a.do(http.MethodGet, "/tools", "").Raw), &cat))
-	require.Len(t, cat.Tools, 5)
+	require.Len(t, cat.Tools, 8)
 	assert.Equal(t, "edit_lines", cat.Tools[2].Name)
 	assert.Contains(t, cat.Tools[1].Guidance, "prefer edit_lines for targeted changes")
 	assert.Contains(t, a.tool("read", "s", obj{"file_path": "a.txt"}).Output, "\n1#SW: hello\n")

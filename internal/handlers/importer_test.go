@@ -200,7 +200,7 @@ func TestImporterInTheAnchorsDialect(t *testing.T) {
 	h := start(t, options{token: "tok", sessions: tools.Sessions{Default: "default"}})
 	h.file("notes.md", "# Notes\n- todo: ship\n")
 	im := importTools(t, h.srv.URL, "tok", "openapi.json?dialect=anchors")
-	assert.Equal(t, []string{"edit_lines", "glob", "grep", "read", "write"}, im.names())
+	assert.Equal(t, []string{"delete", "edit_lines", "glob", "grep", "mkdir", "move", "read", "write"}, im.names())
 	p := h.path("notes.md")
 	first, second := anchor(1, "# Notes"), anchor(2, "- todo: ship")
 	assert.Equal(t, "<path>"+p+"</path>\n<type>file</type>\n<content>\n"+first+": # Notes\n"+second+": - todo: ship\n\n(End of file - total 2 lines)\n</content>",

@@ -34,6 +34,8 @@ var statusByCode = map[fault.Code]int{
 	fault.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	fault.CodeStaleVersion:     http.StatusConflict,
 	fault.CodeNotObserved:      http.StatusConflict,
+	fault.CodeAlreadyExists:    http.StatusConflict,
+	fault.CodeNotEmpty:         http.StatusConflict,
 	fault.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
 	// An upload under --upload-min-rate (docs/files.md, "Slow uploads").
 	fault.CodeBodyTooSlow: http.StatusRequestTimeout,

@@ -175,6 +175,60 @@ func (s *rest) EditLinesTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolEditLines, s.x.EditLines)
 }
 
+// MoveTool serves POST /tools/move (extended profile only).
+func (s *rest) MoveTool(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolMove) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.call(w, r, tools.ToolMove, s.x.Move)
+}
+
+// ModelMove serves POST /model/move (extended profile only).
+func (s *rest) ModelMove(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolMove) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.model(w, r, tools.ToolMove)
+}
+
+// DeleteTool serves POST /tools/delete (extended profile only).
+func (s *rest) DeleteTool(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolDelete) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.call(w, r, tools.ToolDelete, s.x.DeleteTool)
+}
+
+// ModelDelete serves POST /model/delete (extended profile only).
+func (s *rest) ModelDelete(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolDelete) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.model(w, r, tools.ToolDelete)
+}
+
+// MkdirTool serves POST /tools/mkdir (extended profile only).
+func (s *rest) MkdirTool(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolMkdir) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.call(w, r, tools.ToolMkdir, s.x.Mkdir)
+}
+
+// ModelMkdir serves POST /model/mkdir (extended profile only).
+func (s *rest) ModelMkdir(w http.ResponseWriter, r *http.Request) {
+	if !s.x.Offers(tools.ToolMkdir) {
+		noSuchEndpoint(w, r)
+		return
+	}
+	s.model(w, r, tools.ToolMkdir)
+}
+
 // GlobTool serves POST /tools/glob.
 func (s *rest) GlobTool(w http.ResponseWriter, r *http.Request) {
 	s.call(w, r, tools.ToolGlob, s.x.Glob)

@@ -225,6 +225,9 @@ func (s *rest) toolRoutes(g api.ServerInterfaceWrapper) []toolRoute {
 		{tools.ToolEditLines, g.EditLinesTool, g.ModelEditLines},
 		{tools.ToolGlob, g.GlobTool, g.ModelGlob},
 		{tools.ToolGrep, g.GrepTool, g.ModelGrep},
+		{tools.ToolMove, g.MoveTool, g.ModelMove},
+		{tools.ToolDelete, g.DeleteTool, g.ModelDelete},
+		{tools.ToolMkdir, g.MkdirTool, g.ModelMkdir},
 	}
 }
 

@@ -68,7 +68,7 @@ func TestEveryOperationIsRouted(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 32, operations, "the contract's operations")
+	assert.Equal(t, 38, operations, "the contract's operations")
 	for _, path := range []string{"/", "/nope", "/tools/nope", "/tools/read/x", "/sessions/", "/approvals/", "/approvals/x/y", "/healthz/", "/readyz/", "/mcp/", "/model"} {
 		status, ctype, body := do(http.MethodGet, path)
 		assert.Equal(t, http.StatusNotFound, status, "%s: %s", path, body)

@@ -66,6 +66,7 @@ func TestToolView(t *testing.T) {
 	if h.srv.Searcher.Available() {
 		want = append(want, "glob", "grep")
 	}
+	want = append(want, "move", "delete", "mkdir")
 	require.Equal(t, want, names)
 	assert.Equal(t, len(names), doc.Paths.Len())
 	var order []string
@@ -130,7 +131,7 @@ func TestToolView(t *testing.T) {
 	// Without ripgrep, glob and grep are not offered.
 	noRg := start(t, options{noRg: true})
 	doc, _ = loadView(t, noRg)
-	assert.Equal(t, 3, doc.Paths.Len())
+	assert.Equal(t, 6, doc.Paths.Len())
 	assert.Nil(t, doc.Paths.Value("/model/glob"))
 	assert.Nil(t, doc.Paths.Value("/model/grep"))
 }
@@ -475,6 +476,8 @@ func TestCatalogFormats(t *testing.T) {
 		wantAnn := map[string]string{
 			"read": `{"readOnlyHint":true,"openWorldHint":false}`, "glob": `{"readOnlyHint":true,"openWorldHint":false}`, "grep": `{"readOnlyHint":true,"openWorldHint":false}`,
 			"write": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`, "edit": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+			"move": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`, "delete": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+			"mkdir": `{"readOnlyHint":false,"destructiveHint":false,"openWorldHint":false}`,
 		}[tl.Name]
 		assert.Equal(t, wantAnn, string(got.Annotations), tl.Name)
 	}

@@ -56,7 +56,7 @@ func TestDialectOverMCP(t *testing.T) {
 	for _, v := range versions[:2] {
 		t.Run(v.name, func(t *testing.T) {
 			a := h.connectTo("/mcp?dialect=anchors", v.ask)
-			assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep"}, toolNames(t, a))
+			assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, a))
 			list, err := a.ListTools(context.Background(), nil)
 			require.NoError(t, err)
 			ann := list.Tools[2].Annotations
@@ -73,13 +73,13 @@ func TestDialectOverMCP(t *testing.T) {
 			require.False(t, isErr, text)
 			assert.Equal(t, "<path>"+filepathOf(h, "a.txt")+"</path>\n<type>file</type>\n<content>\n1#SW: hello\n2#TP: world\n\n(End of file - total 2 lines)\n</content>", text)
 
-			assert.Equal(t, []string{"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=all", v.ask)))
-			assert.Equal(t, []string{"read", "write", "apply_patch", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=apply_patch", v.ask)))
+			assert.Equal(t, []string{"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, h.connectTo("/mcp?dialect=all", v.ask)))
+			assert.Equal(t, []string{"read", "write", "apply_patch", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, h.connectTo("/mcp?dialect=apply_patch", v.ask)))
 			plain := h.connectTo("/mcp", v.ask)
-			assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, toolNames(t, plain))
+			assert.Equal(t, []string{"read", "write", "edit", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, plain))
 			text, _ = plain.call(t, "read", map[string]any{"file_path": "a.txt"})
 			assert.Contains(t, text, "\n1: hello\n")
-			assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=str_replace", v.ask)))
+			assert.Equal(t, []string{"read", "write", "edit", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, h.connectTo("/mcp?dialect=str_replace", v.ask)))
 		})
 	}
 	r := h.raw(http.MethodPost, "/mcp?dialect=hashline", initialize, mcpPost...)
@@ -146,8 +146,8 @@ func TestEditLinesOverMCPIsREST(t *testing.T) {
 func TestDialectOfTheServer(t *testing.T) {
 	srv := servertest.Start(t, server.Config{Policy: policy.Settings{Enabled: true}, Tools: tools.Settings{EditDialect: "anchors"}})
 	h := &harness{t: t, srv: srv}
-	assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep"}, toolNames(t, h.connectTo("/mcp", "")))
-	assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, toolNames(t, h.connectTo("/mcp?dialect=str_replace", "")))
+	assert.Equal(t, []string{"read", "write", "edit_lines", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, h.connectTo("/mcp", "")))
+	assert.Equal(t, []string{"read", "write", "edit", "glob", "grep", "move", "delete", "mkdir"}, toolNames(t, h.connectTo("/mcp?dialect=str_replace", "")))
 }
 
 func filepathOf(h *harness, rel string) string { return h.srv.Root + "/" + rel }

@@ -255,7 +255,7 @@ func TestToolsList(t *testing.T) {
 	h := start(t, options{})
 	var cat tools.Catalog
 	require.NoError(t, json.Unmarshal([]byte(h.raw(http.MethodGet, "/tools", "").body), &cat))
-	require.Len(t, cat.Tools, 5, "ripgrep is installed")
+	require.Len(t, cat.Tools, 8, "ripgrep is installed")
 
 	for _, v := range versions {
 		t.Run(v.name, func(t *testing.T) {
@@ -285,7 +285,7 @@ func TestToolsList(t *testing.T) {
 					assert.Nil(t, tool.Annotations.DestructiveHint, tool.Name)
 				} else {
 					require.NotNil(t, tool.Annotations.DestructiveHint, tool.Name)
-					assert.True(t, *tool.Annotations.DestructiveHint, tool.Name)
+					assert.Equal(t, a.DestructiveHint, *tool.Annotations.DestructiveHint, tool.Name)
 				}
 			}
 			// The wire bytes of each inputSchema are the catalog's parameters.
@@ -319,7 +319,7 @@ func TestToolsListWithoutRipgrep(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	assert.Equal(t, []string{"read", "write", "edit"}, names)
+	assert.Equal(t, []string{"read", "write", "edit", "move", "delete", "mkdir"}, names)
 }
 
 // TestSuccessIsRESTOutput: every tool's text over MCP is the REST output,
@@ -564,9 +564,9 @@ func TestStructuredContent(t *testing.T) {
 func TestUnknownToolIsProtocolError(t *testing.T) {
 	h := start(t, options{})
 	for _, v := range versions {
-		_, err := h.connect(v.ask).CallTool(context.Background(), &sdk.CallToolParams{Name: "delete", Arguments: map[string]any{}})
+		_, err := h.connect(v.ask).CallTool(context.Background(), &sdk.CallToolParams{Name: "rename", Arguments: map[string]any{}})
 		require.Error(t, err, v.name)
-		assert.Contains(t, err.Error(), `unknown tool "delete"`, v.name)
+		assert.Contains(t, err.Error(), `unknown tool "rename"`, v.name)
 	}
 }
 

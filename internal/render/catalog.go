@@ -52,7 +52,7 @@ func Catalog(limit int, search bool, profile Profile, fenced bool, dialect Diale
 	}
 	tools := make([]Tool, 0, len(Tools))
 	for _, d := range Tools {
-		if d.Search && !search || !dialect.lists(d) {
+		if d.Search && !search || d.Extended && !ext || !dialect.lists(d) {
 			continue
 		}
 		tools = append(tools, entryOf(d, limit, profile, fenced, dialect))

@@ -34,16 +34,16 @@ func TestCatalogVariants(t *testing.T) {
 // byte of the catalog is the original's.
 func TestCatalogExtended(t *testing.T) {
 	ext, orig := Catalog(2000, true, ProfileExtended, false, ""), Catalog(2000, true, ProfileOriginal, false, "")
-	require.Len(t, ext, 5)
+	require.Len(t, ext, 8)
 	assert.Equal(t, `{"type":"object","properties":{"file_path":{"type":"string","description":"Path to write, resolved by the filesystem backend."},"content":{"type":"string","description":"Full UTF-8 text content to write."},"dry_run":{"type":"boolean","description":"Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false."}},"required":["file_path","content"]}`, string(ext[1].Parameters))
 	assert.Equal(t, `{"type":"object","properties":{"file_path":{"type":"string","description":"Path to edit, resolved by the filesystem backend."},"old_string":{"type":"string","description":"Literal text to replace. Must match exactly."},"new_string":{"type":"string","description":"Literal replacement text. Use an empty string to delete the match."},"replace_all":{"type":"boolean","description":"Replace all matches. Defaults to false; when false, old_string must appear exactly once."},"edits":{"type":"array","description":"Several edits applied in order, each to the result of the ones before, all or nothing (1-100 items). Send instead of old_string, new_string and replace_all.","minItems":1,"maxItems":100,"items":{"type":"object","properties":{"old_string":{"type":"string","description":"Literal text to replace. Must match exactly."},"new_string":{"type":"string","description":"Literal replacement text. Use an empty string to delete the match."},"replace_all":{"type":"boolean","description":"Replace all matches. Defaults to false; when false, old_string must appear exactly once."}},"required":["old_string","new_string"]}},"dry_run":{"type":"boolean","description":"Check everything (arguments, the read-before-write policy, matching) and return the change as a unified diff without writing anything. Defaults to false."}},"required":["file_path"]}`, string(ext[2].Parameters))
-	for i := range ext {
+	for i := range orig {
 		if i == 1 || i == 2 {
 			continue
 		}
 		assert.Equal(t, orig[i], ext[i], ext[i].Name)
 	}
-	for i := range ext {
+	for i := range orig {
 		assert.Equal(t, orig[i].Description, ext[i].Description)
 		assert.Equal(t, orig[i].Guidance, ext[i].Guidance)
 	}
@@ -64,11 +64,11 @@ func names(tools []Tool) []string {
 // byte for byte; the original profile lists edit whatever the dialect.
 func TestCatalogDialects(t *testing.T) {
 	for d, want := range map[Dialect][]string{
-		"":                {"read", "write", "edit", "glob", "grep"},
-		DialectStrReplace: {"read", "write", "edit", "glob", "grep"},
-		DialectApplyPatch: {"read", "write", "apply_patch", "glob", "grep"},
-		DialectAnchors:    {"read", "write", "edit_lines", "glob", "grep"},
-		DialectAll:        {"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep"},
+		"":                {"read", "write", "edit", "glob", "grep", "move", "delete", "mkdir"},
+		DialectStrReplace: {"read", "write", "edit", "glob", "grep", "move", "delete", "mkdir"},
+		DialectApplyPatch: {"read", "write", "apply_patch", "glob", "grep", "move", "delete", "mkdir"},
+		DialectAnchors:    {"read", "write", "edit_lines", "glob", "grep", "move", "delete", "mkdir"},
+		DialectAll:        {"read", "write", "edit", "apply_patch", "edit_lines", "glob", "grep", "move", "delete", "mkdir"},
 	} {
 		assert.Equal(t, want, names(Catalog(2000, true, ProfileExtended, false, d)), d)
 		assert.Equal(t, []string{"read", "write", "edit", "glob", "grep"}, names(Catalog(2000, true, ProfileOriginal, false, d)), d)
@@ -106,4 +106,22 @@ func TestCatalogDialects(t *testing.T) {
 	assert.True(t, DialectAll.Anchored())
 	assert.False(t, DialectStrReplace.Anchored())
 	assert.False(t, Dialect("").Anchored())
+}
+
+// TestCatalogFileOps pins move, delete and mkdir as the extended profile
+// lists them (SPEC §26), byte for byte, without and with the fence's
+// escalation arguments; the original profile lists none of them.
+func TestCatalogFileOps(t *testing.T) {
+	ext := Catalog(2000, true, ProfileExtended, false, "")
+	got, err := json.Marshal(ext[5:])
+	require.NoError(t, err)
+	assert.Equal(t, `[{"name":"move","description":"Move or rename a file or folder inside the workspace. Refuses an existing destination unless overwrite is true and that destination file was read first.","parameters":{"type":"object","properties":{"from":{"type":"string","description":"Path of the file or folder to move, resolved by the filesystem backend."},"to":{"type":"string","description":"Its new path, resolved by the filesystem backend."},"overwrite":{"type":"boolean","description":"Replace an existing destination file (read it first). Defaults to false."}},"required":["from","to"]},"guidance":"Use the move tool — not shell mv — to rename or move a file or folder. Read a file before moving it (the default fs-policy requires it). An existing destination is replaced only with overwrite set to true, after reading it; missing parent folders of the destination are created."},{"name":"delete","description":"Delete a file, or an empty folder. The file must have been read in this session and be unchanged since; a folder that holds anything is never deleted.","parameters":{"type":"object","properties":{"file_path":{"type":"string","description":"Path of the file or empty folder to delete, resolved by the filesystem backend."}},"required":["file_path"]},"guidance":"Use the delete tool — not shell rm — to remove a file you read, or an empty folder. A folder that holds anything is refused: delete its files first."},{"name":"mkdir","description":"Create a folder, with any missing parent folders. An existing folder is fine.","parameters":{"type":"object","properties":{"path":{"type":"string","description":"Path of the folder to create, resolved by the filesystem backend."}},"required":["path"]},"guidance":"Use the mkdir tool — not shell mkdir — to create a folder. write creates a file's missing parent folders by itself."}]`, string(got))
+	fenced := Catalog(2000, true, ProfileExtended, true, "")
+	for _, tool := range fenced[5:] {
+		assert.Contains(t, string(tool.Parameters), `"sandbox_permissions":{"type":"string","enum":["workspace-write","danger-full-access"]`, tool.Name)
+		assert.Contains(t, string(tool.Parameters), `"justification":{"type":"string"`, tool.Name)
+	}
+	for _, tool := range Catalog(2000, true, ProfileOriginal, true, DialectAll) {
+		assert.NotContains(t, []string{"move", "delete", "mkdir"}, tool.Name)
+	}
 }

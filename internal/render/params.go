@@ -58,6 +58,9 @@ type Decl struct {
 	// of another dialect does not list it (DialectAll lists them all), and
 	// the original profile lists edit alone. "" for a tool of every dialect.
 	Dialect Dialect
+	// Extended tools are listed (and callable) in the extended profile only
+	// (move, delete, mkdir: SPEC §26).
+	Extended bool
 }
 
 // The argument messages the original tool-fs does not have; ours, in its
@@ -265,6 +268,9 @@ var Tools = []Decl{
 			{Name: "include", Type: "string", Message: MsgInclude, Description: `One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported.`},
 		},
 	},
+	moveDecl,
+	deleteDecl,
+	mkdirDecl,
 }
 
 // DeclOf returns the declaration of the named tool, in Tools or

@@ -698,6 +698,14 @@ func (s *Server) startEvents() (func(tools.Mutation), func(fs.Target), error) {
 			t = events.TypeUpload
 		case tools.OpDelete:
 			t = events.TypeDelete
+		case tools.ToolMkdir:
+			t = events.TypeMkdir
+		case tools.ToolMove:
+			// The source is removed, the destination written.
+			t = events.TypeWrite
+			if m.Version == "" {
+				t = events.TypeDelete
+			}
 		case tools.ToolApplyPatch:
 			// Each file of a patch: an edit, or a delete when the patch
 			// removed it (a deletion, or the source of a move).

@@ -1,6 +1,10 @@
 package tools
 
-import "github.com/toolfs/toolfs-api/internal/render"
+import (
+	"strconv"
+
+	"github.com/toolfs/toolfs-api/internal/render"
+)
 
 // Catalog is the tool list a frontend hands a model (docs/api.md,
 // "Catalog"): the available tools in catalog order, and the tools this
@@ -57,21 +61,33 @@ func (x *Executor) CatalogIn(d render.Dialect) Catalog {
 // or filter tools by them: the MCP tool annotations of tools/list and of
 // GET /tools?format=mcp (docs/mcp.md). Every tool works inside the
 // workspace root only, so none is open-world. DestructiveHint is left out
-// of the JSON of a read-only tool, where MCP gives it no meaning.
+// of the JSON of a read-only tool, where MCP gives it no meaning, and
+// written, false included, for every other (MCP reads an absent one as
+// true: mkdir's false must be said).
 type Annotations struct {
 	ReadOnlyHint    bool `json:"readOnlyHint"`
-	DestructiveHint bool `json:"destructiveHint,omitempty"`
+	DestructiveHint bool `json:"destructiveHint"`
 	OpenWorldHint   bool `json:"openWorldHint"`
+}
+
+// MarshalJSON writes a as MCP's tool annotations.
+func (a Annotations) MarshalJSON() ([]byte, error) {
+	if a.ReadOnlyHint {
+		return []byte(`{"readOnlyHint":true,"openWorldHint":` + strconv.FormatBool(a.OpenWorldHint) + `}`), nil
+	}
+	return []byte(`{"readOnlyHint":false,"destructiveHint":` + strconv.FormatBool(a.DestructiveHint) + `,"openWorldHint":` + strconv.FormatBool(a.OpenWorldHint) + `}`), nil
 }
 
 // AnnotationsOf returns the hints of the named tool: read, glob and grep
 // are read-only; write and edit change files (destructive: they replace
-// content). An unknown name gets the hints of a mutating tool, the
-// cautious default.
+// content), as do move and delete; mkdir only adds a folder (SPEC §26).
+// An unknown name gets the hints of a mutating tool, the cautious default.
 func AnnotationsOf(name string) Annotations {
 	switch name {
 	case ToolRead, ToolGlob, ToolGrep, ToolChanges:
 		return Annotations{ReadOnlyHint: true}
+	case ToolMkdir:
+		return Annotations{}
 	}
 	return Annotations{DestructiveHint: true}
 }

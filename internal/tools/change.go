@@ -57,6 +57,9 @@ type change struct {
 	// checkpoint store. A revert (from fromHistory) is journaled by its own
 	// step, the store's.
 	several bool
+	// oneSeq: the change's targets are recorded by their Keepers (not
+	// journaled) as one change of the history, one seq (a file's move).
+	oneSeq bool
 	// step is the operation's provider step: the only code it supplies.
 	step step
 }
@@ -260,9 +263,18 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 	}
 	defer jr.cancel()
 	au.journalTo(jr.entryOf())
+	var first *checkpoint.Recording
 	for i, t := range in.targets {
 		if !ch.journaled() {
-			in.keepers[i] = au.keeper(jr.keeper(x.keeper(c, ch.tool)))
+			k := x.keeper(c, ch.tool)
+			if r, ok := k.(*checkpoint.Recording); ok && ch.oneSeq {
+				if first == nil {
+					first = r
+				} else {
+					r.Join(first)
+				}
+			}
+			in.keepers[i] = au.keeper(jr.keeper(k))
 		}
 		x.mutating(t)
 	}

@@ -41,12 +41,14 @@ type journaling struct {
 }
 
 // reserveJournal takes room for ch's entry before anything changes: nil
-// without a journal, for a change that records nothing, and for one that
-// journals itself (several files, a revert). Its failure refuses the
+// without a journal, for a change that records nothing, for one that
+// journals itself (several files, a revert), and for a file's move. Its failure refuses the
 // change as a full audit log does (503 AUDIT_UNAVAILABLE with the audit
 // log on).
 func (x *Executor) reserveJournal(c Call, ch *change) (*journaling, *fault.Error) {
-	if x.wal == nil || ch.journaled() || (x.audit == nil && (x.ckpt == nil || c.Session == "")) {
+	// A change of two files by their Keepers (a file's move, oneSeq) syncs
+	// its records as before: one entry holds one file's records.
+	if x.wal == nil || ch.journaled() || ch.oneSeq || (x.audit == nil && (x.ckpt == nil || c.Session == "")) {
 		return nil, nil
 	}
 	r, err := x.wal.Reserve()

@@ -208,11 +208,15 @@ func (x *Executor) ApplyPatch(ctx context.Context, c Call, raw []byte) (Result, 
 	return done.result(a, out), nil
 }
 
-// Offers reports whether the server's profile has tool: apply_patch and
-// edit_lines are tools of the extended profile (the original profile's
-// surface is the original's, SPEC §11).
+// Offers reports whether the server's profile has tool: apply_patch,
+// edit_lines, move, delete and mkdir are tools of the extended profile
+// (the original profile's surface is the original's, SPEC §11).
 func (x *Executor) Offers(tool string) bool {
-	return tool != ToolApplyPatch && tool != ToolEditLines || x.profile != render.ProfileOriginal
+	switch tool {
+	case ToolApplyPatch, ToolEditLines, ToolMove, ToolDelete, ToolMkdir:
+		return x.profile != render.ProfileOriginal
+	}
+	return true
 }
 
 // patched is what a patch's step did: an outcome per target, in the

@@ -44,7 +44,7 @@ const (
 )
 
 // Names lists every tool in catalog order (of the all dialect).
-var Names = []string{ToolRead, ToolWrite, ToolEdit, ToolApplyPatch, ToolEditLines, ToolGlob, ToolGrep}
+var Names = []string{ToolRead, ToolWrite, ToolEdit, ToolApplyPatch, ToolEditLines, ToolGlob, ToolGrep, ToolMove, ToolDelete, ToolMkdir}
 
 // Call is what a transport knows about one tool call besides its arguments.
 type Call struct {
@@ -435,6 +435,12 @@ func (x *Executor) Run(ctx context.Context, c Call, tool string, raw []byte) (Re
 		if x.Offers(ToolApplyPatch) {
 			return x.ApplyPatch(ctx, c, raw)
 		}
+	case ToolMove:
+		return x.Move(ctx, c, raw)
+	case ToolDelete:
+		return x.DeleteTool(ctx, c, raw)
+	case ToolMkdir:
+		return x.Mkdir(ctx, c, raw)
 	case ToolChanges:
 		if x.HistoryCatalog() != nil {
 			res, err := x.Changes(ctx, c, c.Session)

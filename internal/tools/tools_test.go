@@ -170,7 +170,9 @@ func TestImportsNothingHTTP(t *testing.T) {
 
 // TestAnnotations pins the hints every MCP view of the catalog carries
 // (docs/mcp.md): read-only for read, glob and grep; destructive for write and
-// edit (and edit_lines); never open-world.
+// edit (and edit_lines), move and delete; mkdir neither, its
+// destructiveHint false said since MCP reads an absent one as true; never
+// open-world.
 func TestAnnotations(t *testing.T) {
 	want := map[string]string{
 		"read":        `{"readOnlyHint":true,"openWorldHint":false}`,
@@ -180,6 +182,9 @@ func TestAnnotations(t *testing.T) {
 		"apply_patch": `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
 		"glob":        `{"readOnlyHint":true,"openWorldHint":false}`,
 		"grep":        `{"readOnlyHint":true,"openWorldHint":false}`,
+		"move":        `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"delete":      `{"readOnlyHint":false,"destructiveHint":true,"openWorldHint":false}`,
+		"mkdir":       `{"readOnlyHint":false,"destructiveHint":false,"openWorldHint":false}`,
 	}
 	for _, name := range tools.Names {
 		got, err := json.Marshal(tools.AnnotationsOf(name))
@@ -203,8 +208,8 @@ func TestRunByName(t *testing.T) {
 	res, err = x.Run(ctx, c, "write", []byte(`{"file_path":"a.txt","content":"two\n"}`))
 	require.Nil(t, err)
 	assert.Equal(t, "<path>"+filepath.Join(root, "a.txt")+"</path>\n<type>file</type>\n<content>\nUpdated file\n</content>", res.Output)
-	_, err = x.Run(ctx, c, "delete", []byte(`{}`))
+	_, err = x.Run(ctx, c, "rename", []byte(`{}`))
 	require.NotNil(t, err)
-	assert.Equal(t, `Error: unknown tool "delete"`, tools.Output(err))
+	assert.Equal(t, `Error: unknown tool "rename"`, tools.Output(err))
 	assert.Equal(t, []string{"mcp read ok", "mcp write ok"}, rec.calls)
 }
