@@ -27,6 +27,18 @@ export type EditRequest = Schemas["EditRequest"];
 export type EditLinesRequest = Schemas["EditLinesRequest"];
 /** EditLinesResult is the answer of an edit_lines. */
 export type EditLinesResult = Schemas["EditLinesResult"];
+/** MoveRequest is the body of POST /tools/move: a file or folder moved inside the root (extended profile). */
+export type MoveRequest = Schemas["MoveRequest"];
+/** MoveResult is the answer of a move. */
+export type MoveResult = Schemas["MoveResult"];
+/** DeleteRequest is the body of POST /tools/delete: a file the session read, or an empty folder. */
+export type DeleteRequest = Schemas["DeleteRequest"];
+/** DeleteResult is the answer of a delete tool call. */
+export type DeleteResult = Schemas["DeleteResult"];
+/** MkdirRequest is the body of POST /tools/mkdir: a folder and its missing parents. */
+export type MkdirRequest = Schemas["MkdirRequest"];
+/** MkdirResult is the answer of a mkdir. */
+export type MkdirResult = Schemas["MkdirResult"];
 /** Dialect is an edit dialect: which edit tool a model is offered, and whether read shows anchors. */
 export type Dialect = "str_replace" | "apply_patch" | "anchors" | "all";
 /** ApplyPatchRequest is the body of POST /tools/apply_patch: a patch in Codex's grammar, or OpenAI's apply_patch_call operations. */
@@ -46,7 +58,7 @@ export type CatalogFormat = "openai" | "anthropic" | "mcp";
 /** Health is the answer of /healthz and /readyz. */
 export type Health = Schemas["Health"];
 /** ModelTool is a tool with a /model/<tool> route: its answer is the model text alone. */
-export type ModelTool = "read" | "write" | "edit" | "apply_patch" | "edit_lines" | "glob" | "grep";
+export type ModelTool = "read" | "write" | "edit" | "apply_patch" | "edit_lines" | "glob" | "grep" | "move" | "delete" | "mkdir";
 /** EditResult is the answer of an edit. */
 export type EditResult = Schemas["EditResult"];
 /** Diff is one hunk of a write or edit, with 3 lines of context. */
@@ -240,6 +252,12 @@ export interface ToolfsClient {
   openapi(opts?: CallOptions): Promise<string>;
   /** openapiTools is GET /openapi.json: the tool view for OpenAPI importers, in the client's dialect. */
   openapiTools(opts?: CallOptions): Promise<unknown>;
+  /** move moves or renames a file or folder (the model's tool, extended profile); it throws ToolError on failure (409 FS_ALREADY_EXISTS for an existing destination without overwrite). */
+  move(body: MoveRequest, opts?: CallOptions): Promise<MoveResult>;
+  /** deleteTool deletes a file the session read, or an empty folder (the model's delete tool, POST /tools/delete; `remove` is the person's DELETE /files); it throws ToolError on failure (409 FS_NOT_EMPTY for a folder that holds anything). */
+  deleteTool(body: DeleteRequest, opts?: CallOptions): Promise<DeleteResult>;
+  /** mkdir makes a folder and its missing parents; an existing folder is fine. It throws ToolError on failure. */
+  mkdir(body: MkdirRequest, opts?: CallOptions): Promise<MkdirResult>;
   /**
    * events reads the change feed (GET /events) over fetch, so the bearer
    * token goes in a header, as EventSource cannot send one. It reconnects
@@ -379,6 +397,9 @@ export function createToolfsClient(o: ToolfsOptions): ToolfsClient {
       if (!response.ok) throw await problemOf(response);
       return (await response.json()) as unknown;
     },
+    move: async (body, opts) => unwrap(await api.POST("/tools/move", { params, body, signal: opts?.signal })),
+    deleteTool: async (body, opts) => unwrap(await api.POST("/tools/delete", { params, body, signal: opts?.signal })),
+    mkdir: async (body, opts) => unwrap(await api.POST("/tools/mkdir", { params, body, signal: opts?.signal })),
     list: async (path = "", opts = {}) =>
       unwrap(await api.GET("/files", {
         params: { query: { path, depth: opts.depth, ignore: opts.ignoreGit ? "git" : undefined } },

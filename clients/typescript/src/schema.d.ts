@@ -154,6 +154,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tools/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move or rename a file or folder inside the workspace.
+         * @description A file or a folder, inside the root (SPEC §26, docs/files.md "Move,
+         *     delete and mkdir"): a file source read by the session and unchanged;
+         *     an existing destination only with `overwrite: true` and that file
+         *     read and unchanged; without overwrite the kernel's no-replace rename,
+         *     so a file created at the destination meanwhile is never replaced
+         *     (409 `FS_ALREADY_EXISTS`). Extended profile only.
+         */
+        post: operations["moveTool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a file, or an empty folder.
+         * @description A file read by the session and unchanged, or an empty folder (SPEC
+         *     §26); never a folder that holds anything (409 `FS_NOT_EMPTY`), never
+         *     the root, never the server's private folder. A revert recreates a
+         *     deleted file with its bytes and mode. Extended profile only.
+         */
+        post: operations["deleteTool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/mkdir": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a folder and its missing parents.
+         * @description Missing parents are made; an existing folder is fine; a file in the
+         *     way is 422 `FS_NOT_DIRECTORY` (SPEC §26). Extended profile only.
+         */
+        post: operations["mkdirTool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tools": {
         parameters: {
             query?: never;
@@ -334,6 +403,69 @@ export interface paths {
          *     is what `GET /openapi.json` offers importers.
          */
         post: operations["modelGrep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move or rename a file or folder inside the workspace. Answers the model text only.
+         * @description The same call as `POST /tools/move`, answering only the model
+         *     text.
+         */
+        post: operations["modelMove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a file, or an empty folder. Answers the model text only.
+         * @description The same call as `POST /tools/delete`, answering only the model
+         *     text.
+         */
+        post: operations["modelDelete"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/model/mkdir": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a folder and its missing parents. Answers the model text only.
+         * @description The same call as `POST /tools/mkdir`, answering only the model
+         *     text.
+         */
+        post: operations["modelMkdir"];
         delete?: never;
         options?: never;
         head?: never;
@@ -855,6 +987,43 @@ export interface components {
             /** @description One glob filter for which files to search (e.g. "*.ts", "*.{js,jsx}"). Not a list; negation is not supported. */
             include?: string | null;
         };
+        MoveRequest: {
+            /** @description Path of the file or folder to move, resolved by the filesystem backend. */
+            from: string;
+            /** @description Its new path, resolved by the filesystem backend. */
+            to: string;
+            /** @description Replace an existing destination file (read it first). Defaults to false. */
+            overwrite?: boolean | null;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
+        };
+        DeleteRequest: {
+            /** @description Path of the file or empty folder to delete, resolved by the filesystem backend. */
+            file_path: string;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
+        };
+        MkdirRequest: {
+            /** @description Path of the folder to create, resolved by the filesystem backend. */
+            path: string;
+            /**
+             * @description The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval. Only under --sandbox-mode other than off (docs/sandbox.md).
+             * @enum {string|null}
+             */
+            sandbox_permissions?: "workspace-write" | "danger-full-access" | null;
+            /** @description Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access. */
+            justification?: string | null;
+        };
         ReadResult: {
             /** @description The exact model-facing text. */
             output: string;
@@ -895,6 +1064,32 @@ export interface components {
             text: string;
             /** @description The line's tag, in an anchored read and in edit_lines's region (docs/edits.md, "Anchored lines"). */
             tag?: string;
+        };
+        MoveResult: {
+            /** @description "Moved <from> to <to>." */
+            output: string;
+            metadata: {
+                from: string;
+                to: string;
+                /** @description An existing destination file was replaced (overwrite). */
+                replaced: boolean;
+            };
+        };
+        DeleteResult: {
+            /** @description "Deleted <path>." */
+            output: string;
+            metadata: {
+                path: string;
+            };
+        };
+        MkdirResult: {
+            /** @description "Created folder <path>." (also for a folder that existed) */
+            output: string;
+            metadata: {
+                path: string;
+                /** @description This call made the folder (false, it existed). */
+                created: boolean;
+            };
         };
         WriteResult: {
             output: string;
@@ -1046,7 +1241,7 @@ export interface components {
          */
         ChangeEvent: {
             /** @enum {string} */
-            type: "write" | "edit" | "revert" | "created" | "modified" | "removed" | "renamed" | "approval" | "overflow" | "reset";
+            type: "write" | "edit" | "revert" | "upload" | "delete" | "mkdir" | "created" | "modified" | "removed" | "renamed" | "approval" | "overflow" | "reset";
             /** @description Relative to the workspace root, '/'-separated, symlinks resolved. */
             path?: string;
             session?: string;
@@ -1316,7 +1511,7 @@ export interface components {
             status: number;
             /** @description The message without the "Error: " prefix. */
             detail?: string;
-            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). GET /readyz answers NOT_READY (503) while a dependency cannot serve. */
+            /** @description Stable error code, e.g. FS_STALE_VERSION (409), or SESSION_STORE_UNAVAILABLE (503, a write, edit or forget while the Redis session store cannot be reached; nothing was written). Sandbox escalations (docs/sandbox.md) add ESCALATION_DENIED (403), TOO_MANY_APPROVALS (503), NOT_APPROVER (403), APPROVAL_NOT_FOUND (404) and APPROVAL_NOT_PENDING (409). GET /readyz answers NOT_READY (503) while a dependency cannot serve. move adds FS_ALREADY_EXISTS (409), delete FS_NOT_EMPTY (409). */
             code: string;
             /** @description The exact model text, "Error: <message>". */
             output: string;
@@ -1811,6 +2006,177 @@ export interface operations {
             default: components["responses"]["Problem"];
         };
     };
+    moveTool: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MoveRequest"];
+            };
+        };
+        responses: {
+            /** @description The file or folder was moved. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MoveResult"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    deleteTool: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description The file or folder was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeleteResult"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
+    mkdirTool: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MkdirRequest"];
+            };
+        };
+        responses: {
+            /** @description The folder exists. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MkdirResult"];
+                };
+            };
+            default: components["responses"]["Problem"];
+        };
+    };
     listTools: {
         parameters: {
             query?: {
@@ -2182,6 +2548,153 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["GrepRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelMove: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MoveRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelDelete: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteRequest"];
+            };
+        };
+        responses: {
+            200: components["responses"]["ModelText"];
+            default: components["responses"]["ModelError"];
+        };
+    };
+    modelMkdir: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The edit dialect (docs/edits.md, "Edit dialects"): which edit tool
+                 *     the catalog, its views and MCP's tools/list offer (`str_replace`:
+                 *     edit; `apply_patch`: apply_patch; `anchors`: edit_lines; `all`: the
+                 *     three), and whether read answers with anchored lines (`anchors`,
+                 *     `all`). Absent or empty: the server's `--edit-dialect`. Another
+                 *     name, or the parameter given twice, is 400 INVALID_ARGUMENT. Every
+                 *     tool route takes it (a client may add it to every tool URL); only
+                 *     read's answer depends on it. The original profile serves
+                 *     str_replace whatever it names.
+                 */
+                dialect?: components["parameters"]["Dialect"];
+            };
+            header?: {
+                /**
+                 * @description Names the session that owns observed state: 1-128 characters of
+                 *     A-Za-z0-9._:- . Optional on read (no observation is recorded
+                 *     without it); required on write and edit while the policy is on.
+                 *     Present but empty counts as absent; sent more than once, it stands
+                 *     for its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION. Without it, the server may take the session from a
+                 *     header named by --session-headers, or from --default-session.
+                 */
+                "X-Session-ID"?: components["parameters"]["SessionID"];
+                /**
+                 * @description The session's working directory, absolute or relative to the root; an
+                 *     existing folder inside the root. Relative file paths resolve against it.
+                 *     Present but empty counts as absent; sent more than once, it stands for
+                 *     its one non-empty value, and two different values are 400
+                 *     INVALID_SESSION.
+                 */
+                "X-Session-Cwd"?: components["parameters"]["SessionCwd"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MkdirRequest"];
             };
         };
         responses: {
