@@ -8,11 +8,17 @@
 //   FS_NOT_OBSERVED text) -> a batch edit (the `edits` argument),
 // with the file on disk checked after every step, and the protocol revision
 // it negotiated, and whether it held an MCP session, read off the requests.
+// Then the file operations of SPEC §26 (docs/files.md): mkdir, a move, a
+// delete, a non-empty folder refused, and a PNG read, whose text block and
+// image block each client hands on, with the official TypeScript SDK and
+// the OpenAI Agents SDK (through a real Agent run: what its model is sent).
 // Run: npm ci && node --test clients.test.mjs
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import fs from "node:fs";
 import path from "node:path";
+import zlib from "node:zlib";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { start, summary, texts, TOKEN } from "./harness.mjs";
@@ -20,7 +26,10 @@ import { start, summary, texts, TOKEN } from "./harness.mjs";
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { MCPServerStreamableHttp, mcpToFunctionTool, RunContext } from "@openai/agents";
+import { Agent, MCPServerStreamableHttp, mcpToFunctionTool, run, RunContext, setTracingDisabled } from "@openai/agents";
+// The Agents SDK's own model double (hoisted with @openai/agents, whose core
+// it is): a scripted model records what the runner sends it.
+import { ScriptedModel, functionCall, assistantMessage } from "@openai/agents-core/testing";
 import { createMCPClient } from "@ai-sdk/mcp";
 import { MultiServerMCPClient } from "@langchain/mcp-adapters";
 import { ToolNode } from "@langchain/langgraph/prebuilt";
@@ -92,7 +101,7 @@ function configured(requests, { sessionHeader } = {}) {
 }
 
 // The catalog's tools, then the checkpoint tools (extended profile; docs/checkpoints.md).
-const toolNames = ["read", "write", "edit", "glob", "grep", "changes", "revert"];
+const toolNames = ["read", "write", "edit", "glob", "grep", "move", "delete", "mkdir", "changes", "revert"];
 
 // docs/mcp.md, "Sessions": none of the stateful clients tried ends its MCP
 // session on close; the session idles out after --session-ttl.
@@ -351,4 +360,108 @@ test("MCP Inspector CLI without a session header: a read does not carry to the n
   assert.deepEqual(edit, { text: texts.notObserved(file), isError: true });
   assert.equal(h.disk("inspector-bare.txt"), "bare\n");
   assert.equal(summary(p.requests).mcpSessions.length, 2);
+});
+
+// png is a w x h RGB PNG, encoded here so the suite needs no image library.
+function png(w, h) {
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const td = Buffer.concat([Buffer.from(type), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32(td));
+    return Buffer.concat([len, td, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr[8] = 8; // bit depth
+  ihdr[9] = 2; // RGB
+  const rows = [];
+  for (let y = 0; y < h; y++) {
+    rows.push(Buffer.from([0]));
+    for (let x = 0; x < w; x++) rows.push(Buffer.from([x * 40, y * 60, 128]));
+  }
+  const sig = Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]);
+  return Buffer.concat([sig, chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(Buffer.concat(rows))), chunk("IEND", Buffer.alloc(0))]);
+}
+
+// fileOps runs mkdir, read then move, delete, a refused delete of a
+// non-empty folder, and a PNG read, through call(tool, args) -> content
+// blocks, on names of its own; the disk is checked after each step.
+async function fileOps(t, name, call) {
+  const abs = (rel) => path.join(h.root, rel);
+  h.file(`${name}-a.txt`, "a\n");
+  const image = png(3, 2);
+  fs.writeFileSync(abs(`${name}.png`), image);
+  const one = (blocks) => {
+    assert.equal(blocks.length, 1);
+    assert.equal(blocks[0].type, "text");
+    return blocks[0].text;
+  };
+
+  await t.test("mkdir", async () => {
+    assert.equal(one(await call("mkdir", { path: `${name}-dir/sub` })), `Created folder ${abs(`${name}-dir/sub`)}.`);
+    assert.ok(fs.statSync(abs(`${name}-dir/sub`)).isDirectory());
+  });
+  await t.test("move after a read", async () => {
+    await call("read", { file_path: `${name}-a.txt` });
+    assert.equal(one(await call("move", { from: `${name}-a.txt`, to: `${name}-dir/sub/b.txt` })), `Moved ${abs(`${name}-a.txt`)} to ${abs(`${name}-dir/sub/b.txt`)}.`);
+    assert.equal(fs.existsSync(abs(`${name}-a.txt`)), false);
+    assert.equal(h.disk(`${name}-dir/sub/b.txt`), "a\n");
+  });
+  await t.test("delete of a non-empty folder is refused", async () => {
+    assert.equal(one(await call("delete", { file_path: `${name}-dir` })), `Error: cannot delete "${abs(`${name}-dir`)}": the folder is not empty`);
+    assert.equal(h.disk(`${name}-dir/sub/b.txt`), "a\n");
+  });
+  await t.test("delete", async () => {
+    assert.equal(one(await call("delete", { file_path: `${name}-dir/sub/b.txt` })), `Deleted ${abs(`${name}-dir/sub/b.txt`)}.`);
+    assert.equal(fs.existsSync(abs(`${name}-dir/sub/b.txt`)), false);
+  });
+  await t.test("read of a PNG: a text block, then the image block", async () => {
+    const blocks = await call("read", { file_path: `${name}.png` });
+    assert.deepEqual(blocks, [
+      { type: "text", text: `<path>${abs(`${name}.png`)}</path>\n<type>image</type>\n<content>\nimage/png, 3x2 pixels, ${image.length} bytes\n</content>` },
+      { type: "image", data: image.toString("base64"), mimeType: "image/png" },
+    ]);
+  });
+  return { abs, image };
+}
+
+test("file operations and a PNG read with @modelcontextprotocol/sdk 1.x", async (t) => {
+  const p = await h.recorder();
+  const client = new ClientV1({ name: "toolfs-mcpclients", version: "0.0.0" });
+  await client.connect(new TransportV1(new URL(p.url), { requestInit: { headers: auth } }));
+  try {
+    const tools = (await client.listTools()).tools;
+    const hints = Object.fromEntries(tools.map((x) => [x.name, x.annotations?.destructiveHint]));
+    assert.deepEqual([hints.move, hints.delete, hints.mkdir], [true, true, false]);
+    await fileOps(t, "files-sdk", async (name, args) => (await client.callTool({ name, arguments: args })).content);
+  } finally {
+    await client.close();
+  }
+  configured(p.requests);
+});
+
+test("file operations and a PNG read with @openai/agents: what an Agent's model is sent", async (t) => {
+  setTracingDisabled(true);
+  const p = await h.recorder();
+  const server = new MCPServerStreamableHttp({ name: "toolfs", url: p.url, requestInit: { headers: auth } });
+  await server.connect();
+  try {
+    const { abs, image } = await fileOps(t, "files-agents", (name, args) => server.callTool(name, args));
+    // A real run: the scripted model asks for the PNG, and the runner sends
+    // the model the tool's text and the picture as one function call output.
+    const model = new ScriptedModel([[functionCall("read", { file_path: "files-agents.png" }, { callId: "c1" })], [assistantMessage("seen")]]);
+    const result = await run(new Agent({ name: "looker", instructions: "Look at the file.", model, mcpServers: [server] }), "What is in files-agents.png?");
+    assert.equal(result.finalOutput, "seen");
+    const output = model.calls[1].request.input.find((i) => i.type === "function_call_result" && i.callId === "c1");
+    assert.deepEqual(output.output, [
+      { type: "input_text", text: `<path>${abs("files-agents.png")}</path>\n<type>image</type>\n<content>\nimage/png, 3x2 pixels, ${image.length} bytes\n</content>` },
+      { type: "input_image", image: `data:image/png;base64,${image.toString("base64")}` },
+    ]);
+  } finally {
+    await server.close();
+  }
+  configured(p.requests);
 });

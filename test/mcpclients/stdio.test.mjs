@@ -47,7 +47,7 @@ const onlyText = (result) => {
 };
 
 // The catalog's tools, then the checkpoint tools (extended profile).
-const toolNames = ["read", "write", "edit", "glob", "grep", "changes", "revert"];
+const toolNames = ["read", "write", "edit", "glob", "grep", "move", "delete", "mkdir", "changes", "revert"];
 
 async function flow(t, r, call) {
   await t.test("read", async () => {
