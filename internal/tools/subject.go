@@ -38,9 +38,15 @@ func (c Call) owner() string {
 // call sees everything.
 func (c Call) Sees(owner string) bool { return c.Admin || owner == c.Subject }
 
-// Writes reports whether tool changes files (write, edit, revert): with
-// identities it needs the write scope, every other tool the read scope
-// (docs/identity.md, "Scopes").
+// Writes reports whether tool may change the workspace: with identities
+// it needs the write scope (docs/identity.md, "Scopes"). Only the
+// read-only tools (read, glob, grep, changes) need the read scope alone,
+// so a tool added later (move, delete, mkdir) is a writing one unless it
+// is listed here.
 func Writes(tool string) bool {
-	return tool == ToolWrite || tool == ToolEdit || tool == ToolEditLines || tool == ToolRevert || tool == ToolApplyPatch
+	switch tool {
+	case ToolRead, ToolGlob, ToolGrep, ToolChanges:
+		return false
+	}
+	return true
 }
