@@ -466,3 +466,21 @@ func TestFileOpsFencedAuditedPublished(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"a.txt": "delete", "b.txt": "write", "c.txt": "delete", "d": "mkdir"}, got)
 }
+
+// TestFileOpsNotInTheOriginalProfile: the original profile's surface is
+// the original's (SPEC §11): no route, no catalog entry.
+func TestFileOpsNotInTheOriginalProfile(t *testing.T) {
+	o := startOps(t, server.Config{Profile: "original"})
+	o.write("a.txt", "a\n")
+	o.read("s", "a.txt")
+	for _, tool := range []string{"move", "delete", "mkdir"} {
+		a := o.call("s", tool, map[string]any{"from": "a.txt", "to": "b.txt", "file_path": "a.txt", "path": "d"})
+		assert.Equal(t, 404, a.status, a.body)
+		assert.Equal(t, "NOT_FOUND", problemOf(t, a).Code)
+		cat := send(t, "GET", o.srv.URL+"/tools", "", "")
+		assert.NotContains(t, cat.body, `"name":"`+tool+`"`)
+	}
+	assert.Equal(t, "a\n", o.contents("a.txt"))
+	assert.False(t, o.exists("b.txt"))
+	assert.False(t, o.exists("d"))
+}
