@@ -26,6 +26,12 @@ func DeletedOutput(display string) string { return "Deleted " + display + "." }
 // existed already.
 func CreatedFolderOutput(display string) string { return "Created folder " + display + "." }
 
+// The changes as an approval shows them to a person before they run
+// (docs/sandbox.md): the plan, in the imperative.
+func MoveShown(from, to string) string  { return "Move " + from + " to " + to + "." }
+func DeleteShown(display string) string { return "Delete " + display + "." }
+func MkdirShown(display string) string  { return "Create folder " + display + "." }
+
 // MsgMoveExists refuses a move onto an existing destination without
 // overwrite (FS_ALREADY_EXISTS).
 func MsgMoveExists(to string) string {

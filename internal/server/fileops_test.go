@@ -484,3 +484,42 @@ func TestFileOpsNotInTheOriginalProfile(t *testing.T) {
 	assert.False(t, o.exists("b.txt"))
 	assert.False(t, o.exists("d"))
 }
+
+// TestMoveEscalation: under read-only a move may ask a person for a wider
+// mode: one approval naming both paths, showing the move; once approved
+// the move runs.
+func TestMoveEscalation(t *testing.T) {
+	o := startOps(t, server.Config{SandboxMode: "read-only", ApprovalTimeout: time.Minute})
+	root := o.srv.Root
+	o.write("a.txt", "a\n")
+	o.read("s", "a.txt")
+	done := make(chan answer, 1)
+	go func() {
+		done <- o.call("s", "move", map[string]any{"from": "a.txt", "to": "b.txt", "sandbox_permissions": "workspace-write", "justification": "rename it"})
+	}()
+	type pending struct {
+		ID, Tool, Path, Diff string
+		Paths                []string
+	}
+	var p pending
+	require.Eventually(t, func() bool {
+		a := send(t, "GET", o.srv.URL+"/approvals", "", "")
+		var l struct{ Approvals []pending }
+		require.NoError(t, json.Unmarshal([]byte(a.body), &l))
+		if len(l.Approvals) == 1 {
+			p = l.Approvals[0]
+		}
+		return p.ID != ""
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "move", p.Tool)
+	assert.Equal(t, root+"/a.txt", p.Path)
+	assert.Equal(t, []string{root + "/a.txt", root + "/b.txt"}, p.Paths)
+	assert.Equal(t, "Move "+root+"/a.txt to "+root+"/b.txt.", p.Diff)
+	assert.True(t, o.exists("a.txt"), "nothing moves before the decision")
+	a := send(t, "POST", o.srv.URL+"/approvals/"+p.ID, "", `{"decision":"approve"}`, "Content-Type", "application/json")
+	require.Equal(t, 204, a.status, a.body)
+	a = <-done
+	require.Equal(t, 200, a.status, a.body)
+	assert.Equal(t, "a\n", o.contents("b.txt"))
+	assert.False(t, o.exists("a.txt"))
+}

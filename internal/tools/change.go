@@ -593,7 +593,7 @@ func (x *Executor) approve(ctx context.Context, ch *change, in stepIn) (stepIn, 
 	}
 	if len(out.files) > 0 {
 		r := approval.Request{Session: ch.call.Session, Subject: ch.call.Subject, Tool: ch.tool, Path: out.files[0].target.Display, Diff: out.shown}
-		if ch.journaled() {
+		if ch.journaled() || len(out.files) > 1 {
 			for _, o := range out.files {
 				r.Paths = append(r.Paths, o.target.Display)
 			}

@@ -137,7 +137,7 @@ func (x *Executor) Move(ctx context.Context, c Call, raw []byte) (Result, *fault
 			}}
 			if in.dryRun {
 				so.files[0].removed, so.files[0].version = false, m.From
-				so.shown = render.MovedOutput(src.Display, dst.Display)
+				so.shown = render.MoveShown(src.Display, dst.Display)
 			}
 			if m.Type == fs.TypeDirectory {
 				for i := range so.files {
@@ -219,7 +219,7 @@ func (x *Executor) DeleteTool(ctx context.Context, c Call, raw []byte) (Result, 
 				return stepOut{}, err
 			}
 			o := outcome{target: t, removed: !in.dryRun, version: info.Version, states: &auditStates{rel: relOr(x, t)}}
-			return stepOut{files: []outcome{o}, shown: render.DeletedOutput(t.Display)}, nil
+			return stepOut{files: []outcome{o}, shown: render.DeleteShown(t.Display)}, nil
 		}
 	} else {
 		ch.step = func(ctx context.Context, in stepIn) (stepOut, error) {
@@ -240,7 +240,7 @@ func (x *Executor) DeleteTool(ctx context.Context, c Call, raw []byte) (Result, 
 				case expect != "" && info.Version != expect:
 					return stepOut{}, fs.StaleError("delete", t.Display)
 				}
-				return stepOut{files: []outcome{{target: t, version: info.Version}}, shown: render.DeletedOutput(t.Display)}, nil
+				return stepOut{files: []outcome{{target: t, version: info.Version}}, shown: render.DeleteShown(t.Display)}, nil
 			}
 			if err := fsys.DeleteFile(ctx, t, expect, in.keepers[0]); err != nil {
 				return stepOut{}, err
@@ -287,7 +287,7 @@ func (x *Executor) Mkdir(ctx context.Context, c Call, raw []byte) (Result, *faul
 				return stepOut{}, err
 			}
 			o := outcome{target: t, version: m.Version, created: len(m.Made) > 0, states: &auditStates{rel: relOr(x, t)}}
-			return stepOut{files: []outcome{o}, shown: render.CreatedFolderOutput(t.Display)}, nil
+			return stepOut{files: []outcome{o}, shown: render.MkdirShown(t.Display)}, nil
 		}})
 	if err != nil {
 		return Result{}, err
