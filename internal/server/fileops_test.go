@@ -241,6 +241,8 @@ func TestFileOpsRevert(t *testing.T) {
 // after the session's read.
 func TestDeleteWhileAPersonEdits(t *testing.T) {
 	o := startOps(t, server.Config{})
+	deleted, kept := 0, 0
+	defer func() { t.Logf("the delete won %d rounds, the person's edit refused it %d", deleted, kept) }()
 	o.write("a.txt", "agent read this\n")
 	o.read("s", "a.txt")
 	o.write("a.txt", "a person's edit\n")
@@ -260,18 +262,21 @@ func TestDeleteWhileAPersonEdits(t *testing.T) {
 		person := "person " + string(rune('a'+i%26)) + "\n"
 		go func() {
 			defer wg.Done()
+			time.Sleep(time.Duration(i%10) * 250 * time.Microsecond) // before, during or after the call
 			_ = os.WriteFile(o.path("r.txt"), []byte(person), 0o644)
 		}()
 		a := o.call("s", "delete", map[string]any{"file_path": "r.txt"})
 		wg.Wait()
 		switch a.status {
 		case 200:
+			deleted++
 			// Deleted the session's version; the person's write, if it
 			// came after, made the file anew.
 			if o.exists("r.txt") {
 				assert.Equal(t, person, o.contents("r.txt"))
 			}
 		case 409:
+			kept++
 			assert.Equal(t, person, o.contents("r.txt"), "refused: the person's edit stays")
 		default:
 			t.Fatalf("round %d: %d %s", i, a.status, a.body)
@@ -285,6 +290,8 @@ func TestDeleteWhileAPersonEdits(t *testing.T) {
 // source stays.
 func TestMoveRacingACreate(t *testing.T) {
 	o := startOps(t, server.Config{})
+	moved, refused := 0, 0
+	defer func() { t.Logf("the move won %d rounds, the create %d", moved, refused) }()
 	for i := range 40 {
 		o.write("src.txt", "agent\n")
 		_ = os.Remove(o.path("dst.txt"))
@@ -294,6 +301,7 @@ func TestMoveRacingACreate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			time.Sleep(time.Duration(i%10) * 250 * time.Microsecond) // before, during or after the call
 			f, err := os.OpenFile(o.path("dst.txt"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 			if err == nil {
 				created = true
@@ -305,10 +313,12 @@ func TestMoveRacingACreate(t *testing.T) {
 		wg.Wait()
 		switch a.status {
 		case 200:
+			moved++
 			assert.False(t, created, "round %d: the person's create succeeded and was replaced", i)
 			assert.Equal(t, "agent\n", o.contents("dst.txt"))
 			assert.False(t, o.exists("src.txt"))
 		case 409:
+			refused++
 			assert.Equal(t, "FS_ALREADY_EXISTS", problemOf(t, a).Code)
 			assert.True(t, created)
 			assert.Equal(t, "agent\n", o.contents("src.txt"))
