@@ -533,3 +533,29 @@ func TestMoveEscalation(t *testing.T) {
 	assert.Equal(t, "a\n", o.contents("b.txt"))
 	assert.False(t, o.exists("a.txt"))
 }
+
+// TestMoveFolder: a folder moves whole by one rename, its parents made, no
+// read needed; it is not in the history (docs/files.md); an empty folder
+// deletes, and mkdir's folder too.
+func TestMoveFolder(t *testing.T) {
+	o := startOps(t, server.Config{})
+	root := o.srv.Root
+	o.write("pkg/a.txt", "a\n")
+	o.write("pkg/deep/b.bin", "b\x00\n")
+	before, err := os.Stat(o.path("pkg/deep/b.bin"))
+	require.NoError(t, err)
+	a := o.call("s", "move", map[string]any{"from": "pkg", "to": "lib/pkg"})
+	require.Equal(t, 200, a.status, a.body)
+	assert.Equal(t, "Moved "+root+"/pkg to "+root+"/lib/pkg.", o.out(a))
+	assert.Equal(t, map[string]string{".": "/", "lib": "/", "lib/pkg": "/", "lib/pkg/a.txt": "a\n", "lib/pkg/deep": "/", "lib/pkg/deep/b.bin": "b\x00\n"}, entriesOf(t, root))
+	after, err := os.Stat(o.path("lib/pkg/deep/b.bin"))
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(before, after), "renamed, not copied")
+	assert.Empty(t, historyOf(t, o.srv.URL, "s").Changes, "folders are not in the history yet")
+
+	a = o.call("s", "mkdir", map[string]any{"path": "empty"})
+	require.Equal(t, 200, a.status, a.body)
+	a = o.call("s", "delete", map[string]any{"file_path": "empty"})
+	require.Equal(t, 200, a.status, a.body)
+	assert.False(t, o.exists("empty"))
+}
