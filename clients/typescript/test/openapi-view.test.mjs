@@ -41,7 +41,7 @@ test("the view and the full contract are valid OpenAPI 3.0 for swagger-parser", 
   const checked = await SwaggerParser.validate(structuredClone(view));
   assert.match(checked.openapi, /^3\.0\./);
   assert.deepEqual(view.servers, [{ url: base }]);
-  assert.deepEqual(Object.keys(view.paths), ["/model/read", "/model/write", "/model/edit", "/model/glob", "/model/grep"]
+  assert.deepEqual(Object.keys(view.paths), ["/model/read", "/model/write", "/model/edit", "/model/glob", "/model/grep", "/model/move", "/model/delete", "/model/mkdir"]
     .filter((p) => !p.endsWith("glob") && !p.endsWith("grep") || fs.existsSync("/usr/bin/rg")));
   for (const [p, item] of Object.entries(view.paths)) {
     assert.deepEqual(Object.keys(item), ["post"], p);
