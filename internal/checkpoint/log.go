@@ -72,7 +72,12 @@ type entry struct {
 	Done      bool   `json:"done,omitempty"`
 	// Journal marks a file of a journaled change of several files made by
 	// Journal (a revert's are known by their tool).
-	Journal bool   `json:"journal,omitempty"`
+	Journal bool `json:"journal,omitempty"`
+	// Folder marks a change of folders (RecordFolder): "made" (Path the
+	// outermost folder made, To the folder asked for) or "moved" (Path the
+	// source, To the destination).
+	Folder  string `json:"folder,omitempty"`
+	To      string `json:"to,omitempty"`
 	Version string `json:"version,omitempty"`
 	Added   *int   `json:"added,omitempty"`
 	Removed *int   `json:"removed,omitempty"`
@@ -124,6 +129,8 @@ type change struct {
 	state          changeState
 	added, removed *int
 	journal        bool // one file of a journaled change (Journal)
+	// folder and to: a change of folders (entry.Folder, entry.To).
+	folder, to string
 	// lossy: path was recorded before names were kept byte for byte and
 	// holds U+FFFD, so the file it named is uncertain: not revertible.
 	lossy bool
@@ -227,7 +234,7 @@ func (h *history) apply(e *entry) {
 		if c != nil || e.Seq <= h.floor {
 			return
 		}
-		c = &change{seq: e.Seq, tool: e.Tool, path: e.Path, before: e.Before, after: e.After, kept: e.Kept, why: e.Why, lossy: e.Lossy, journal: e.Journal}
+		c = &change{seq: e.Seq, tool: e.Tool, path: e.Path, before: e.Before, after: e.After, kept: e.Kept, why: e.Why, lossy: e.Lossy, journal: e.Journal, folder: e.Folder, to: e.To}
 		c.time, _ = time.Parse(time.RFC3339Nano, e.Time)
 		if e.Done {
 			c.state, c.added, c.removed = done, e.Added, e.Removed
@@ -270,7 +277,7 @@ func (h *history) entries() []entry {
 // entry is the change's line: folded when it is done.
 func (c *change) entry() entry {
 	e := entry{T: tChange, Seq: c.seq, Time: c.time.Format(time.RFC3339Nano), Tool: c.tool, Path: c.path,
-		Before: c.before, After: c.after, Kept: c.kept, Why: c.why, Lossy: c.lossy, Journal: c.journal}
+		Before: c.before, After: c.after, Kept: c.kept, Why: c.why, Lossy: c.lossy, Journal: c.journal, Folder: c.folder, To: c.to}
 	if c.state == done {
 		e.Done, e.Added, e.Removed = true, c.added, c.removed
 	}

@@ -29,6 +29,9 @@ type Result struct {
 	// Plan is the change it made or would make, file by file: a dry run's
 	// Plan pins the revert a person approves (RevertOptions.Pin).
 	Plan Plan
+	// folders are the folder changes to undo once the files' locks are
+	// let go (folders.go).
+	folders []*change
 }
 
 // Plan is what a revert does to each file: a fingerprint of the file as
@@ -176,6 +179,10 @@ func (s *Store) RevertWith(ctx context.Context, session string, to int64, opts R
 		paths = union(paths, more)
 		res, again, err := s.revertOnce(ctx, d, session, to, opts, paths)
 		if !again {
+			if err == nil && !opts.DryRun && len(res.folders) > 0 {
+				// The folder operations take the targets' locks themselves.
+				err = s.revertFolders(ctx, res.folders)
+			}
 			return res, err
 		}
 	}
@@ -246,7 +253,7 @@ func (s *Store) pathsAfter(ctx context.Context, d *folders, session string, to i
 	var paths []string
 	err := s.withLog(ctx, d, session, func(lg *sessionLog) error {
 		for _, c := range lg.h.changes {
-			if c.seq > to && c.state != dropped {
+			if c.seq > to && c.state != dropped && c.folder == "" {
 				paths = append(paths, c.path)
 			}
 		}
@@ -345,6 +352,10 @@ func (s *Store) revertOnce(ctx context.Context, d *folders, session string, to i
 			if c.seq <= to || c.state == dropped {
 				continue
 			}
+			if c.folder != "" {
+				sel = append(sel, c) // not locked: folders.go
+				continue
+			}
 			if targets[c.path] == nil || c.state == pending {
 				again = true // a file not locked, or a change of it still in flight
 				return nil
@@ -377,10 +388,17 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 			return nil, notRevertible(sel[i])
 		}
 	}
-	if err := fence(opts.Fence, targets, sel); err != nil {
+	fileSel, folders := splitFolders(sel)
+	if err := fence(opts.Fence, targets, fileSel); err != nil {
 		return nil, err
 	}
-	files, err := s.checkFiles(ctx, d, lk, targets, sel, !dryRun)
+	if err := s.fenceFolders(ctx, opts.Fence, folders); err != nil {
+		return nil, err
+	}
+	if changed := s.checkFolders(ctx, folders); len(changed) > 0 {
+		return nil, stale(changed)
+	}
+	files, err := s.checkFiles(ctx, d, lk, targets, fileSel, !dryRun)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +409,13 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 	for i, f := range files {
 		paths[i] = f.path
 	}
+	for _, c := range folders {
+		paths = append(paths, c.path)
+	}
 	plan := planOf(files)
+	for _, c := range folders {
+		plan[c.path] = "folder " + c.folder + " " + c.to + " " + strconv.FormatInt(c.seq, 10)
+	}
 	if err := opts.Pin.check(plan, paths); err != nil {
 		return nil, err
 	}
@@ -402,6 +426,10 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 			diffs = append(diffs, f.unified)
 			res.Files = append(res.Files, RevertedFile{Path: f.path, Target: f.ft.t, Diffs: f.diffs, Before: f.cur.state, After: f.restore})
 		}
+		for _, c := range folders {
+			diffs = append(diffs, folderNote(c))
+			res.Metadata.Restored = append(res.Metadata.Restored, Restored{Path: c.path, Diffs: []render.Diff{}})
+		}
 		res.Output = DryRunOutput(len(sel), paths, diffs)
 		return res, nil
 	}
@@ -410,11 +438,16 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 			f.fill = blobFill(ctx, d, f.restore.SHA256)
 		}
 	}
-	seq, err := s.journalLocked(ctx, d, lg, lk, ToolRevert, files)
-	if err != nil {
-		return nil, err
+	var seq int64
+	if len(files) > 0 {
+		if seq, err = s.journalLocked(ctx, d, lg, lk, ToolRevert, files); err != nil {
+			return nil, err
+		}
 	}
-	res := &Result{Output: RevertedOutput(len(sel), paths) + s.diffsNotShown(files), Metadata: metadataOf(files), Seq: seq, Plan: plan}
+	res := &Result{Output: RevertedOutput(len(sel), paths) + s.diffsNotShown(files), Metadata: metadataOf(files), Seq: seq, Plan: plan, folders: folders}
+	for _, c := range folders {
+		res.Metadata.Restored = append(res.Metadata.Restored, Restored{Path: c.path, Diffs: []render.Diff{}})
+	}
 	for _, f := range files {
 		rf := RevertedFile{Path: f.path, Target: f.ft.t, Version: f.version, Hash: f.hash, Diffs: f.diffs, Before: f.cur.state}
 		if f.restore != nil {

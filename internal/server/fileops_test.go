@@ -535,8 +535,7 @@ func TestMoveEscalation(t *testing.T) {
 }
 
 // TestMoveFolder: a folder moves whole by one rename, its parents made, no
-// read needed; it is not in the history (docs/files.md); an empty folder
-// deletes, and mkdir's folder too.
+// read needed; an empty folder deletes, and mkdir's folder too.
 func TestMoveFolder(t *testing.T) {
 	o := startOps(t, server.Config{})
 	root := o.srv.Root
@@ -551,11 +550,48 @@ func TestMoveFolder(t *testing.T) {
 	after, err := os.Stat(o.path("lib/pkg/deep/b.bin"))
 	require.NoError(t, err)
 	assert.True(t, os.SameFile(before, after), "renamed, not copied")
-	assert.Empty(t, historyOf(t, o.srv.URL, "s").Changes, "folders are not in the history yet")
 
 	a = o.call("s", "mkdir", map[string]any{"path": "empty"})
 	require.Equal(t, 200, a.status, a.body)
 	a = o.call("s", "delete", map[string]any{"file_path": "empty"})
 	require.Equal(t, 200, a.status, a.body)
 	assert.False(t, o.exists("empty"))
+}
+
+// TestFolderRevert: revert removes what mkdir made (innermost first, each
+// only while empty) after the files made in it, and moves a moved folder
+// back; a folder that holds a person's file stays.
+func TestFolderRevert(t *testing.T) {
+	o := startOps(t, server.Config{})
+	o.write("pkg/a.txt", "a\n")
+	o.write("keep/x", "")
+	require.NoError(t, os.Remove(o.path("keep/x")))
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"mkdir", map[string]any{"path": "m/n/o"}},
+		{"move", map[string]any{"from": "pkg", "to": "lib/pkg"}},
+		{"write", map[string]any{"file_path": "m/n/o/f.txt", "content": "f\n"}},
+		{"mkdir", map[string]any{"path": "keep/sub"}},
+	} {
+		a := o.call("s", c.tool, c.args)
+		require.Equal(t, 200, a.status, a.body)
+	}
+	o.write("keep/sub/person.txt", "mine\n")
+	h := historyOf(t, o.srv.URL, "s")
+	require.Len(t, h.Changes, 4, h.Output)
+	assert.Equal(t, []string{"mkdir keep/sub", "write m/n/o/f.txt", "move pkg", "mkdir m"}, []string{
+		h.Changes[0].Tool + " " + h.Changes[0].Path, h.Changes[1].Tool + " " + h.Changes[1].Path,
+		h.Changes[2].Tool + " " + h.Changes[2].Path, h.Changes[3].Tool + " " + h.Changes[3].Path})
+
+	dry := post(t, o.srv.URL+"/sessions/s/revert", "", `{"to":0,"dry_run":true}`)
+	require.Equal(t, 200, dry.status, dry.body)
+	assert.Contains(t, o.out(dry), "(Moves the folder lib/pkg back to pkg.)")
+	assert.Contains(t, o.out(dry), "(Removes the folder m/n/o and the folders made with it, each if empty.)")
+	assert.True(t, o.exists("m/n/o/f.txt"), "a dry run changes nothing")
+
+	a := post(t, o.srv.URL+"/sessions/s/revert", "", `{"to":0}`)
+	require.Equal(t, 200, a.status, a.body)
+	assert.Equal(t, map[string]string{".": "/", "pkg": "/", "pkg/a.txt": "a\n", "lib": "/", "keep": "/", "keep/sub": "/", "keep/sub/person.txt": "mine\n"}, entriesOf(t, o.srv.Root))
 }

@@ -188,6 +188,15 @@ type stepOut struct {
 	shown string
 	// pin is what a journaled change's dry run found, for stepIn.pin.
 	pin any
+	// folder is a change of folders for the history (nil: none), which
+	// no Keeper records: a folder mkdir made, a folder's move.
+	folder *folderRecord
+}
+
+// folderRecord is a change of folders as the history keeps it
+// (checkpoint.Store.RecordFolder): kind, and root-relative paths.
+type folderRecord struct {
+	kind, path, to string
 }
 
 // outcome is what a step did to one file.
@@ -296,6 +305,13 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 			lost = x.auditLost(c, ch.tool, o.target.Display, err)
 		}
 		x.mutated(Mutation{Tool: ch.tool, Session: c.Session, Subject: c.owner(), Target: o.target, Version: o.version, Diffs: o.diffs})
+	}
+	if f := out.folder; f != nil && x.ckpt != nil && c.Session != "" {
+		// After the change, which cannot be undone here: a record that
+		// cannot be written leaves the folder change out of the history.
+		if err := x.ckpt.RecordFolder(ctx, c.key(), ch.tool, f.kind, f.path, f.to); err != nil {
+			x.log.Warn("checkpoints: a folder change was not recorded", "tool", ch.tool, "err", err)
+		}
 	}
 	// One sync for every record of the change (docs/journal.md).
 	if err := x.commitJournal(jr); err != nil && lost == nil {

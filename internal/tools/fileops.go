@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/fs"
 	"github.com/toolfs/toolfs-api/internal/render"
@@ -143,6 +144,7 @@ func (x *Executor) Move(ctx context.Context, c Call, raw []byte) (Result, *fault
 				for i := range so.files {
 					so.files[i].states = &auditStates{rel: relOr(x, so.files[i].target)}
 				}
+				so.folder = &folderRecord{kind: checkpoint.FolderMoved, path: relOr(x, src), to: relOr(x, dst)}
 			}
 			return so, nil
 		}}
@@ -287,7 +289,11 @@ func (x *Executor) Mkdir(ctx context.Context, c Call, raw []byte) (Result, *faul
 				return stepOut{}, err
 			}
 			o := outcome{target: t, version: m.Version, created: len(m.Made) > 0, states: &auditStates{rel: relOr(x, t)}}
-			return stepOut{files: []outcome{o}, shown: render.MkdirShown(t.Display)}, nil
+			so := stepOut{files: []outcome{o}, shown: render.MkdirShown(t.Display)}
+			if len(m.Made) > 0 {
+				so.folder = &folderRecord{kind: checkpoint.FolderMade, path: m.Made[0], to: relOr(x, t)}
+			}
+			return so, nil
 		}})
 	if err != nil {
 		return Result{}, err
