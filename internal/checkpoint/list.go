@@ -25,6 +25,10 @@ type Change struct {
 	Reason     string  `json:"reason,omitempty"`
 	Added      *int    `json:"added"`
 	Removed    *int    `json:"removed"`
+	// Folder and To describe a change of folders (folders.go): "made" or
+	// "moved", and the folder asked for or the destination.
+	Folder string `json:"folder,omitempty"`
+	To     string `json:"to,omitempty"`
 }
 
 // Before is a file before a change.
@@ -77,7 +81,7 @@ func (s *Store) Changes(ctx context.Context, session string) ([]Change, error) {
 }
 
 func listed(c *change) Change {
-	l := Change{Seq: c.seq, Time: c.time, Tool: c.tool, Path: c.path, Revertible: c.revertible(), Added: c.added, Removed: c.removed}
+	l := Change{Seq: c.seq, Time: c.time, Tool: c.tool, Path: c.path, Revertible: c.revertible(), Added: c.added, Removed: c.removed, Folder: c.folder, To: c.to}
 	if !c.lossy {
 		l.PathBytes = exactBytes(c.path)
 	}

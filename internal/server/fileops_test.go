@@ -585,6 +585,9 @@ func TestFolderRevert(t *testing.T) {
 		h.Changes[0].Tool + " " + h.Changes[0].Path, h.Changes[1].Tool + " " + h.Changes[1].Path,
 		h.Changes[2].Tool + " " + h.Changes[2].Path, h.Changes[3].Tool + " " + h.Changes[3].Path})
 
+	assert.Contains(t, h.Output, "\n4 mkdir keep/sub (folder made: keep/sub)\n")
+	assert.Contains(t, h.Output, "\n2 move pkg (folder moved to lib/pkg)\n")
+	assert.True(t, strings.HasSuffix(h.Output, "\n1 mkdir m (folder made: m/n/o)"), h.Output)
 	dry := post(t, o.srv.URL+"/sessions/s/revert", "", `{"to":0,"dry_run":true}`)
 	require.Equal(t, 200, dry.status, dry.body)
 	assert.Contains(t, o.out(dry), "(Moves the folder lib/pkg back to pkg.)")

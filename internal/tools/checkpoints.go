@@ -63,7 +63,8 @@ func (x *Executor) HistoryCatalog() []render.Tool {
 }
 
 // ChangesOutput is the model text of a history: one line per change,
-// newest first, "<seq> <tool> <path> +<added> -<removed>", with
+// newest first, "<seq> <tool> <path> +<added> -<removed>" (a folder's
+// change: " (folder made: <to>)" or " (folder moved to <to>)"), with
 // " (not revertible: <reason>)" when it is not; "No changes recorded in
 // this session." for none.
 func ChangesOutput(cs []checkpoint.Change) string {
@@ -78,6 +79,10 @@ func ChangesOutput(cs []checkpoint.Change) string {
 			b.WriteString(" +" + strconv.Itoa(*ch.Added) + " -" + strconv.Itoa(*ch.Removed))
 		}
 		switch {
+		case ch.Folder == checkpoint.FolderMade:
+			b.WriteString(" (folder made: " + ch.To + ")")
+		case ch.Folder == checkpoint.FolderMoved:
+			b.WriteString(" (folder moved to " + ch.To + ")")
 		case ch.Before == nil:
 			b.WriteString(" (created)")
 		case ch.After == nil:

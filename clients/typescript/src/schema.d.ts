@@ -1475,10 +1475,17 @@ export interface components {
             seq: number;
             /** Format: date-time */
             time: string;
-            /** @description write, edit or revert. */
+            /** @description The tool or operation that made it (write, edit, apply_patch, edit_lines, move, delete, mkdir, upload, revert). */
             tool: string;
             /** @description Root-relative, symlinks resolved, as people read it (a byte that is not UTF-8 shows as U+FFFD). */
             path: string;
+            /**
+             * @description A change of folders, without content (docs/files.md): made, a folder mkdir made (path the outermost folder made, to the folder asked for); moved, a folder's move (path the source, to the destination). Absent for a file's change.
+             * @enum {string}
+             */
+            folder?: "made" | "moved";
+            /** @description With folder, the folder asked for (made) or the destination (moved). */
+            to?: string;
             /**
              * Format: byte
              * @description The name's exact bytes in base64, present only when path cannot say them: the name is not valid UTF-8, or holds U+FFFD itself. Two files never share a record; revert acts on these bytes (docs/checkpoints.md, "Names that are not UTF-8").
