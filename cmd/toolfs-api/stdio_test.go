@@ -204,7 +204,7 @@ func TestStdioEditDialect(t *testing.T) {
 		for _, tl := range list.Tools {
 			names = append(names, tl.Name)
 		}
-		assert.Equal(t, []string{"read", "write", tc.tool, "glob", "grep", "changes", "revert"}, names, tc.dialect)
+		assert.Equal(t, []string{"read", "write", tc.tool, "glob", "grep", "move", "delete", "mkdir", "changes", "revert"}, names, tc.dialect)
 		text, isErr := callText(t, cs, "read", map[string]any{"file_path": "a.txt"})
 		assert.False(t, isErr)
 		if tc.dialect == "anchors" {

@@ -216,7 +216,7 @@ test("@openai/agents with ?dialect=apply_patch: apply_patch instead of edit", as
   const server = new MCPServerStreamableHttp({ name: "toolfs", url: `${p.url}?dialect=apply_patch`, requestInit: { headers: auth } });
   await server.connect();
   try {
-    assert.deepEqual((await server.listTools()).map((x) => x.name), ["read", "write", "apply_patch", "glob", "grep", "changes", "revert"]);
+    assert.deepEqual((await server.listTools()).map((x) => x.name), ["read", "write", "apply_patch", "glob", "grep", "move", "delete", "mkdir", "changes", "revert"]);
     const file = h.file("openai-agents-patch.txt", "alpha\nbeta\n");
     const read = await server.callTool("read", { file_path: "openai-agents-patch.txt" });
     assert.equal(read[0].text, texts.read(file, ["alpha", "beta"]));
