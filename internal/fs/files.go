@@ -879,6 +879,11 @@ func (l *Local) DeleteFile(ctx context.Context, t Target, expect Version, k Keep
 		kp = startKeeping(ctx, k, rep)
 		defer kp.abandon() // before old.close: Keep reads the file
 		if err := kp.prepare(ctx, "delete", t.Display, nil); err != nil {
+			// A writer outside our locks that rewrote the file while it was
+			// kept made the copy fail: the file changed, which is the answer.
+			if cur, ok := statAt(w.dir, w.name); !ok || !isRegular(&cur) || versionOf(&cur) != expect {
+				return StaleError("delete", t.Display)
+			}
 			return err
 		}
 		// Keeping took a while: the file must still be the one kept.

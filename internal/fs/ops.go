@@ -175,6 +175,10 @@ func (l *Local) Move(ctx context.Context, from, to Target, opts MoveOptions) (Mo
 		defer ks[0].abandon()
 		defer ks[1].abandon()
 		if err := ks[0].prepare(ctx, "move", from.Display, nil); err != nil {
+			// A writer outside our locks rewrote the source while it was kept.
+			if cur, ok := statAt(src.dir, src.name); !ok || versionOf(&cur) != out.From {
+				return MoveOutcome{}, StaleError("move", from.Display)
+			}
 			return MoveOutcome{}, err
 		}
 		if err := ks[1].prepare(ctx, "move", to.Display, sum); err != nil {
