@@ -31,7 +31,7 @@ func TestIdentityToolsFollowScopes(t *testing.T) {
 	f := newIDFixture(t, server.Config{})
 	reader := f.token(f.alice, "toolfs:read")
 	writer := f.token(f.alice, "toolfs:read", "toolfs:write")
-	writes := func(name string) bool { return name == "write" || name == "edit" || name == "revert" }
+	writes := func(name string) bool { return !slices.Contains([]string{"read", "glob", "grep", "changes"}, name) }
 
 	mcpNames := func(token, version string) []string {
 		cs, err := mcpClient(t, f, token, version)
