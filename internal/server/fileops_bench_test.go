@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/server"
 	"github.com/toolfs/toolfs-api/internal/server/servertest"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // BenchmarkMoveCost is a move through the whole server against a write of
@@ -30,7 +32,7 @@ func BenchmarkMoveCost(b *testing.B) {
 }
 
 func benchMove(b *testing.B, op string, size int, on bool) {
-	srv := servertest.Start(b, server.Config{Checkpoints: on, DefaultSession: "bench"})
+	srv := servertest.Start(b, server.Config{Checkpoints: checkpoint.Settings{Enabled: on}, Sessions: tools.SessionSettings{Default: "bench"}})
 	line := strings.Repeat("x", 63) + "\n"
 	body := strings.Repeat(line, size/len(line))
 	if err := os.WriteFile(filepath.Join(srv.Root, "a.txt"), []byte(body), 0o644); err != nil {

@@ -16,7 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/toolfs/toolfs-api/internal/approval"
+	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/server"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // move, delete and mkdir through the whole server (SPEC §26, docs/files.md
@@ -400,7 +404,7 @@ func TestFileOpsHostilePaths(t *testing.T) {
 // fence's text and nothing changes; with the fence off each is audited
 // (one line per path) and published on the change feed.
 func TestFileOpsFencedAuditedPublished(t *testing.T) {
-	fenced := startOps(t, server.Config{SandboxMode: "read-only"})
+	fenced := startOps(t, server.Config{Tools: tools.Settings{SandboxMode: "read-only"}})
 	fenced.write("a.txt", "a\n")
 	fenced.read("s", "a.txt")
 	for _, c := range []struct {
@@ -419,7 +423,7 @@ func TestFileOpsFencedAuditedPublished(t *testing.T) {
 	assert.False(t, fenced.exists("d"))
 
 	log := filepath.Join(t.TempDir(), "audit.log")
-	o := startOps(t, server.Config{AuditLog: log, Events: true})
+	o := startOps(t, server.Config{Audit: audit.Settings{Path: log}, Events: events.Settings{Enabled: true}})
 	o.write("a.txt", "a\n")
 	o.write("c.txt", "c\n")
 	o.read("s", "a.txt", "c.txt")
@@ -480,7 +484,7 @@ func TestFileOpsFencedAuditedPublished(t *testing.T) {
 // TestFileOpsNotInTheOriginalProfile: the original profile's surface is
 // the original's (SPEC §11): no route, no catalog entry.
 func TestFileOpsNotInTheOriginalProfile(t *testing.T) {
-	o := startOps(t, server.Config{Profile: "original"})
+	o := startOps(t, server.Config{Tools: tools.Settings{Profile: "original"}})
 	o.write("a.txt", "a\n")
 	o.read("s", "a.txt")
 	for _, tool := range []string{"move", "delete", "mkdir"} {
@@ -499,7 +503,7 @@ func TestFileOpsNotInTheOriginalProfile(t *testing.T) {
 // mode: one approval naming both paths, showing the move; once approved
 // the move runs.
 func TestMoveEscalation(t *testing.T) {
-	o := startOps(t, server.Config{SandboxMode: "read-only", ApprovalTimeout: time.Minute})
+	o := startOps(t, server.Config{Tools: tools.Settings{SandboxMode: "read-only"}, Approvals: approval.Settings{Timeout: time.Minute}})
 	root := o.srv.Root
 	o.write("a.txt", "a\n")
 	o.read("s", "a.txt")
