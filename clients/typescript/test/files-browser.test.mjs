@@ -41,6 +41,7 @@ const html = `<!doctype html><meta charset="utf-8"><title>files</title>
 <style>body{font:14px system-ui;margin:16px} ul{font:12px ui-monospace,monospace;white-space:pre} img{border:1px solid #ccc;width:96px;image-rendering:pixelated}
 progress{width:320px} #conflict{color:#8a1f1f}</style>
 <h1>Workspace</h1><ul id="tree"></ul><h2>Image</h2><img id="img" alt="">
+<h2>What the model saw</h2><pre id="readText"></pre><img id="readImg" alt="">
 <h2>Upload</h2><progress id="bar" max="1" value="0"></progress> <span id="pct"></span><pre id="uploaded"></pre><pre id="conflict"></pre>
 <script type="module">
 import { createToolfsClient } from "/toolfs-client.js";
@@ -62,6 +63,18 @@ window.showImage = async (p) => {
   img.src = URL.createObjectURL(d.blob);
   await img.decode();
   return { w: img.naturalWidth, h: img.naturalHeight, type: d.contentType, etag: d.etag };
+};
+// The agent's read of an image: the text the model is shown, and the
+// picture of metadata.image (docs/media.md), drawn in the page.
+window.showModelRead = async (p) => {
+  const agent = createToolfsClient({ baseUrl: q.get("api"), token: q.get("token"), sessionId: "viewer" });
+  const r = await agent.read({ file_path: p });
+  document.querySelector("#readText").textContent = r.output;
+  const im = r.metadata.image;
+  const img = document.querySelector("#readImg");
+  img.src = "data:" + im.mediaType + ";base64," + im.data;
+  await img.decode();
+  return { output: r.output, mediaType: im.mediaType, width: im.width, height: im.height, w: img.naturalWidth, h: img.naturalHeight };
 };
 window.uploadBig = async (p, size) => {
   const bar = document.querySelector("#bar");
@@ -147,6 +160,14 @@ test("a page on another origin: the tree, a PNG, an upload with progress, the 41
 
   const img = await page.evaluate(() => window.showImage("assets/logo.png"));
   assert.deepEqual({ w: img.w, h: img.h, type: img.type }, { w: 12, h: 8, type: "image/png" });
+
+  // The model's read of the same PNG: its text, and its picture drawn in the page.
+  const seen = await page.evaluate(() => window.showModelRead("assets/logo.png"));
+  const bytes = fs.statSync(path.join(root, "assets/logo.png")).size;
+  assert.equal(seen.output, `<path>${path.join(root, "assets/logo.png")}</path>\n<type>image</type>\n<content>\nimage/png, 12x8 pixels, ${bytes} bytes\n</content>`);
+  assert.deepEqual({ mediaType: seen.mediaType, width: seen.width, height: seen.height, w: seen.w, h: seen.h },
+    { mediaType: "image/png", width: 12, height: 8, w: 12, h: 8 });
+  assert.equal(await page.locator("#readText").textContent(), seen.output);
 
   const size = 8 << 20;
   const up = await page.evaluate((n) => window.uploadBig("uploads/big.bin", n), size);
