@@ -1,7 +1,8 @@
 // The files endpoints (docs/files.md) through the built client against the
 // real Go server: list, download (Blob, stream, 304), upload (progress, 428,
 // 412) and remove from Node; then a page on another origin in headless
-// Chromium shows the tree, renders a downloaded PNG, uploads a file with a
+// Chromium shows the tree, renders a downloaded PNG, draws the picture the
+// model's read of it carries (metadata.image), uploads a file with a
 // progress bar, and shows the 412 when the agent changed the file first.
 // Needs `npm run build` first. Artifacts: artifacts/files.png.
 import { test, before, after } from "node:test";
