@@ -159,73 +159,41 @@ func (s *rest) EditTool(w http.ResponseWriter, r *http.Request) {
 
 // ApplyPatchTool serves POST /tools/apply_patch (extended profile only).
 func (s *rest) ApplyPatchTool(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolApplyPatch) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.call(w, r, tools.ToolApplyPatch, s.x.ApplyPatch)
 }
 
 // EditLinesTool serves POST /tools/edit_lines (extended profile only).
 func (s *rest) EditLinesTool(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolEditLines) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.call(w, r, tools.ToolEditLines, s.x.EditLines)
 }
 
 // MoveTool serves POST /tools/move (extended profile only).
 func (s *rest) MoveTool(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolMove) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.call(w, r, tools.ToolMove, s.x.Move)
 }
 
 // ModelMove serves POST /model/move (extended profile only).
 func (s *rest) ModelMove(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolMove) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.model(w, r, tools.ToolMove)
 }
 
 // DeleteTool serves POST /tools/delete (extended profile only).
 func (s *rest) DeleteTool(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolDelete) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.call(w, r, tools.ToolDelete, s.x.DeleteTool)
 }
 
 // ModelDelete serves POST /model/delete (extended profile only).
 func (s *rest) ModelDelete(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolDelete) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.model(w, r, tools.ToolDelete)
 }
 
 // MkdirTool serves POST /tools/mkdir (extended profile only).
 func (s *rest) MkdirTool(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolMkdir) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.call(w, r, tools.ToolMkdir, s.x.Mkdir)
 }
 
 // ModelMkdir serves POST /model/mkdir (extended profile only).
 func (s *rest) ModelMkdir(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolMkdir) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.model(w, r, tools.ToolMkdir)
 }
 
@@ -242,7 +210,13 @@ func (s *rest) GrepTool(w http.ResponseWriter, r *http.Request) {
 // runFunc is one of the executor's tool calls other than read.
 type runFunc func(context.Context, tools.Call, []byte) (tools.Result, *fault.Error)
 
+// call answers a call as JSON. A tool the server's profile does not offer
+// has no endpoint (404), as on /model (docs/api.md).
 func (s *rest) call(w http.ResponseWriter, r *http.Request, tool string, run runFunc) {
+	if !s.x.Offers(tool) {
+		noSuchEndpoint(w, r)
+		return
+	}
 	res, terr := s.run(r, tool, run)
 	if terr != nil {
 		writeError(w, terr)
@@ -310,19 +284,11 @@ func (s *rest) ModelEdit(w http.ResponseWriter, r *http.Request) {
 
 // ModelApplyPatch serves POST /model/apply_patch (extended profile only).
 func (s *rest) ModelApplyPatch(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolApplyPatch) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.model(w, r, tools.ToolApplyPatch)
 }
 
 // ModelEditLines serves POST /model/edit_lines (extended profile only).
 func (s *rest) ModelEditLines(w http.ResponseWriter, r *http.Request) {
-	if !s.x.Offers(tools.ToolEditLines) {
-		noSuchEndpoint(w, r)
-		return
-	}
 	s.model(w, r, tools.ToolEditLines)
 }
 
@@ -337,8 +303,13 @@ func (s *rest) ModelGrep(w http.ResponseWriter, r *http.Request) {
 }
 
 // model answers a call with its model text alone, through the executor's
-// one entry of text transports; modelText made every failure text.
+// one entry of text transports; modelText made every failure text. A tool
+// the profile does not offer has no endpoint (404).
 func (s *rest) model(w http.ResponseWriter, r *http.Request, tool string) {
+	if !s.x.Offers(tool) {
+		noSuchEndpoint(w, r)
+		return
+	}
 	res, terr := s.run(r, tool, func(ctx context.Context, c tools.Call, raw []byte) (tools.Result, *fault.Error) {
 		return s.x.Run(ctx, c, tool, raw)
 	})
