@@ -107,3 +107,40 @@ func TestLoggerBatchesOnlyAccessLines(t *testing.T) {
 		})
 	}
 }
+
+// TestLoggerWritesAccessLinesByHand: the server's logger writes an access
+// line itself (handlers.AccessWriter), the bytes its slog handler writes
+// for the same record, batched as they are, with no allocation in text or
+// JSON (the line's buffer is pooled); a logger with attributes added leaves
+// the line to slog.
+func TestLoggerWritesAccessLinesByHand(t *testing.T) {
+	type accessWriter interface {
+		WriteAccess(*server.AccessLine) bool
+	}
+	l := server.AccessLine{Time: time.Date(2026, 12, 7, 18, 55, 26, 123456789, time.UTC), Method: "POST", Path: "/tools/read",
+		Status: 200, Bytes: 156962, Duration: 1500 * time.Microsecond, RequestID: "r-1"}
+	for format, want := range map[string]string{
+		"text": "time=2026-12-07T18:55:26.123Z level=INFO msg=request method=POST path=/tools/read status=200 bytes=156962 duration=1.5ms request_id=r-1\n",
+		"json": `{"time":"2026-12-07T18:55:26.123456789Z","level":"INFO","msg":"request","method":"POST","path":"/tools/read","status":200,"bytes":156962,"duration":1500000,"request_id":"r-1"}` + "\n",
+	} {
+		t.Run(format, func(t *testing.T) {
+			var out countingWriter
+			lw := newLogWriter(&out, time.Hour, 1<<20)
+			aw, ok := newLogger(format, lw).Handler().(accessWriter)
+			require.True(t, ok, "the logger's handler writes access lines")
+			require.True(t, aw.WriteAccess(&l))
+			assert.Empty(t, out.String(), "an access line waits for the batch")
+			lw.Flush()
+			assert.Equal(t, want, out.String())
+			if format == "json" {
+				assert.Zero(t, testing.AllocsPerRun(100, func() { aw.WriteAccess(&l) }), "allocations per line")
+			} else {
+				// Duration.String's one string.
+				assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { aw.WriteAccess(&l) }), 1.0, "allocations per line")
+			}
+			with, ok := newLogger(format, lw).With("component", "x").Handler().(accessWriter)
+			require.True(t, ok)
+			assert.False(t, with.WriteAccess(&l), "attributes added: slog writes the line")
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -128,7 +129,7 @@ func newLogger(format string, w *logWriter) *slog.Logger {
 	if format == "json" {
 		h = slog.NewJSONHandler(w, nil)
 	}
-	return slog.New(batching{h, w})
+	return slog.New(batching{Handler: h, w: w, access: true, json: format == "json"})
 }
 
 // batching leaves the access log's lines (one per request) in the log
@@ -137,6 +138,29 @@ func newLogger(format string, w *logWriter) *slog.Logger {
 type batching struct {
 	slog.Handler
 	w *logWriter
+	// access: the handler is slog's own, without attributes or groups
+	// added, so WriteAccess may write its bytes by hand.
+	access, json bool
+}
+
+// accessLines are the buffers WriteAccess formats lines in.
+var accessLines = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// WriteAccess writes an access line as the slog handler would, without
+// building a record (handlers.AccessWriter; docs/performance.md, "Reads
+// at their floor"); false leaves the line to slog.
+func (h batching) WriteAccess(l *server.AccessLine) bool {
+	if !h.access || !h.Handler.Enabled(context.Background(), slog.LevelInfo) {
+		return false
+	}
+	p := accessLines.Get().(*[]byte)
+	b, ok := server.AppendAccessLine((*p)[:0], l, h.json)
+	if ok {
+		h.w.Write(b)
+	}
+	*p = b
+	accessLines.Put(p)
+	return ok
 }
 
 func (h batching) Handle(ctx context.Context, r slog.Record) error {
@@ -148,9 +172,9 @@ func (h batching) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h batching) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return batching{h.Handler.WithAttrs(attrs), h.w}
+	return batching{Handler: h.Handler.WithAttrs(attrs), w: h.w}
 }
 
 func (h batching) WithGroup(name string) slog.Handler {
-	return batching{h.Handler.WithGroup(name), h.w}
+	return batching{Handler: h.Handler.WithGroup(name), w: h.w}
 }

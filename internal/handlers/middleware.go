@@ -83,6 +83,7 @@ const AccessLogMessage = "request"
 // carry it, and /mcp reads it from the request's header. A valid
 // traceparent header's trace id goes in the line and the audit records too.
 func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+	aw, _ := log.Handler().(AccessWriter)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
@@ -97,6 +98,14 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			r = r.WithContext(ctx)
 			rec := &recorder{ResponseWriter: w}
 			defer func() {
+				if aw != nil {
+					now := time.Now()
+					l := AccessLine{Time: now, Method: r.Method, Path: r.URL.Path, Status: rec.status, Bytes: rec.bytes,
+						Duration: now.Sub(start), RequestID: id, TraceID: trace.ID()}
+					if aw.WriteAccess(&l) {
+						return
+					}
+				}
 				attrs := []slog.Attr{
 					slog.String("method", r.Method),
 					slog.String("path", r.URL.Path),

@@ -47,6 +47,17 @@ import (
 // request (cmd/toolfs-api batches them).
 const AccessLogMessage = handlers.AccessLogMessage
 
+// AccessLine is one request's access log record; a logger whose handler
+// has a WriteAccess(*AccessLine) bool method writes it itself
+// (handlers.AccessWriter).
+type AccessLine = handlers.AccessLine
+
+// AppendAccessLine appends l as slog's text (or JSON) handler would write
+// the access log's record, or reports false (handlers.AppendAccessLine).
+func AppendAccessLine(dst []byte, l *AccessLine, json bool) ([]byte, bool) {
+	return handlers.AppendAccessLine(dst, l, json)
+}
+
 // LockFiles is where the default --lock-dir keeps the cross-process lock
 // files, as the flag's help names it (docs/decisions-fs.md).
 const LockFiles = "<root>/" + fs.PrivateDir + "/locks"
