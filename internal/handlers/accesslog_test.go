@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolfs/toolfs-api/internal/handlers"
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // slogLine is the access line as slog's own handler writes the record
@@ -100,4 +102,10 @@ func FuzzAccessLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRequestIDHeaderIsCanonical: accessLog reads and sets the request id
+// by the header map's key, which must be the canonical name.
+func TestRequestIDHeaderIsCanonical(t *testing.T) {
+	assert.Equal(t, http.CanonicalHeaderKey(tools.RequestIDHeader), tools.RequestIDHeader)
 }

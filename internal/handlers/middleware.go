@@ -87,12 +87,17 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			id := r.Header.Get(tools.RequestIDHeader)
-			if !tools.ValidRequestID(id) {
-				id = tools.NewRequestID()
-				r.Header.Set(tools.RequestIDHeader, id)
+			// One value slice for the request and the answer (each Set
+			// would allocate its own); the header's name is canonical.
+			ids := r.Header[tools.RequestIDHeader]
+			if len(ids) > 0 && tools.ValidRequestID(ids[0]) {
+				ids = ids[:1:1]
+			} else {
+				ids = []string{tools.NewRequestID()}
+				r.Header[tools.RequestIDHeader] = ids
 			}
-			w.Header().Set(tools.RequestIDHeader, id)
+			w.Header()[tools.RequestIDHeader] = ids
+			id := ids[0]
 			ctx, trace := tools.WithTrace(tools.WithRequestID(r.Context(), id))
 			trace.Note(tools.TraceID(r.Header.Get(tools.TraceparentHeader)))
 			r = r.WithContext(ctx)
@@ -105,6 +110,9 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 					if aw.WriteAccess(&l) {
 						return
 					}
+				}
+				if !log.Enabled(r.Context(), slog.LevelInfo) {
+					return
 				}
 				attrs := []slog.Attr{
 					slog.String("method", r.Method),

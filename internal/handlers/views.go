@@ -14,6 +14,9 @@ import (
 // (docs/edits.md, "Edit dialects"): "" when absent or empty (the server's
 // own); an unknown name, or the parameter given twice, is refused.
 func dialectOf(r *http.Request) (render.Dialect, *fault.Error) {
+	if r.URL.RawQuery == "" {
+		return "", nil // no query to parse (a map per request)
+	}
 	values := r.URL.Query()["dialect"]
 	switch {
 	case len(values) == 0 || len(values) == 1 && values[0] == "":

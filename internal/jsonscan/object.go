@@ -67,17 +67,44 @@ func Object(raw []byte) ([]Field, error) {
 		if !ok {
 			return nil, ErrInvalid
 		}
-		folded := foldKey(key)
-		if seen == nil {
-			seen = make(map[string]bool, 8)
-		}
-		if seen[folded] {
+		if named(fields, &seen, key) {
 			return nil, &DuplicateKeyError{Key: key}
 		}
-		seen[folded] = true
 		fields = append(fields, Field{Key: key, Value: raw[m.At:m.End]})
 	}
 	return fields, nil
+}
+
+// linearKeys is how many keys named compares one by one (a tool body has
+// a handful: no map, no folded copies); past it, a map of folded keys keeps
+// a body of many keys linear.
+const linearKeys = 8
+
+// named reports whether fields name key already, under case folding;
+// seen is the map of folded keys once there are linearKeys fields.
+// strings.EqualFold and equal foldKeys are the same relation: both compare
+// rune by rune, each rune's simple folding orbit.
+func named(fields []Field, seen *map[string]bool, key string) bool {
+	if len(fields) < linearKeys {
+		for _, f := range fields {
+			if strings.EqualFold(f.Key, key) {
+				return true
+			}
+		}
+		return false
+	}
+	if *seen == nil {
+		*seen = make(map[string]bool, 2*linearKeys)
+		for _, f := range fields {
+			(*seen)[foldKey(f.Key)] = true
+		}
+	}
+	folded := foldKey(key)
+	if (*seen)[folded] {
+		return true
+	}
+	(*seen)[folded] = true
+	return false
 }
 
 // foldKey maps every rune to the smallest of its case-fold orbit, so keys

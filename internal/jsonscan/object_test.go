@@ -58,6 +58,12 @@ var keyBodies = []string{
 	"{\n\t\"a\" :\r\n \"\\u0061\" ,\n \"\\u0061\": 1 }",
 	`{"\u0061":1,"a":2}`, `{"a\"b":1,"a\"B":2}`, `{"x":"\\","y":"\\\"","x":0}`,
 	`{"content":"` + strings.Repeat(`\tv0001 := compute(a, b)\n`, 100) + `","file_path":"f"}`,
+	// Around linearKeys: keys compared one by one, then by a map.
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"A":9}`,
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"H":8}`,
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"s":8,"i":9,"j":10,"ſ":11}`,
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"K":13}`,
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13}`,
 }
 
 func TestDuplicateKeyScannerMatchesDecoder(t *testing.T) {
