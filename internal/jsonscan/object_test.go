@@ -188,3 +188,17 @@ func TestObject(t *testing.T) {
 		assert.Equal(t, key, dup.Key, body)
 	}
 }
+
+// TestObjectAllocations: a tool body of a few keys costs its fields slice
+// (grown three times here) and its keys' strings: no map and no folded
+// copies of its keys (12 allocations before, docs/performance.md "Reads at
+// their floor").
+func TestObjectAllocations(t *testing.T) {
+	body := []byte(`{"file_path":"src.go","offset":1,"limit":2000}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Object(body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.LessOrEqual(t, allocs, 6.0)
+}
