@@ -158,10 +158,15 @@ func (h batching) WriteAccess(l *server.AccessLine) bool {
 	if ok {
 		h.w.Write(b)
 	}
-	*p = b
-	accessLines.Put(p)
+	if cap(b) <= maxPooledLine { // a long path's buffer is not kept
+		*p = b
+		accessLines.Put(p)
+	}
 	return ok
 }
+
+// maxPooledLine bounds the buffers accessLines keeps.
+const maxPooledLine = 4 << 10
 
 func (h batching) Handle(ctx context.Context, r slog.Record) error {
 	err := h.Handler.Handle(ctx, r)
