@@ -61,7 +61,11 @@ type Trace struct{ id atomic.Pointer[string] }
 // Note keeps id as the request's trace id unless it has one already.
 func (t *Trace) Note(id string) {
 	if t != nil && id != "" {
-		t.id.CompareAndSwap(nil, &id)
+		// A new string header here, not &id: taking id's address would
+		// move it to the heap on every call, trace or not.
+		p := new(string)
+		*p = id
+		t.id.CompareAndSwap(nil, p)
 	}
 }
 

@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,4 +30,17 @@ func TestTraceID(t *testing.T) {
 	} {
 		assert.Equal(t, want, tools.TraceID(value), "%q", value)
 	}
+}
+
+// TestNoteWithoutTraceAllocatesNothing: a request without a trace (most of
+// them) pays no allocation in Note (it paid one, docs/performance.md
+// "Reads at their floor").
+func TestNoteWithoutTraceAllocatesNothing(t *testing.T) {
+	_, tr := tools.WithTrace(context.Background())
+	id := tools.TraceID("")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { tr.Note(id) }))
+	tr.Note("4bf92f3577b34da6a3ce929d0e0e4736")
+	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", tr.ID())
+	tr.Note("00000000000000000000000000000001")
+	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", tr.ID(), "the first trace stays")
 }
