@@ -125,8 +125,14 @@ func copyBlob(ctx context.Context, d *folders, sum string, w io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	return copyChecked(ctx, f, sum, w)
+}
+
+// copyChecked copies r to w; errDamaged when its bytes do not have the
+// SHA-256 sum.
+func copyChecked(ctx context.Context, r io.Reader, sum string, w io.Writer) error {
 	h := sha256.New()
-	if _, err := copyChunks(ctx, io.MultiWriter(w, h), f); err != nil {
+	if _, err := copyChunks(ctx, io.MultiWriter(w, h), r); err != nil {
 		return err
 	}
 	if hex.EncodeToString(h.Sum(nil)) != sum {

@@ -110,6 +110,12 @@ type Options struct {
 	// (journal.Orphan), put back into blobs/ and the logs before the
 	// crash's other work is completed (docs/journal.md).
 	Replay []journal.Record
+	// Segments finds a record in the journal segments of every process on
+	// the root (a *journal.Journal): a kept content another replica holds
+	// only in its journal until its seal is read from there (nil: none).
+	Segments interface {
+		Find(kind journal.Kind, match func(journal.Record) bool) (journal.Record, bool)
+	}
 	// Now is the clock (time.Now when nil), for tests.
 	Now func() time.Time
 }
@@ -141,6 +147,7 @@ type Store struct {
 	recovery Recovery
 	replayed Replayed
 	dirty    dirtyFiles
+	held     heldBlobs
 	hooks    testHooks
 }
 

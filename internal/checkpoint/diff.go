@@ -148,11 +148,11 @@ func (s *Store) restoredText(ctx context.Context, d *folders, f *filePlan, dryRu
 	ok := false
 	if f.restore.Bytes >= s.opt.DiffMaxBytes {
 		if dryRun {
-			err = copyBlob(ctx, d, f.restore.SHA256, io.Discard)
+			err = s.copyKept(ctx, d, f.restore.SHA256, io.Discard)
 		}
 	} else {
 		var r io.ReadCloser
-		if r, err = openBlob(d, f.restore.SHA256); err == nil {
+		if r, err = s.openKept(d, f.restore.SHA256); err == nil {
 			b, ok, err = s.readBelow(ctx, r, f.restore.Bytes, f.restore.SHA256)
 			r.Close()
 			if err == nil && !ok {

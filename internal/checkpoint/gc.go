@@ -155,6 +155,7 @@ func (s *Store) collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.held.addSizes(sizes) // written by the journal's seal (docs/journal.md)
 	var total int64
 	for sum := range refs {
 		total += sizes[sum]
@@ -237,6 +238,7 @@ func (s *Store) collect(ctx context.Context) error {
 	for name := range sizes {
 		if refs[name] == 0 {
 			_ = unix.Unlinkat(d.blobs.Fd(), name, 0)
+			s.held.drop(name)
 		}
 	}
 	s.bytes.Store(total)

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -55,21 +56,29 @@ func (d *dirtyFiles) add(blob, log string) {
 }
 
 // Sealer is the store's journal.Sealer: it takes the files written since
-// the last seal and returns what syncs them (each file, then the blobs'
-// folder). A file removed meanwhile needs nothing.
+// the last seal and the contents held until it, and returns what writes
+// the held ones to blobs/ and syncs them all (each file, then the blobs'
+// folder). A file removed meanwhile needs nothing. A held content stays
+// held until it is written, so a seal that fails leaves it to the next.
 func (s *Store) Sealer() journal.Sealer {
 	return func() func() error {
 		s.dirty.mu.Lock()
 		blobs, logs := s.dirty.blobs, s.dirty.logs
 		s.dirty.blobs, s.dirty.logs = nil, nil
 		s.dirty.mu.Unlock()
+		held := s.held.snapshot()
 		return func() error {
-			if len(blobs) == 0 && len(logs) == 0 {
+			if len(blobs) == 0 && len(logs) == 0 && len(held) == 0 {
 				return nil
 			}
 			d, err := s.folders(false)
 			if err != nil || d == nil {
 				return err
+			}
+			if len(held) > 0 {
+				if err := s.writeHeld(d, held); err != nil {
+					return err
+				}
 			}
 			for name := range blobs {
 				if err := syncAt(d.blobs.Fd(), name); err != nil {
@@ -104,8 +113,10 @@ func syncAt(dir int, name string) error {
 	return unix.Fdatasync(fd)
 }
 
-// keepInline keeps content (at most journal.InlineBytes) in blobs/
-// without a sync and puts it in the change's entry.
+// keepInline puts content (at most journal.InlineBytes) in the change's
+// entry and holds it in memory until the journal's seal writes it to
+// blobs/ (one file written per change saved, docs/journal.md); past
+// HeldBytes it is written to blobs/ at once, without a sync.
 func (r *Recording) keepInline(ctx context.Context, d *folders, src io.Reader, size int64) error {
 	c := chunks.Get().(*[blobChunk]byte)
 	defer chunks.Put(c)
@@ -116,20 +127,155 @@ func (r *Recording) keepInline(ctx context.Context, d *folders, src io.Reader, s
 	content := c[:n]
 	sum := sha256.Sum256(content)
 	name := hex.EncodeToString(sum[:])
-	if err := writeBlobLazy(d, name, content); err != nil {
-		return err
+	stored := r.entry.Add(journal.KindBlob, content)
+	if !r.s.held.hold(name, stored) {
+		if err := writeBlob(d, name, content, false); err != nil {
+			return err
+		}
+		r.s.dirty.add(name, "")
 	}
-	r.entry.Add(journal.KindBlob, content)
-	r.s.dirty.add(name, "")
 	r.before.SHA256, r.before.Bytes, r.kept = name, int64(n), true
 	r.s.bytes.Add(int64(n))
 	return nil
 }
 
-// writeBlobLazy puts content in blobs/ under name, unless a blob of that
-// name and size is there: a temporary file renamed to its name, no sync
-// (the journal holds the content until the seal syncs it).
-func writeBlobLazy(d *folders, name string, content []byte) error {
+// HeldBytes bounds the kept contents a store holds in memory until the
+// journal's seal writes them to blobs/; the server seals a segment at
+// half of it, so a seal in progress leaves room for the next.
+const HeldBytes = 16 << 20
+
+// heldBlobs are the kept contents that are only in this process's journal
+// entries (and memory) until a seal writes them: by name, the entry's own
+// bytes (journal.Entry.Add), no copy.
+type heldBlobs struct {
+	mu    sync.Mutex
+	m     map[string][]byte
+	bytes int64
+}
+
+// hold holds content as name; false when that would pass HeldBytes.
+func (h *heldBlobs) hold(name string, content []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.m[name]; ok {
+		return true
+	}
+	if h.bytes+int64(len(content)) > HeldBytes {
+		return false
+	}
+	if h.m == nil {
+		h.m = map[string][]byte{}
+	}
+	h.m[name] = content
+	h.bytes += int64(len(content))
+	return true
+}
+
+func (h *heldBlobs) get(name string) ([]byte, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.m[name]
+	return c, ok
+}
+
+// snapshot is what is held now, for a seal to write.
+func (h *heldBlobs) snapshot() map[string][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) == 0 {
+		return nil
+	}
+	out := make(map[string][]byte, len(h.m))
+	for k, v := range h.m {
+		out[k] = v
+	}
+	return out
+}
+
+// drop lets go of name, in blobs/ now (or referenced by nothing).
+func (h *heldBlobs) drop(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.m[name]; ok {
+		h.bytes -= int64(len(c))
+		delete(h.m, name)
+	}
+}
+
+// addSizes adds the held contents blobs/ lacks to sizes, for a collection.
+func (h *heldBlobs) addSizes(sizes map[string]int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, v := range h.m {
+		if _, ok := sizes[k]; !ok {
+			sizes[k] = int64(len(v))
+		}
+	}
+}
+
+// writeHeld writes held contents to blobs/, each synced, then the folder,
+// and lets go of them: under the gc lock's shared side, since a
+// collection removes the temporary files it finds.
+func (s *Store) writeHeld(d *folders, held map[string][]byte) error {
+	release, err := s.gc.rlock(context.Background(), d)
+	if err != nil {
+		return err
+	}
+	defer release()
+	for name, content := range held {
+		if err := writeBlob(d, name, content, true); err != nil {
+			return err
+		}
+	}
+	if err := d.blobs.Sync(); err != nil {
+		return err
+	}
+	for name := range held {
+		s.held.drop(name)
+	}
+	return nil
+}
+
+// openKept opens the kept content sum: held in memory, in blobs/, or (a
+// replica's, not sealed yet) in a journal segment; errDamaged when none
+// has it.
+func (s *Store) openKept(d *folders, sum string) (io.ReadCloser, error) {
+	if c, ok := s.held.get(sum); ok {
+		return io.NopCloser(bytes.NewReader(c)), nil
+	}
+	f, err := openBlob(d, sum)
+	if err != errDamaged || s.opt.Segments == nil {
+		return f, err
+	}
+	rec, ok := s.opt.Segments.Find(journal.KindBlob, func(r journal.Record) bool {
+		if len(r.Parts) != 1 {
+			return false
+		}
+		h := sha256.Sum256(r.Parts[0])
+		return hex.EncodeToString(h[:]) == sum
+	})
+	if ok {
+		return io.NopCloser(bytes.NewReader(rec.Parts[0])), nil
+	}
+	return openBlob(d, sum) // its seal may have written it meanwhile
+}
+
+// copyKept writes the kept content sum to w, checking that its bytes still
+// have that SHA-256 (errDamaged otherwise): w must not be trusted before
+// it returns nil.
+func (s *Store) copyKept(ctx context.Context, d *folders, sum string, w io.Writer) error {
+	f, err := s.openKept(d, sum)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return copyChecked(ctx, f, sum, w)
+}
+
+// writeBlob puts content in blobs/ under name, unless a blob of that name
+// and size is there: a temporary file renamed to its name, synced with
+// sync (else the journal holds the content until the seal syncs it).
+func writeBlob(d *folders, name string, content []byte, sync bool) error {
 	dir := d.blobs.Fd()
 	var st unix.Stat_t
 	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == int64(len(content)) {
@@ -141,6 +287,9 @@ func writeBlobLazy(d *folders, name string, content []byte) error {
 		return err
 	}
 	_, err = writeFull(fd, content)
+	if err == nil && sync {
+		err = unix.Fdatasync(fd)
+	}
 	unix.Close(fd)
 	if err == nil {
 		err = unix.Renameat(dir, tmp, dir, name)
@@ -191,10 +340,7 @@ func (s *Store) replay(ctx context.Context, d *folders, recs []journal.Record) (
 				continue
 			}
 			_ = unix.Unlinkat(d.blobs.Fd(), name, 0)
-			if err := writeBlobLazy(d, name, content); err != nil {
-				return out, err
-			}
-			if err := syncAt(d.blobs.Fd(), name); err != nil {
+			if err := writeBlob(d, name, content, true); err != nil {
 				return out, err
 			}
 			out.Blobs++

@@ -39,6 +39,7 @@ func TestReplayPutsBackOnlyWhatIsMissing(t *testing.T) {
 	}
 	assert.Equal(t, "BLL", kinds, "the kept content, the change line, the outcome line")
 
+	require.NoError(t, f.s.Sealer()()(), "the seal writes the held content to blobs/")
 	f.opts.Replay = recs
 	f.reopen()
 	assert.Equal(t, Replayed{}, f.s.Replayed(), "nothing was lost")
@@ -78,3 +79,85 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// journaledWrite is a write recorded into a journal entry, as the executor
+// makes it with the journal on.
+func (f *fixture) journaledWrite(session, rel, content string) *journal.Entry {
+	f.t.Helper()
+	rec := f.s.Recording(session, "write")
+	e := new(journal.Entry)
+	rec.JournalTo(e, nil)
+	_, err := f.l.WriteText(context.Background(), f.target(rel), content, &tfs.WriteIntent{Keeper: rec})
+	require.NoError(f.t, err)
+	return e
+}
+
+// TestHeldContentUntilTheSeal: a journaled change's kept content is in its
+// entry and in memory only, no file written for it, until the journal's
+// seal writes it to blobs/; a revert before the seal reads it from memory
+// (docs/journal.md, "What a change pays").
+func TestHeldContentUntilTheSeal(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"a.txt": "one\n"})
+	f.write("s", "a.txt", "two\n") // kept in blobs/, synced: no journal
+	before, _ := f.blobs()
+	require.Len(t, before, 1)
+
+	f.journaledWrite("s", "a.txt", "three\n")
+	now, _ := f.blobs()
+	assert.Equal(t, before, now, "no file for the held content")
+	cs := f.changes("s")
+	require.Len(t, cs, 2)
+	assert.True(t, cs[0].Revertible)
+	res, err := f.revert("s", 1, true)
+	require.NoError(t, err)
+	assert.Contains(t, res.Output, "-three\n+two", "the dry run's diff, read from memory")
+
+	require.NoError(t, f.s.Sealer()()())
+	now, _ = f.blobs()
+	assert.Len(t, now, 2, "the seal wrote it")
+	assert.Zero(t, f.s.held.bytes)
+	_, err = f.revert("s", 1, false)
+	require.NoError(t, err)
+	assert.Equal(t, "two\n", f.read("a.txt"))
+}
+
+// TestHeldContentOfAReplica: a content another process holds until its
+// seal is read from that process's journal segment, so a replica reverts
+// a change made on another one at once (docs/journal.md, "Replicas").
+func TestHeldContentOfAReplica(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"a.txt": "one\n"})
+	wal := filepath.Join(f.root, tfs.PrivateDir, "wal")
+	require.NoError(t, os.MkdirAll(wal, 0o700))
+	dir, err := os.Open(wal)
+	require.NoError(t, err)
+	defer dir.Close()
+	j, _, err := journal.Open(fileFolder{dir}, journal.Options{})
+	require.NoError(t, err)
+	defer j.Close()
+
+	res, err := j.Reserve()
+	require.NoError(t, err)
+	e := f.journaledWrite("s", "a.txt", "two\n")
+	require.NoError(t, res.Commit(e))
+
+	// The replica: another store on the root, which never held it.
+	f.close()
+	f.open()
+	kept, _ := f.blobs()
+	assert.Empty(t, kept)
+	_, err = f.revert("s", 0, true)
+	require.Error(t, err, "without the segments: not found")
+	assert.Contains(t, err.Error(), "damaged or missing")
+
+	f.close()
+	f.opts.Segments = j
+	f.open()
+	_, err = f.revert("s", 0, false)
+	require.NoError(t, err)
+	assert.Equal(t, "one\n", f.read("a.txt"))
+}
+
+// fileFolder is an *os.File as a journal.Folder.
+type fileFolder struct{ *os.File }
+
+func (f fileFolder) Fd() int { return int(f.File.Fd()) }

@@ -143,7 +143,7 @@ func (s *Store) finishJournal(ctx context.Context, d *folders, lk fs.LockedTarge
 			if !restored[i] {
 				f := &filePlan{path: c.path, ft: targets[c.path], cur: curs[i], restore: c.after}
 				if c.after != nil {
-					pf, err := lk.Stage(ctx, f.ft.t, c.after.Mode, blobFill(ctx, d, c.after.SHA256))
+					pf, err := lk.Stage(ctx, f.ft.t, c.after.Mode, s.blobFill(ctx, d, c.after.SHA256))
 					if err != nil {
 						return nil, "", err
 					}

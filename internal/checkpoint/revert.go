@@ -435,7 +435,7 @@ func (s *Store) revertLocked(ctx context.Context, d *folders, lg *sessionLog, lk
 	}
 	for _, f := range files {
 		if f.restore != nil {
-			f.fill = blobFill(ctx, d, f.restore.SHA256)
+			f.fill = s.blobFill(ctx, d, f.restore.SHA256)
 		}
 	}
 	var seq int64
@@ -578,9 +578,10 @@ func (s *Store) readCurrent(ctx context.Context, d *folders, lk fs.LockedTargets
 	return cur, true, nil
 }
 
-// blobFill is a Stage fill that copies the blob sum, checking its bytes.
-func blobFill(ctx context.Context, d *folders, sum string) func(io.Writer) error {
-	return func(w io.Writer) error { return copyBlob(ctx, d, sum, w) }
+// blobFill is a Stage fill that copies the kept content sum, checking its
+// bytes.
+func (s *Store) blobFill(ctx context.Context, d *folders, sum string) func(io.Writer) error {
+	return func(w io.Writer) error { return s.copyKept(ctx, d, sum, w) }
 }
 
 // publish puts one file's restored content in place, or removes it, if it
@@ -634,7 +635,7 @@ func (s *Store) putBack(ctx context.Context, d *folders, lk fs.LockedTargets, t 
 	case !cur.kept:
 		return errors.New(cur.why)
 	}
-	pf, err := lk.Stage(ctx, t, cur.state.Mode, blobFill(ctx, d, cur.state.SHA256))
+	pf, err := lk.Stage(ctx, t, cur.state.Mode, s.blobFill(ctx, d, cur.state.SHA256))
 	if err != nil {
 		return err
 	}

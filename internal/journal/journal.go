@@ -60,10 +60,12 @@ type Entry struct {
 	buf []byte
 }
 
-// Add appends a record of kind with its parts.
-func (e *Entry) Add(k Kind, parts ...[]byte) {
+// Add appends a record of kind with its parts and returns the last part
+// as the entry holds it: later Adds never change those bytes, so a caller
+// may keep them instead of a copy of its own.
+func (e *Entry) Add(k Kind, parts ...[]byte) (stored []byte) {
 	if e == nil {
-		return
+		return nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -72,6 +74,11 @@ func (e *Entry) Add(k Kind, parts ...[]byte) {
 		e.buf = binary.LittleEndian.AppendUint32(e.buf, uint32(len(p)))
 		e.buf = append(e.buf, p...)
 	}
+	if len(parts) > 0 {
+		n := len(parts[len(parts)-1])
+		stored = e.buf[len(e.buf)-n : len(e.buf) : len(e.buf)]
+	}
+	return stored
 }
 
 // Records are the entry's records, as a replay reads them.
@@ -260,16 +267,26 @@ func findOrphans(dir Folder) ([]*Orphan, error) {
 // readSegment parses the frames of a segment up to the first torn or
 // damaged one (an append a crash interrupted: never acknowledged).
 func readSegment(fd int) ([]Record, error) {
+	var recs []Record
+	err := scanSegment(fd, func(rs []Record) bool {
+		recs = append(recs, rs...)
+		return true
+	})
+	return recs, err
+}
+
+// scanSegment hands each whole frame's records to fn, in order, until fn
+// returns false or a frame is torn or damaged; one frame is held at a time.
+func scanSegment(fd int, fn func([]Record) bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
+		return err
 	}
-	var recs []Record
 	var off int64
 	hdr := make([]byte, frameHeader)
 	for off+frameHeader <= st.Size {
 		if n, err := unix.Pread(fd, hdr, off); err != nil || n < frameHeader {
-			return recs, err
+			return err
 		}
 		n := int64(binary.LittleEndian.Uint32(hdr))
 		sum := binary.LittleEndian.Uint32(hdr[4:])
@@ -278,19 +295,66 @@ func readSegment(fd int) ([]Record, error) {
 		}
 		payload := make([]byte, n)
 		if m, err := unix.Pread(fd, payload, off+frameHeader); err != nil || int64(m) < n {
-			return recs, err
+			return err
 		}
 		if crc32.Checksum(payload, castagnoli) != sum {
 			break
 		}
 		rs, ok := parseEntry(payload)
-		if !ok {
+		if !ok || !fn(rs) {
 			break
 		}
-		recs = append(recs, rs...)
 		off += frameHeader + n
 	}
-	return recs, nil
+	return nil
+}
+
+// Find is the first record of kind that match accepts in the segments of
+// every process on the root (this one's, live replicas', dead ones' not
+// yet replayed), read one frame at a time; ok is false when none has one.
+// It is how a kept content that a replica holds only in its journal until
+// its seal is found (docs/journal.md): a slow path, bounded by the
+// segments' bound.
+func (j *Journal) Find(kind Kind, match func(Record) bool) (rec Record, ok bool) {
+	j.mu.Lock()
+	dir := j.dir
+	j.mu.Unlock()
+	if dir == nil {
+		return rec, false
+	}
+	d, err := unix.Openat(dir.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return rec, false
+	}
+	f := os.NewFile(uintptr(d), "journal")
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return rec, false
+	}
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".wal") {
+			continue
+		}
+		fd, err := unix.Openat(dir.Fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // sealed and removed meanwhile
+		}
+		_ = scanSegment(fd, func(rs []Record) bool {
+			for _, r := range rs {
+				if r.Kind == kind && match(r) {
+					rec, ok = r, true
+					return false
+				}
+			}
+			return true
+		})
+		unix.Close(fd)
+		if ok {
+			return rec, true
+		}
+	}
+	return rec, false
 }
 
 // parseEntry splits an entry's payload into its records.

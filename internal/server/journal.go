@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/toolfs/toolfs-api/internal/audit"
+	"github.com/toolfs/toolfs-api/internal/checkpoint"
 	"github.com/toolfs/toolfs-api/internal/journal"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
@@ -30,6 +31,10 @@ func (s *Server) openJournal() ([]*journal.Orphan, error) {
 		// A segment holds kept contents too: it is sealed, and they are
 		// synced in blobs/, long before it could hold --checkpoint-bytes.
 		bound = min(bound, max(cfg.Checkpoints.Bytes/4, 1<<20))
+		// The contents a segment holds wait in memory for its seal
+		// (checkpoint.HeldBytes): sealed at half, a seal in progress
+		// leaves room for the next segment's.
+		bound = min(bound, checkpoint.HeldBytes/2)
 	}
 	opts := journal.Options{SegmentBytes: bound, OnError: func(err error) { s.log.Error("journal", "err", err) },
 		Make: func() (journal.Folder, error) { return s.local.PrivateFolder(walFolder, true) }}

@@ -547,6 +547,9 @@ func (s *Server) openCheckpoints(replay []journal.Record) error {
 		FS: s.local, Bytes: cfg.Checkpoints.Bytes, MaxFileBytes: cfg.Checkpoints.MaxFileBytes, TTL: cfg.Policy.TTL, Logger: s.log,
 		Replay: replay,
 	}
+	if s.wal != nil { // a nil *journal.Journal is not a nil Segments
+		opts.Segments = s.wal
+	}
 	if !cfg.Checkpoints.Enabled {
 		opts = checkpoint.Options{FS: s.local, JournalOnly: true, Bytes: journalBytes, MaxFileBytes: journalMaxFileBytes, Logger: s.log}
 	}
