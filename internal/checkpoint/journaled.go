@@ -376,10 +376,20 @@ func (s *Store) replay(ctx context.Context, d *folders, recs []journal.Record) (
 						continue
 					}
 					e.decodePath()
-					if lacks(lg.h, &e) {
-						lg.h.apply(&e) // so a later line of the same change sees it
-						missing = append(missing, e)
+					if !lacks(lg.h, &e) {
+						continue
 					}
+					if e.T == tChange {
+						// An entry committed before its outcome line (docs/
+						// journal.md) leaves its change pending: the next
+						// change of the file settles it, as its Prepare did.
+						for _, st := range settleByBefore(lg.h, e.Path, e.Before) {
+							lg.h.apply(&st)
+							missing = append(missing, st)
+						}
+					}
+					lg.h.apply(&e) // so a later line of the same change sees it
+					missing = append(missing, e)
 				}
 			}
 			if len(missing) == 0 {

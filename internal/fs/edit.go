@@ -139,7 +139,7 @@ func (l *Local) publishEdit(ctx context.Context, tmp *staged, o *opened, version
 	if err := tmp.publish(); err != nil {
 		return "", l.fail("edit", display, err)
 	}
-	v, err := tmp.commit()
+	v, err := tmp.commitFor(kp)
 	if err != nil {
 		kp.published(&Published{}) // published, though its folder's sync failed
 		return "", l.fail("edit", display, err)

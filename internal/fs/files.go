@@ -713,7 +713,7 @@ func (l *Local) PutFile(ctx context.Context, t Target, body io.Reader, opts PutO
 	case err != nil:
 		return PutOutcome{}, l.fail("upload", t.Display, err)
 	}
-	v, err := tmp.commit()
+	v, err := tmp.commitFor(kp)
 	if kp != nil {
 		p := &Published{Version: v} // published, even when the folder's sync failed
 		if err != nil {

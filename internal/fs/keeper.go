@@ -36,6 +36,16 @@ type Keeper interface {
 	Done(p *Published)
 }
 
+// RenameNoter is a Keeper that hears of the new content as soon as it is
+// in place (renamed, its version known) and before the folder's sync that
+// makes the rename durable (SPEC §9): what it records then can be made
+// durable beside that sync (docs/journal.md). Renamed is called at most
+// once, after Prepare, by a write, an edit and an upload; Done still
+// follows, also when the folder's sync then fails.
+type RenameNoter interface {
+	Renamed(v Version, size int64)
+}
+
 // Replaced is the file a write or edit is about to replace, as its Keeper
 // sees it.
 type Replaced struct {
@@ -104,6 +114,16 @@ func (kp *keeping) prepare(ctx context.Context, op, display string, sum *[32]byt
 		return keepErr(op, display, err)
 	}
 	return nil
+}
+
+// renamed tells a RenameNoter the new content's version and size.
+func (kp *keeping) renamed(v Version, size int64) {
+	if kp == nil {
+		return
+	}
+	if n, ok := kp.k.(RenameNoter); ok {
+		n.Renamed(v, size)
+	}
 }
 
 // published calls Done with what was published.

@@ -114,7 +114,7 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 	if err := l.publishWrite(tmp, w, t, intent, version, kp != nil); err != nil {
 		return WriteOutcome{}, err
 	}
-	out.Version, err = tmp.commit()
+	out.Version, err = tmp.commitFor(kp)
 	if kp != nil {
 		// Published, even when the folder's sync failed.
 		kp.published(writtenFor(out, err))
@@ -614,16 +614,22 @@ func (s *staged) publishNewOnce() error {
 
 // commit reports the published file's version and syncs the target's folder
 // so the rename itself is durable.
-func (s *staged) commit() (Version, error) {
+func (s *staged) commit() (Version, error) { return s.commitFor(nil) }
+
+// commitFor is commit telling kp's Keeper the version first, before the
+// folder's sync (RenameNoter).
+func (s *staged) commitFor(kp *keeping) (Version, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
 		return "", err
 	}
 	s.size = st.Size
+	v := versionOf(&st)
+	kp.renamed(v, st.Size)
 	if err := syncDir(s.dir); err != nil {
 		return "", err
 	}
-	return versionOf(&st), nil
+	return v, nil
 }
 
 // discard removes the file unless it was published, then closes it (which

@@ -184,11 +184,16 @@ func (x *Executor) auditLost(c Call, tool, rel string, err *fault.Error) *fault.
 // (inner, nil without one) wrapped so the audit record learns the states
 // around the change from what the provider and the checkpoint already
 // computed.
-func (a *auditing) keeper(inner fs.Keeper) fs.Keeper {
+//
+// A journaled change of one file writes its record when the new content
+// is renamed in place (fs.RenameNoter), so its entry's commit (then, when
+// not nil) runs beside the folder's sync instead of after it
+// (docs/journal.md); rel is the target's path as the record names it.
+func (a *auditing) keeper(inner fs.Keeper, rel string, then func()) fs.Keeper {
 	if a == nil {
 		return inner
 	}
-	k := &auditKeeper{inner: inner}
+	k := &auditKeeper{inner: inner, a: a, target: rel, then: then}
 	a.keeps = append(a.keeps, k)
 	return k
 }
@@ -202,6 +207,39 @@ type auditKeeper struct {
 	rel    string
 	before *audit.State
 	after  string
+	// a, target and then: the record is written at Renamed (written,
+	// with its error) for a journaled change of one file.
+	a       *auditing
+	target  string
+	then    func()
+	written bool
+	err     *fault.Error
+}
+
+var _ fs.RenameNoter = (*auditKeeper)(nil)
+
+// Renamed writes the record of a journaled change of one file as soon as
+// its new content is in place, and starts the entry's commit: its last
+// record is in it. The answer still waits for the commit and the folder's
+// sync; a folder's sync that fails leaves the record of a change that
+// happened (docs/decisions.md, "The journal").
+func (k *auditKeeper) Renamed(v fs.Version, size int64) {
+	if n, ok := k.inner.(fs.RenameNoter); ok {
+		n.Renamed(v, size)
+	}
+	a := k.a
+	if a == nil || a.entry == nil || len(a.keeps) != 1 || a.spent != 0 || len(a.res) != 1 {
+		return
+	}
+	rel := k.rel
+	if k.target != "" {
+		rel = k.target
+	}
+	k.written = true
+	k.err = a.commit(rel, k.before, &audit.State{Version: string(v), SHA256: k.after, Bytes: size})
+	if k.err == nil && k.then != nil {
+		k.then()
+	}
 }
 
 var _ fs.Keeper = (*auditKeeper)(nil)
@@ -267,6 +305,9 @@ func (a *auditing) commitOutcome(x *Executor, i int, o *outcome) *fault.Error {
 	}
 	if o.states != nil {
 		return a.commit(o.states.rel, o.states.before, o.states.after)
+	}
+	if i < len(a.keeps) && a.keeps[i].written {
+		return a.keeps[i].err
 	}
 	var k auditKeeper
 	if i < len(a.keeps) {

@@ -283,7 +283,11 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 					r.Join(first)
 				}
 			}
-			in.keepers[i] = au.keeper(jr.keeper(k))
+			var rel string
+			if au != nil {
+				rel, _ = x.fs.Rel(t)
+			}
+			in.keepers[i] = au.keeper(jr.keeper(k), rel, jr.starter())
 		}
 		x.mutating(t)
 	}

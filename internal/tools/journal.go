@@ -78,6 +78,16 @@ func (j *journaling) keeper(k fs.Keeper) fs.Keeper {
 	return k
 }
 
+// starter is what starts the entry's commit once the audit record, its
+// last record, is in it (nil: no journal, or no audit log, whose entry
+// starts at the change line).
+func (j *journaling) starter() func() {
+	if j == nil || j.early {
+		return nil
+	}
+	return j.start
+}
+
 // start commits the entry in the background, once.
 func (j *journaling) start() {
 	if j.started {

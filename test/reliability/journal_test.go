@@ -46,17 +46,31 @@ func journalCall(t *testing.T, method, url, id, body string) (int, string) {
 // are written without their own sync; only the journal entry holding them
 // is synced before the answer. A power loss can take what was not synced;
 // the test takes it by hand after a SIGKILL (the audit log and the
-// session log cut back to their sizes before the changes, the new kept
-// contents removed) and starts the server again: it puts every line and
+// session log cut back to their sizes before the changes; the new kept
+// contents, held in memory until the segment's seal, went with the
+// process) and starts the server again: it puts every line and
 // content back from the dead process's journal segment, so every
 // acknowledged change is in the audit log (once) and in the history, and
 // a revert restores the file through the kept contents.
+//
+// Without the audit log ("checkpoints") the entry's commit starts at the
+// change line, before its outcome line is in it, so the replay settles
+// each change by the next one of the file; before it did, the history
+// listed only the first and the last change (2 of 6).
 func TestJournalPutsBackWhatAPowerLossTook(t *testing.T) {
+	t.Run("audit", func(t *testing.T) { journalPowerLoss(t, true) })
+	t.Run("checkpoints", func(t *testing.T) { journalPowerLoss(t, false) })
+}
+
+func journalPowerLoss(t *testing.T, withAudit bool) {
 	root := t.TempDir()
 	log := filepath.Join(t.TempDir(), "audit.log")
 	file := filepath.Join(root, "f.txt")
 	require.NoError(t, os.WriteFile(file, []byte("original\n"), 0o644))
-	flags := []string{"--audit-log", log, "--policy=false", "--default-session", "s"}
+	flags := []string{"--policy=false", "--default-session", "s"}
+	if withAudit {
+		flags = append(flags, "--audit-log", log)
+	}
 	srv := startChild(t, root, flags...)
 	write := func(id, content string) {
 		st, body := journalCall(t, "POST", srv.base+"/tools/write", id, fmt.Sprintf(`{"file_path":%q,"content":%q}`, file, content))
@@ -65,7 +79,10 @@ func TestJournalPutsBackWhatAPowerLossTook(t *testing.T) {
 	write("warm-up", "zero\n")
 
 	ckpt := filepath.Join(root, ".toolfs-api", "checkpoints")
-	sizes := map[string]int64{log: size(t, log)}
+	sizes := map[string]int64{}
+	if withAudit {
+		sizes[log] = size(t, log)
+	}
 	logs, _ := filepath.Glob(filepath.Join(ckpt, "sessions", "*.log"))
 	require.Len(t, logs, 1)
 	sizes[logs[0]] = size(t, logs[0])
@@ -90,14 +107,19 @@ func TestJournalPutsBackWhatAPowerLossTook(t *testing.T) {
 			removed++
 		}
 	}
-	require.Equal(t, n, removed, "each change kept the content it replaced")
+	// The kept contents wait in memory and in the segment for its seal
+	// (docs/journal.md): the SIGKILL took them from memory, none is in
+	// blobs/, so only the segment's replay can put them back.
+	require.Zero(t, removed, "no kept content is written before the seal")
 
 	srv = startChild(t, root, flags...)
-	ids, lines := auditRecords(t, log)
-	for i := range n {
-		assert.True(t, ids[fmt.Sprintf("w-%d", i)], "audit line of w-%d", i)
+	if withAudit {
+		ids, lines := auditRecords(t, log)
+		for i := range n {
+			assert.True(t, ids[fmt.Sprintf("w-%d", i)], "audit line of w-%d", i)
+		}
+		assert.Len(t, lines, n+1, "every line once")
 	}
-	assert.Len(t, lines, n+1, "every line once")
 	segments, _ = filepath.Glob(filepath.Join(root, ".toolfs-api", "wal", "*.wal"))
 	assert.Empty(t, segments, "the replayed segment is removed; the new process makes its own at its first change")
 
