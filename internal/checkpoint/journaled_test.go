@@ -161,3 +161,21 @@ func TestHeldContentOfAReplica(t *testing.T) {
 type fileFolder struct{ *os.File }
 
 func (f fileFolder) Fd() int { return int(f.File.Fd()) }
+
+// TestHeldContentsBounded: past HeldBytes held, a kept content is written
+// to blobs/ at once (without a sync), so the memory the journal's
+// contents take stays bounded.
+func TestHeldContentsBounded(t *testing.T) {
+	f := newFixture(t, Options{}, map[string]string{"a.txt": "one\n"})
+	f.s.held.bytes = HeldBytes - 3 // as if held contents filled it
+	f.journaledWrite("s", "a.txt", "two\n")
+	kept, _ := f.blobs()
+	assert.Len(t, kept, 1, "written at once")
+	assert.Equal(t, int64(HeldBytes-3), f.s.held.bytes)
+
+	f.s.held.bytes = 0
+	f.journaledWrite("s", "a.txt", "three\n")
+	kept, _ = f.blobs()
+	assert.Len(t, kept, 1, "held")
+	assert.Equal(t, int64(len("two\n")), f.s.held.bytes)
+}
