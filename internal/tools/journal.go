@@ -15,8 +15,9 @@ import (
 // file puts its records (the content its checkpoint keeps, its history
 // lines, its audit line) in one entry, written without a sync to their
 // own files, and commits the entry, one fdatasync shared with concurrent
-// changes, before it is answered. A journaled change of several files and
-// a revert sync their own records, as before.
+// changes, before it is answered; a file's move puts both files' records
+// in one entry. A journaled change of several files and a revert sync
+// their own records, as before.
 
 // The answers of a change the journal could not take.
 const (
@@ -34,21 +35,22 @@ type journaling struct {
 	// early: the entry is committed as soon as the change line is in it
 	// (no audit line comes after the publication), beside the
 	// publication's own syncs; done has the commit's result.
-	early   bool
+	early bool
+	// atEnd: the entry holds the records of two files (a file's move), so
+	// it is committed only once both are in it.
+	atEnd   bool
 	started bool
 	done    chan error
 	err     error
 }
 
 // reserveJournal takes room for ch's entry before anything changes: nil
-// without a journal, for a change that records nothing, for one that
-// journals itself (several files, a revert), and for a file's move. Its failure refuses the
-// change as a full audit log does (503 AUDIT_UNAVAILABLE with the audit
-// log on).
+// without a journal, for a change that records nothing, and for one that
+// journals itself (several files, a revert). A file's move (oneSeq) puts
+// both files' records in one entry. Its failure refuses the change as a
+// full audit log does (503 AUDIT_UNAVAILABLE with the audit log on).
 func (x *Executor) reserveJournal(c Call, ch *change) (*journaling, *fault.Error) {
-	// A change of two files by their Keepers (a file's move, oneSeq) syncs
-	// its records as before: one entry holds one file's records.
-	if x.wal == nil || ch.journaled() || ch.oneSeq || (x.audit == nil && (x.ckpt == nil || c.Session == "")) {
+	if x.wal == nil || ch.journaled() || (x.audit == nil && (x.ckpt == nil || c.Session == "")) {
 		return nil, nil
 	}
 	r, err := x.wal.Reserve()
@@ -63,7 +65,7 @@ func (x *Executor) reserveJournal(c Call, ch *change) (*journaling, *fault.Error
 		}
 		return nil, &fault.Error{Code: code, Message: msgJournalRefused, Err: err}
 	}
-	return &journaling{res: r, early: x.audit == nil}, nil
+	return &journaling{res: r, early: x.audit == nil && !ch.oneSeq, atEnd: ch.oneSeq}, nil
 }
 
 // keeper hands k (a checkpoint's Recording) the entry.
@@ -82,7 +84,7 @@ func (j *journaling) keeper(k fs.Keeper) fs.Keeper {
 // last record, is in it (nil: no journal, or no audit log, whose entry
 // starts at the change line).
 func (j *journaling) starter() func() {
-	if j == nil || j.early {
+	if j == nil || j.early || j.atEnd {
 		return nil
 	}
 	return j.start
