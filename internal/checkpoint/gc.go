@@ -346,9 +346,14 @@ func (s *Store) Touch(session string) {
 	if s.opt.TTL <= 0 {
 		return
 	}
+	// Due first: in a root with no private folder yet, folders(false) is a
+	// failing openat, which every read would otherwise pay.
 	now := s.opt.Now()
+	if !s.touched.due(session, now, s.opt.TTL/16) {
+		return
+	}
 	d, err := s.folders(false)
-	if err != nil || d == nil || !s.touched.due(session, now, s.opt.TTL/16) {
+	if err != nil || d == nil {
 		return
 	}
 	ts := unix.NsecToTimespec(now.UnixNano())

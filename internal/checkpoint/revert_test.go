@@ -303,3 +303,12 @@ func TestRevertThroughASwappedFolder(t *testing.T) {
 	requireCode(t, err, fault.CodeStaleVersion, "cannot revert: these files changed since this session's last change to them: d/a.txt")
 	assert.Equal(t, "A\n", f.read("d2/a.txt"))
 }
+
+// A busy session in a root the store has not written yet costs nothing per
+// request: Touch used to try to open the missing private folder every time.
+func TestTouchBeforeAnyChangeIsFree(t *testing.T) {
+	f := newFixture(t, Options{TTL: time.Hour}, originals)
+	f.s.Touch("s")
+	allocs := testing.AllocsPerRun(100, func() { f.s.Touch("s") })
+	assert.Zero(t, allocs)
+}
