@@ -71,6 +71,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	case s.Default == "":
 		return o, errors.New("--default-session must not be empty: use --require-session to serve requests that name no session without one")
 	}
+	// Traces are set by the standard OpenTelemetry variables, not by flags
+	// (docs/running.md, "Traces").
+	c.Telemetry.ReadEnv(getenv)
 	return o, c.Validate()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/telemetry"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -59,14 +60,18 @@ func (w *recorder) ReadFrom(r io.Reader) (int64, error) {
 	return n, err
 }
 
-func headerWritten(w http.ResponseWriter) bool {
+func headerWritten(w http.ResponseWriter) bool { return writtenStatus(w) != 0 }
+
+// writtenStatus is the status the access log's recorder under w saw written, 0
+// for none yet (or no recorder).
+func writtenStatus(w http.ResponseWriter) int {
 	for {
 		if r, ok := w.(*recorder); ok {
-			return r.status != 0
+			return r.status
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return false
+			return 0
 		}
 		w = u.Unwrap()
 	}
@@ -366,8 +371,29 @@ func (s *rest) callWith(sessions tools.Sessions, dialects bool, next http.Handle
 		c.Session, c.Cwd, c.Transport, c.Start, c.Dialect = session, cwd, "rest", start, dialect
 		c, end := s.x.Use(c)
 		defer end()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
+		ctx := r.Context()
+		if s.deps.Tracing != nil {
+			var span *telemetry.Span
+			ctx, span = s.startSpan(ctx, r, start)
+			c.Span = span
+			defer func() { span.End(writtenStatus(w)) }()
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, callKey{}, c)))
 	})
+}
+
+// startSpan starts the trace span of a REST call, a child of the request's
+// traceparent, and makes its trace id the one the audit records and the
+// access log line name: the caller's, or with none the span's new one
+// (docs/running.md, "Traces").
+func (s *rest) startSpan(ctx context.Context, r *http.Request, start time.Time) (context.Context, *telemetry.Span) {
+	tp := r.Header.Get(tools.TraceparentHeader)
+	if tools.TraceID(tp) == "" {
+		tp = ""
+	}
+	ctx, span := s.deps.Tracing.Start(ctx, "rest", tp, r.Header.Get(tools.TracestateHeader), start)
+	tools.TraceOf(ctx).Note(span.TraceID())
+	return tools.WithTraceID(ctx, span.TraceID()), span
 }
 
 // touch counts a request of any other route as use of the session its

@@ -13,6 +13,7 @@ import (
 	"github.com/toolfs/toolfs-api/api"
 	"github.com/toolfs/toolfs-api/internal/events"
 	"github.com/toolfs/toolfs-api/internal/identity"
+	"github.com/toolfs/toolfs-api/internal/telemetry"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -78,6 +79,9 @@ type Deps struct {
 	// (static files; the page asks for one), behind CORS and the Host
 	// check (docs/console.md).
 	Console http.Handler
+	// Tracing makes the trace span of every call of a tool route and of
+	// /files (docs/running.md, "Traces"); nil: none.
+	Tracing *telemetry.Tracing
 }
 
 // NewServer builds the REST surface (routes.go): the generated routes over

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
 // headerCarrier names, on a POST as the SDK hands its headers to a tool
@@ -36,8 +38,9 @@ type carriers struct {
 type carrier struct {
 	ctx     context.Context
 	answers *budget
-	args    []byte // of its one tools/call, when lifted out of its body
-	texts   *held  // its answers' texts, encoded once (held)
+	args    []byte       // of its one tools/call, when lifted out of its body
+	texts   *held        // its answers' texts, encoded once (held)
+	trace   *tools.Trace // the trace id its access log line names
 }
 
 func newCarriers() *carriers { return &carriers{open: map[string]carrier{}} }
@@ -51,7 +54,7 @@ func (c *carriers) carry(r *http.Request, answers *budget, args []byte, texts *h
 	c.mu.Lock()
 	c.next++
 	ref := strconv.FormatUint(c.next, 10)
-	c.open[ref] = carrier{ctx: ctx, answers: answers, args: args, texts: texts}
+	c.open[ref] = carrier{ctx: ctx, answers: answers, args: args, texts: texts, trace: tools.TraceOf(r.Context())}
 	c.mu.Unlock()
 	r.Header.Set(headerCarrier, ref)
 	return func() {

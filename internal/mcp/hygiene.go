@@ -34,18 +34,25 @@ func setCacheable(_ context.Context, req sdk.Request, c *sdk.Cacheable) {
 // caller's W3C trace context in.
 const metaTraceparent = "traceparent"
 
-// callTraceID is the trace id of a tools/call: its _meta traceparent's,
-// else the HTTP request's traceparent header's, "" for none or an invalid
-// one.
-func callTraceID(req *sdk.CallToolRequest, header http.Header) string {
+// metaTracestate is the _meta member of the vendor state that goes with
+// metaTraceparent.
+const metaTracestate = "tracestate"
+
+// callTraceparent is the W3C trace context of a tools/call: its _meta
+// traceparent (with the _meta tracestate) when valid, else the HTTP
+// request's traceparent header (with the tracestate header) when valid,
+// else none.
+func callTraceparent(req *sdk.CallToolRequest, header http.Header) (traceparent, tracestate string) {
 	if req.Params != nil {
-		if v, ok := req.Params.Meta[metaTraceparent].(string); ok {
-			if id := tools.TraceID(v); id != "" {
-				return id
-			}
+		if v, ok := req.Params.Meta[metaTraceparent].(string); ok && tools.TraceID(v) != "" {
+			state, _ := req.Params.Meta[metaTracestate].(string)
+			return v, state
 		}
 	}
-	return tools.TraceID(header.Get(tools.TraceparentHeader))
+	if v := header.Get(tools.TraceparentHeader); tools.TraceID(v) != "" {
+		return v, header.Get(tools.TracestateHeader)
+	}
+	return "", ""
 }
 
 // bodyTraceID is the trace id of params._meta.traceparent in one JSON-RPC

@@ -23,6 +23,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/identity"
 	"github.com/toolfs/toolfs-api/internal/render"
+	"github.com/toolfs/toolfs-api/internal/telemetry"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -78,6 +79,9 @@ type Config struct {
 	// client"): --elicitation-key, or one the replicas share through
 	// Redis; nil: a random key of this process.
 	ElicitKey []byte
+	// Tracing makes the trace span of every tools/call (docs/running.md,
+	// "Traces"); nil: none.
+	Tracing *telemetry.Tracing
 }
 
 // Handler serves /mcp: the stateful SDK handler for the protocol revisions
@@ -320,7 +324,7 @@ func newServer(cfg Config, x *tools.Executor, c *carriers, share sdk.Middleware)
 	// With the sessions shared through Redis no stream outlives its request
 	// (no GET stream: "Sessions across replicas"), so nothing can carry an
 	// elicitation request to the client: /approvals asks instead.
-	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c, sealer: seal, inSession: cfg.Redis == nil}
+	a := adapter{x: x, sessions: cfg.Sessions, structured: cfg.Structured, carriers: c, sealer: seal, inSession: cfg.Redis == nil, tracing: cfg.Tracing}
 	for _, t := range append(x.CatalogIn(render.DialectAll).Tools, x.HistoryCatalog()...) {
 		srv.AddTool(&sdk.Tool{
 			Name:        t.Name,
@@ -416,6 +420,7 @@ type adapter struct {
 	// inSession: the revisions with sessions may ask the client's user
 	// inside the session (ServerSession.Elicit).
 	inSession bool
+	tracing   *telemetry.Tracing // nil: no spans
 }
 
 // handler runs one tool through Executor.Run: a read is one whole window,
@@ -438,7 +443,7 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 		if args == nil {
 			args = req.Params.Arguments
 		}
-		res, text := a.call(ctx, tool, header, req, args, carried.texts != nil)
+		res, text := a.call(ctx, tool, header, req, args, carried.texts != nil, carried.trace)
 		if !carried.answers.charge(res, text) { // the SDK holds no answer past the budget
 			return nil, errOverBudget
 		}
@@ -453,8 +458,24 @@ func (a adapter) handler(tool string) sdk.ToolHandler {
 // The arguments are the request's own, or those readRequest lifted out of
 // its body. With encoded, a read's text comes already encoded as JSON
 // (readText), in text, and the result's first content is its empty slot.
-func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte, encoded bool) (_ *sdk.CallToolResult, text []byte) {
+//
+// The call's trace id, in its audit records, is its span's (a child of the
+// traceparent that wins, callTraceparent), or without tracing the
+// traceparent's own; with tracing and no traceparent the span's new one is
+// also noted for the access log line of the request that carried the call
+// (note; nil over stdio).
+func (a adapter) call(ctx context.Context, tool string, header http.Header, req *sdk.CallToolRequest, raw []byte, encoded bool, note *tools.Trace) (_ *sdk.CallToolResult, text []byte) {
 	c := tools.Call{Transport: Transport, Start: time.Now(), Dialect: render.Dialect(header.Get(headerDialect))}
+	traceparent, tracestate := callTraceparent(req, header)
+	traceID := tools.TraceID(traceparent)
+	if a.tracing != nil {
+		var span *telemetry.Span
+		ctx, span = a.tracing.Start(ctx, Transport, traceparent, tracestate, c.Start)
+		defer span.End(0)
+		c.Span, traceID = span, span.TraceID()
+		note.Note(traceID)
+	}
+	ctx = tools.WithTraceID(ctx, traceID)
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		// A verified caller (docs/identity.md): its subject scopes the
 		// session; ServeHTTP refused a write without the write scope
@@ -473,7 +494,6 @@ func (a adapter) call(ctx context.Context, tool string, header http.Header, req 
 	if id := header.Get(tools.RequestIDHeader); tools.ValidRequestID(id) {
 		ctx = tools.WithRequestID(ctx, id)
 	}
-	ctx = tools.WithTraceID(ctx, callTraceID(req, header))
 	session, cwd, err := a.sessions.Resolve(header.Values, sessionOf(header, req.Session))
 	if err != nil {
 		a.x.Refuse(c, tool, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/media"
 	"github.com/toolfs/toolfs-api/internal/policy"
 	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/telemetry"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -116,6 +117,11 @@ type Config struct {
 	// deadline from these.
 	LogFormat     string        // --log-format
 	ShutdownGrace time.Duration // --shutdown-grace
+
+	// Telemetry is the OpenTelemetry traces (docs/running.md, "Traces"):
+	// no flags, the standard OTEL_* variables, which cmd/toolfs-api reads
+	// into it (Settings.ReadEnv); the zero value is off.
+	Telemetry telemetry.Settings
 
 	// Version is the binary's version (cmd/toolfs-api's --version), in
 	// toolfs_build_info and the MCP server's implementation ["devel"].
@@ -249,7 +255,7 @@ func (c Config) Validate() error {
 func (c Config) validateSettings() error {
 	for _, v := range []interface{ Validate() error }{
 		c.Tools, c.Images, c.Files, c.Upload, c.Cache, c.Policy, c.Sessions,
-		c.Search, c.Diagnostics, c.Approvals, c.Events, c.Checkpoints, c.Identity,
+		c.Search, c.Diagnostics, c.Approvals, c.Events, c.Checkpoints, c.Identity, c.Telemetry,
 	} {
 		if err := v.Validate(); err != nil {
 			return err

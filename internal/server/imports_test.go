@@ -26,9 +26,9 @@ const module = "github.com/toolfs/toolfs-api"
 var ours = map[string][]string{
 	"api":                        nil,
 	"cmd/toolfs-api":             {"internal/server"},
-	"internal/server":            {"internal/approval", "internal/audit", "internal/sandbox", "internal/checkpoint", "internal/console", "internal/diagnostics", "internal/events", "internal/fs", "internal/handlers", "internal/identity", "internal/journal", "internal/mcp", "internal/media", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/tools"},
-	"internal/handlers":          {"api", "internal/events", "internal/identity", "internal/render", "internal/tools"},
-	"internal/mcp":               {"internal/identity", "internal/jsonscan", "internal/render", "internal/tools"},
+	"internal/server":            {"internal/approval", "internal/audit", "internal/sandbox", "internal/checkpoint", "internal/console", "internal/diagnostics", "internal/events", "internal/fs", "internal/handlers", "internal/identity", "internal/journal", "internal/mcp", "internal/media", "internal/metrics", "internal/policy", "internal/render", "internal/search", "internal/telemetry", "internal/tools"},
+	"internal/handlers":          {"api", "internal/events", "internal/identity", "internal/render", "internal/telemetry", "internal/tools"},
+	"internal/mcp":               {"internal/identity", "internal/jsonscan", "internal/render", "internal/telemetry", "internal/tools"},
 	"internal/metrics":           {"internal/tools"},
 	"internal/tools":             {"internal/approval", "internal/audit", "internal/checkpoint", "internal/diagnostics", "internal/fs", "internal/journal", "internal/jsonscan", "internal/media", "internal/patch", "internal/policy", "internal/render", "internal/search"},
 	"internal/events":            {"internal/fs", "internal/render"},
@@ -42,6 +42,7 @@ var ours = map[string][]string{
 	"internal/audit":             nil,
 	"internal/console":           nil,
 	"internal/journal":           nil,
+	"internal/telemetry":         nil,
 	"internal/hydratest":         nil,
 	"internal/render":            nil,
 	"internal/fs":                {"internal/textnorm"},
@@ -63,9 +64,14 @@ var everywhere = "internal/fault"
 // prometheus may be imported only where series are defined.
 var prometheusAt = []string{"internal/metrics", "internal/events"}
 
+// otelAt may import OpenTelemetry: the traces are made in one place
+// (docs/running.md, "Traces").
+var otelAt = []string{"internal/telemetry"}
+
 // TestImportsFollowTheArrows parses every package's non-test files (go/parser,
 // no build, no network) and checks the imports of ours against the table
-// above, and that only the metrics packages import Prometheus. A package the
+// above, that only the metrics packages import Prometheus and only
+// internal/telemetry OpenTelemetry. A package the
 // table does not know fails, so a new one is placed on purpose.
 func TestImportsFollowTheArrows(t *testing.T) {
 	root, err := filepath.Abs("../..")
@@ -122,6 +128,9 @@ func TestImportsFollowTheArrows(t *testing.T) {
 			}
 			if strings.HasPrefix(p, "github.com/prometheus/") {
 				assert.True(t, slices.Contains(prometheusAt, dir), "%s imports %s: metrics live in internal/metrics", dir, p)
+			}
+			if strings.HasPrefix(p, "go.opentelemetry.io/") {
+				assert.True(t, slices.Contains(otelAt, dir), "%s imports %s: traces are made in internal/telemetry", dir, p)
 			}
 		}
 	}

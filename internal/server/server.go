@@ -40,6 +40,7 @@ import (
 	"github.com/toolfs/toolfs-api/internal/render"
 	"github.com/toolfs/toolfs-api/internal/sandbox"
 	"github.com/toolfs/toolfs-api/internal/search"
+	"github.com/toolfs/toolfs-api/internal/telemetry"
 	"github.com/toolfs/toolfs-api/internal/tools"
 )
 
@@ -158,6 +159,16 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 			s.release() // what was made, in reverse
 		}
 	}()
+	// First made, so flushed last of what a call uses: after the drain
+	// every span has ended.
+	tracing, err := telemetry.New(cfg.Telemetry, cfg.Version, log)
+	if err != nil {
+		return nil, err
+	}
+	if tracing != nil {
+		s.parts.add("traces", tracing.Shutdown)
+		log.Info("traces: a span per tool call over OTLP", "endpoint", cfg.Telemetry.Endpoint, "protocol", cfg.Telemetry.OTLPProtocol())
+	}
 	gate, err := s.sessionStore()
 	if err != nil {
 		return nil, err
@@ -249,6 +260,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		Sessions:  sessions, Origins: commaList(cfg.CORSOrigins), Structured: cfg.MCP.Structured, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionTimeout: cfg.Policy.TTL, MaxSessions: cfg.Policy.MaxSessions, AnswerBudget: cfg.MCPAnswerBudget, Logger: log,
 		Redis: s.shared(), Prefix: cfg.SessionKeyPrefix, Deny: handlers.Deny(log), Version: cfg.Version,
+		Tracing: tracing,
 	}
 	s.mcp = mcp.New(s.mcpConfig, s.executor)
 	s.closeMCP = s.parts.add("MCP sessions", noErr(s.mcp.Close))
@@ -267,7 +279,7 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		OAuth: guard, Version: cfg.Version, Profile: cfg.Tools.Profile, Dialect: cfg.Tools.EditDialect, SandboxMode: cfg.Tools.SandboxMode,
 	}, handlers.Deps{
 		Executor: s.executor, Metrics: s.metrics.Handler(), Logger: log, MCP: s.mcp, Events: s.hub, Ready: s.ready.Ready,
-		Sessions: s.sessionCount(gate), Console: ui,
+		Sessions: s.sessionCount(gate), Console: ui, Tracing: tracing,
 	})
 	if err != nil {
 		return nil, err

@@ -328,6 +328,9 @@ func (x *Executor) apply(ctx context.Context, ch *change) (stepOut, *fault.Error
 		if o := &out.files[i]; o.texts.held {
 			o.found, o.diagnostics = x.diagnose(ctx, o.target, o.created, o.texts.before, o.texts.after)
 		}
+		if !out.files[i].removed && c.Span != nil {
+			c.Span.Wrote(out.files[i].size)
+		}
 	}
 	x.done(c, ch.tool, CodeOK)
 	return out, nil

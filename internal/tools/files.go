@@ -130,6 +130,9 @@ func (x *Executor) Download(ctx context.Context, c Call, path string) (*os.File,
 	if oerr != nil {
 		return nil, fs.Info{}, x.fail(c, OpDownload, errorOf(oerr))
 	}
+	if c.Span != nil {
+		c.Span.Read(info.Size)
+	}
 	x.done(c, OpDownload, CodeOK)
 	return f, info, nil
 }

@@ -46,6 +46,21 @@ func (m *mediaAnswer) size() int64 {
 	return n
 }
 
+// contentBytes is what the answer carries of the file: the picture's
+// encoded bytes, the pages' text (a trace span's bytes read).
+func (m *mediaAnswer) contentBytes() int64 {
+	var n int64
+	if m.image != nil {
+		n += int64(len(m.image.Data))
+	}
+	if m.pages != nil {
+		for _, p := range m.pages.Pages {
+			n += int64(len(p.Text))
+		}
+	}
+	return n
+}
+
 // sniff says what the opened file's first bytes are, for the extended
 // profile (the original reads every file as text): one pread that moves
 // nothing.
@@ -101,6 +116,9 @@ func (r *Reading) readMedia(ctx context.Context) (ReadResult, *fault.Error) {
 	r.x.storeFailed("observe", r.x.gateOf(r.c).ObservePresent(r.c.key(), r.target.Key, r.info.Version, h))
 	if ans.pages != nil {
 		r.x.obs.ReadFooter(ans.pages.Footer.String())
+	}
+	if r.c.Span != nil {
+		r.c.Span.Read(ans.contentBytes())
 	}
 	r.x.done(r.c, ToolRead, CodeOK)
 	d := r.target.Display

@@ -357,6 +357,13 @@ func (r *Reading) succeeded(w render.Window) {
 	r.store(w, h)
 	r.x.storeFailed("observe", r.x.gateOf(r.c).ObservePresent(r.c.key(), r.target.Key, r.info.Version, h))
 	r.x.obs.ReadFooter(w.Footer.String())
+	if r.c.Span != nil {
+		var n int
+		for _, l := range w.Lines {
+			n += len(l.Text)
+		}
+		r.c.Span.Read(int64(n))
+	}
 	r.x.done(r.c, ToolRead, CodeOK)
 }
 

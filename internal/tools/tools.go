@@ -80,6 +80,10 @@ type Call struct {
 	// Asker asks the user of the call's own client about an escalation
 	// (MCP elicitation, docs/sandbox.md); nil: only /approvals can.
 	Asker Asker
+	// Span is the call's trace span, which the transport started and
+	// ends; the executor tells it the call's outcome and bytes
+	// (docs/running.md, "Traces"). nil: not traced.
+	Span Span
 
 	gate policy.Gate // the request's view of the gate (Executor.Use); nil: Executor.gate
 }
@@ -386,6 +390,13 @@ func (c Call) started() Call {
 
 func (x *Executor) done(c Call, tool string, code fault.Code) {
 	x.obs.ToolCall(c.Transport, tool, code, time.Since(c.started().Start))
+	if c.Span != nil {
+		failure := code
+		if code == CodeOK {
+			failure = ""
+		}
+		c.Span.Outcome(tool, failure, c.key())
+	}
 }
 
 // fail records a failed call and returns its error, after logging an

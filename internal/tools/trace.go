@@ -3,12 +3,31 @@ package tools
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/toolfs/toolfs-api/internal/fault"
 )
 
 // TraceparentHeader is the W3C Trace Context header a caller's trace comes
 // in (docs/running.md, "Traces in the logs"); over MCP the same value may
 // come as the traceparent member of a request's _meta.
 const TraceparentHeader = "traceparent"
+
+// Span is what the executor tells a call's trace span (internal/telemetry
+// makes it, the transport starts and ends it): an interface here, so the
+// executor depends on no tracing SDK or exporter.
+type Span interface {
+	// Outcome is the call's tool, the code of its failure ("" on
+	// success) and its session's key ("" for none).
+	Outcome(tool string, failure fault.Code, session string)
+	// Read adds bytes of file content the answer carries.
+	Read(n int64)
+	// Wrote adds bytes of new contents a change wrote.
+	Wrote(n int64)
+}
+
+// TracestateHeader is the W3C Trace Context header of the caller's vendor
+// state, carried into a trace span beside its traceparent.
+const TracestateHeader = "tracestate"
 
 // TraceID is the trace id of a W3C traceparent value
 // (version-traceid-parentid-flags, lowercase hex), "" when v is not one:
