@@ -211,7 +211,7 @@ func TestSpanPerCall(t *testing.T) {
 	// The resource: the service's name and the build's version.
 	res := map[string]string{}
 	for _, kv := range got[0].Resource.Attributes() {
-		res[string(kv.Key)] = kv.Value.Emit()
+		res[string(kv.Key)] = kv.Value.String()
 	}
 	assert.Equal(t, "toolfs-api", res["service.name"])
 	assert.Equal(t, "v9.8.7", res["service.version"])

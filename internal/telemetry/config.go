@@ -62,14 +62,12 @@ func (s Settings) Validate() error {
 	if !s.On() || s.Exporter != nil {
 		return nil
 	}
-	switch s.protocol() {
+	switch s.OTLPProtocol() {
 	case ProtocolHTTP, ProtocolGRPC:
 		return nil
 	}
 	return fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: %q is not supported: use %s (the default) or %s (docs/running.md, \"Traces\")", s.Protocol, ProtocolHTTP, ProtocolGRPC)
 }
-
-func (s Settings) protocol() string { return s.OTLPProtocol() }
 
 // OTLPProtocol is the protocol the exporter speaks: Protocol, else ProtocolHTTP.
 func (s Settings) OTLPProtocol() string {
@@ -77,13 +75,6 @@ func (s Settings) OTLPProtocol() string {
 		return ProtocolHTTP
 	}
 	return strings.TrimSpace(s.Protocol)
-}
-
-func (s Settings) serviceName() string {
-	if s.ServiceName == "" {
-		return DefaultServiceName
-	}
-	return s.ServiceName
 }
 
 func first(a, b string) string {

@@ -92,7 +92,7 @@ func New(s Settings, version string, log *slog.Logger) (*Tracing, error) {
 		process = sdktrace.WithSyncer(s.Exporter)
 	} else {
 		var exp sdktrace.SpanExporter
-		if s.protocol() == ProtocolGRPC {
+		if s.OTLPProtocol() == ProtocolGRPC {
 			exp, err = otlptracegrpc.New(ctx)
 		} else {
 			exp, err = otlptracehttp.New(ctx)

@@ -187,11 +187,10 @@ func (c collector) read(t *testing.T) map[string]span {
 
 // toolfs is a running toolfs-api process.
 type toolfs struct {
-	cmd        *exec.Cmd
-	base, log  string
-	auditPath  string
-	exited     chan struct{}
-	stdoutPipe io.ReadCloser
+	cmd       *exec.Cmd
+	base, log string
+	auditPath string
+	exited    chan struct{}
 }
 
 func startToolfs(t *testing.T, env ...string) *toolfs {
