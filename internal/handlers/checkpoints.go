@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
 	"github.com/toolfs/toolfs-api/internal/identity"
@@ -64,11 +65,25 @@ func sessionCaller(r *http.Request) tools.Call {
 	return c
 }
 
+// traced starts the trace span of a sessions route's call, as callWith
+// does for the tool routes (docs/running.md, "Traces"); end ends it with
+// the answer's status.
+func (s *rest) traced(w http.ResponseWriter, r *http.Request, c *tools.Call) (ctx context.Context, end func()) {
+	if s.deps.Tracing == nil {
+		return r.Context(), func() {}
+	}
+	ctx, span := s.startSpan(r.Context(), r, time.Now())
+	c.Span = span
+	return ctx, func() { span.End(writtenStatus(w)) }
+}
+
 // ListChanges serves GET /sessions/{id}/changes: the session's change
 // history, newest first (docs/checkpoints.md).
 func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
 	c := sessionCaller(r)
-	res, err := s.x.Changes(r.Context(), c, id)
+	ctx, end := s.traced(w, r, &c)
+	defer end()
+	res, err := s.x.Changes(ctx, c, id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -82,6 +97,8 @@ func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
 // request's X-Session-Cwd as writes are (docs/sandbox.md).
 func (s *rest) RevertSession(w http.ResponseWriter, r *http.Request, id string) {
 	c := sessionCaller(r)
+	ctx, end := s.traced(w, r, &c)
+	defer end()
 	// The headers were checked by touch; the cwd is the fence's.
 	_, c.Cwd, _ = s.sessions.resolve(r, s.sessions.named)
 	raw, terr := s.body(r)
@@ -91,7 +108,7 @@ func (s *rest) RevertSession(w http.ResponseWriter, r *http.Request, id string) 
 		return
 	}
 	defer bodies.put(raw)
-	res, err := s.x.Revert(r.Context(), c, id, raw)
+	res, err := s.x.Revert(ctx, c, id, raw)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -236,6 +236,18 @@ func TestSpanPerCall(t *testing.T) {
 	json, stream := summary(got[0]).Attrs["toolfs.bytes_read"], summary(got[1]).Attrs["toolfs.bytes_read"]
 	assert.Equal(t, int64(40000*56), json, "the whole file's lines, 56 bytes each without their newline")
 	assert.Equal(t, json, stream)
+
+	// The sessions routes are calls too: the history and a revert.
+	spans.Reset()
+	a = rest("r-changes", http.MethodGet, "/sessions/s1/changes", "")
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	a = rest("r-revert", http.MethodPost, "/sessions/s1/revert", `{"to":0,"dry_run":true}`, "traceparent", tp(headerTrace))
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	got = spans.GetSpans()
+	require.Len(t, got, 2)
+	assert.Equal(t, spanOf{"toolfs.changes", trace.SpanKindServer, "", rest200("changes", nil), codes.Unset, ""}, byName(0))
+	assert.Equal(t, spanOf{"toolfs.revert", trace.SpanKindServer, callerSpan, rest200("revert", nil), codes.Unset, ""}, byName(1))
+	assert.Equal(t, headerTrace, got[1].SpanContext.TraceID().String())
 }
 
 // TestSpanOverStdio: a call served by ServeMCP (--stdio's path: no HTTP,

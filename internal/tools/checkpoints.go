@@ -44,7 +44,8 @@ func (x *Executor) Changes(ctx context.Context, c Call, session string) (Changes
 	if err := x.checkpointsCall(session); err != nil {
 		return ChangesResult{}, x.fail(c, ToolChanges, err)
 	}
-	cs, err := x.ckpt.Changes(ctx, SessionKey(c.owner(), session))
+	c.Session = session // the call is its session's, as Revert's
+	cs, err := x.ckpt.Changes(ctx, c.key())
 	if err != nil {
 		return ChangesResult{}, x.fail(c, ToolChanges, checkpointError(err))
 	}
