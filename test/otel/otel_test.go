@@ -40,15 +40,6 @@ func TestMain(m *testing.M) {
 	os.Exit(servertest.RunWithBinary(m, &serverBin))
 }
 
-// freePort is a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // collector is a running collector: its OTLP ports and the file its file
 // exporter writes every batch to, one OTLP JSON line each.
 type collector struct {
@@ -61,7 +52,7 @@ type collector struct {
 func startCollector(t *testing.T) collector {
 	t.Helper()
 	dir := t.TempDir()
-	c := collector{httpPort: freePort(t), grpcPort: freePort(t), spans: filepath.Join(dir, "spans.jsonl")}
+	c := collector{httpPort: servertest.FreePort(t), grpcPort: servertest.FreePort(t), spans: filepath.Join(dir, "spans.jsonl")}
 	config := fmt.Sprintf(`receivers:
   otlp:
     protocols:

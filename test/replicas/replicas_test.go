@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,14 +41,6 @@ var serverBin string
 func TestMain(m *testing.M) { os.Exit(servertest.RunWithBinary(m, &serverBin)) }
 
 const token = "replicas-test-token"
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // replica is one toolfs-api process on a fixed loopback port, so it can be
 // killed and started again behind the same nginx upstream line.
@@ -415,7 +406,7 @@ func startDeployment(t *testing.T, nginx, root, storeURL string, extra ...string
 		log, err := os.Create(filepath.Join(logs, fmt.Sprintf("replica-%d.log", i)))
 		require.NoError(t, err)
 		t.Cleanup(func() { log.Close() })
-		ports[i] = freePort(t)
+		ports[i] = servertest.FreePort(t)
 		replicas[i] = &replica{port: ports[i], log: log, args: []string{"--root", root, "--token", token,
 			"--session-store", storeURL, "--log-format", "json"}}
 		replicas[i].args = append(replicas[i].args, extra...)
@@ -424,7 +415,7 @@ func startDeployment(t *testing.T, nginx, root, storeURL string, extra ...string
 	}
 
 	dir := nginxDir(t)
-	listen := freePort(t)
+	listen := servertest.FreePort(t)
 	conf := writeNginxMain(t, dir, nginxConf(t, ports, listen))
 	ng := exec.Command(nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
 	ng.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
