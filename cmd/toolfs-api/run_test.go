@@ -275,8 +275,8 @@ func startRun(t *testing.T, args []string) (string, func() string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, env(nil), &stdout, &stderr) }()
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() { done <- run(ctx, args, env(nil), &stdout, &stderr); close(exited) }()
 	var base string
 	require.Eventually(t, func() bool {
 		m := regexp.MustCompile(`on (http://\S+)`).FindStringSubmatch(stdout.String())
@@ -295,7 +295,16 @@ func startRun(t *testing.T, args []string) (string, func() string) {
 		}
 		return stderr.String()
 	}
-	t.Cleanup(func() { cancel() })
+	// Wait for the shutdown: it still writes in the root (the journal's
+	// seal puts held contents in blobs/), which the root's TempDir cleanup,
+	// run after this one, removes.
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+	})
 	return base, stop
 }
 
