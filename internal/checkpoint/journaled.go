@@ -286,7 +286,7 @@ func writeBlob(d *folders, name string, content []byte, sync bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = writeFull(fd, content)
+	_, err = journal.WriteFull(fd, content)
 	if err == nil && sync {
 		err = unix.Fdatasync(fd)
 	}

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolfs/toolfs-api/internal/journal"
 )
 
 // A session's log is JSON lines, appended under the session's lock
@@ -413,7 +415,7 @@ func (lg *sessionLog) appendBytes(sync bool, es ...entry) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n, err := writeFull(lg.fd, buf); err != nil {
+	if n, err := journal.WriteFull(lg.fd, buf); err != nil {
 		if n > 0 {
 			_ = unix.Ftruncate(lg.fd, lg.h.size)
 		}
@@ -451,7 +453,7 @@ func (lg *sessionLog) rewrite() error {
 	if err != nil {
 		return err
 	}
-	_, err = writeFull(fd, buf)
+	_, err = journal.WriteFull(fd, buf)
 	if err == nil {
 		err = unix.Fdatasync(fd)
 	}
@@ -530,21 +532,6 @@ func marshalLines(es []entry) ([]byte, error) {
 		buf.WriteByte('\n')
 	}
 	return buf.Bytes(), nil
-}
-
-func writeFull(fd int, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := unix.Write(fd, b[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n += m
-	}
-	return n, nil
 }
 
 func preadFull(fd int, b []byte, off int64) (int, error) {

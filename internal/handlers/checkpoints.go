@@ -65,23 +65,11 @@ func sessionCaller(r *http.Request) tools.Call {
 	return c
 }
 
-// traced starts the trace span of a sessions route's call, as callWith
-// does for the tool routes (docs/running.md, "Traces"); end ends it with
-// the answer's status.
-func (s *rest) traced(w http.ResponseWriter, r *http.Request, c *tools.Call) (ctx context.Context, end func()) {
-	if s.deps.Tracing == nil {
-		return r.Context(), func() {}
-	}
-	ctx, span := s.startSpan(r.Context(), r, time.Now())
-	c.Span = span
-	return ctx, func() { span.End(writtenStatus(w)) }
-}
-
 // ListChanges serves GET /sessions/{id}/changes: the session's change
 // history, newest first (docs/checkpoints.md).
 func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
 	c := sessionCaller(r)
-	ctx, end := s.traced(w, r, &c)
+	ctx, end := s.traced(w, r, &c, time.Now())
 	defer end()
 	res, err := s.x.Changes(ctx, c, id)
 	if err != nil {
@@ -97,7 +85,7 @@ func (s *rest) ListChanges(w http.ResponseWriter, r *http.Request, id string) {
 // request's X-Session-Cwd as writes are (docs/sandbox.md).
 func (s *rest) RevertSession(w http.ResponseWriter, r *http.Request, id string) {
 	c := sessionCaller(r)
-	ctx, end := s.traced(w, r, &c)
+	ctx, end := s.traced(w, r, &c, time.Now())
 	defer end()
 	// The headers were checked by touch; the cwd is the fence's.
 	_, c.Cwd, _ = s.sessions.resolve(r, s.sessions.named)

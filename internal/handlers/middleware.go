@@ -371,15 +371,22 @@ func (s *rest) callWith(sessions tools.Sessions, dialects bool, next http.Handle
 		c.Session, c.Cwd, c.Transport, c.Start, c.Dialect = session, cwd, "rest", start, dialect
 		c, end := s.x.Use(c)
 		defer end()
-		ctx := r.Context()
-		if s.deps.Tracing != nil {
-			var span *telemetry.Span
-			ctx, span = s.startSpan(ctx, r, start)
-			c.Span = span
-			defer func() { span.End(writtenStatus(w)) }()
-		}
+		ctx, endSpan := s.traced(w, r, &c, start)
+		defer endSpan()
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, callKey{}, c)))
 	})
+}
+
+// traced starts the trace span of a REST call that began at start, for
+// its route's handler to run in ctx, and sets it as c's; end ends it with
+// the answer's status. Tracing off, ctx is r's and end does nothing.
+func (s *rest) traced(w http.ResponseWriter, r *http.Request, c *tools.Call, start time.Time) (ctx context.Context, end func()) {
+	if s.deps.Tracing == nil {
+		return r.Context(), func() {}
+	}
+	ctx, span := s.startSpan(r.Context(), r, start)
+	c.Span = span
+	return ctx, func() { span.End(writtenStatus(w)) }
 }
 
 // startSpan starts the trace span of a REST call, a child of the request's

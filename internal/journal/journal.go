@@ -563,7 +563,7 @@ func (j *Journal) flushLocked(b *batch) {
 
 	n := 0
 	if err == nil {
-		n, err = writeFull(seg.fd, b.buf)
+		n, err = WriteFull(seg.fd, b.buf)
 		if err == nil {
 			if j.beforeSync != nil {
 				j.beforeSync()
@@ -691,7 +691,9 @@ func (j *Journal) Stats() Stats {
 	return Stats{Entries: j.entries.Load(), Syncs: j.syncs.Load(), Seals: j.seals.Load()}
 }
 
-func writeFull(fd int, b []byte) (int, error) {
+// WriteFull writes all of b to fd, through short writes and EINTR; the
+// checkpoint store writes its files with it too.
+func WriteFull(fd int, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
 		m, err := unix.Write(fd, b[n:])
