@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolfs/toolfs-api/internal/fault"
@@ -117,12 +118,33 @@ type sessionAsker struct{ ss *sdk.ServerSession }
 
 func (a sessionAsker) Later() bool { return false }
 
+// undeliveredFor bounds how long Ask tries again a request the session
+// could not carry.
+const undeliveredFor = 2 * time.Second
+
+// Ask sends the question and waits for the answer. With single JSON
+// answers the request travels on the session's GET stream, which a client
+// opens only after initialize: a call made at once can find it not yet
+// open, and the SDK refuses the write before anything reaches the client.
+// Such a request is sent again for up to undeliveredFor; an answer of the
+// client's (a JSON-RPC error included) is never asked again.
 func (a sessionAsker) Ask(ctx context.Context, q tools.Question) (tools.Decision, error) {
-	r, err := a.ss.Elicit(ctx, question(q))
-	if err != nil {
-		return "", err
+	giveUp := time.Now().Add(undeliveredFor)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		r, err := a.ss.Elicit(ctx, question(q))
+		var answered *jsonrpc.Error
+		switch {
+		case err == nil:
+			return decisionOf(r)
+		case errors.As(err, &answered) || ctx.Err() != nil || time.Now().After(giveUp):
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(wait):
+		}
 	}
-	return decisionOf(r)
 }
 
 // sealer seals and opens request states with AES-256-GCM.
