@@ -61,7 +61,7 @@ func (l *Local) publishInMemory(ctx context.Context, o *opened, t Target, edit E
 		tmp, err := l.stageEdit(o, func(w io.Writer) error {
 			_, err := w.Write(after)
 			return err
-		}, t.Display)
+		}, t.Display, kp != nil)
 		if err != nil {
 			return EditOutcome{}, err
 		}

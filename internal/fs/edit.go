@@ -97,7 +97,7 @@ func (l *Local) EditText(ctx context.Context, t Target, edit EditRequest, expect
 	} else {
 		kp = startKeeping(ctx, edit.Keeper, Replaced{Path: l.relOf(t), Exists: true, Version: version, Size: o.st.Size, Mode: keptMode(&o.st), Content: o.f})
 		defer kp.abandon() // before o.close: Keep reads the file
-		tmp, err := l.stageEdit(o, fill, t.Display)
+		tmp, err := l.stageEdit(o, fill, t.Display, kp != nil)
 		if err != nil {
 			return EditOutcome{}, err
 		}
@@ -335,9 +335,14 @@ func (l *Local) rewriteInto(ctx context.Context, o *opened, m *matcher, sc *edit
 }
 
 // stageEdit writes the edited file (fill) into a staged file beside the
-// target, keeping its mode and owner.
-func (l *Local) stageEdit(o *opened, fill func(io.Writer) error, display string) (*staged, error) {
-	tmp, err := l.stage(o.w.dir, o.w.name, keptMode(&o.st), &o.st, fill)
+// target, keeping its mode and owner; with keeping, its sync runs while
+// the Keeper prepares (stageSyncing).
+func (l *Local) stageEdit(o *opened, fill func(io.Writer) error, display string, keeping bool) (*staged, error) {
+	stage := l.stage
+	if keeping {
+		stage = l.stageSyncing
+	}
+	tmp, err := stage(o.w.dir, o.w.name, keptMode(&o.st), &o.st, fill)
 	if err != nil {
 		return nil, l.rewriteErr(err, display)
 	}

@@ -21,7 +21,9 @@ import (
 //     new content is staged and synced.
 //   - Prepare, once Keep returned and the new content is staged, with the
 //     new content's SHA-256 (nil for a delete: there is none), just before
-//     the version is checked a last time and the content published.
+//     the version is checked a last time and the content published. A
+//     write's and an edit's staged content may still be syncing then: its
+//     publication waits for the sync (stageSyncing).
 //   - Done, exactly once after Keep, whatever happened: with what was
 //     published, or nil when nothing was.
 //

@@ -72,6 +72,7 @@ type testHooks struct {
 	linkOnly      bool        // publish create-only by link+unlink, as without renameat2
 	walkOpens     func(n int) // after each full walk: the folders it opened
 	restaged      func()      // a publication met EXDEV and staged beside the target
+	stagedSync    func()      // just before a staged file's sync
 }
 
 var _ FileSystem = (*Local)(nil)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,4 +316,71 @@ func TestPrivateFolderParts(t *testing.T) {
 	entries, err := os.ReadDir(f.out)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1)
+}
+
+// preparedKeeper tells of its Prepare on a channel, and fails it with
+// err when set.
+type preparedKeeper struct {
+	recordingKeeper
+	prepared chan struct{}
+	err      error
+}
+
+func (k *preparedKeeper) Prepare(ctx context.Context, sum *[32]byte) error {
+	_ = k.recordingKeeper.Prepare(ctx, sum)
+	close(k.prepared)
+	return k.err
+}
+
+// A write's and an edit's Keeper prepares while the staged content is
+// still syncing (its journal entry's sync starts beside it,
+// docs/journal.md), and the content is published only after that sync; a
+// Prepare that fails leaves nothing published and nothing staged.
+func TestKeeperPreparesBesideTheStagedSync(t *testing.T) {
+	calls := map[string]func(f *fixture, k Keeper) error{
+		"write": func(f *fixture, k Keeper) error {
+			_, err := f.l.WriteText(context.Background(), f.resolve(t, "write", "a.txt"), "new\n", &WriteIntent{Keeper: k})
+			return err
+		},
+		"edit": func(f *fixture, k Keeper) error {
+			_, err := f.l.EditText(context.Background(), f.resolve(t, "edit", "a.txt"), EditRequest{OldString: "old", NewString: "new", Keeper: k}, nil)
+			return err
+		},
+		"batch": func(f *fixture, k Keeper) error {
+			_, err := f.l.EditText(context.Background(), f.resolve(t, "edit", "a.txt"), EditRequest{Batch: []Edit{{OldString: "old", NewString: "new"}}, Keeper: k}, nil)
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, "a.txt = old\n")
+			k := &preparedKeeper{prepared: make(chan struct{})}
+			var beside atomic.Bool
+			f.l.hooks.stagedSync = func() {
+				select {
+				case <-k.prepared:
+					beside.Store(true)
+				case <-time.After(5 * time.Second):
+				}
+			}
+			f.l.hooks.beforeRename = func() { assert.True(t, beside.Load(), "published before the staged sync returned") }
+			require.NoError(t, call(f, k))
+			assert.True(t, beside.Load(), "Prepare was not called while the staged content synced")
+			assert.Equal(t, "new\n", f.read(t, "a.txt"))
+			f.assertClean(t)
+
+			f = newFixture(t, "a.txt = old\n")
+			k = &preparedKeeper{prepared: make(chan struct{}), err: errors.New("no room")}
+			f.l.hooks.stagedSync = func() {
+				select {
+				case <-k.prepared:
+				case <-time.After(5 * time.Second):
+				}
+			}
+			require.Error(t, call(f, k))
+			assert.Equal(t, "old\n", f.read(t, "a.txt"))
+			assert.Equal(t, "done(false)", k.calls[len(k.calls)-1])
+			f.assertClean(t)
+		})
+	}
 }

@@ -93,7 +93,11 @@ func (l *Local) WriteText(ctx context.Context, t Target, content string, intent 
 		}
 	}
 
-	tmp, err := l.stage(w.dir, w.name, mode, owner, func(f io.Writer) error {
+	stage := l.stage
+	if kp != nil {
+		stage = l.stageSyncing
+	}
+	tmp, err := stage(w.dir, w.name, mode, owner, func(f io.Writer) error {
 		_, err := io.WriteString(f, content)
 		return err
 	})
@@ -442,6 +446,9 @@ type staged struct {
 	mode      uint32
 	owner     *unix.Stat_t
 	fill      func(io.Writer) error
+	// syncing has the result of a sync stageSyncing started in the
+	// background; nil when none is running.
+	syncing chan error
 }
 
 // stage creates an exclusive temporary file named .<name>.toolfs-<random>.tmp
@@ -450,6 +457,18 @@ type staged struct {
 // it. fill may run again (a publication that meets EXDEV stages beside the
 // target), so it must start from scratch each time.
 func (l *Local) stage(dir int, name string, mode uint32, owner *unix.Stat_t, fill func(io.Writer) error) (*staged, error) {
+	return l.stageAt(dir, name, mode, owner, fill, false)
+}
+
+// stageSyncing is stage with the file's sync left running in the
+// background, so that a Keeper prepares (and its journal entry's sync
+// starts) beside it (docs/journal.md, "What a change pays"); every
+// publication waits for the sync first and fails with its error.
+func (l *Local) stageSyncing(dir int, name string, mode uint32, owner *unix.Stat_t, fill func(io.Writer) error) (*staged, error) {
+	return l.stageAt(dir, name, mode, owner, fill, true)
+}
+
+func (l *Local) stageAt(dir int, name string, mode uint32, owner *unix.Stat_t, fill func(io.Writer) error, later bool) (*staged, error) {
 	s := &staged{l: l, dir: dir, name: name, mode: mode, owner: owner, fill: fill, tmpDir: dir, beside: true}
 	if p, err := l.private.get(true); err == nil {
 		var st unix.Stat_t
@@ -459,14 +478,15 @@ func (l *Local) stage(dir int, name string, mode uint32, owner *unix.Stat_t, fil
 	} else if !l.inProcessOnly {
 		return nil, err // the lock needed it already: not reached in practice
 	}
-	if err := s.write(); err != nil {
+	if err := s.write(later); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// write creates, locks and fills the temporary file in s.tmpDir.
-func (s *staged) write() error {
+// write creates, locks and fills the temporary file in s.tmpDir, and
+// syncs it, or with later starts its sync (synced waits for it).
+func (s *staged) write(later bool) error {
 	fd, tmp, err := createLocked(s.tmpDir, s.name)
 	if err != nil {
 		return err
@@ -482,14 +502,36 @@ func (s *staged) write() error {
 	if err == nil {
 		err = unix.Fchmod(fd, s.mode)
 	}
+	if err == nil && later {
+		s.syncing = make(chan error, 1)
+		go func(f *os.File) { s.syncing <- s.sync(f) }(s.f)
+		return nil
+	}
 	if err == nil {
-		err = s.f.Sync()
+		err = s.sync(s.f)
 	}
 	if err != nil {
 		s.discard()
 		return err
 	}
 	return nil
+}
+
+func (s *staged) sync(f *os.File) error {
+	if s.l.hooks.stagedSync != nil {
+		s.l.hooks.stagedSync()
+	}
+	return f.Sync()
+}
+
+// synced waits for the sync write started, if any, and returns its error.
+func (s *staged) synced() error {
+	if s.syncing == nil {
+		return nil
+	}
+	err := <-s.syncing
+	s.syncing = nil
+	return err
 }
 
 // createLocked creates a new temporary file in dir and takes its flock. A
@@ -556,11 +598,14 @@ func (s *staged) restageBeside() error {
 	}
 	s.discard()
 	s.tmpDir, s.beside = s.dir, true
-	return s.write()
+	return s.write(false)
 }
 
 // publish renames the temporary file over the target.
 func (s *staged) publish() error {
+	if err := s.synced(); err != nil {
+		return err
+	}
 	if s.l.hooks.beforeRename != nil {
 		s.l.hooks.beforeRename()
 	}
@@ -581,6 +626,9 @@ func (s *staged) publish() error {
 // there): renameat2(RENAME_NOREPLACE), or link+unlink where the filesystem
 // lacks it.
 func (s *staged) publishNew() error {
+	if err := s.synced(); err != nil {
+		return err
+	}
 	if s.l.hooks.beforeRename != nil {
 		s.l.hooks.beforeRename()
 	}
@@ -635,6 +683,7 @@ func (s *staged) commitFor(kp *keeping) (Version, error) {
 // discard removes the file unless it was published, then closes it (which
 // drops its flock). A no-op after discard.
 func (s *staged) discard() {
+	_ = s.synced() // before the close
 	if !s.published && s.f != nil {
 		_ = unix.Unlinkat(s.tmpDir, s.tmp, 0)
 	}
