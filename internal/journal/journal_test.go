@@ -225,10 +225,76 @@ func TestEntriesLandInTheZeroedRegion(t *testing.T) {
 	if got := len(readRecords(t, seg.fd)); got != 5 {
 		t.Fatalf("%d records read back, want 5", got)
 	}
-	// Past the zeroed region, written as before the zeros.
+	if seg.allocEnd != seg.zeroEnd {
+		t.Fatalf("reserved up to %d, want the zeroed region's end %d: no fallocate inside it", seg.allocEnd, seg.zeroEnd)
+	}
+
+	// A batch past the zeroed region extends the file, as before the zeros
+	// (the seal held off, so the segment stays to be read).
+	j.mu.Lock()
+	j.sealing = true
+	j.mu.Unlock()
 	commit(t, j, Record{KindBlob, [][]byte{bytes.Repeat([]byte{'y'}, int(seg.zeroEnd))}})
-	if j.seg == seg && fileSize(t, seg.fd) != seg.size {
-		t.Fatalf("file size %d, entries end %d", fileSize(t, seg.fd), seg.size)
+	if size := fileSize(t, seg.fd); size != seg.size || size <= seg.zeroEnd {
+		t.Fatalf("file size %d, entries end %d, zeroed region %d", size, seg.size, seg.zeroEnd)
+	}
+	if got := len(readRecords(t, seg.fd)); got != 6 {
+		t.Fatalf("%d records read back, want 6", got)
+	}
+	j.mu.Lock()
+	j.sealing = false
+	j.mu.Unlock()
+}
+
+// syncFails is a folder whose nth Sync fails, as on a full disk.
+type syncFails struct {
+	dirFolder
+	n     int32
+	calls *atomic.Int32
+}
+
+func (d syncFails) Sync() error {
+	if d.calls.Add(1) == d.n {
+		return unix.ENOSPC
+	}
+	return d.dirFolder.Sync()
+}
+
+// TestAFailedPreparationFailsNoChange: a preparation that fails is
+// logged, the changes go on in the current segment, and a new
+// preparation starts only once retryBroken has passed.
+func TestAFailedPreparationFailsNoChange(t *testing.T) {
+	d := syncFails{openDir(t, t.TempDir()), 2, new(atomic.Int32)} // 1: the first segment's, 2: the prepared one's
+	var errs atomic.Int32
+	j, _, err := Open(d, Options{SegmentBytes: 64 << 10, OnError: func(error) { errs.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	commit(t, j, Record{KindAudit, [][]byte{[]byte("0")}})
+	j.preparer.Wait()
+	if errs.Load() != 1 {
+		t.Fatalf("%d errors logged, want the preparation's", errs.Load())
+	}
+	for i := range 3 {
+		commit(t, j, Record{KindAudit, [][]byte{fmt.Append(nil, i)}})
+	}
+	j.mu.Lock()
+	again := j.preparing || j.prepared != nil
+	j.prepFail = j.prepFail.Add(-retryBroken)
+	j.mu.Unlock()
+	if again || j.seg.zeroEnd != 0 {
+		t.Fatal("prepared again within retryBroken")
+	}
+	if got := len(readRecords(t, j.seg.fd)); got != 4 {
+		t.Fatalf("%d records, want 4 in the first segment", got)
+	}
+	commit(t, j, Record{KindAudit, [][]byte{[]byte("4")}})
+	j.preparer.Wait()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.prepared == nil && j.seg.zeroEnd == 0 {
+		t.Fatal("not prepared again after retryBroken")
 	}
 }
 
