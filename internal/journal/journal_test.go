@@ -448,6 +448,10 @@ func TestEmptyEntryWritesNothing(t *testing.T) {
 // (zeroed=false), or written in a zeroed region (zeroed=true):
 //
 //	go test -run XXX -bench BenchmarkCommit -count 6 ./internal/journal/ | benchstat -col /zeroed -
+//
+// On the 2-core ext4 machine of issue 45: 502µs ± 12% appended, 461µs ±
+// 13% zeroed (-8.17%, p=0.009), with the zeros of the next segments
+// written beside the commits.
 func BenchmarkCommit(b *testing.B) {
 	payload := bytes.Repeat([]byte{'x'}, 70<<10)
 	for _, zeroed := range []bool{false, true} {
