@@ -130,6 +130,14 @@ const (
 	// commit of the file system's journal that a change waits for never
 	// has to flush much of a preparation's data with it.
 	zeroChunk = 1 << 20
+	// maxZeroed bounds a prepared segment's zeros: a larger bound
+	// (DefaultSegmentBytes) seals at the end of the zeros instead, so a
+	// process writes at most this much ahead of its entries.
+	maxZeroed = 8 << 20
+	// warmBytes is how much a process's first segment holds before the
+	// next one is prepared (a quarter of a smaller bound): a server that
+	// changes a few files, as a test's does, writes no zeros.
+	warmBytes = 1 << 20
 )
 
 // Folder is the journal's folder, opened and checked by the provider
@@ -157,6 +165,8 @@ type Options struct {
 	// noZero keeps every segment appended as the first one is (tests and
 	// the benchmark's baseline only).
 	noZero bool
+	// warm overrides warmBytes (tests only).
+	warm int64
 }
 
 // Journal is this process's segment of a workspace's journal.
@@ -561,13 +571,26 @@ const retryBroken = time.Second
 // change: it is logged, the current segment goes on taking the appends,
 // and a new preparation starts at most once per retryBroken.
 func (j *Journal) prepareLocked() {
+	warm := j.opt.warm
+	if warm == 0 {
+		warm = min(warmBytes, j.opt.SegmentBytes/4)
+	}
 	if j.opt.noZero || j.closed || j.dir == nil || j.preparing || j.prepared != nil ||
-		time.Since(j.prepFail) < retryBroken {
+		j.seg == nil || (j.seg.zeroEnd == 0 && j.seg.size < warm) || time.Since(j.prepFail) < retryBroken {
 		return
 	}
 	j.preparing = true
 	j.preparer.Add(1)
-	go j.prepare(j.dir, j.opt.SegmentBytes+zeroMargin)
+	go j.prepare(j.dir, min(j.opt.SegmentBytes, maxZeroed)+zeroMargin)
+}
+
+// bound is the size past which seg is sealed: the options' bound, or the
+// end of its zeros less the margin when that comes first.
+func (j *Journal) bound(seg *segment) int64 {
+	if seg.zeroEnd > 0 {
+		return min(j.opt.SegmentBytes, seg.zeroEnd-zeroMargin)
+	}
+	return j.opt.SegmentBytes
 }
 
 func (j *Journal) prepare(dir Folder, z int64) {
@@ -704,13 +727,13 @@ func (j *Journal) flushLocked(b *batch) {
 		j.entries.Add(uint64(b.n))
 		if !j.sealing && !j.closed {
 			switch {
-			case j.prepared != nil && (seg.zeroEnd == 0 || seg.size >= j.opt.SegmentBytes):
+			case j.prepared != nil && (seg.zeroEnd == 0 || seg.size >= j.bound(seg)):
 				// A segment without a zeroed region is left as soon as one
 				// is ready, not only at its bound.
 				next := j.prepared
 				j.prepared = nil
 				j.sealLocked(next)
-			case seg.size >= j.opt.SegmentBytes:
+			case seg.size >= j.bound(seg):
 				j.sealLocked(nil)
 			}
 			j.prepareLocked()

@@ -141,7 +141,7 @@ func TestConcurrentEntriesShareSyncs(t *testing.T) {
 func TestSealBoundsTheSegment(t *testing.T) {
 	dir := t.TempDir()
 	d := openDir(t, dir)
-	j, _, err := Open(d, Options{SegmentBytes: 4 << 10})
+	j, _, err := Open(d, Options{SegmentBytes: 4 << 10, warm: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func fileSize(t testing.TB, fd int) int64 {
 // nor its extents, so its fdatasync flushes data only; a batch past the
 // zeroed region still lands, extending the file.
 func TestEntriesLandInTheZeroedRegion(t *testing.T) {
-	j, _, err := Open(openDir(t, t.TempDir()), Options{SegmentBytes: 64 << 10})
+	j, _, err := Open(openDir(t, t.TempDir()), Options{SegmentBytes: 64 << 10, warm: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func (d syncFails) Sync() error {
 func TestAFailedPreparationFailsNoChange(t *testing.T) {
 	d := syncFails{openDir(t, t.TempDir()), 2, new(atomic.Int32)} // 1: the first segment's, 2: the prepared one's
 	var errs atomic.Int32
-	j, _, err := Open(d, Options{SegmentBytes: 64 << 10, OnError: func(error) { errs.Add(1) }})
+	j, _, err := Open(d, Options{SegmentBytes: 64 << 10, warm: 1, OnError: func(error) { errs.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestZeroedOrphans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			d := openDir(t, dir)
-			dead, _, err := Open(d, Options{SegmentBytes: 64 << 10})
+			dead, _, err := Open(d, Options{SegmentBytes: 64 << 10, warm: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +347,7 @@ func TestZeroedOrphans(t *testing.T) {
 			used, prepared := dead.seg.name, dead.prepared.name
 			abandon(dead)
 
-			j, orphans, err := Open(d, Options{SegmentBytes: 64 << 10})
+			j, orphans, err := Open(d, Options{SegmentBytes: 64 << 10, warm: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -385,7 +385,7 @@ func TestZeroedOrphans(t *testing.T) {
 // TestFindInAZeroedSegment: Find reads a zeroed segment's entries and
 // stops at its zeros, and at the prepared segment's.
 func TestFindInAZeroedSegment(t *testing.T) {
-	j, _, err := Open(openDir(t, t.TempDir()), Options{SegmentBytes: 64 << 10})
+	j, _, err := Open(openDir(t, t.TempDir()), Options{SegmentBytes: 64 << 10, warm: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestFindInAZeroedSegment(t *testing.T) {
 // removes its file: nothing remains.
 func TestCloseCutsAPreparationShort(t *testing.T) {
 	dir := t.TempDir()
-	j, _, err := Open(openDir(t, dir), Options{SegmentBytes: 1 << 30})
+	j, _, err := Open(openDir(t, dir), Options{SegmentBytes: 1 << 30, warm: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestCloseCutsAPreparationShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Close took %v: the 1 GiB preparation was not cut short", d)
+		t.Errorf("Close took %v: the preparation was not cut short", d)
 	}
 	if names, _ := filepath.Glob(filepath.Join(dir, "*.wal")); len(names) != 0 {
 		t.Fatalf("after Close: %v, want none", names)
@@ -472,5 +472,34 @@ func BenchmarkCommit(b *testing.B) {
 				commit(b, j, Record{KindBlob, [][]byte{payload}})
 			}
 		})
+	}
+}
+
+// TestZerosAreBounded: a server that changes a few files prepares no
+// segment (no zeros written), and a prepared segment's zeros stop at
+// maxZeroed past which it is sealed, whatever the bound.
+func TestZerosAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(openDir(t, dir), Options{SegmentBytes: DefaultSegmentBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		commit(t, j, Record{KindAudit, [][]byte{bytes.Repeat([]byte("x"), 1000)}})
+	}
+	j.preparer.Wait()
+	if names, _ := filepath.Glob(filepath.Join(dir, "*.wal")); j.prepared != nil || len(names) != 1 {
+		t.Fatalf("segments %v after 10 small entries, want one and none prepared", names)
+	}
+	commit(t, j, Record{KindBlob, [][]byte{make([]byte, warmBytes)}})
+	waitPrepared(t, j)
+	if got, want := j.prepared.zeroEnd, int64(maxZeroed+zeroMargin); got != want {
+		t.Errorf("zeroed %d bytes, want %d", got, want)
+	}
+	if got, want := j.bound(j.prepared), int64(maxZeroed); got != want {
+		t.Errorf("sealed at %d, want %d", got, want)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
