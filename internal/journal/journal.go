@@ -134,10 +134,12 @@ const (
 	// (DefaultSegmentBytes) seals at the end of the zeros instead, so a
 	// process writes at most this much ahead of its entries.
 	maxZeroed = 8 << 20
-	// warmBytes is how much a process's first segment holds before the
-	// next one is prepared (a quarter of a smaller bound): a server that
-	// changes a few files, as a test's does, writes no zeros.
-	warmBytes = 1 << 20
+	// warmBytes and warmEntries are how much a process's first segment
+	// holds before the next one is prepared (a quarter of a smaller bound,
+	// or that many entries): a server that changes a few files, as a
+	// test's does, writes no zeros.
+	warmBytes   = 1 << 20
+	warmEntries = 256
 )
 
 // Folder is the journal's folder, opened and checked by the provider
@@ -206,6 +208,7 @@ type segment struct {
 	fd             int
 	size, allocEnd int64
 	zeroEnd        int64
+	entries        int // entries written to it
 	noAlloc        bool
 }
 
@@ -576,7 +579,8 @@ func (j *Journal) prepareLocked() {
 		warm = min(warmBytes, j.opt.SegmentBytes/4)
 	}
 	if j.opt.noZero || j.closed || j.dir == nil || j.preparing || j.prepared != nil ||
-		j.seg == nil || (j.seg.zeroEnd == 0 && j.seg.size < warm) || time.Since(j.prepFail) < retryBroken {
+		j.seg == nil || (j.seg.zeroEnd == 0 && j.seg.size < warm && j.seg.entries < warmEntries) ||
+		(j.seg.zeroEnd > 0 && j.seg.size < j.bound(j.seg)/2) || time.Since(j.prepFail) < retryBroken {
 		return
 	}
 	j.preparing = true
@@ -713,6 +717,9 @@ func (j *Journal) flushLocked(b *batch) {
 
 	j.mu.Lock()
 	seg.size += int64(n)
+	if err == nil {
+		seg.entries += b.n
+	}
 	j.reserved -= b.n
 	if err != nil {
 		j.broken = err

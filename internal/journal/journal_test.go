@@ -476,8 +476,9 @@ func BenchmarkCommit(b *testing.B) {
 }
 
 // TestZerosAreBounded: a server that changes a few files prepares no
-// segment (no zeros written), and a prepared segment's zeros stop at
-// maxZeroed past which it is sealed, whatever the bound.
+// segment (no zeros written), one that made warmEntries changes does, and
+// a prepared segment's zeros stop at maxZeroed past which it is sealed,
+// whatever the bound.
 func TestZerosAreBounded(t *testing.T) {
 	dir := t.TempDir()
 	j, _, err := Open(openDir(t, dir), Options{SegmentBytes: DefaultSegmentBytes})
@@ -491,7 +492,9 @@ func TestZerosAreBounded(t *testing.T) {
 	if names, _ := filepath.Glob(filepath.Join(dir, "*.wal")); j.prepared != nil || len(names) != 1 {
 		t.Fatalf("segments %v after 10 small entries, want one and none prepared", names)
 	}
-	commit(t, j, Record{KindBlob, [][]byte{make([]byte, warmBytes)}})
+	for range warmEntries - 10 {
+		commit(t, j, Record{KindAudit, [][]byte{bytes.Repeat([]byte("x"), 1000)}})
+	}
 	waitPrepared(t, j)
 	if got, want := j.prepared.zeroEnd, int64(maxZeroed+zeroMargin); got != want {
 		t.Errorf("zeroed %d bytes, want %d", got, want)
