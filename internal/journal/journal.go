@@ -167,7 +167,8 @@ type Options struct {
 	// noZero keeps every segment appended as the first one is (tests and
 	// the benchmark's baseline only).
 	noZero bool
-	// warm overrides warmBytes (tests only).
+	// warm overrides warmBytes and the half of a zeroed segment (tests
+	// only).
 	warm int64
 }
 
@@ -574,13 +575,18 @@ const retryBroken = time.Second
 // change: it is logged, the current segment goes on taking the appends,
 // and a new preparation starts at most once per retryBroken.
 func (j *Journal) prepareLocked() {
-	warm := j.opt.warm
+	warm, half := j.opt.warm, int64(0)
+	if j.seg != nil {
+		half = j.bound(j.seg) / 2
+	}
 	if warm == 0 {
 		warm = min(warmBytes, j.opt.SegmentBytes/4)
+	} else {
+		half = warm
 	}
 	if j.opt.noZero || j.closed || j.dir == nil || j.preparing || j.prepared != nil ||
 		j.seg == nil || (j.seg.zeroEnd == 0 && j.seg.size < warm && j.seg.entries < warmEntries) ||
-		(j.seg.zeroEnd > 0 && j.seg.size < j.bound(j.seg)/2) || time.Since(j.prepFail) < retryBroken {
+		(j.seg.zeroEnd > 0 && j.seg.size < half) || time.Since(j.prepFail) < retryBroken {
 		return
 	}
 	j.preparing = true
