@@ -14,12 +14,6 @@
 // to a dead process. A segment past its bound is sealed: a new one takes
 // the appends, the records' files are synced (the Sealers), and the old
 // segment is removed, so the journal stays bounded.
-//
-// The next segment is prepared in the background: written with zeros and
-// synced before any entry goes there, so an entry written inside that
-// region changes neither the file's size nor its extents, and its
-// fdatasync flushes data only, without a commit of the file system's
-// journal. A frame header of length 0 is the unused, zeroed tail.
 package journal
 
 import (
@@ -27,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -123,23 +116,6 @@ const (
 	DefaultSegmentBytes = 64 << 20
 	// maxFrame bounds a frame read back (a damaged length is not trusted).
 	maxFrame = 64 << 20
-	// zeroMargin is how far past SegmentBytes a prepared segment is
-	// zeroed: the batch that crosses the bound still lands in it.
-	zeroMargin = 1 << 20
-	// zeroChunk is one write of zeros, synced before the next, so a
-	// commit of the file system's journal that a change waits for never
-	// has to flush much of a preparation's data with it.
-	zeroChunk = 1 << 20
-	// maxZeroed bounds a prepared segment's zeros: a larger bound
-	// (DefaultSegmentBytes) seals at the end of the zeros instead, so a
-	// process writes at most this much ahead of its entries.
-	maxZeroed = 8 << 20
-	// warmBytes and warmEntries are how much a process's first segment
-	// holds before the next one is prepared (a quarter of a smaller bound,
-	// or that many entries): a server that changes a few files, as a
-	// test's does, writes no zeros.
-	warmBytes   = 1 << 20
-	warmEntries = 256
 )
 
 // Folder is the journal's folder, opened and checked by the provider
@@ -163,13 +139,6 @@ type Options struct {
 	OnError func(error)
 	// Make makes the folder when Open had none.
 	Make func() (Folder, error)
-
-	// noZero keeps every segment appended as the first one is (tests and
-	// the benchmark's baseline only).
-	noZero bool
-	// warm overrides warmBytes and the half of a zeroed segment (tests
-	// only).
-	warm int64
 }
 
 // Journal is this process's segment of a workspace's journal.
@@ -190,26 +159,15 @@ type Journal struct {
 	retiring sync.WaitGroup
 	sealing  bool
 
-	// prepared is the next segment, zeroed and synced, waiting for the
-	// end of a flush; at most one is prepared at a time.
-	prepared  *segment
-	preparing bool
-	prepFail  time.Time
-	preparer  sync.WaitGroup
-	stop      atomic.Bool // Close cuts a preparation short
-
 	entries, syncs, seals atomic.Uint64
 	beforeSync            func() // tests only
 }
 
-// segment is one open segment file, flocked. Entries go at size; the
-// first zeroEnd bytes were written with zeros and synced before any entry.
+// segment is one open segment file, flocked.
 type segment struct {
 	name           string
 	fd             int
 	size, allocEnd int64
-	zeroEnd        int64
-	entries        int // entries written to it
 	noAlloc        bool
 }
 
@@ -254,9 +212,7 @@ func Open(dir Folder, o Options) (*Journal, []*Orphan, error) {
 // into the folder, so its entries can be found after a crash.
 func newSegment(dir Folder) (*segment, error) {
 	name := strconv.FormatUint(rand.Uint64(), 36) + ".wal"
-	// Not O_APPEND: Linux's pwrite appends on such an fd, and entries go
-	// at the segment's size, inside its zeroed region when it has one.
-	fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -271,51 +227,6 @@ func newSegment(dir Folder) (*segment, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	return &segment{name: name, fd: fd}, nil
-}
-
-// errStopped ends a preparation that Close cut short.
-var errStopped = errors.New("journal: closed")
-
-// zeroedSegment makes a new segment whose first z bytes are zeros, synced,
-// so entries written there later need a data-only fdatasync. Its lock is
-// held from its creation: no other process takes it for a dead one's.
-func zeroedSegment(dir Folder, z int64, stop *atomic.Bool) (*segment, error) {
-	seg, err := newSegment(dir) // its name synced into the folder
-	if err != nil {
-		return nil, err
-	}
-	zeros := make([]byte, zeroChunk)
-	for off := int64(0); off < z && err == nil; off += zeroChunk {
-		if stop.Load() {
-			err = errStopped
-			break
-		}
-		if _, err = pwriteFull(seg.fd, zeros[:min(zeroChunk, z-off)], off); err == nil {
-			err = unix.Fdatasync(seg.fd)
-		}
-	}
-	if err != nil {
-		if rerr := seg.remove(dir); rerr != nil && err != errStopped {
-			err = errors.Join(err, rerr)
-		}
-		if err == errStopped {
-			return nil, err
-		}
-		return nil, &os.PathError{Op: "zero", Path: seg.name, Err: err}
-	}
-	seg.zeroEnd, seg.allocEnd = z, z
-	return seg, nil
-}
-
-// remove unlinks a segment no entry needs and closes it: unlinked before
-// its lock goes, so no other process takes it for a dead one's.
-func (s *segment) remove(dir Folder) error {
-	err := unix.Unlinkat(dir.Fd(), s.name, 0)
-	unix.Close(s.fd)
-	if err == nil {
-		err = dir.Sync()
-	}
-	return err
 }
 
 // findOrphans reads every segment whose lock is free.
@@ -365,9 +276,7 @@ func readSegment(fd int) ([]Record, error) {
 }
 
 // scanSegment hands each whole frame's records to fn, in order, until fn
-// returns false, a frame is torn or damaged, or its length is 0 (the
-// zeroed tail: Commit never writes an empty frame); one frame is held at
-// a time.
+// returns false or a frame is torn or damaged; one frame is held at a time.
 func scanSegment(fd int, fn func([]Record) bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -381,7 +290,7 @@ func scanSegment(fd int, fn func([]Record) bool) error {
 		}
 		n := int64(binary.LittleEndian.Uint32(hdr))
 		sum := binary.LittleEndian.Uint32(hdr[4:])
-		if n == 0 || n > maxFrame || off+frameHeader+n > st.Size {
+		if n > maxFrame || off+frameHeader+n > st.Size {
 			break
 		}
 		payload := make([]byte, n)
@@ -535,7 +444,6 @@ func (j *Journal) Reserve() (*Reservation, error) {
 		}
 		j.seg = seg
 	}
-	j.prepareLocked()
 	if err := j.seg.allocate(int64(j.reserved+1) * reserveBytes); err != nil {
 		return nil, j.failed(err)
 	}
@@ -566,58 +474,8 @@ func (j *Journal) recoverLocked() error {
 	return nil
 }
 
-// retryBroken is how often a broken journal tries a new segment, and a
-// failed preparation a new one.
+// retryBroken is how often a broken journal tries a new segment.
 const retryBroken = time.Second
-
-// prepareLocked starts preparing the next segment in the background, when
-// none is prepared or being prepared. A failure (a full disk) fails no
-// change: it is logged, the current segment goes on taking the appends,
-// and a new preparation starts at most once per retryBroken.
-func (j *Journal) prepareLocked() {
-	warm, half := j.opt.warm, int64(0)
-	if j.seg != nil {
-		half = j.bound(j.seg) / 2
-	}
-	if warm == 0 {
-		warm = min(warmBytes, j.opt.SegmentBytes/4)
-	} else {
-		half = warm
-	}
-	if j.opt.noZero || j.closed || j.dir == nil || j.preparing || j.prepared != nil ||
-		j.seg == nil || (j.seg.zeroEnd == 0 && j.seg.size < warm && j.seg.entries < warmEntries) ||
-		(j.seg.zeroEnd > 0 && j.seg.size < half) || time.Since(j.prepFail) < retryBroken {
-		return
-	}
-	j.preparing = true
-	j.preparer.Add(1)
-	go j.prepare(j.dir, min(j.opt.SegmentBytes, maxZeroed)+zeroMargin)
-}
-
-// bound is the size past which seg is sealed: the options' bound, or the
-// end of its zeros less the margin when that comes first.
-func (j *Journal) bound(seg *segment) int64 {
-	if seg.zeroEnd > 0 {
-		return min(j.opt.SegmentBytes, seg.zeroEnd-zeroMargin)
-	}
-	return j.opt.SegmentBytes
-}
-
-func (j *Journal) prepare(dir Folder, z int64) {
-	defer j.preparer.Done()
-	seg, err := zeroedSegment(dir, z, &j.stop)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.preparing = false
-	if err != nil {
-		j.prepFail = time.Now()
-		if err != errStopped && j.opt.OnError != nil {
-			j.opt.OnError(err)
-		}
-		return
-	}
-	j.prepared = seg // Close removes it if no flush takes it
-}
 
 func (j *Journal) failed(err error) error {
 	if j.opt.OnError != nil {
@@ -701,12 +559,11 @@ func (j *Journal) flushLocked(b *batch) {
 	j.flushing = true
 	j.pending = &batch{}
 	seg, err := j.seg, j.broken
-	off := seg.size
 	j.mu.Unlock()
 
 	n := 0
 	if err == nil {
-		n, err = pwriteFull(seg.fd, b.buf, off)
+		n, err = WriteFull(seg.fd, b.buf)
 		if err == nil {
 			if j.beforeSync != nil {
 				j.beforeSync()
@@ -723,9 +580,6 @@ func (j *Journal) flushLocked(b *batch) {
 
 	j.mu.Lock()
 	seg.size += int64(n)
-	if err == nil {
-		seg.entries += b.n
-	}
 	j.reserved -= b.n
 	if err != nil {
 		j.broken = err
@@ -738,18 +592,8 @@ func (j *Journal) flushLocked(b *batch) {
 		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 	} else {
 		j.entries.Add(uint64(b.n))
-		if !j.sealing && !j.closed {
-			switch {
-			case j.prepared != nil && (seg.zeroEnd == 0 || seg.size >= j.bound(seg)):
-				// A segment without a zeroed region is left as soon as one
-				// is ready, not only at its bound.
-				next := j.prepared
-				j.prepared = nil
-				j.sealLocked(next)
-			case seg.size >= j.bound(seg):
-				j.sealLocked(nil)
-			}
-			j.prepareLocked()
+		if seg.size >= j.opt.SegmentBytes && !j.sealing && !j.closed {
+			j.sealLocked()
 		}
 	}
 	b.err, b.done = err, true
@@ -757,18 +601,16 @@ func (j *Journal) flushLocked(b *batch) {
 	j.cond.Broadcast()
 }
 
-// sealLocked starts next (a new segment when nil) for the appends to come
-// and, in the background, syncs what the old one's records describe, then
-// removes it. A failure keeps the old segment (replayed at the next start).
-func (j *Journal) sealLocked(next *segment) {
-	if next == nil {
-		var err error
-		if next, err = newSegment(j.dir); err != nil {
-			if j.opt.OnError != nil {
-				j.opt.OnError(err)
-			}
-			return
+// sealLocked starts a new segment for the appends to come and, in the
+// background, syncs what the old one's records describe, then removes it.
+// A failure keeps the old segment (replayed at the next start).
+func (j *Journal) sealLocked() {
+	next, err := newSegment(j.dir)
+	if err != nil {
+		if j.opt.OnError != nil {
+			j.opt.OnError(err)
 		}
+		return
 	}
 	if err := next.allocate(int64(j.reserved) * reserveBytes); err != nil && j.opt.OnError != nil {
 		j.opt.OnError(err)
@@ -809,10 +651,9 @@ func (j *Journal) retire(old *segment, syncs []func() error) {
 	j.mu.Unlock()
 }
 
-// Close waits for the flush, the seal and the preparation in progress,
-// removes the prepared segment no entry went to, seals the segment (its
-// records' files synced) and removes it: a clean stop leaves nothing to
-// replay. Later reservations fail.
+// Close waits for the flush and the seal in progress, seals the segment
+// (its records' files synced) and removes it: a clean stop leaves nothing
+// to replay. Later reservations fail.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	for j.flushing {
@@ -824,23 +665,15 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	j.broken = errors.New("closed")
-	j.stop.Store(true)
 	j.mu.Unlock()
-	j.preparer.Wait()
 	j.retiring.Wait()
 	j.mu.Lock()
 	syncs := make([]func() error, 0, len(j.sealers))
 	for _, s := range j.sealers {
 		syncs = append(syncs, s())
 	}
-	seg, prepared := j.seg, j.prepared
-	j.prepared = nil
+	seg := j.seg
 	j.mu.Unlock()
-	if prepared != nil {
-		if err := prepared.remove(j.dir); err != nil && j.opt.OnError != nil {
-			j.opt.OnError(err) // all zeros: the next start retires it
-		}
-	}
 	if seg != nil {
 		j.retire(seg, syncs)
 	}
@@ -856,25 +689,6 @@ type Stats struct{ Entries, Syncs, Seals uint64 }
 // Stats returns the journal's counts.
 func (j *Journal) Stats() Stats {
 	return Stats{Entries: j.entries.Load(), Syncs: j.syncs.Load(), Seals: j.seals.Load()}
-}
-
-// pwriteFull writes all of b to fd at off, through short writes and EINTR.
-func pwriteFull(fd int, b []byte, off int64) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := unix.Pwrite(fd, b[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			return n, io.ErrShortWrite
-		}
-		n += m
-	}
-	return n, nil
 }
 
 // WriteFull writes all of b to fd, through short writes and EINTR; the

@@ -97,8 +97,8 @@ func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
 			}
 		}
 	}
-	// Warm both servers as a running server is: past the journal's first
-	// segment, into the zeroed ones (docs/journal.md, "Bounds").
+	// Warm both servers as a running server is: with checkpoints, its
+	// journal past its first seals (docs/journal.md, "Bounds").
 	for i := range pairedWarmCalls {
 		for _, base := range []string{bare.URL, recording.URL} {
 			if err := postWrite(hc, base, "warm.txt", fmt.Sprintf("%010d\n", i)+body); err != nil {
@@ -121,8 +121,8 @@ func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
 }
 
 // pairedWarmCalls is how many 60 KiB writes each server of a pair takes
-// before it is timed: more than the journal's first segment holds before
-// the next one is prepared (1 MiB, 256 entries).
+// before it is timed: 18 MiB of kept contents, two seals of a
+// checkpointed server's 8 MiB segments.
 const pairedWarmCalls = 300
 
 func postWrite(hc *http.Client, base, path, content string) error {
