@@ -18,7 +18,7 @@ import (
 //   - Keep, once every check passed and the new content is about to be
 //     staged (an upload's is staged already), with the file the mutation
 //     replaces. A write's and an edit's run on its own goroutine while the
-//     new content is staged and synced.
+//     new content is staged.
 //   - Prepare, once Keep returned and the new content is staged, with the
 //     new content's SHA-256 (nil for a delete: there is none), just before
 //     the version is checked a last time and the content published. A
