@@ -517,6 +517,7 @@ func (s *staged) write(later bool) error {
 	return nil
 }
 
+// sync syncs the staged file f (the test hook first).
 func (s *staged) sync(f *os.File) error {
 	if s.l.hooks.stagedSync != nil {
 		s.l.hooks.stagedSync()
