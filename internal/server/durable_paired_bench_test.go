@@ -68,20 +68,9 @@ func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
 		} else {
 			args = map[string]any{"file_path": path, "old_string": prev, "new_string": now}
 		}
-		raw, _ := json.Marshal(args)
 		start := time.Now()
-		resp, err := hc.Post(base+"/tools/"+tool, "application/json", bytes.NewReader(raw))
-		if err != nil {
+		if err := postTool(hc, base, tool, args); err != nil {
 			b.Error(err)
-			return 0
-		}
-		// Read to the end: the answer is the call's, and a connection whose
-		// answer was left unread is not reused (a new one per call would
-		// add the same cost to both sides and hide the ratio).
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Errorf("%s: %d", tool, resp.StatusCode)
 		}
 		return time.Since(start)
 	}
@@ -101,7 +90,7 @@ func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
 	// journal past its first seals (docs/journal.md, "Bounds").
 	for i := range pairedWarmCalls {
 		for _, base := range []string{bare.URL, recording.URL} {
-			if err := postWrite(hc, base, "warm.txt", fmt.Sprintf("%010d\n", i)+body); err != nil {
+			if err := postTool(hc, base, "write", map[string]any{"file_path": "warm.txt", "content": fmt.Sprintf("%010d\n", i) + body}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -125,16 +114,19 @@ func benchPaired(b *testing.B, writers int, tool, rec string, journal bool) {
 // checkpointed server's 8 MiB segments.
 const pairedWarmCalls = 300
 
-func postWrite(hc *http.Client, base, path, content string) error {
-	raw, _ := json.Marshal(map[string]any{"file_path": path, "content": content})
-	resp, err := hc.Post(base+"/tools/write", "application/json", bytes.NewReader(raw))
+// postTool calls tool on base and reads the answer to its end: a
+// connection whose answer was left unread is not reused (a new one per
+// call would add the same cost to both sides and hide the ratio).
+func postTool(hc *http.Client, base, tool string, args map[string]any) error {
+	raw, _ := json.Marshal(args)
+	resp, err := hc.Post(base+"/tools/"+tool, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return fmt.Errorf("warm-up write: %d", resp.StatusCode)
+		return fmt.Errorf("%s: %d", tool, resp.StatusCode)
 	}
 	return nil
 }
