@@ -161,8 +161,9 @@ func TestEscalationAskedByElicitation(t *testing.T) {
 // decision at /approvals is 404).
 func TestElicitationAndApprovalsRace(t *testing.T) {
 	h := fenced(t, "", 30*time.Second)
-	withdrawn := make(chan struct{})
+	reached, withdrawn := make(chan struct{}), make(chan struct{})
 	a := &asked{answer: func(ctx context.Context) *sdk.ElicitResult {
+		close(reached)
 		<-ctx.Done()
 		close(withdrawn)
 		return &sdk.ElicitResult{Action: "cancel"}
@@ -177,6 +178,13 @@ func TestElicitationAndApprovalsRace(t *testing.T) {
 		done <- res
 	}()
 	id := h.pendingID()
+	// Decided only once the question is with the client: a decision
+	// before it arrives withdraws a question the client never sees.
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not asked")
+	}
 	r := h.raw(http.MethodPost, "/approvals/"+id, `{"decision":"approve"}`, "Content-Type", "application/json")
 	require.Equal(t, http.StatusNoContent, r.status, r.body)
 	res := <-done

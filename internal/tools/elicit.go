@@ -156,9 +156,15 @@ func (x *Executor) relOf(ctx context.Context, display string) string {
 // askBoth asks the call's own client while p waits at /approvals: the
 // client's answer decides p (the first decision wins, docs/sandbox.md),
 // and p's end withdraws the question (ctx is cancelled by the caller).
-func (x *Executor) askBoth(ctx context.Context, c Call, a Asker, p *approval.Pending, shown string) {
+// The channel closes when the asking ends: a decision of the client's
+// has its audit record committed by then, so the caller, once p is
+// decided by it, waits for the channel before the call runs
+// (docs/audit.md).
+func (x *Executor) askBoth(ctx context.Context, c Call, a Asker, p *approval.Pending, shown string) <-chan struct{} {
 	q := Question{Approval: p.Approval(), Shown: shown}
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		d, err := a.Ask(ctx, q)
 		switch {
 		case ctx.Err() != nil: // decided at /approvals, timed out, or the call went away
@@ -182,4 +188,5 @@ func (x *Executor) askBoth(ctx context.Context, c Call, a Asker, p *approval.Pen
 			}
 		}
 	}()
+	return ended
 }

@@ -225,12 +225,17 @@ func (x *Executor) askFor(ctx context.Context, c Call, r approval.Request, shown
 		return escalationCancelled(e.mode)
 	}
 	defer p.Cancel()
+	var asking <-chan struct{}
 	if asker != nil {
 		actx, withdraw := context.WithCancel(ctx)
 		defer withdraw()
-		x.askBoth(actx, c, asker, p, shown)
+		asking = x.askBoth(actx, c, asker, p, shown)
 	}
-	switch p.Wait(ctx) {
+	o := p.Wait(ctx)
+	if asking != nil && (o == approval.Approved || o == approval.Rejected) && p.Approval().Via == ViaElicitation {
+		<-asking // its record first (docs/audit.md)
+	}
+	switch o {
 	case approval.Approved:
 		return nil
 	case approval.Rejected:
