@@ -8,12 +8,16 @@
 // power loss Open finds the entries of the dead process and the caller
 // replays them.
 //
-// Each process appends to a segment of its own (<folder>/<random>.wal),
+// Each process appends to a segment of its own (<folder>/r-<salt>.wal),
 // flocked while it lives, so replicas on one shared file system never
 // interleave their appends and a segment whose lock can be taken belongs
 // to a dead process. A segment past its bound is sealed: a new one takes
 // the appends, the records' files are synced (the Sealers), and the old
-// segment is removed, so the journal stays bounded.
+// segment is renamed under a new salt and kept for the next seal (at most
+// one), or removed, so the journal stays bounded. A recycled segment's
+// entries overwrite blocks it holds already, so their fdatasync flushes
+// data alone, with no size or extent to commit; its old frames fail the
+// checksum, which covers the salt (docs/journal.md, "Bounds").
 package journal
 
 import (
@@ -96,7 +100,9 @@ func (e *Entry) Len() int {
 	return len(e.buf)
 }
 
-// A frame is [u32 length][u32 CRC-32C of the payload][payload].
+// A frame is [u32 length][u32 CRC-32C of the salt and the payload][payload];
+// a segment named without a salt (<random>.wal, before recycling) has
+// frames whose CRC covers the payload alone.
 const frameHeader = 8
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -151,6 +157,7 @@ type Journal struct {
 	cond     *sync.Cond
 	seg      *segment
 	pending  *batch
+	spare    *segment // a sealed segment renamed under a new salt, for the next seal
 	flushing bool
 	reserved int
 	broken   error
@@ -159,14 +166,15 @@ type Journal struct {
 	retiring sync.WaitGroup
 	sealing  bool
 
-	entries, syncs, seals atomic.Uint64
-	beforeSync            func() // tests only
+	entries, syncs, seals, recycled atomic.Uint64
+	beforeSync                      func() // tests only
 }
 
 // segment is one open segment file, flocked.
 type segment struct {
 	name           string
 	fd             int
+	seed           uint32 // the CRC-32C of the salt: each frame's checksum starts there
 	size, allocEnd int64
 	noAlloc        bool
 }
@@ -211,8 +219,8 @@ func Open(dir Folder, o Options) (*Journal, []*Orphan, error) {
 // newSegment creates and locks a new segment file; its name is synced
 // into the folder, so its entries can be found after a crash.
 func newSegment(dir Folder) (*segment, error) {
-	name := strconv.FormatUint(rand.Uint64(), 36) + ".wal"
-	fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	name, seed := saltedName()
+	fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
@@ -226,7 +234,35 @@ func newSegment(dir Folder) (*segment, error) {
 		_ = unix.Unlinkat(dir.Fd(), name, 0)
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	return &segment{name: name, fd: fd}, nil
+	return &segment{name: name, fd: fd, seed: seed}, nil
+}
+
+// saltedName is a new segment's name, r-<salt>.wal, and its seed.
+func saltedName() (string, uint32) {
+	salt := rand.Uint64()
+	return "r-" + strconv.FormatUint(salt, 36) + ".wal", saltSeed(salt)
+}
+
+func saltSeed(salt uint64) uint32 {
+	return crc32.Checksum(binary.LittleEndian.AppendUint64(nil, salt), castagnoli)
+}
+
+// seedOf is the checksum seed of the segment called name: its salt's, or
+// 0 for a segment named without one.
+func seedOf(name string) (uint32, bool) {
+	base, ok := strings.CutSuffix(name, ".wal")
+	if !ok {
+		return 0, false
+	}
+	salt, ok := strings.CutPrefix(base, "r-")
+	if !ok {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(salt, 36, 64)
+	if err != nil {
+		return 0, false
+	}
+	return saltSeed(n), true
 }
 
 // findOrphans reads every segment whose lock is free.
@@ -243,7 +279,8 @@ func findOrphans(dir Folder) ([]*Orphan, error) {
 	}
 	var out []*Orphan
 	for _, name := range names {
-		if !strings.HasSuffix(name, ".wal") {
+		seed, ok := seedOf(name)
+		if !ok {
 			continue
 		}
 		fd, err := unix.Openat(dir.Fd(), name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -254,7 +291,7 @@ func findOrphans(dir Folder) ([]*Orphan, error) {
 			unix.Close(fd) // a live process's
 			continue
 		}
-		recs, err := readSegment(fd)
+		recs, err := readSegment(fd, seed)
 		if err != nil {
 			unix.Close(fd)
 			return nil, fmt.Errorf("journal: %s: %w", name, err)
@@ -266,9 +303,9 @@ func findOrphans(dir Folder) ([]*Orphan, error) {
 
 // readSegment parses the frames of a segment up to the first torn or
 // damaged one (an append a crash interrupted: never acknowledged).
-func readSegment(fd int) ([]Record, error) {
+func readSegment(fd int, seed uint32) ([]Record, error) {
 	var recs []Record
-	err := scanSegment(fd, func(rs []Record) bool {
+	err := scanSegment(fd, seed, func(rs []Record) bool {
 		recs = append(recs, rs...)
 		return true
 	})
@@ -276,8 +313,9 @@ func readSegment(fd int) ([]Record, error) {
 }
 
 // scanSegment hands each whole frame's records to fn, in order, until fn
-// returns false or a frame is torn or damaged; one frame is held at a time.
-func scanSegment(fd int, fn func([]Record) bool) error {
+// returns false or a frame is torn or damaged (or, in a recycled segment,
+// older than its salt); one frame is held at a time.
+func scanSegment(fd int, seed uint32, fn func([]Record) bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
@@ -297,7 +335,7 @@ func scanSegment(fd int, fn func([]Record) bool) error {
 		if m, err := unix.Pread(fd, payload, off+frameHeader); err != nil || int64(m) < n {
 			return err
 		}
-		if crc32.Checksum(payload, castagnoli) != sum {
+		if crc32.Update(seed, castagnoli, payload) != sum {
 			break
 		}
 		rs, ok := parseEntry(payload)
@@ -333,14 +371,15 @@ func (j *Journal) Find(kind Kind, match func(Record) bool) (rec Record, ok bool)
 		return rec, false
 	}
 	for _, name := range names {
-		if !strings.HasSuffix(name, ".wal") {
+		seed, ok := seedOf(name)
+		if !ok {
 			continue
 		}
 		fd, err := unix.Openat(dir.Fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			continue // sealed and removed meanwhile
+			continue // sealed and removed or renamed meanwhile
 		}
-		_ = scanSegment(fd, func(rs []Record) bool {
+		_ = scanSegment(fd, seed, func(rs []Record) bool {
 			for _, r := range rs {
 				if r.Kind == kind && match(r) {
 					rec, ok = r, true
@@ -540,7 +579,7 @@ func (r *Reservation) Commit(e *Entry) error {
 	}
 	b := j.pending
 	b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(len(payload)))
-	b.buf = binary.LittleEndian.AppendUint32(b.buf, crc32.Checksum(payload, castagnoli))
+	b.buf = binary.LittleEndian.AppendUint32(b.buf, 0) // by flushLocked, for the segment written
 	b.buf = append(b.buf, payload...)
 	b.n++
 	for !b.done {
@@ -563,7 +602,8 @@ func (j *Journal) flushLocked(b *batch) {
 
 	n := 0
 	if err == nil {
-		n, err = WriteFull(seg.fd, b.buf)
+		checksum(b.buf, seg.seed)
+		n, err = pwriteFull(seg.fd, b.buf, seg.size)
 		if err == nil {
 			if j.beforeSync != nil {
 				j.beforeSync()
@@ -601,16 +641,31 @@ func (j *Journal) flushLocked(b *batch) {
 	j.cond.Broadcast()
 }
 
-// sealLocked starts a new segment for the appends to come and, in the
-// background, syncs what the old one's records describe, then removes it.
-// A failure keeps the old segment (replayed at the next start).
+// checksum fills the CRC of each frame of buf, seeded with seed.
+func checksum(buf []byte, seed uint32) {
+	for off := 0; off+frameHeader <= len(buf); {
+		n := int(binary.LittleEndian.Uint32(buf[off:]))
+		end := off + frameHeader + n
+		binary.LittleEndian.PutUint32(buf[off+4:], crc32.Update(seed, castagnoli, buf[off+frameHeader:end]))
+		off = end
+	}
+}
+
+// sealLocked starts a new segment for the appends to come (the spare, if
+// there is one) and, in the background, syncs what the old one's records
+// describe, then recycles or removes it. A failure keeps the old segment
+// (replayed at the next start).
 func (j *Journal) sealLocked() {
-	next, err := newSegment(j.dir)
-	if err != nil {
-		if j.opt.OnError != nil {
-			j.opt.OnError(err)
+	next := j.spare
+	j.spare = nil
+	if next == nil {
+		var err error
+		if next, err = newSegment(j.dir); err != nil {
+			if j.opt.OnError != nil {
+				j.opt.OnError(err)
+			}
+			return
 		}
-		return
 	}
 	if err := next.allocate(int64(j.reserved) * reserveBytes); err != nil && j.opt.OnError != nil {
 		j.opt.OnError(err)
@@ -637,6 +692,12 @@ func (j *Journal) retire(old *segment, syncs []func() error) {
 			err = e
 		}
 	}
+	if err == nil && j.recycle(old) {
+		j.mu.Lock()
+		j.sealing = false
+		j.mu.Unlock()
+		return
+	}
 	if err == nil {
 		if err = unix.Unlinkat(j.dir.Fd(), old.name, 0); err == nil {
 			err = j.dir.Sync()
@@ -649,6 +710,39 @@ func (j *Journal) retire(old *segment, syncs []func() error) {
 	j.mu.Lock()
 	j.sealing = false
 	j.mu.Unlock()
+}
+
+// recycle keeps old, sealed and its records' files synced, as the spare
+// for the next seal: renamed under a new salt (so its frames no longer
+// pass the checksum) and the rename synced before any entry is written
+// there, its lock kept. It reports false when old is not kept: the
+// journal closing, a spare kept already, or a failure (old still there
+// under its name).
+func (j *Journal) recycle(old *segment) bool {
+	j.mu.Lock()
+	keep := !j.closed && j.spare == nil
+	j.mu.Unlock()
+	if !keep {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(old.fd, &st) != nil {
+		return false
+	}
+	name, seed := saltedName()
+	if unix.Renameat2(j.dir.Fd(), old.name, j.dir.Fd(), name, unix.RENAME_NOREPLACE) != nil {
+		return false
+	}
+	old.name = name
+	if j.dir.Sync() != nil {
+		return false // removed by the caller under its new name; its frames fail the new salt
+	}
+	spare := &segment{name: name, fd: old.fd, seed: seed, allocEnd: st.Size, noAlloc: old.noAlloc}
+	j.mu.Lock()
+	j.spare = spare
+	j.mu.Unlock()
+	j.recycled.Add(1)
+	return true
 }
 
 // Close waits for the flush and the seal in progress, seals the segment
@@ -668,6 +762,11 @@ func (j *Journal) Close() error {
 	j.mu.Unlock()
 	j.retiring.Wait()
 	j.mu.Lock()
+	if sp := j.spare; sp != nil {
+		j.spare = nil
+		_ = unix.Unlinkat(j.dir.Fd(), sp.name, 0) // synced with the last segment's removal
+		unix.Close(sp.fd)
+	}
 	syncs := make([]func() error, 0, len(j.sealers))
 	for _, s := range j.sealers {
 		syncs = append(syncs, s())
@@ -684,11 +783,27 @@ func (j *Journal) Close() error {
 }
 
 // Stats are counts since Open.
-type Stats struct{ Entries, Syncs, Seals uint64 }
+type Stats struct{ Entries, Syncs, Seals, Recycled uint64 }
 
 // Stats returns the journal's counts.
 func (j *Journal) Stats() Stats {
-	return Stats{Entries: j.entries.Load(), Syncs: j.syncs.Load(), Seals: j.seals.Load()}
+	return Stats{Entries: j.entries.Load(), Syncs: j.syncs.Load(), Seals: j.seals.Load(), Recycled: j.recycled.Load()}
+}
+
+// pwriteFull writes all of b to fd at off, through short writes and EINTR.
+func pwriteFull(fd int, b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Pwrite(fd, b[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // WriteFull writes all of b to fd, through short writes and EINTR; the

@@ -2,7 +2,9 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,7 +60,7 @@ func TestOrphansReplayedInOrder(t *testing.T) {
 	commit(t, dead, Record{KindLog, [][]byte{[]byte("a.log"), []byte("id"), []byte("line 1\n")}}, Record{KindAudit, [][]byte{[]byte("x")}})
 	commit(t, dead, Record{KindBlob, [][]byte{[]byte("content")}})
 	// A torn frame: its length promises more than the file holds.
-	if _, err := unix.Write(dead.seg.fd, []byte{200, 0, 0, 0, 1, 2, 3, 4, 'L'}); err != nil {
+	if _, err := unix.Pwrite(dead.seg.fd, []byte{200, 0, 0, 0, 1, 2, 3, 4, 'L'}, dead.seg.size); err != nil {
 		t.Fatal(err)
 	}
 	live, orphans, err := Open(d, Options{})
@@ -116,7 +118,7 @@ func TestConcurrentEntriesShareSyncs(t *testing.T) {
 	if st.Entries != 64 || st.Syncs > 32 {
 		t.Fatalf("stats %+v: want 64 entries in at most 32 syncs", st)
 	}
-	recs, err := readSegment(j.seg.fd)
+	recs, err := readSegment(j.seg.fd, j.seg.seed)
 	if err != nil || len(recs) != 64 {
 		t.Fatalf("%d records, %v", len(recs), err)
 	}
@@ -125,8 +127,9 @@ func TestConcurrentEntriesShareSyncs(t *testing.T) {
 }
 
 // TestSealBoundsTheSegment: past SegmentBytes a new segment takes the
-// appends, the Sealer's sync runs, and the old segment is removed, so a
-// live journal holds one segment once the seal ends.
+// appends, the Sealer's sync runs, and the old segment is kept as the
+// spare for the next seal or removed, so a live journal holds two segments
+// at most once the seal ends, and none after Close.
 func TestSealBoundsTheSegment(t *testing.T) {
 	dir := t.TempDir()
 	d := openDir(t, dir)
@@ -144,11 +147,99 @@ func TestSealBoundsTheSegment(t *testing.T) {
 		t.Fatalf("no seal: %+v, synced %d", j.Stats(), synced.Load())
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
-	if len(names) != 1 {
-		t.Fatalf("segments %v, want one", names)
+	if len(names) != 2 {
+		t.Fatalf("segments %v, want the one written and the spare", names)
 	}
 	j.Close()
 	if names, _ := filepath.Glob(filepath.Join(dir, "*.wal")); len(names) != 0 {
 		t.Fatalf("after Close: %v, want none", names)
+	}
+}
+
+// TestRecycledSegmentHidesItsPast: a sealed segment is reused for a later
+// seal (same file, new name), and after a crash only the entries written
+// since it was reused are read from it: its older frames, still on disk
+// past the new ones, fail the checksum that covers the new salt.
+func TestRecycledSegmentHidesItsPast(t *testing.T) {
+	dir := t.TempDir()
+	d := openDir(t, dir)
+	j, _, err := Open(d, Options{SegmentBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[uint64]bool{}
+	inode := func() {
+		var st unix.Stat_t
+		if err := unix.Fstat(j.seg.fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		inodes[st.Ino] = true
+	}
+	var seg *segment
+	var last []string // the entries of the segment being written
+	for i := 0; j.Stats().Recycled < 3 || len(last) < 3; i++ {
+		if i > 1000 {
+			t.Fatalf("no recycling: %+v", j.Stats())
+		}
+		rec := fmt.Sprintf("entry %04d", i) // one size: old frames start where new ones end
+		commit(t, j, Record{KindBlob, [][]byte{[]byte(rec), bytes.Repeat([]byte("x"), 1000)}})
+		if seg == nil {
+			seg = j.seg
+			inode()
+		}
+		if j.seg == seg {
+			last = append(last, rec)
+			continue
+		}
+		// Sealed by this entry, written in the old segment.
+		j.retiring.Wait()
+		seg, last = j.seg, nil
+		inode()
+	}
+	if len(inodes) > 2 {
+		t.Fatalf("%d files for %d seals, want the two recycled", len(inodes), j.Stats().Seals)
+	}
+	abandon(j)
+	j.spare = nil // the spare goes with the process too
+
+	j2, orphans, err := Open(d, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	var got []string
+	for _, o := range orphans {
+		for _, r := range o.Records {
+			got = append(got, string(r.Parts[0]))
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(last) {
+		t.Fatalf("replayed %q\nwant %q (the entries since the last seal)", got, last)
+	}
+}
+
+// TestUnsaltedSegmentReplayed: a segment written before recycling
+// (<random>.wal, each frame's CRC over its payload alone) is still read.
+func TestUnsaltedSegmentReplayed(t *testing.T) {
+	dir := t.TempDir()
+	d := openDir(t, dir)
+	var buf []byte
+	for _, p := range []string{"one", "two"} {
+		var e Entry
+		e.Add(KindAudit, []byte(p))
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(e.buf)))
+		buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(e.buf, castagnoli))
+		buf = append(buf, e.buf...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "k3x9.wal"), buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, orphans, err := Open(d, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if len(orphans) != 1 || fmt.Sprintf("%q", orphans[0].Records) != `[{'A' ["one"]} {'A' ["two"]}]` {
+		t.Fatalf("orphans %+v", orphans)
 	}
 }
