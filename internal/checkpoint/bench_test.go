@@ -89,3 +89,35 @@ func benchRecord(b *testing.B, size int, op string, keep bool) {
 		}
 	}
 }
+
+// BenchmarkSealSyncs: a seal's syncs of 128 kept contents of 60 KiB (an
+// 8 MiB segment's), written just before, one after another against
+// sealSyncs at once (docs/performance.md, "The seal's syncs side by side
+// (issue 45)").
+func BenchmarkSealSyncs(b *testing.B) {
+	content := []byte(strings.Repeat("0123456789abcdef", 60<<10/16))
+	for _, n := range []int{1, sealSyncs} {
+		b.Run(fmt.Sprintf("at-once=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			d, err := os.Open(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			names := make([]string, 128)
+			for i := range b.N {
+				b.StopTimer()
+				for k := range names {
+					names[k] = fmt.Sprintf("%d-%d", i, k)
+					if err := os.WriteFile(filepath.Join(dir, names[k]), content, 0o600); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if err := syncAtOnce(int(d.Fd()), names, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -2,12 +2,15 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -80,24 +83,50 @@ func (s *Store) Sealer() journal.Sealer {
 					return err
 				}
 			}
-			for name := range blobs {
-				if err := syncAt(d.blobs.Fd(), name); err != nil {
-					return err
-				}
+			if err := syncEach(d.blobs.Fd(), slices.Collect(maps.Keys(blobs))); err != nil {
+				return err
 			}
 			if len(blobs) > 0 {
 				if err := d.blobs.Sync(); err != nil {
 					return err
 				}
 			}
-			for name := range logs {
-				if err := syncAt(d.sessions.Fd(), name); err != nil {
-					return err
-				}
-			}
-			return nil
+			return syncEach(d.sessions.Fd(), slices.Collect(maps.Keys(logs)))
 		}
 	}
+}
+
+// sealSyncs is how many of a seal's files are synced at once.
+const sealSyncs = 16
+
+// syncEach fdatasyncs the files names in dir, sealSyncs at a time:
+// concurrent syncs share the file system's commits and the disk's cache
+// flushes, where one after another each pays its own, and a seal's disk
+// time slows the changes beside it (docs/performance.md, "The seal's
+// syncs side by side (issue 45)").
+func syncEach(dir int, names []string) error { return syncAtOnce(dir, names, sealSyncs) }
+
+// syncAtOnce is syncEach with at most n syncs at once.
+func syncAtOnce(dir int, names []string, n int) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	slots := make(chan struct{}, n)
+	for _, name := range names {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := syncAt(dir, name); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // syncAt fdatasyncs the file name in dir; a missing one is fine.
@@ -213,19 +242,27 @@ func (h *heldBlobs) addSizes(sizes map[string]int64) {
 	}
 }
 
-// writeHeld writes held contents to blobs/, each synced, then the folder,
-// and lets go of them: under the gc lock's shared side, since a
-// collection removes the temporary files it finds.
+// writeHeld writes held contents to blobs/, then syncs them side by side
+// (syncEach), then the folder, and lets go of them: under the gc lock's
+// shared side, since a collection removes the temporary files it finds.
+// A blob is named before its sync here: the segment that holds the
+// content is removed only after the whole seal succeeded, and a replay
+// writes again a content damaged in blobs/ (docs/journal.md, "Crashes").
 func (s *Store) writeHeld(d *folders, held map[string][]byte) error {
 	release, err := s.gc.rlock(context.Background(), d)
 	if err != nil {
 		return err
 	}
 	defer release()
+	names := make([]string, 0, len(held))
 	for name, content := range held {
-		if err := writeBlob(d, name, content, true); err != nil {
+		if err := writeBlob(d, name, content, false); err != nil {
 			return err
 		}
+		names = append(names, name)
+	}
+	if err := syncEach(d.blobs.Fd(), names); err != nil {
+		return err
 	}
 	if err := d.blobs.Sync(); err != nil {
 		return err
