@@ -792,26 +792,21 @@ func (j *Journal) Stats() Stats {
 
 // pwriteFull writes all of b to fd at off, through short writes and EINTR.
 func pwriteFull(fd int, b []byte, off int64) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := unix.Pwrite(fd, b[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n += m
-	}
-	return n, nil
+	return full(b, func(p []byte, done int) (int, error) { return unix.Pwrite(fd, p, off+int64(done)) })
 }
 
 // WriteFull writes all of b to fd, through short writes and EINTR; the
 // checkpoint store writes its files with it too.
 func WriteFull(fd int, b []byte) (int, error) {
+	return full(b, func(p []byte, _ int) (int, error) { return unix.Write(fd, p) })
+}
+
+// full calls write with what is left of b (and how much is done) until
+// all of it is written, retrying EINTR.
+func full(b []byte, write func(p []byte, done int) (int, error)) (int, error) {
 	n := 0
 	for n < len(b) {
-		m, err := unix.Write(fd, b[n:])
+		m, err := write(b[n:], n)
 		if err == unix.EINTR {
 			continue
 		}
