@@ -8,9 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"iter"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -83,7 +83,7 @@ func (s *Store) Sealer() journal.Sealer {
 					return err
 				}
 			}
-			if err := syncEach(d.blobs.Fd(), slices.Collect(maps.Keys(blobs))); err != nil {
+			if err := syncEach(d.blobs.Fd(), maps.Keys(blobs), sealSyncs); err != nil {
 				return err
 			}
 			if len(blobs) > 0 {
@@ -91,7 +91,7 @@ func (s *Store) Sealer() journal.Sealer {
 					return err
 				}
 			}
-			return syncEach(d.sessions.Fd(), slices.Collect(maps.Keys(logs)))
+			return syncEach(d.sessions.Fd(), maps.Keys(logs), sealSyncs)
 		}
 	}
 }
@@ -99,22 +99,19 @@ func (s *Store) Sealer() journal.Sealer {
 // sealSyncs is how many of a seal's files are synced at once.
 const sealSyncs = 16
 
-// syncEach fdatasyncs the files names in dir, sealSyncs at a time:
-// concurrent syncs share the file system's commits and the disk's cache
-// flushes, where one after another each pays its own, and a seal's disk
-// time slows the changes beside it (docs/performance.md, "The seal's
-// syncs side by side (issue 45)").
-func syncEach(dir int, names []string) error { return syncAtOnce(dir, names, sealSyncs) }
-
-// syncAtOnce is syncEach with at most n syncs at once.
-func syncAtOnce(dir int, names []string, n int) error {
+// syncEach fdatasyncs the files names in dir, n at a time (a seal:
+// sealSyncs): concurrent syncs share the file system's commits and the
+// disk's cache flushes, where one after another each pays its own, and a
+// seal's disk time slows the changes beside it (docs/performance.md, "The
+// seal's syncs side by side (issue 45)").
+func syncEach(dir int, names iter.Seq[string], n int) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 	)
 	slots := make(chan struct{}, n)
-	for _, name := range names {
+	for name := range names {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -254,14 +251,12 @@ func (s *Store) writeHeld(d *folders, held map[string][]byte) error {
 		return err
 	}
 	defer release()
-	names := make([]string, 0, len(held))
 	for name, content := range held {
 		if err := writeBlob(d, name, content, false); err != nil {
 			return err
 		}
-		names = append(names, name)
 	}
-	if err := syncEach(d.blobs.Fd(), names); err != nil {
+	if err := syncEach(d.blobs.Fd(), maps.Keys(held), sealSyncs); err != nil {
 		return err
 	}
 	if err := d.blobs.Sync(); err != nil {

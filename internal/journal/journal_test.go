@@ -44,8 +44,14 @@ func commit(t testing.TB, j *Journal, recs ...Record) {
 	}
 }
 
-// abandon drops j as a SIGKILL would: its segment stays, its lock goes.
-func abandon(j *Journal) { unix.Close(j.seg.fd) }
+// abandon drops j as a SIGKILL would: its segment and spare stay, their
+// locks go.
+func abandon(j *Journal) {
+	unix.Close(j.seg.fd)
+	if j.spare != nil {
+		unix.Close(j.spare.fd)
+	}
+}
 
 // TestOrphansReplayedInOrder: the entries of a process that died are
 // found by the next Open, whole, in order; a torn last frame (an append a
@@ -200,7 +206,6 @@ func TestRecycledSegmentHidesItsPast(t *testing.T) {
 		t.Fatalf("%d files for %d seals, want the two recycled", len(inodes), j.Stats().Seals)
 	}
 	abandon(j)
-	j.spare = nil // the spare goes with the process too
 
 	j2, orphans, err := Open(d, Options{})
 	if err != nil {
